@@ -1,0 +1,77 @@
+#include "log.h"
+
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static enum log_level log_max = LOG_LVL_INFO;
+
+void log_set_level(enum log_level max)
+{
+	log_max = max;
+}
+
+enum log_level log_get_level(void)
+{
+	return log_max;
+}
+
+int log_level_parse(const char *s)
+{
+	static const struct { const char *name; enum log_level lvl; } names[] = {
+		{ "err", LOG_LVL_ERR }, { "error", LOG_LVL_ERR },
+		{ "warning", LOG_LVL_WARNING }, { "warn", LOG_LVL_WARNING },
+		{ "notice", LOG_LVL_NOTICE }, { "info", LOG_LVL_INFO },
+		{ "debug", LOG_LVL_DEBUG },
+	};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(s, names[i].name) == 0)
+			return names[i].lvl;
+	return -EINVAL;
+}
+
+void log_vmsg(enum log_level lvl, const char *fmt, va_list ap)
+{
+	char line[2048];
+	int n;
+
+	if (lvl > log_max)
+		return;
+	n = vsnprintf(line, sizeof(line), fmt, ap);
+	if (n < 0)
+		return;
+	/* Trim trailing newlines (libbpf sends them); one record per line. */
+	n = (int)strlen(line);
+	while (n > 0 && line[n - 1] == '\n')
+		line[--n] = '\0';
+	fprintf(stderr, "<%d>%s\n", (int)lvl, line);
+}
+
+void log_msg(enum log_level lvl, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vmsg(lvl, fmt, ap);
+	va_end(ap);
+}
+
+static int log_libbpf(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	enum log_level lvl = level == LIBBPF_WARN ? LOG_LVL_WARNING :
+			     level == LIBBPF_INFO ? LOG_LVL_INFO : LOG_LVL_DEBUG;
+	char prefixed[512];
+
+	if (lvl > log_max)
+		return 0;
+	snprintf(prefixed, sizeof(prefixed), "libbpf: %s", fmt);
+	log_vmsg(lvl, prefixed, ap);
+	return 0;
+}
+
+void log_setup_libbpf(void)
+{
+	libbpf_set_print(log_libbpf);
+}

@@ -1,0 +1,73 @@
+/* Symbolization: user addresses via /proc/PID/maps + ELF symbol tables
+ * (libelf), kernel addresses via /proc/kallsyms. Owns every cache (per-pid
+ * maps, per-ELF symbol tables keyed by build-id, kallsyms).
+ *
+ * Name rules (shared by every output format):
+ *  - names are valid UTF-8 with no control characters; other bytes are
+ *    written as \xNN;
+ *  - C++ and Rust names are demangled (libiberty's cplus_demangle);
+ *  - an address with no covering symbol is "<module basename>+0x<hex>",
+ *    where hex is the address in the ELF file's own vaddr space (what
+ *    addr2line wants), never a blank or the nearest unrelated symbol;
+ *  - an address in no mapping is "[unknown]" (FRAME_MARKER), one in an
+ *    anonymous executable mapping is "[jit]" (FRAME_JIT_UNKNOWN, module ""),
+ *    one in the vdso is symbolized from the vdso image or "[vdso]+0x..".
+ */
+#ifndef JPROF_SYMBOLS_H
+#define JPROF_SYMBOLS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "frame.h"
+
+#define SYM_NAME_MAX 1024
+#define SYM_MODULE_MAX 256
+
+struct sym_result {
+	enum frame_kind kind;
+	char name[SYM_NAME_MAX];      /* function, or module+0xoff */
+	char module[SYM_MODULE_MAX];  /* basename of the ELF ("libc.so.6"), or
+					 kernel module name ("" = vmlinux) */
+};
+
+struct symbols_stats {
+	uint64_t elf_cache_hits;
+	uint64_t elf_cache_misses;
+	uint64_t elf_errors;          /* unreadable/corrupt ELF files */
+	uint64_t maps_reads;          /* /proc/PID/maps parsed */
+	uint64_t kallsyms_loads;
+	uint64_t cached_elfs;
+	uint64_t cached_pids;
+};
+
+struct symbols;
+
+/* kallsyms_path: NULL for /proc/kallsyms (tests pass a fixture file).
+ * proc_root: NULL for "/proc" (tests may pass another root). */
+struct symbols *symbols_new(const char *kallsyms_path, const char *proc_root);
+void symbols_free(struct symbols *s);
+
+/* Resolves one user address of process pid. is_return_addr: the address is
+ * a return address (every frame but the leaf), so addr-1 is looked up to land
+ * inside the call instruction. Returns 0 with *out filled (an unresolvable
+ * address still fills "[unknown]" or module+0xoff and returns 0); -errno only
+ * for invalid arguments or allocation failure. */
+int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t addr,
+			 bool is_return_addr, struct sym_result *out);
+
+/* Resolves a kernel address (FRAME_KERNEL; module = kernel module name or "").
+ * Unresolvable: name "[kernel]+0x<addr>". */
+int symbols_resolve_kernel(struct symbols *s, uint64_t addr, struct sym_result *out);
+
+/* Process pid has exited or been re-exec'd: drop its cached maps. */
+void symbols_forget_pid(struct symbols *s, pid_t pid);
+
+/* Drops per-pid caches not used for max_idle_s seconds and ELF tables no
+ * longer referenced; bounds memory on long-running hosts. */
+void symbols_expire(struct symbols *s, unsigned max_idle_s);
+
+void symbols_get_stats(const struct symbols *s, struct symbols_stats *out);
+
+#endif

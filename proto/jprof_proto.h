@@ -1,0 +1,131 @@
+/* jprofd socket API, version 1: newline-delimited JSON over a Unix stream
+ * socket. This header and jprof_proto.c are the one codec shared by the
+ * daemon, jprofctl and the tests. The wire format is documented in
+ * docs/protocol.md, with a JSON schema and examples in proto/. */
+#ifndef JPROF_PROTO_H
+#define JPROF_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct json_object;
+
+#define JPROF_PROTO_VERSION 1
+#define JPROF_DEFAULT_SOCKET "/run/jprofd/jprofd.sock"
+#define JPROF_SOCKET_ENV "JPROFD_SOCKET"
+/* Longest request line the daemon accepts, newline included. */
+#define JPROF_PROTO_MAX_REQUEST (64 * 1024)
+
+/* Record limits and defaults. */
+#define JPROF_DURATION_MS_DEFAULT 30000ULL
+#define JPROF_DURATION_MS_MAX (24ULL * 3600 * 1000)
+#define JPROF_INTERVAL_US_DEFAULT 10000ULL
+#define JPROF_INTERVAL_US_MIN 100ULL
+#define JPROF_INTERVAL_US_MAX 10000000ULL
+
+/* Error codes (the "code" member of an error response). */
+#define JPROF_E_BAD_JSON "bad_json"                 /* not a JSON object */
+#define JPROF_E_BAD_REQUEST "bad_request"           /* missing/wrong-typed/out-of-range member */
+#define JPROF_E_UNKNOWN_COMMAND "unknown_command"
+#define JPROF_E_UNKNOWN_FIELD "unknown_field"
+#define JPROF_E_UNSUPPORTED_VERSION "unsupported_version"
+#define JPROF_E_LINE_TOO_LONG "line_too_long"
+#define JPROF_E_PERMISSION_DENIED "permission_denied"
+#define JPROF_E_NO_SUCH_PROCESS "no_such_process"
+#define JPROF_E_NO_SUCH_SESSION "no_such_session"
+#define JPROF_E_LIMIT "limit_exceeded"              /* too many sessions/clients */
+#define JPROF_E_SHUTTING_DOWN "shutting_down"
+#define JPROF_E_INTERNAL "internal"
+
+enum jprof_cmd {
+	JPROF_CMD_HELLO = 1,
+	JPROF_CMD_STATUS,
+	JPROF_CMD_RECORD,
+	JPROF_CMD_CANCEL,
+};
+
+struct jprof_hello_req {
+	int min_version;   /* default 1 */
+	int max_version;   /* default 1 */
+	char client[64];   /* optional free text, e.g. "jprofctl 0.1.0" */
+};
+
+struct jprof_record_req {
+	int32_t pid;            /* > 0 when !all */
+	bool all;               /* whole host (root or the authorized group only) */
+	uint64_t duration_ms;
+	uint64_t interval_us;
+	char format[32];        /* "collapsed", "json"; default "json" */
+	bool progress;          /* default true */
+	bool thread_frames;     /* default false */
+};
+
+struct jprof_cancel_req {
+	int64_t target;         /* id of the record request to stop */
+};
+
+struct jprof_request {
+	int version;
+	int64_t id;
+	bool has_id;            /* set by the parser as soon as "id" is readable */
+	enum jprof_cmd cmd;
+	union {
+		struct jprof_hello_req hello;
+		struct jprof_record_req record;
+		struct jprof_cancel_req cancel;
+	};
+};
+
+struct jprof_error {
+	const char *code;       /* one of JPROF_E_* */
+	char message[256];
+};
+
+/* Fills *req with defaults for cmd (used by clients before setting fields). */
+void jprof_request_init(struct jprof_request *req, enum jprof_cmd cmd, int64_t id);
+
+/* Parses one request line (without or with its trailing newline).
+ * Strict: unknown members, wrong types and out-of-range values are errors.
+ * Returns 0, or -EINVAL with *err filled; req->has_id/id are set whenever the
+ * id could be read so the error can echo it. */
+int jprof_request_parse(const char *line, size_t len, struct jprof_request *req,
+			struct jprof_error *err);
+
+/* Encodes a request as one line ending in '\n'. malloc'd; NULL on ENOMEM. */
+char *jprof_request_encode(const struct jprof_request *req);
+
+/* A success response {"v":1,"id":id,"ok":true,"type":type}; add members
+ * with json-c, then jprof_json_line(). NULL on ENOMEM. */
+struct json_object *jprof_response_new(int64_t id, const char *type);
+
+/* An error line {"v":1,"id":id|null,"ok":false,"error":{"code","message"}}\n.
+ * malloc'd; NULL on ENOMEM. */
+char *jprof_error_line(int64_t id, bool has_id, const char *code, const char *message);
+
+/* Serializes obj compactly as one line ending in '\n'. malloc'd; *len set. */
+char *jprof_json_line(struct json_object *obj, size_t *len);
+
+/* Client side: one parsed response line. */
+struct jprof_response {
+	int version;
+	int64_t id;
+	bool has_id;
+	bool ok;
+	const char *type;          /* success: "hello", "status", "started", "progress", "profile", "cancelled" */
+	const char *err_code;      /* failure */
+	const char *err_message;   /* failure */
+	struct json_object *root;  /* whole message; owned */
+};
+
+/* 0, or -EINVAL if the line is not a valid response envelope. */
+int jprof_response_parse(const char *line, size_t len, struct jprof_response *resp);
+void jprof_response_free(struct jprof_response *resp);
+
+/* Base64 (RFC 4648, with padding) for binary profile formats.
+ * encode: malloc'd NUL-terminated string. decode: malloc'd bytes, *out_len
+ * set; NULL on invalid input or ENOMEM. */
+char *jprof_base64_encode(const void *data, size_t len);
+void *jprof_base64_decode(const char *text, size_t len, size_t *out_len);
+
+#endif
