@@ -1,0 +1,1 @@
+#include "jprof_proto.h"
