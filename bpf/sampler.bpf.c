@@ -1,6 +1,259 @@
+/* jprofd sampler: one perf_event program for per-CPU events (host view and
+ * whole-host recordings) and one for per-thread events (recordings of one
+ * process). Counts are aggregated in hash maps; stacks go to stack maps.
+ * Both come in two generations: userspace flips jp_gen, waits for programs
+ * that saw the old value to finish (an RCU grace period), then drains and
+ * clears the old generation, so no sample is lost or counted twice. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
 #include "sampler.h"
-SEC("perf_event")
-int sample_cpu(void *ctx) { return 0; }
+
+#define PF_KTHREAD 0x00200000
+#define CLONE_THREAD 0x00010000
+#define EEXIST 17
+
 char LICENSE[] SEC("license") = "GPL";
+
+/* Active generation (0 or 1), written by userspace. */
+volatile __u32 jp_gen;
+
+struct counts_map {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct jp_count_key);
+	__type(value, __u64);
+};
+
+struct stacks_map {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 16384);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, JP_MAX_STACK_DEPTH * sizeof(__u64));
+};
+
+struct counts_map counts0 SEC(".maps");
+struct counts_map counts1 SEC(".maps");
+struct stacks_map stacks0 SEC(".maps");
+struct stacks_map stacks1 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct jp_counters);
+} counters SEC(".maps");
+
+/* tid -> source id of the per-thread event that feeds the host view. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u32);
+} covered SEC(".maps");
+
+/* tgids whose new threads userspace wants to hear about. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u32);
+} watched SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22);
+} events SEC(".maps");
+
+static __always_inline struct jp_counters *get_counters(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&counters, &zero);
+}
+
+/* x86-64: kernel text lives in the upper canonical half, so the sign of the
+ * interrupted IP tells the mode (perf context allows only 8-byte reads of
+ * regs, which rules out testing cs). */
+static __always_inline int in_user_mode(struct bpf_perf_event_data *ctx)
+{
+	return (long)ctx->regs.ip >= 0;
+}
+
+static __always_inline int is_kthread(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	return task->flags & PF_KTHREAD;
+}
+
+/* Reads both stacks into the generation's stack map; counts failures. */
+static __always_inline void read_stacks(struct bpf_perf_event_data *ctx, void *stacks,
+					struct jp_counters *c, __s32 *kstack, __s32 *ustack,
+					__u32 *flags)
+{
+	long r;
+
+	*kstack = -1;
+	*ustack = -1;
+	if (!in_user_mode(ctx)) {
+		*flags |= JP_KEY_KERNEL_MODE;
+		r = bpf_get_stackid(ctx, stacks, 0);
+		if (r >= 0)
+			*kstack = r;
+		else if (r == -EEXIST)
+			c->collision++;
+		else
+			c->kstack_err++;
+	}
+	if (is_kthread()) {
+		*flags |= JP_KEY_KTHREAD;
+		return;
+	}
+	r = bpf_get_stackid(ctx, stacks, BPF_F_USER_STACK);
+	if (r >= 0)
+		*ustack = r;
+	else if (r == -EEXIST)
+		c->collision++;
+	else
+		c->ustack_err++;
+}
+
+static __always_inline void count(void *counts, struct jp_count_key *key, struct jp_counters *c)
+{
+	__u64 one = 1, *v;
+
+	v = bpf_map_lookup_elem(counts, key);
+	if (v) {
+		__sync_fetch_and_add(v, 1);
+		return;
+	}
+	if (bpf_map_update_elem(counts, key, &one, BPF_NOEXIST) == 0)
+		return;
+	/* Lost a race with another CPU inserting the same key, or full. */
+	v = bpf_map_lookup_elem(counts, key);
+	if (v)
+		__sync_fetch_and_add(v, 1);
+	else
+		c->map_full++;
+}
+
+static __always_inline void aggregate(struct bpf_perf_event_data *ctx, struct jp_counters *c,
+				      __u32 tgid, __u32 tid, __u32 source, __u32 flags)
+{
+	struct jp_count_key key = {
+		.tgid = tgid,
+		.tid = tid,
+		.source = source,
+		.flags = flags,
+	};
+
+	if (jp_gen & 1) {
+		read_stacks(ctx, &stacks1, c, &key.kstack, &key.ustack, &key.flags);
+		count(&counts1, &key, c);
+	} else {
+		read_stacks(ctx, &stacks0, c, &key.kstack, &key.ustack, &key.flags);
+		count(&counts0, &key, c);
+	}
+}
+
+static __always_inline void emit_record(struct bpf_perf_event_data *ctx, struct jp_counters *c,
+					__u32 tgid, __u32 tid, __u32 source, __u32 flags)
+{
+	struct jp_msg_sample *m;
+	__u32 gen = jp_gen & 1;
+
+	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+	if (!m) {
+		c->ringbuf_full++;
+		return;
+	}
+	m->type = JP_MSG_SAMPLE;
+	m->tgid = tgid;
+	m->tid = tid;
+	m->source = source;
+	m->time_ns = bpf_ktime_get_ns();
+	m->gen = gen;
+	m->flags = flags;
+	if (gen)
+		read_stacks(ctx, &stacks1, c, &m->kstack, &m->ustack, &m->flags);
+	else
+		read_stacks(ctx, &stacks0, c, &m->kstack, &m->ustack, &m->flags);
+	/* Records are polled at drain time; no wakeup per sample. */
+	bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
+}
+
+SEC("perf_event")
+int sample_cpu(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	__u32 source = (__u32)bpf_get_attach_cookie(ctx);
+	struct jp_counters *c = get_counters();
+
+	if (!c)
+		return 0;
+	if (tid == 0) {
+		c->idle++;
+		return 0;
+	}
+	if (source == JP_SRC_HOST && bpf_map_lookup_elem(&covered, &tid)) {
+		c->skipped_covered++;
+		return 0;
+	}
+	c->samples++;
+	aggregate(ctx, c, tgid, tid, source, source == JP_SRC_HOST ? JP_KEY_HOST_FEED : 0);
+	return 0;
+}
+
+SEC("perf_event")
+int sample_thread(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u32 source = (__u32)cookie, flags = 0, *owner;
+	struct jp_counters *c = get_counters();
+
+	if (!c)
+		return 0;
+	c->samples++;
+	owner = bpf_map_lookup_elem(&covered, &tid);
+	if (owner && *owner == source)
+		flags |= JP_KEY_HOST_FEED;
+	if (cookie & JP_COOKIE_RECORD)
+		emit_record(ctx, c, tgid, tid, source, flags);
+	else
+		aggregate(ctx, c, tgid, tid, source, flags);
+	return (cookie & JP_COOKIE_SIGNAL) ? 1 : 0;
+}
+
+SEC("tp_btf/task_newtask")
+int BPF_PROG(on_fork, struct task_struct *task, __u64 clone_flags)
+{
+	struct jp_msg_new_thread *m;
+	__u32 tgid;
+
+	if (!(clone_flags & CLONE_THREAD))
+		return 0;
+	tgid = task->tgid;
+	if (!bpf_map_lookup_elem(&watched, &tgid))
+		return 0;
+	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+	if (!m) {
+		struct jp_counters *c = get_counters();
+
+		if (c)
+			c->ringbuf_full++;
+		return 0;
+	}
+	m->type = JP_MSG_NEW_THREAD;
+	m->tgid = tgid;
+	m->tid = task->pid;
+	m->pad = 0;
+	m->time_ns = bpf_ktime_get_ns();
+	bpf_ringbuf_submit(m, 0);
+	return 0;
+}

@@ -1,5 +1,70 @@
-/* Placeholder: replaced by the sampler work. */
+/* Types shared by sampler.bpf.c and the daemon (daemon/sampler.c).
+ * Only __u32/__u64/__s32, explicit padding; sizes are pinned with
+ * _Static_assert on the userspace side. */
 #ifndef JPROF_BPF_SAMPLER_H
 #define JPROF_BPF_SAMPLER_H
-struct jp_placeholder { __u32 x; };
+
+#define JP_MAX_STACK_DEPTH 127
+
+/* Source id 0: the always-on host view (per-CPU events). Recording sessions
+ * use their own ids >= 1. */
+#define JP_SRC_HOST 0
+
+/* bpf_cookie of an attached perf event: low 32 bits = source id, high bits: */
+#define JP_COOKIE_THREAD (1ULL << 32)   /* per-thread event (pid=tid, cpu=-1) */
+#define JP_COOKIE_RECORD (1ULL << 33)   /* emit a ring record (joined with agent data) */
+#define JP_COOKIE_SIGNAL (1ULL << 34)   /* return 1: kernel delivers the overflow signal */
+
+/* jp_count_key.flags */
+#define JP_KEY_HOST_FEED 1u    /* this per-thread sample also stands for the host view */
+#define JP_KEY_KERNEL_MODE 2u  /* the sample interrupted kernel code */
+#define JP_KEY_KTHREAD 4u      /* kernel thread: no user stack to read */
+
+struct jp_count_key {
+	__u32 tgid;
+	__u32 tid;
+	__s32 kstack;   /* stack id in stacks[gen], or < 0 (none / failed) */
+	__s32 ustack;
+	__u32 source;
+	__u32 flags;
+};
+
+/* Per-CPU counters; userspace sums them. */
+struct jp_counters {
+	__u64 samples;          /* every program run that was not idle */
+	__u64 idle;             /* pid 0 on a per-CPU event */
+	__u64 skipped_covered;  /* host event skipped: the thread has its own event */
+	__u64 kstack_err;       /* kernel stack read failed (not collisions) */
+	__u64 ustack_err;       /* user stack read failed (not collisions) */
+	__u64 collision;        /* stack map bucket held another stack */
+	__u64 map_full;         /* count map full: sample dropped */
+	__u64 ringbuf_full;     /* ring reserve failed: record dropped */
+};
+
+/* Ring buffer messages. */
+enum jp_msg_type {
+	JP_MSG_NEW_THREAD = 1,
+	JP_MSG_SAMPLE = 2,
+};
+
+struct jp_msg_new_thread {
+	__u32 type;      /* JP_MSG_NEW_THREAD */
+	__u32 tgid;
+	__u32 tid;
+	__u32 pad;
+	__u64 time_ns;   /* CLOCK_MONOTONIC */
+};
+
+struct jp_msg_sample {
+	__u32 type;      /* JP_MSG_SAMPLE */
+	__u32 tgid;
+	__u32 tid;
+	__u32 source;
+	__u64 time_ns;   /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
+	__s32 kstack;
+	__s32 ustack;
+	__u32 gen;       /* which stack map the ids refer to */
+	__u32 flags;
+};
+
 #endif

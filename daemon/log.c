@@ -3,6 +3,7 @@
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static enum log_level log_max = LOG_LVL_INFO;
@@ -34,19 +35,30 @@ int log_level_parse(const char *s)
 
 void log_vmsg(enum log_level lvl, const char *fmt, va_list ap)
 {
-	char line[2048];
+	char small[2048], *text = small, *line, *save = NULL;
+	va_list ap2;
 	int n;
 
 	if (lvl > log_max)
 		return;
-	n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_copy(ap2, ap);
+	n = vsnprintf(small, sizeof(small), fmt, ap2);
+	va_end(ap2);
 	if (n < 0)
 		return;
-	/* Trim trailing newlines (libbpf sends them); one record per line. */
-	n = (int)strlen(line);
-	while (n > 0 && line[n - 1] == '\n')
-		line[--n] = '\0';
-	fprintf(stderr, "<%d>%s\n", (int)lvl, line);
+	/* Long messages (libbpf's verifier log) are kept whole. */
+	if ((size_t)n >= sizeof(small)) {
+		text = malloc((size_t)n + 1);
+		if (!text)
+			text = small;
+		else
+			vsnprintf(text, (size_t)n + 1, fmt, ap);
+	}
+	/* One record per line so journald keeps the priority on each. */
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		fprintf(stderr, "<%d>%s\n", (int)lvl, line);
+	if (text != small)
+		free(text);
 }
 
 void log_msg(enum log_level lvl, const char *fmt, ...)

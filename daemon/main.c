@@ -1,1 +1,311 @@
-int main(void) { return 1; }
+/* jprofd: argv, sd_listen_fds / sd_notify, signals, and wiring of modules. */
+#include <errno.h>
+#include <getopt.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include "control.h"
+#include "jprof_proto.h"
+#include "log.h"
+#include "loop.h"
+#include "sampler.h"
+#include "session.h"
+#include "symbols.h"
+
+struct options {
+	const char *socket_path;
+	const char *group;
+	unsigned rate_hz;
+	unsigned max_sessions;
+	unsigned max_clients;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: jprofd [OPTIONS]\n"
+		"\n"
+		"System-wide eBPF profiler daemon. Runs as root in the foreground, samples\n"
+		"every process with eBPF and serves profiles over a JSON Unix socket\n"
+		"(see jprofctl(1) and docs/protocol.md).\n"
+		"\n"
+		"Options:\n"
+		"  -s, --socket PATH      listen on PATH (default %s; ignored when\n"
+		"                         started by systemd socket activation)\n"
+		"  -g, --group NAME       members of NAME may record any process (default jprof;\n"
+		"                         \"\" for none); root always may\n"
+		"  -r, --rate HZ          always-on host sampling rate, 0 disables (default 19)\n"
+		"      --max-sessions N   concurrent recordings (default 64)\n"
+		"      --max-clients N    concurrent connections (default 1024)\n"
+		"  -l, --log-level LEVEL  err, warning, notice, info (default) or debug\n"
+		"  -h, --help             show this help\n"
+		"  -V, --version          show the version\n",
+		JPROF_DEFAULT_SOCKET);
+}
+
+static int parse_uint(const char *s, unsigned max, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || end == s || s[0] == '-' || v > max)
+		return -EINVAL;
+	*out = (unsigned)v;
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct options *o)
+{
+	enum { OPT_MAX_SESSIONS = 256, OPT_MAX_CLIENTS };
+	static const struct option longopts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "group", required_argument, NULL, 'g' },
+		{ "rate", required_argument, NULL, 'r' },
+		{ "max-sessions", required_argument, NULL, OPT_MAX_SESSIONS },
+		{ "max-clients", required_argument, NULL, OPT_MAX_CLIENTS },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ 0 },
+	};
+	int c, lvl;
+
+	while ((c = getopt_long(argc, argv, "s:g:r:l:hV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			o->socket_path = optarg;
+			break;
+		case 'g':
+			o->group = optarg;
+			break;
+		case 'r':
+			if (parse_uint(optarg, 10000, &o->rate_hz) < 0) {
+				fprintf(stderr, "jprofd: --rate wants 0..10000 Hz, not \"%s\"\n", optarg);
+				return 2;
+			}
+			break;
+		case OPT_MAX_SESSIONS:
+		case OPT_MAX_CLIENTS:
+			if (parse_uint(optarg, 100000, c == OPT_MAX_SESSIONS ? &o->max_sessions : &o->max_clients) < 0 ||
+			    (c == OPT_MAX_SESSIONS ? o->max_sessions : o->max_clients) == 0) {
+				fprintf(stderr, "jprofd: %s wants a positive number, not \"%s\"\n",
+					c == OPT_MAX_SESSIONS ? "--max-sessions" : "--max-clients", optarg);
+				return 2;
+			}
+			break;
+		case 'l':
+			lvl = log_level_parse(optarg);
+			if (lvl < 0) {
+				fprintf(stderr, "jprofd: unknown log level \"%s\"\n", optarg);
+				return 2;
+			}
+			log_set_level((enum log_level)lvl);
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("jprofd %s (protocol %d)\n", JPROF_VERSION, JPROF_PROTO_VERSION);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "jprofd: unexpected argument \"%s\"\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	return -1;
+}
+
+static void on_signal(struct loop_source *src, int fd, uint32_t events, void *arg)
+{
+	struct signalfd_siginfo si;
+
+	if (read(fd, &si, sizeof(si)) != sizeof(si))
+		return;
+	log_notice("received %s, shutting down", strsignal((int)si.ssi_signo));
+	loop_quit(arg);
+}
+
+static void on_ring(struct loop_source *src, int fd, uint32_t events, void *arg)
+{
+	sampler_poll_ring(arg);
+}
+
+static void on_watchdog(struct loop_source *src, void *arg)
+{
+	sd_notify(0, "WATCHDOG=1");
+}
+
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	/* One perf fd per recorded thread: take the hard limit. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct options o = { .socket_path = JPROF_DEFAULT_SOCKET, .group = "jprof", .rate_hz = 19 };
+	struct control_config ccfg = { .group = (gid_t)-1 };
+	struct sampler_config scfg = { 0 };
+	struct session_limits slim = { 0 };
+	struct sampler_callbacks cb;
+	struct session_mgr *sessions = NULL;
+	struct sampler *sampler = NULL;
+	struct symbols *symbols = NULL;
+	struct control *control = NULL;
+	struct loop *loop = NULL;
+	struct loop_source *wd = NULL;
+	bool own_socket = false;
+	uint64_t wd_usec = 0;
+	sigset_t mask;
+	int sfd = -1, ret = 1, r, nfds;
+
+	r = parse_args(argc, argv, &o);
+	if (r >= 0)
+		return r;
+	setvbuf(stderr, NULL, _IOLBF, 0);
+	if (geteuid() != 0) {
+		fprintf(stderr, "jprofd: must run as root (it loads BPF programs and opens perf events for any process)\n");
+		return 1;
+	}
+	log_setup_libbpf();
+	raise_fd_limit();
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+
+	if (o.group && *o.group) {
+		struct group *g = getgrnam(o.group);
+
+		if (g) {
+			ccfg.group = g->gr_gid;
+			ccfg.group_name = o.group;
+		} else {
+			log_notice("group \"%s\" does not exist; only root may record other users' processes",
+				   o.group);
+		}
+	}
+	ccfg.max_clients = o.max_clients;
+	slim.max_sessions = o.max_sessions;
+	scfg.host_rate_hz = o.rate_hz;
+
+	r = loop_new(&loop);
+	if (r < 0)
+		goto out;
+	symbols = symbols_new(NULL, NULL);
+	if (!symbols) {
+		log_err("cannot set up symbolization");
+		goto out;
+	}
+	r = session_mgr_new(loop, symbols, &slim, &sessions);
+	if (r < 0)
+		goto out;
+	cb = (struct sampler_callbacks){ .sample = session_mgr_on_sample,
+					 .new_thread = session_mgr_on_new_thread, .arg = sessions };
+	r = sampler_new(&scfg, &cb, &sampler);
+	if (r < 0)
+		goto out;
+	r = session_mgr_set_sampler(sessions, sampler);
+	if (r < 0)
+		goto out;
+	r = loop_add_io(loop, sampler_ring_fd(sampler), EPOLLIN, on_ring, sampler, NULL);
+	if (r < 0)
+		goto out;
+	r = control_new(loop, sessions, sampler, &ccfg, &control);
+	if (r < 0)
+		goto out;
+
+	nfds = sd_listen_fds(1);
+	if (nfds < 0) {
+		log_err("sd_listen_fds failed: %s", strerror(-nfds));
+		goto out;
+	}
+	if (nfds > 0) {
+		for (int i = 0; i < nfds; i++) {
+			int fd = SD_LISTEN_FDS_START + i;
+
+			if (sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) <= 0) {
+				log_err("inherited fd %d is not a listening Unix stream socket", fd);
+				goto out;
+			}
+			r = control_add_listener(control, fd);
+			if (r < 0)
+				goto out;
+		}
+		log_info("listening on %d socket(s) passed by systemd", nfds);
+	} else {
+		int fd;
+
+		r = control_listen_unix(o.socket_path, &fd);
+		if (r < 0) {
+			log_err("cannot listen on %s: %s", o.socket_path,
+				r == -EEXIST ? "a file that is not a socket is in the way" : strerror(-r));
+			goto out;
+		}
+		own_socket = true;
+		r = control_add_listener(control, fd);
+		if (r < 0)
+			goto out;
+	}
+
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0 || loop_add_io(loop, sfd, EPOLLIN, on_signal, loop, NULL) < 0) {
+		log_err("cannot set up signal handling");
+		goto out;
+	}
+	if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec >= 2000) {
+		r = loop_add_timer(loop, wd_usec / 2000, wd_usec / 2000, on_watchdog, NULL, &wd);
+		if (r < 0)
+			goto out;
+	}
+	log_info("jprofd %s ready on %s (host sampling %u Hz)", JPROF_VERSION,
+		 nfds > 0 ? "systemd sockets" : o.socket_path, o.rate_hz);
+	sd_notifyf(0, "READY=1\nSTATUS=Sampling at %u Hz, listening on %s\nMAINPID=%d", o.rate_hz,
+		   nfds > 0 ? "systemd sockets" : o.socket_path, (int)getpid());
+
+	r = loop_run(loop);
+	if (r < 0) {
+		log_err("event loop failed: %s", strerror(-r));
+		goto out;
+	}
+	sd_notify(0, "STOPPING=1\nSTATUS=Shutting down");
+	ret = 0;
+out:
+	/* Sessions first: they tell their clients, then the clients are flushed. */
+	session_mgr_free(sessions);
+	control_free(control);
+	loop_remove(wd);
+	if (sfd >= 0)
+		close(sfd);
+	sampler_free(sampler);
+	symbols_free(symbols);
+	loop_free(loop);
+	if (own_socket)
+		unlink(o.socket_path);
+	if (ret == 0)
+		log_info("jprofd stopped");
+	return ret;
+}

@@ -1,0 +1,661 @@
+#include "control.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "authz.h"
+#include "buf.h"
+#include "export.h"
+#include "jprof_proto.h"
+#include "log.h"
+#include "loop.h"
+#include "sampler.h"
+#include "session.h"
+
+#define CLIENT_MAX_SESSIONS 16
+#define READ_CHUNK 65536
+#define READ_BUDGET (1024 * 1024)   /* bytes per wakeup, so one client cannot starve others */
+
+struct client_session {
+	int64_t req_id;
+	struct session *s;
+};
+
+struct client {
+	struct control *ctl;
+	struct client *next;
+	int fd;
+	struct loop_source *src;
+	struct authz_peer peer;
+	struct buf in, out;
+	bool discarding;            /* inside an oversized request line */
+	bool want_out;
+	bool dead;
+	struct client_session sessions[CLIENT_MAX_SESSIONS];
+	unsigned nsessions;
+};
+
+struct listener {
+	int fd;
+	struct loop_source *src;
+};
+
+struct control {
+	struct loop *loop;
+	struct session_mgr *sessions;
+	struct sampler *sampler;
+	struct control_config cfg;
+	struct listener listeners[8];
+	unsigned nlisteners;
+	struct client *clients;
+	unsigned nclients;
+	uint64_t start_mono_ns;
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- output ---- */
+
+static void client_drop(struct client *c);
+
+static void client_flush(struct client *c)
+{
+	while (c->out.len) {
+		ssize_t n = send(c->fd, c->out.data, c->out.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			c->dead = true;  /* EPIPE etc.: the read side will clean up */
+			buf_reset(&c->out);
+			break;
+		}
+		buf_consume(&c->out, (size_t)n);
+	}
+	if (c->dead)
+		return;
+	if (!!c->out.len != c->want_out) {
+		c->want_out = c->out.len != 0;
+		loop_set_events(c->src, EPOLLIN | EPOLLRDHUP | (c->want_out ? EPOLLOUT : 0));
+	}
+}
+
+static void client_send(struct client *c, const char *line, size_t len)
+{
+	if (c->dead)
+		return;
+	if (c->out.len + len > c->ctl->cfg.max_output || buf_append(&c->out, line, len) < 0) {
+		log_warn("client pid %d uid %u: not reading its replies (%zu bytes queued); disconnecting",
+			 (int)c->peer.pid, (unsigned)c->peer.uid, c->out.len);
+		c->dead = true;
+		buf_reset(&c->out);
+		return;
+	}
+	client_flush(c);
+}
+
+static void send_error(struct client *c, const struct jprof_request *req, const char *code,
+		       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void send_error(struct client *c, const struct jprof_request *req, const char *code,
+		       const char *fmt, ...)
+{
+	char msg[512], *line;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	line = jprof_error_line(req ? req->id : 0, req && req->has_id, code, msg);
+	if (line)
+		client_send(c, line, strlen(line));
+	free(line);
+}
+
+static void send_obj(struct client *c, struct json_object *o)
+{
+	size_t len;
+	char *line = o ? jprof_json_line(o, &len) : NULL;
+
+	if (line)
+		client_send(c, line, len);
+	free(line);
+	json_object_put(o);
+}
+
+/* ---- session sink ---- */
+
+static void sink_send(void *ctx, const char *line, size_t len)
+{
+	client_send(ctx, line, len);
+}
+
+static void sink_done(void *ctx, struct session *s)
+{
+	struct client *c = ctx;
+
+	for (unsigned i = 0; i < c->nsessions; i++) {
+		if (c->sessions[i].s == s) {
+			c->sessions[i] = c->sessions[--c->nsessions];
+			return;
+		}
+	}
+}
+
+/* ---- requests ---- */
+
+static void handle_hello(struct client *c, const struct jprof_request *req)
+{
+	struct json_object *o, *cmds;
+
+	if (req->hello.min_version > JPROF_PROTO_VERSION || req->hello.max_version < JPROF_PROTO_VERSION) {
+		send_error(c, req, JPROF_E_UNSUPPORTED_VERSION,
+			   "this jprofd speaks protocol version %d only; the client asked for %d..%d",
+			   JPROF_PROTO_VERSION, req->hello.min_version, req->hello.max_version);
+		return;
+	}
+	o = jprof_response_new(req->id, "hello");
+	cmds = json_object_new_array();
+	if (!o || !cmds) {
+		json_object_put(o);
+		json_object_put(cmds);
+		return;
+	}
+	json_object_object_add(o, "version", json_object_new_int(JPROF_PROTO_VERSION));
+	json_object_object_add(o, "server", json_object_new_string("jprofd " JPROF_VERSION));
+	json_object_array_add(cmds, json_object_new_string("hello"));
+	json_object_array_add(cmds, json_object_new_string("status"));
+	json_object_array_add(cmds, json_object_new_string("record"));
+	json_object_array_add(cmds, json_object_new_string("cancel"));
+	json_object_object_add(o, "commands", cmds);
+	send_obj(c, o);
+}
+
+struct status_ctx {
+	const struct client *c;
+	struct json_object *list;
+};
+
+static int status_session(struct session *s, void *arg)
+{
+	struct status_ctx *sc = arg;
+	struct session_info si;
+	struct json_object *e;
+
+	session_get_info(s, &si);
+	/* Others' recordings are counted but not described to unprivileged peers. */
+	if (!sc->c->peer.privileged && si.uid != sc->c->peer.uid)
+		return 0;
+	e = json_object_new_object();
+	if (!e)
+		return 0;
+	json_object_object_add(e, "id", json_object_new_int64(si.id));
+	json_object_object_add(e, "pid", json_object_new_int64(si.pid));
+	json_object_object_add(e, "all", json_object_new_boolean(si.all));
+	json_object_object_add(e, "uid", json_object_new_int64(si.uid));
+	json_object_object_add(e, "elapsed_ms", json_object_new_int64((int64_t)si.elapsed_ms));
+	json_object_object_add(e, "duration_ms", json_object_new_int64((int64_t)si.duration_ms));
+	json_object_object_add(e, "samples", json_object_new_int64((int64_t)si.samples));
+	json_object_object_add(e, "threads", json_object_new_int64(si.threads));
+	json_object_array_add(sc->list, e);
+	return 0;
+}
+
+#define ADD_U64(obj, key, v) json_object_object_add(obj, key, json_object_new_int64((int64_t)(v)))
+
+static void handle_status(struct client *c, const struct jprof_request *req)
+{
+	struct control *ctl = c->ctl;
+	struct json_object *o = jprof_response_new(req->id, "status");
+	struct json_object *st = json_object_new_object(), *smp = json_object_new_object();
+	struct json_object *lost = json_object_new_object(), *sess = json_object_new_object();
+	struct json_object *peer = json_object_new_object();
+	struct status_ctx sc = { .c = c, .list = json_object_new_array() };
+	struct sampler_stats ss;
+
+	if (!o || !st || !smp || !lost || !sess || !peer || !sc.list) {
+		json_object_put(o);
+		json_object_put(st);
+		json_object_put(smp);
+		json_object_put(lost);
+		json_object_put(sess);
+		json_object_put(peer);
+		json_object_put(sc.list);
+		send_error(c, req, JPROF_E_INTERNAL, "out of memory");
+		return;
+	}
+	sampler_get_stats(ctl->sampler, &ss);
+	json_object_object_add(st, "version", json_object_new_string(JPROF_VERSION));
+	json_object_object_add(st, "protocol", json_object_new_int(JPROF_PROTO_VERSION));
+	ADD_U64(st, "pid", getpid());
+	ADD_U64(st, "uptime_ms", (mono_ns() - ctl->start_mono_ns) / 1000000ull);
+	json_object_object_add(smp, "state", json_object_new_string("running"));
+	ADD_U64(smp, "rate_hz", ss.host_rate_hz);
+	ADD_U64(smp, "cpus", ss.cpus);
+	ADD_U64(smp, "samples", ss.samples);
+	ADD_U64(smp, "idle", ss.idle);
+	ADD_U64(smp, "drains", ss.drains);
+	ADD_U64(smp, "thread_events", ss.thread_events);
+	ADD_U64(lost, "kernel_stack", ss.kstack_err);
+	ADD_U64(lost, "user_stack", ss.ustack_err);
+	ADD_U64(lost, "stack_collision", ss.collision);
+	ADD_U64(lost, "map_full", ss.map_full);
+	ADD_U64(lost, "ringbuf", ss.ringbuf_full);
+	ADD_U64(lost, "stack_missing", ss.stack_missing);
+	json_object_object_add(smp, "lost", lost);
+	json_object_object_add(st, "sampler", smp);
+	session_foreach(ctl->sessions, status_session, &sc);
+	ADD_U64(sess, "active", session_count(ctl->sessions));
+	json_object_object_add(sess, "list", sc.list);
+	json_object_object_add(st, "sessions", sess);
+	ADD_U64(st, "clients", ctl->nclients);
+	ADD_U64(peer, "uid", c->peer.uid);
+	json_object_object_add(peer, "authorized_all", json_object_new_boolean(c->peer.privileged));
+	json_object_object_add(st, "peer", peer);
+	json_object_object_add(o, "status", st);
+	send_obj(c, o);
+}
+
+static int pidfd_open_checked(pid_t pid)
+{
+	long fd = syscall(SYS_pidfd_open, pid, 0);
+
+	return fd < 0 ? -errno : (int)fd;
+}
+
+static void handle_record(struct client *c, const struct jprof_request *req)
+{
+	const struct jprof_record_req *rr = &req->record;
+	struct session_params p = {
+		.req_id = req->id,
+		.pid = rr->pid,
+		.pidfd = -1,
+		.all = rr->all,
+		.uid = c->peer.uid,
+		.duration_ms = rr->duration_ms,
+		.interval_us = rr->interval_us,
+		.progress = rr->progress,
+		.thread_frames = rr->thread_frames,
+	};
+	struct session_sink sink = { .send = sink_send, .done = sink_done, .ctx = c };
+	const char *code = NULL;
+	char why[512];
+	struct session *s;
+	int fmt, r;
+
+	fmt = export_format_parse(rr->format);
+	if (fmt < 0) {
+		send_error(c, req, JPROF_E_BAD_REQUEST, "unknown format \"%s\" (supported: collapsed, json)",
+			   rr->format);
+		return;
+	}
+	p.format = (enum export_format)fmt;
+	for (unsigned i = 0; i < c->nsessions; i++) {
+		if (c->sessions[i].req_id == req->id) {
+			send_error(c, req, JPROF_E_BAD_REQUEST,
+				   "request id %lld is already used by a running recording on this connection",
+				   (long long)req->id);
+			return;
+		}
+	}
+	if (c->nsessions >= c->ctl->cfg.max_sessions_per_client) {
+		send_error(c, req, JPROF_E_LIMIT, "at most %u recordings per connection",
+			   c->ctl->cfg.max_sessions_per_client);
+		return;
+	}
+	if (rr->all) {
+		if (!c->peer.privileged) {
+			log_audit("denied: uid %u (pid %d) asked to record the whole host",
+				  (unsigned)c->peer.uid, (int)c->peer.pid);
+			send_error(c, req, JPROF_E_PERMISSION_DENIED,
+				   "recording the whole host needs root or membership in group %s",
+				   c->ctl->cfg.group_name ? c->ctl->cfg.group_name : "jprof");
+			return;
+		}
+	} else {
+		/* Pin the process first so a recycled pid cannot slip in after the check. */
+		p.pidfd = pidfd_open_checked(rr->pid);
+		if (p.pidfd < 0) {
+			send_error(c, req, JPROF_E_NO_SUCH_PROCESS, "no process with pid %d", (int)rr->pid);
+			return;
+		}
+		r = authz_check_pid(&c->peer, rr->pid, why, sizeof(why));
+		if (r == 0 && syscall(SYS_pidfd_send_signal, p.pidfd, 0, NULL, 0) < 0)
+			r = -ESRCH;
+		if (r < 0) {
+			close(p.pidfd);
+			if (r == -ESRCH) {
+				send_error(c, req, JPROF_E_NO_SUCH_PROCESS, "no process with pid %d", (int)rr->pid);
+			} else {
+				log_audit("denied: uid %u (pid %d) asked to record pid %d: %s",
+					  (unsigned)c->peer.uid, (int)c->peer.pid, (int)rr->pid, why);
+				send_error(c, req, JPROF_E_PERMISSION_DENIED, "%s", why);
+			}
+			return;
+		}
+	}
+	r = session_start(c->ctl->sessions, &p, &sink, &s, &code, why, sizeof(why));
+	if (r < 0) {
+		send_error(c, req, code ? code : JPROF_E_INTERNAL, "%s", why);
+		return;
+	}
+	c->sessions[c->nsessions++] = (struct client_session){ .req_id = req->id, .s = s };
+}
+
+static void handle_cancel(struct client *c, const struct jprof_request *req)
+{
+	struct json_object *o;
+
+	for (unsigned i = 0; i < c->nsessions; i++) {
+		struct session *s = c->sessions[i].s;
+
+		if (c->sessions[i].req_id != req->cancel.target)
+			continue;
+		o = jprof_response_new(req->id, "cancelled");
+		if (o) {
+			json_object_object_add(o, "target", json_object_new_int64(req->cancel.target));
+			send_obj(c, o);
+		}
+		session_stop(s, "cancelled");
+		return;
+	}
+	send_error(c, req, JPROF_E_NO_SUCH_SESSION,
+		   "no running recording with request id %lld on this connection",
+		   (long long)req->cancel.target);
+}
+
+static void handle_line(struct client *c, const char *line, size_t len)
+{
+	struct jprof_request req;
+	struct jprof_error err;
+
+	/* Blank lines (keep-alives, stray CRs) are not requests. */
+	size_t i = 0;
+
+	while (i < len && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r'))
+		i++;
+	if (i == len)
+		return;
+	memset(&req, 0, sizeof(req));
+	if (jprof_request_parse(line, len, &req, &err) < 0) {
+		send_error(c, &req, err.code, "%s", err.message);
+		return;
+	}
+	switch (req.cmd) {
+	case JPROF_CMD_HELLO:
+		handle_hello(c, &req);
+		break;
+	case JPROF_CMD_STATUS:
+		handle_status(c, &req);
+		break;
+	case JPROF_CMD_RECORD:
+		handle_record(c, &req);
+		break;
+	case JPROF_CMD_CANCEL:
+		handle_cancel(c, &req);
+		break;
+	default:
+		send_error(c, &req, JPROF_E_UNKNOWN_COMMAND, "unknown command");
+		break;
+	}
+}
+
+static void process_input(struct client *c)
+{
+	char *nl;
+
+	while (!c->dead && (nl = memchr(c->in.data, '\n', c->in.len))) {
+		size_t len = (size_t)(nl - c->in.data);
+
+		if (c->discarding) {
+			c->discarding = false;  /* end of an oversized line, already answered */
+		} else if (len + 1 > JPROF_PROTO_MAX_REQUEST) {
+			send_error(c, NULL, JPROF_E_LINE_TOO_LONG, "request line longer than %d bytes",
+				   JPROF_PROTO_MAX_REQUEST);
+		} else {
+			handle_line(c, c->in.data, len);
+		}
+		buf_consume(&c->in, len + 1);
+	}
+	if (c->in.len >= JPROF_PROTO_MAX_REQUEST) {
+		if (!c->discarding)
+			send_error(c, NULL, JPROF_E_LINE_TOO_LONG, "request line longer than %d bytes",
+				   JPROF_PROTO_MAX_REQUEST);
+		c->discarding = true;
+		buf_reset(&c->in);
+	}
+}
+
+/* ---- connections ---- */
+
+static void client_drop(struct client *c)
+{
+	struct control *ctl = c->ctl;
+	struct client **pp = &ctl->clients;
+
+	/* Recordings of a vanished client are dropped, not finished. */
+	while (c->nsessions) {
+		struct session *s = c->sessions[--c->nsessions].s;
+
+		session_abandon(s);
+	}
+	while (*pp && *pp != c)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = c->next;
+	ctl->nclients--;
+	loop_remove(c->src);
+	close(c->fd);
+	buf_release(&c->in);
+	buf_release(&c->out);
+	free(c);
+}
+
+static void on_client(struct loop_source *src, int fd, uint32_t events, void *arg)
+{
+	struct client *c = arg;
+	size_t budget = READ_BUDGET;
+
+	if (events & EPOLLOUT)
+		client_flush(c);
+	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) {
+		while (budget && !c->dead) {
+			ssize_t n;
+
+			if (buf_reserve(&c->in, READ_CHUNK) < 0) {
+				c->dead = true;
+				break;
+			}
+			n = recv(fd, c->in.data + c->in.len, READ_CHUNK, MSG_DONTWAIT);
+			if (n < 0) {
+				if (errno == EINTR)
+					continue;
+				if (errno != EAGAIN && errno != EWOULDBLOCK)
+					c->dead = true;
+				break;
+			}
+			if (n == 0) {
+				c->dead = true;
+				break;
+			}
+			c->in.len += (size_t)n;
+			c->in.data[c->in.len] = '\0';
+			budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
+			process_input(c);
+		}
+	}
+	if (c->dead)
+		client_drop(c);
+}
+
+static void on_listener(struct loop_source *src, int fd, uint32_t events, void *arg)
+{
+	struct control *ctl = arg;
+
+	for (int i = 0; i < 64; i++) {
+		int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		struct client *c;
+		int r;
+
+		if (cfd < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+				log_warn("accept failed: %s", strerror(errno));
+			return;
+		}
+		if (ctl->nclients >= ctl->cfg.max_clients) {
+			char *line = jprof_error_line(0, false, JPROF_E_LIMIT, "too many clients connected");
+
+			if (line)
+				send(cfd, line, strlen(line), MSG_NOSIGNAL | MSG_DONTWAIT);
+			free(line);
+			close(cfd);
+			continue;
+		}
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(cfd);
+			continue;
+		}
+		c->ctl = ctl;
+		c->fd = cfd;
+		r = authz_peer_from_fd(cfd, ctl->cfg.group, &c->peer);
+		if (r == 0)
+			r = loop_add_io(ctl->loop, cfd, EPOLLIN | EPOLLRDHUP, on_client, c, &c->src);
+		if (r < 0) {
+			log_warn("cannot serve a new client: %s", strerror(-r));
+			close(cfd);
+			free(c);
+			continue;
+		}
+		c->next = ctl->clients;
+		ctl->clients = c;
+		ctl->nclients++;
+		log_debug("client connected: pid %d uid %u%s", (int)c->peer.pid, (unsigned)c->peer.uid,
+			  c->peer.privileged ? " (privileged)" : "");
+	}
+}
+
+int control_new(struct loop *loop, struct session_mgr *sessions, struct sampler *sampler,
+		const struct control_config *cfg, struct control **out)
+{
+	struct control *c = calloc(1, sizeof(*c));
+
+	*out = NULL;
+	if (!c)
+		return -ENOMEM;
+	c->loop = loop;
+	c->sessions = sessions;
+	c->sampler = sampler;
+	c->cfg = *cfg;
+	if (!c->cfg.max_clients)
+		c->cfg.max_clients = 1024;
+	if (!c->cfg.max_sessions_per_client)
+		c->cfg.max_sessions_per_client = 4;
+	if (c->cfg.max_sessions_per_client > CLIENT_MAX_SESSIONS)
+		c->cfg.max_sessions_per_client = CLIENT_MAX_SESSIONS;
+	if (!c->cfg.max_output)
+		c->cfg.max_output = 512u << 20;
+	c->start_mono_ns = mono_ns();
+	*out = c;
+	return 0;
+}
+
+int control_add_listener(struct control *c, int fd)
+{
+	struct listener *l;
+	int r;
+
+	if (c->nlisteners >= sizeof(c->listeners) / sizeof(c->listeners[0])) {
+		close(fd);
+		return -EMFILE;
+	}
+	l = &c->listeners[c->nlisteners];
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	r = loop_add_io(c->loop, fd, EPOLLIN, on_listener, c, &l->src);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	l->fd = fd;
+	c->nlisteners++;
+	return 0;
+}
+
+void control_free(struct control *c)
+{
+	if (!c)
+		return;
+	while (c->clients) {
+		client_flush(c->clients);
+		client_drop(c->clients);
+	}
+	for (unsigned i = 0; i < c->nlisteners; i++) {
+		loop_remove(c->listeners[i].src);
+		close(c->listeners[i].fd);
+	}
+	free(c);
+}
+
+unsigned control_client_count(const struct control *c)
+{
+	return c->nclients;
+}
+
+int control_listen_unix(const char *path, int *out_fd)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char dir[sizeof(sa.sun_path)];
+	struct stat st;
+	int fd = -1, r;
+
+	*out_fd = -1;
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	strcpy(dir, path);
+	if (mkdir(dirname(dir), 0755) < 0 && errno != EEXIST)
+		return -errno;
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode))
+			return -EEXIST;
+		unlink(path);  /* stale socket of a previous run */
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	/* Anyone may connect; each request is authorized by its peer credentials. */
+	if (chmod(path, 0666) < 0 || listen(fd, 512) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	*out_fd = fd;
+	return 0;
+fail:
+	close(fd);
+	return r;
+}

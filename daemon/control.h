@@ -1,0 +1,39 @@
+/* The control server: Unix stream listeners, one connection per client,
+ * newline-delimited JSON requests (proto/), authorization per request by the
+ * peer's SO_PEERCRED credentials, and the status report. */
+#ifndef JPROF_CONTROL_H
+#define JPROF_CONTROL_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+struct loop;
+struct sampler;
+struct session_mgr;
+struct control;
+
+struct control_config {
+	gid_t group;                     /* authorized group, (gid_t)-1 = none */
+	const char *group_name;          /* for messages */
+	unsigned max_clients;            /* default 1024 */
+	unsigned max_sessions_per_client;/* default 4 */
+	size_t max_output;               /* queued bytes per client before it is dropped; default 512 MiB */
+};
+
+int control_new(struct loop *loop, struct session_mgr *sessions, struct sampler *sampler,
+		const struct control_config *cfg, struct control **out);
+/* Flushes what it can to every client and closes them; NULL-safe. Sessions
+ * must have been ended first (session_mgr_free tells their clients). */
+void control_free(struct control *c);
+
+/* Serves a listening socket (taken: closed by control_free). */
+int control_add_listener(struct control *c, int fd);
+
+/* Creates a listening socket at path, mode 0666 (authorization is per request),
+ * creating the parent directory (0755) if missing and replacing a stale
+ * socket. Refuses to replace anything that is not a socket. */
+int control_listen_unix(const char *path, int *out_fd);
+
+unsigned control_client_count(const struct control *c);
+
+#endif

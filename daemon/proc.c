@@ -1,0 +1,106 @@
+#include "proc.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int proc_read_comm(pid_t pid, pid_t tid, char *buf, size_t len)
+{
+	char path[64];
+	ssize_t n;
+	int fd, r = 0;
+
+	if (len == 0)
+		return -EINVAL;
+	if (tid > 0)
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
+	else
+		snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	if (n < 0) {
+		r = -errno;
+		n = 0;
+	}
+	buf[n] = '\0';
+	while (n > 0 && buf[n - 1] == '\n')
+		buf[--n] = '\0';
+	/* comm is chosen by the process: keep it printable for every format. */
+	for (ssize_t i = 0; i < n; i++)
+		if ((unsigned char)buf[i] < 0x20 || (unsigned char)buf[i] >= 0x7f)
+			buf[i] = '?';
+	close(fd);
+	return r;
+}
+
+int proc_read_uids(pid_t pid, uid_t uids[4])
+{
+	char path[64], line[256];
+	FILE *f;
+	int r = -EIO;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned a, b, c, d;
+
+		if (strncmp(line, "Uid:", 4) != 0)
+			continue;
+		if (sscanf(line + 4, "%u %u %u %u", &a, &b, &c, &d) == 4) {
+			uids[0] = a;
+			uids[1] = b;
+			uids[2] = c;
+			uids[3] = d;
+			r = 0;
+		}
+		break;
+	}
+	fclose(f);
+	return r;
+}
+
+int proc_foreach_task(pid_t pid, int (*fn)(pid_t tid, void *arg), void *arg)
+{
+	char path[64];
+	struct dirent *de;
+	DIR *d;
+	int r = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		char *end;
+		long tid = strtol(de->d_name, &end, 10);
+
+		if (*end || tid <= 0)
+			continue;
+		r = fn((pid_t)tid, arg);
+		if (r)
+			break;
+	}
+	closedir(d);
+	return r;
+}
+
+int proc_dump_owner(pid_t pid, uid_t *out)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	if (stat(path, &st) < 0)
+		return -errno;
+	*out = st.st_uid;
+	return 0;
+}

@@ -1,0 +1,648 @@
+#include "sampler.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <linux/membarrier.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "sampler.h"
+#include "sampler.skel.h"
+#include "../bpf/sampler.h"
+
+_Static_assert(sizeof(struct jp_count_key) == 24, "jp_count_key layout");
+_Static_assert(sizeof(struct jp_counters) == 64, "jp_counters layout");
+_Static_assert(sizeof(struct jp_msg_new_thread) == 24, "jp_msg_new_thread layout");
+_Static_assert(sizeof(struct jp_msg_sample) == 40, "jp_msg_sample layout");
+
+#define SAMPLER_MAX_CPUS 4096
+#define DRAIN_BATCH 4096
+
+struct sampler_events {
+	struct sampler *owner;
+	bool is_thread;
+	unsigned n;
+	int *fds;
+	struct bpf_link **links;
+};
+
+struct watch {
+	uint32_t tgid;
+	uint32_t refs;
+};
+
+/* Stack ids read during one drain, so each stack is fetched once. */
+struct stack_slot {
+	int32_t id;       /* -1 = empty */
+	uint32_t n;
+	uint64_t *ips;
+};
+
+struct sampler {
+	struct sampler_bpf *skel;
+	struct ring_buffer *ring;
+	struct sampler_callbacks cb;
+	struct sampler_events *host;
+	unsigned host_rate_hz;
+	int cpus[SAMPLER_MAX_CPUS];
+	unsigned ncpus;
+	unsigned possible_cpus;
+	bool membarrier_ok;
+	struct watch *watches;
+	size_t nwatches;
+	unsigned cpu_event_sets;
+	unsigned thread_events;
+	uint64_t drains, drain_ns_total, stack_missing;
+	/* drain scratch */
+	struct jp_count_key *keys;
+	uint64_t *values;
+	struct stack_slot *slots;
+	size_t nslots;
+	uint32_t *stack_ids;
+	size_t stack_ids_cap;
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Parses a cpulist such as "0-3,5" from /sys/devices/system/cpu/online. */
+static int read_online_cpus(int *cpus, unsigned max, unsigned *n)
+{
+	char line[4096], *p;
+	FILE *f = fopen("/sys/devices/system/cpu/online", "re");
+	int r = 0;
+
+	*n = 0;
+	if (!f)
+		return -errno;
+	if (!fgets(line, sizeof(line), f)) {
+		r = -EIO;
+		goto out;
+	}
+	p = line;
+	while (*p && *p != '\n') {
+		char *end;
+		long a = strtol(p, &end, 10), b;
+
+		if (end == p || a < 0) {
+			r = -EINVAL;
+			goto out;
+		}
+		b = a;
+		p = end;
+		if (*p == '-') {
+			b = strtol(p + 1, &end, 10);
+			if (end == p + 1 || b < a) {
+				r = -EINVAL;
+				goto out;
+			}
+			p = end;
+		}
+		for (long c = a; c <= b && *n < max; c++)
+			cpus[(*n)++] = (int)c;
+		if (*p == ',')
+			p++;
+	}
+	if (*n == 0)
+		r = -EINVAL;
+out:
+	fclose(f);
+	return r;
+}
+
+static int perf_open(pid_t pid, int cpu, uint64_t period_ns)
+{
+	struct perf_event_attr attr;
+	long fd;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.type = PERF_TYPE_SOFTWARE;
+	attr.config = PERF_COUNT_SW_CPU_CLOCK;
+	attr.sample_period = period_ns;
+	/* No sample_type, no callchain, no mmap buffer: everything the BPF
+	 * program needs it reads itself, and a consumer of this fd (an agent)
+	 * learns nothing about kernel addresses from it. */
+	fd = syscall(__NR_perf_event_open, &attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	return (int)fd;
+}
+
+static int handle_ring_msg(void *ctx, void *data, size_t size);
+
+int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks *cb,
+		struct sampler **out)
+{
+	struct sampler *s = calloc(1, sizeof(*s));
+	unsigned stack_entries = cfg->stack_entries ? cfg->stack_entries : 16384;
+	unsigned count_entries = cfg->count_entries ? cfg->count_entries : 65536;
+	struct bpf_link *link;
+	int r;
+
+	*out = NULL;
+	if (!s)
+		return -ENOMEM;
+	s->cb = *cb;
+	s->host_rate_hz = cfg->host_rate_hz;
+	r = read_online_cpus(s->cpus, SAMPLER_MAX_CPUS, &s->ncpus);
+	if (r < 0) {
+		log_err("sampler: cannot read online CPUs: %s", strerror(-r));
+		goto fail;
+	}
+	r = libbpf_num_possible_cpus();
+	if (r <= 0) {
+		r = r < 0 ? r : -EINVAL;
+		goto fail;
+	}
+	s->possible_cpus = (unsigned)r;
+	s->membarrier_ok = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0) > 0 &&
+			   (syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0) & MEMBARRIER_CMD_GLOBAL);
+
+	s->skel = sampler_bpf__open();
+	if (!s->skel) {
+		r = -errno;
+		log_err("sampler: cannot open BPF object: %s", strerror(-r));
+		goto fail;
+	}
+	bpf_map__set_max_entries(s->skel->maps.stacks0, stack_entries);
+	bpf_map__set_max_entries(s->skel->maps.stacks1, stack_entries);
+	bpf_map__set_max_entries(s->skel->maps.counts0, count_entries);
+	bpf_map__set_max_entries(s->skel->maps.counts1, count_entries);
+	r = sampler_bpf__load(s->skel);
+	if (r < 0) {
+		log_err("sampler: cannot load BPF programs: %s (root and a BTF kernel >= 5.15 are needed)",
+			strerror(-r));
+		goto fail;
+	}
+	link = bpf_program__attach(s->skel->progs.on_fork);
+	if (!link) {
+		r = -errno;
+		log_err("sampler: cannot attach task_newtask tracepoint: %s", strerror(-r));
+		goto fail;
+	}
+	s->skel->links.on_fork = link;
+	s->ring = ring_buffer__new(bpf_map__fd(s->skel->maps.events), handle_ring_msg, s, NULL);
+	if (!s->ring) {
+		r = -errno;
+		log_err("sampler: cannot set up ring buffer: %s", strerror(-r));
+		goto fail;
+	}
+	s->keys = calloc(DRAIN_BATCH, sizeof(*s->keys));
+	s->values = calloc(DRAIN_BATCH, sizeof(*s->values));
+	s->nslots = 8192;
+	s->slots = calloc(s->nslots, sizeof(*s->slots));
+	if (!s->keys || !s->values || !s->slots) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	for (size_t i = 0; i < s->nslots; i++)
+		s->slots[i].id = -1;
+	if (s->host_rate_hz) {
+		r = sampler_cpu_events_open(s, JP_SRC_HOST, 1000000000ull / s->host_rate_hz, &s->host);
+		if (r < 0)
+			goto fail;
+	}
+	log_info("sampler: %u CPUs, host view %s%u Hz, %u stack entries per generation%s",
+		 s->ncpus, s->host_rate_hz ? "at " : "off ", s->host_rate_hz, stack_entries,
+		 s->membarrier_ok ? "" : ", membarrier unavailable (drains wait 20 ms)");
+	*out = s;
+	return 0;
+fail:
+	sampler_free(s);
+	return r;
+}
+
+static void slots_reset(struct sampler *s)
+{
+	for (size_t i = 0; i < s->nslots; i++) {
+		if (s->slots[i].id >= 0) {
+			free(s->slots[i].ips);
+			s->slots[i].ips = NULL;
+			s->slots[i].id = -1;
+			s->slots[i].n = 0;
+		}
+	}
+}
+
+void sampler_free(struct sampler *s)
+{
+	if (!s)
+		return;
+	sampler_events_close(s->host);
+	ring_buffer__free(s->ring);
+	sampler_bpf__destroy(s->skel);
+	if (s->slots)
+		slots_reset(s);
+	free(s->slots);
+	free(s->keys);
+	free(s->values);
+	free(s->stack_ids);
+	free(s->watches);
+	free(s);
+}
+
+int sampler_ring_fd(const struct sampler *s)
+{
+	return ring_buffer__epoll_fd(s->ring);
+}
+
+int sampler_poll_ring(struct sampler *s)
+{
+	int r = ring_buffer__consume(s->ring);
+
+	return r < 0 ? r : 0;
+}
+
+/* Looks up a stack of generation gen, caching it for this drain. A NULL
+ * return with *n = 0 means the stack is gone. */
+static const uint64_t *get_stack(struct sampler *s, unsigned gen, int32_t id, uint32_t *n)
+{
+	uint64_t raw[JP_MAX_STACK_DEPTH];
+	size_t h = ((uint32_t)id * 2654435761u) % s->nslots;
+	int fd = gen ? bpf_map__fd(s->skel->maps.stacks1) : bpf_map__fd(s->skel->maps.stacks0);
+	struct stack_slot *slot = NULL;
+	uint32_t cnt = 0;
+
+	*n = 0;
+	for (size_t i = 0; i < s->nslots; i++) {
+		struct stack_slot *c = &s->slots[(h + i) % s->nslots];
+
+		if (c->id == id) {
+			*n = c->n;
+			return c->ips;
+		}
+		if (c->id < 0) {
+			slot = c;
+			break;
+		}
+	}
+	if (bpf_map_lookup_elem(fd, &id, raw) < 0) {
+		s->stack_missing++;
+		return NULL;
+	}
+	while (cnt < JP_MAX_STACK_DEPTH && raw[cnt])
+		cnt++;
+	if (!slot) {
+		/* Table full (more distinct stacks than slots in one drain):
+		 * serve from a static copy that lives until the next call. */
+		static uint64_t spill[JP_MAX_STACK_DEPTH];
+
+		memcpy(spill, raw, cnt * sizeof(uint64_t));
+		*n = cnt;
+		return spill;
+	}
+	slot->ips = malloc((cnt ? cnt : 1) * sizeof(uint64_t));
+	if (!slot->ips)
+		return NULL;
+	memcpy(slot->ips, raw, cnt * sizeof(uint64_t));
+	slot->id = id;
+	slot->n = cnt;
+	*n = cnt;
+	return slot->ips;
+}
+
+static void deliver(struct sampler *s, unsigned gen, const struct jp_count_key *k, uint64_t count,
+		    uint64_t time_ns)
+{
+	struct sampler_sample smp = {
+		.tgid = k->tgid,
+		.tid = k->tid,
+		.source = k->source,
+		.host_feed = k->flags & JP_KEY_HOST_FEED,
+		.kernel_mode = k->flags & JP_KEY_KERNEL_MODE,
+		.count = count,
+		.time_ns = time_ns,
+	};
+	uint64_t kcopy[JP_MAX_STACK_DEPTH];
+	const uint64_t *p;
+	uint32_t n;
+
+	if (k->kstack >= 0) {
+		/* Copy: the user lookup below may reuse the spill buffer. */
+		p = get_stack(s, gen, k->kstack, &n);
+		if (p) {
+			memcpy(kcopy, p, n * sizeof(uint64_t));
+			smp.kips = kcopy;
+			smp.nk = n;
+		}
+	}
+	smp.kstack_lost = smp.kernel_mode && smp.nk == 0;
+	if (k->ustack >= 0) {
+		p = get_stack(s, gen, k->ustack, &n);
+		if (p) {
+			smp.uips = p;
+			smp.nu = n;
+		}
+	}
+	smp.ustack_lost = smp.nu == 0 && !(k->flags & JP_KEY_KTHREAD);
+	if (s->cb.sample)
+		s->cb.sample(&smp, s->cb.arg);
+}
+
+static int handle_ring_msg(void *ctx, void *data, size_t size)
+{
+	struct sampler *s = ctx;
+	uint32_t type;
+
+	if (size < sizeof(uint32_t))
+		return 0;
+	memcpy(&type, data, sizeof(type));
+	if (type == JP_MSG_NEW_THREAD && size >= sizeof(struct jp_msg_new_thread)) {
+		const struct jp_msg_new_thread *m = data;
+
+		if (s->cb.new_thread)
+			s->cb.new_thread(m->tgid, m->tid, s->cb.arg);
+	} else if (type == JP_MSG_SAMPLE && size >= sizeof(struct jp_msg_sample)) {
+		const struct jp_msg_sample *m = data;
+		struct jp_count_key k = {
+			.tgid = m->tgid, .tid = m->tid, .kstack = m->kstack, .ustack = m->ustack,
+			.source = m->source, .flags = m->flags,
+		};
+
+		deliver(s, m->gen & 1, &k, 1, m->time_ns);
+	}
+	return 0;
+}
+
+/* Waits until every program run that may have read the old generation has
+ * finished: perf_event programs run inside RCU read-side sections, so one
+ * grace period (membarrier GLOBAL = synchronize_rcu) is enough. */
+static void wait_for_programs(struct sampler *s)
+{
+	if (s->membarrier_ok && syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0)
+		return;
+	usleep(20000);
+}
+
+static int drain_counts(struct sampler *s, unsigned gen)
+{
+	int fd = gen ? bpf_map__fd(s->skel->maps.counts1) : bpf_map__fd(s->skel->maps.counts0);
+	struct jp_count_key in, out_batch;
+	bool first = true, done = false;
+	int r = 0;
+
+	while (!done) {
+		__u32 n = DRAIN_BATCH;
+
+		r = bpf_map_lookup_and_delete_batch(fd, first ? NULL : &in, &out_batch, s->keys,
+						    s->values, &n, NULL);
+		if (r < 0 && r != -ENOENT) {
+			log_err("sampler: draining counts failed: %s", strerror(-r));
+			return r;
+		}
+		done = r == -ENOENT;
+		r = 0;
+		for (__u32 i = 0; i < n; i++)
+			deliver(s, gen, &s->keys[i], s->values[i], 0);
+		in = out_batch;
+		first = false;
+	}
+	return r;
+}
+
+static int clear_stacks(struct sampler *s, unsigned gen)
+{
+	int fd = gen ? bpf_map__fd(s->skel->maps.stacks1) : bpf_map__fd(s->skel->maps.stacks0);
+	uint32_t key, next;
+	size_t n = 0;
+	int r;
+
+	/* Collect first: deleting while walking restarts the kernel's scan. */
+	for (r = bpf_map_get_next_key(fd, NULL, &next); r == 0;
+	     r = bpf_map_get_next_key(fd, &key, &next)) {
+		if (n == s->stack_ids_cap) {
+			size_t cap = s->stack_ids_cap ? s->stack_ids_cap * 2 : 1024;
+			uint32_t *p = realloc(s->stack_ids, cap * sizeof(*p));
+
+			if (!p)
+				return -ENOMEM;
+			s->stack_ids = p;
+			s->stack_ids_cap = cap;
+		}
+		s->stack_ids[n++] = next;
+		key = next;
+	}
+	for (size_t i = 0; i < n; i++)
+		bpf_map_delete_elem(fd, &s->stack_ids[i]);
+	return 0;
+}
+
+int sampler_drain(struct sampler *s)
+{
+	uint64_t t0 = mono_ns();
+	unsigned old = s->skel->bss->jp_gen & 1;
+	int r;
+
+	__atomic_store_n(&s->skel->bss->jp_gen, old ^ 1, __ATOMIC_SEQ_CST);
+	wait_for_programs(s);
+	ring_buffer__consume(s->ring);
+	r = drain_counts(s, old);
+	if (r == 0)
+		r = clear_stacks(s, old);
+	slots_reset(s);
+	s->drains++;
+	s->drain_ns_total += mono_ns() - t0;
+	return r;
+}
+
+static struct sampler_events *events_new(struct sampler *s, unsigned n)
+{
+	struct sampler_events *ev = calloc(1, sizeof(*ev));
+
+	if (!ev)
+		return NULL;
+	ev->owner = s;
+	ev->fds = malloc(n * sizeof(int));
+	ev->links = calloc(n, sizeof(*ev->links));
+	if (!ev->fds || !ev->links) {
+		free(ev->fds);
+		free(ev->links);
+		free(ev);
+		return NULL;
+	}
+	for (unsigned i = 0; i < n; i++)
+		ev->fds[i] = -1;
+	return ev;
+}
+
+/* Opens one event and attaches prog with cookie; on success the link owns fd. */
+static int events_attach(struct sampler_events *ev, struct bpf_program *prog, pid_t pid, int cpu,
+			 uint64_t period_ns, uint64_t cookie)
+{
+	LIBBPF_OPTS(bpf_perf_event_opts, opts, .bpf_cookie = cookie);
+	struct bpf_link *link;
+	int fd = perf_open(pid, cpu, period_ns);
+
+	if (fd < 0)
+		return fd;
+	link = bpf_program__attach_perf_event_opts(prog, fd, &opts);
+	if (!link) {
+		int r = -errno;
+
+		close(fd);
+		return r;
+	}
+	ev->fds[ev->n] = fd;
+	ev->links[ev->n] = link;
+	ev->n++;
+	return 0;
+}
+
+int sampler_cpu_events_open(struct sampler *s, uint32_t source, uint64_t period_ns,
+			    struct sampler_events **out)
+{
+	struct sampler_events *ev = events_new(s, s->ncpus);
+	int r = 0;
+
+	*out = NULL;
+	if (!ev)
+		return -ENOMEM;
+	s->cpu_event_sets++;
+	for (unsigned i = 0; i < s->ncpus; i++) {
+		r = events_attach(ev, s->skel->progs.sample_cpu, -1, s->cpus[i], period_ns, source);
+		if (r < 0) {
+			log_err("sampler: cpu-clock event on CPU %d: %s", s->cpus[i], strerror(-r));
+			sampler_events_close(ev);
+			return r;
+		}
+	}
+	*out = ev;
+	return 0;
+}
+
+int sampler_thread_event_open(struct sampler *s, uint32_t source, pid_t tid, uint64_t period_ns,
+			      uint64_t flags, struct sampler_events **out)
+{
+	struct sampler_events *ev = events_new(s, 1);
+	uint64_t cookie = source | JP_COOKIE_THREAD |
+			  (flags & (JP_COOKIE_RECORD | JP_COOKIE_SIGNAL));
+	int r;
+
+	*out = NULL;
+	if (!ev)
+		return -ENOMEM;
+	ev->is_thread = true;
+	s->thread_events++;
+	r = events_attach(ev, s->skel->progs.sample_thread, tid, -1, period_ns, cookie);
+	if (r < 0) {
+		sampler_events_close(ev);
+		return r;
+	}
+	*out = ev;
+	return 0;
+}
+
+int sampler_events_fd(const struct sampler_events *ev)
+{
+	return ev && ev->n == 1 ? ev->fds[0] : -1;
+}
+
+void sampler_events_close(struct sampler_events *ev)
+{
+	if (!ev)
+		return;
+	/* bpf_link__destroy also closes the perf event fd it was given. */
+	for (unsigned i = 0; i < ev->n; i++)
+		bpf_link__destroy(ev->links[i]);
+	if (ev->is_thread)
+		ev->owner->thread_events--;
+	else
+		ev->owner->cpu_event_sets--;
+	free(ev->fds);
+	free(ev->links);
+	free(ev);
+}
+
+int sampler_watch_tgid(struct sampler *s, uint32_t tgid)
+{
+	uint32_t one = 1;
+	struct watch *w;
+	int r;
+
+	for (size_t i = 0; i < s->nwatches; i++) {
+		if (s->watches[i].tgid == tgid) {
+			s->watches[i].refs++;
+			return 0;
+		}
+	}
+	w = realloc(s->watches, (s->nwatches + 1) * sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	s->watches = w;
+	r = bpf_map_update_elem(bpf_map__fd(s->skel->maps.watched), &tgid, &one, BPF_ANY);
+	if (r < 0)
+		return r;
+	s->watches[s->nwatches++] = (struct watch){ .tgid = tgid, .refs = 1 };
+	return 0;
+}
+
+void sampler_unwatch_tgid(struct sampler *s, uint32_t tgid)
+{
+	for (size_t i = 0; i < s->nwatches; i++) {
+		if (s->watches[i].tgid != tgid)
+			continue;
+		if (--s->watches[i].refs == 0) {
+			bpf_map_delete_elem(bpf_map__fd(s->skel->maps.watched), &tgid);
+			s->watches[i] = s->watches[--s->nwatches];
+		}
+		return;
+	}
+}
+
+int sampler_cover_tid(struct sampler *s, uint32_t tid, uint32_t source)
+{
+	int r = bpf_map_update_elem(bpf_map__fd(s->skel->maps.covered), &tid, &source, BPF_NOEXIST);
+
+	/* Already covered by another source: that one keeps feeding the host view. */
+	return r == -EEXIST ? 0 : r;
+}
+
+void sampler_uncover_tid(struct sampler *s, uint32_t tid, uint32_t source)
+{
+	int fd = bpf_map__fd(s->skel->maps.covered);
+	uint32_t owner;
+
+	if (bpf_map_lookup_elem(fd, &tid, &owner) == 0 && owner == source)
+		bpf_map_delete_elem(fd, &tid);
+}
+
+void sampler_get_stats(const struct sampler *s, struct sampler_stats *out)
+{
+	struct jp_counters *per = calloc(s->possible_cpus, sizeof(*per));
+	uint32_t zero = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (per && bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.counters), &zero, per) == 0) {
+		for (unsigned i = 0; i < s->possible_cpus; i++) {
+			out->samples += per[i].samples;
+			out->idle += per[i].idle;
+			out->skipped_covered += per[i].skipped_covered;
+			out->kstack_err += per[i].kstack_err;
+			out->ustack_err += per[i].ustack_err;
+			out->collision += per[i].collision;
+			out->map_full += per[i].map_full;
+			out->ringbuf_full += per[i].ringbuf_full;
+		}
+	}
+	free(per);
+	out->stack_missing = s->stack_missing;
+	out->drains = s->drains;
+	out->drain_ns_total = s->drain_ns_total;
+	out->cpus = s->ncpus;
+	out->host_rate_hz = s->host_rate_hz;
+	out->cpu_event_sets = s->cpu_event_sets;
+	out->thread_events = s->thread_events;
+}

@@ -1,0 +1,96 @@
+/* The BPF sampler: owns the skeleton, the perf events and the drain.
+ *
+ * Sources: every perf event carries a source id in its bpf_cookie.
+ * JP_SRC_HOST (0) is the always-on host view, opened here at
+ * sampler_config.host_rate_hz; recording sessions open their own per-CPU
+ * (sampler_cpu_events_open) or per-thread (sampler_thread_event_open) events
+ * under their own source id and receive exactly their samples. */
+#ifndef JPROF_SAMPLER_H
+#define JPROF_SAMPLER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct sampler;
+struct sampler_events;
+
+struct sampler_config {
+	unsigned host_rate_hz;     /* 0 disables the host view */
+	unsigned stack_entries;    /* per stack map generation; 0 = default */
+	unsigned count_entries;    /* per count map generation; 0 = default */
+};
+
+struct sampler_sample {
+	uint32_t tgid;
+	uint32_t tid;
+	uint32_t source;
+	bool host_feed;            /* also stands for the host view */
+	bool kernel_mode;          /* interrupted kernel code */
+	bool kstack_lost;          /* kernel mode but the kernel stack could not be read */
+	bool ustack_lost;          /* user task but the user stack could not be read */
+	uint64_t count;
+	uint64_t time_ns;          /* ring records only (count == 1); else 0 */
+	const uint64_t *kips;      /* leaf first */
+	uint32_t nk;
+	const uint64_t *uips;      /* leaf first */
+	uint32_t nu;
+};
+
+struct sampler_stats {
+	uint64_t samples, idle, skipped_covered;
+	uint64_t kstack_err, ustack_err, collision, map_full, ringbuf_full;
+	uint64_t stack_missing;    /* id counted but the stack was gone (should stay 0) */
+	uint64_t drains;
+	uint64_t drain_ns_total;   /* time spent draining */
+	unsigned cpus;
+	unsigned host_rate_hz;
+	unsigned cpu_event_sets;
+	unsigned thread_events;
+};
+
+struct sampler_callbacks {
+	/* One aggregated entry (or one ring record) of a drain. */
+	void (*sample)(const struct sampler_sample *s, void *arg);
+	/* A new thread of a watched tgid was created. */
+	void (*new_thread)(uint32_t tgid, uint32_t tid, void *arg);
+	void *arg;
+};
+
+int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks *cb,
+		struct sampler **out);
+/* Detaches and closes every event and program; NULL-safe. */
+void sampler_free(struct sampler *s);
+
+/* fd to poll for ring buffer messages (new threads); call
+ * sampler_poll_ring() when it is readable. */
+int sampler_ring_fd(const struct sampler *s);
+int sampler_poll_ring(struct sampler *s);
+
+/* Flips the generation, waits for running programs, delivers every sample of
+ * the old generation (and pending ring records) through the callbacks. */
+int sampler_drain(struct sampler *s);
+
+/* One event per online CPU, period_ns of CPU time, for source. */
+int sampler_cpu_events_open(struct sampler *s, uint32_t source, uint64_t period_ns,
+			    struct sampler_events **out);
+/* One event on one thread (pid = tid, cpu = -1). flags: JP_COOKIE_RECORD,
+ * JP_COOKIE_SIGNAL. -ESRCH if the thread is gone. */
+int sampler_thread_event_open(struct sampler *s, uint32_t source, pid_t tid, uint64_t period_ns,
+			      uint64_t flags, struct sampler_events **out);
+/* The perf fd of a single-event set (for passing to an agent); -1 if none. */
+int sampler_events_fd(const struct sampler_events *ev);
+/* Detaches the program and closes the fds; NULL-safe. */
+void sampler_events_close(struct sampler_events *ev);
+
+/* Ask for new-thread messages of tgid (reference counted). */
+int sampler_watch_tgid(struct sampler *s, uint32_t tgid);
+void sampler_unwatch_tgid(struct sampler *s, uint32_t tgid);
+/* tid's per-thread event under source feeds the host view; the host events
+ * skip it. */
+int sampler_cover_tid(struct sampler *s, uint32_t tid, uint32_t source);
+void sampler_uncover_tid(struct sampler *s, uint32_t tid, uint32_t source);
+
+void sampler_get_stats(const struct sampler *s, struct sampler_stats *out);
+
+#endif

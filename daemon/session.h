@@ -1,0 +1,93 @@
+/* Recording sessions: one per `record` request. A session owns its perf
+ * events (per-thread for one process, per-CPU for the whole host), a store
+ * of symbolized stacks, and its timers; it reports progress and finally the
+ * rendered profile through its sink.
+ *
+ * The session manager also owns the periodic drain of the sampler, so every
+ * sample reaches its session (by source id) within about a second. */
+#ifndef JPROF_SESSION_H
+#define JPROF_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "export.h"
+
+struct loop;
+struct sampler;
+struct sampler_sample;
+struct symbols;
+struct session;
+struct session_mgr;
+
+struct session_sink {
+	/* One complete protocol line for the client. */
+	void (*send)(void *ctx, const char *line, size_t len);
+	/* The session has ended and is about to be freed. */
+	void (*done)(void *ctx, struct session *s);
+	void *ctx;
+};
+
+struct session_params {
+	int64_t req_id;
+	pid_t pid;                 /* when !all */
+	int pidfd;                 /* taken: the process, checked by the caller; -1 when all */
+	bool all;
+	uid_t uid;                 /* requester, for status */
+	uint64_t duration_ms;
+	uint64_t interval_us;
+	enum export_format format;
+	bool progress;
+	bool thread_frames;
+};
+
+struct session_info {
+	uint32_t id;
+	int64_t req_id;
+	pid_t pid;
+	bool all;
+	uid_t uid;
+	uint64_t elapsed_ms;
+	uint64_t duration_ms;
+	uint64_t samples;
+	unsigned threads;
+};
+
+struct session_limits {
+	unsigned max_sessions;           /* total; default 64 */
+	unsigned max_threads;            /* per-thread events per session; default 8192 */
+	uint64_t drain_ms;               /* default 1000 */
+};
+
+int session_mgr_new(struct loop *loop, struct symbols *symbols, const struct session_limits *lim,
+		    struct session_mgr **out);
+/* The sampler is created with the manager's callbacks, so it comes second;
+ * this also starts the periodic drain. */
+int session_mgr_set_sampler(struct session_mgr *m, struct sampler *sampler);
+/* Ends every session with a shutting_down error to its client; NULL-safe. */
+void session_mgr_free(struct session_mgr *m);
+
+/* The sampler's callbacks; wire them to sampler_new(). */
+void session_mgr_on_sample(const struct sampler_sample *s, void *mgr);
+void session_mgr_on_new_thread(uint32_t tgid, uint32_t tid, void *mgr);
+
+/* Starts a recording. On success the "started" line has been sent and *out
+ * is set. On failure returns -errno with err_code/err_msg set for the client
+ * and the pidfd closed. */
+int session_start(struct session_mgr *m, const struct session_params *p,
+		  const struct session_sink *sink, struct session **out,
+		  const char **err_code, char *err_msg, size_t err_len);
+
+/* Ends early (e.g. "cancelled"): final drain, profile sent, sink->done. */
+void session_stop(struct session *s, const char *status);
+/* The client is gone: stop sampling and free without sending anything. */
+void session_abandon(struct session *s);
+
+int64_t session_req_id(const struct session *s);
+size_t session_count(const struct session_mgr *m);
+void session_get_info(const struct session *s, struct session_info *out);
+int session_foreach(struct session_mgr *m, int (*fn)(struct session *s, void *arg), void *arg);
+
+#endif
