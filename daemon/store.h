@@ -76,6 +76,18 @@ const struct store_frame *store_frame_get(const struct store *st, uint32_t id); 
 int store_foreach_stack(const struct store *st,
 			int (*cb)(const struct store_stack *s, void *arg), void *arg);
 
+/* Stacks by insertion index (0 .. count-1); NULL if out of range. */
+size_t store_stack_count(const struct store *st);
+const struct store_stack *store_stack_get(const struct store *st, size_t idx);
+
+/* Visit known thread / process names in the order they were first set;
+ * stop by returning non-zero. */
+int store_foreach_thread(const struct store *st,
+			 int (*cb)(uint32_t pid, uint32_t tid, const char *name, void *arg),
+			 void *arg);
+int store_foreach_process(const struct store *st,
+			  int (*cb)(uint32_t pid, const char *comm, void *arg), void *arg);
+
 void store_get_totals(const struct store *st, struct store_totals *out);
 
 #endif
