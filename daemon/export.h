@@ -11,7 +11,7 @@
 
 enum export_format {
 	EXPORT_COLLAPSED = 0,  /* folded stacks: "root;child;leaf count\n" */
-	EXPORT_JSON,           /* jprofd-profile JSON, see docs/protocol.md */
+	EXPORT_JSON,           /* jprofd-profile JSON, see docs/formats.md */
 	EXPORT_FORMAT_COUNT
 };
 
