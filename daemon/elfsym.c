@@ -103,7 +103,11 @@ static int elfsym_load_table(struct elfsym *e, Elf *elf, Elf_Scn *scn, const GEl
 			continue;
 		if (e->nsyms >= ELFSYM_MAX_SYMS)
 			break;
-		len = strlen(name);
+		/* .symtab may carry the version ("fnmatch@@GLIBC_2.2.5"); the
+		 * function's name is what precedes it. */
+		len = strcspn(name, "@");
+		if (len == 0)
+			continue;
 		if (e->names.len + len + 1 > UINT32_MAX)
 			break;
 		if (e->nsyms == *cap) {
@@ -121,7 +125,7 @@ static int elfsym_load_table(struct elfsym *e, Elf *elf, Elf_Scn *scn, const GEl
 		e->syms[e->nsyms].size = sym.st_size;
 		e->syms[e->nsyms].name_off = (uint32_t)e->names.len;
 		e->syms[e->nsyms].rank = elfsym_bind_rank(GELF_ST_BIND(sym.st_info));
-		if (buf_append(&e->names, name, len + 1) < 0) {
+		if (buf_append(&e->names, name, len) < 0 || buf_putc(&e->names, '\0') < 0) {
 			ret = -ENOMEM;
 			goto out;
 		}
@@ -409,6 +413,13 @@ static int elfsym_load(Elf *elf, const char *path, const char *debug_root, struc
 	    elf_getshdrnum(elf, &shnum) != 0) {
 		log_debug("elfsym: %s: not a readable ELF: %s", path ? path : "(memory)",
 			  elf_errmsg(-1));
+		goto out;
+	}
+	/* libelf reports no sections when the header table lies beyond the
+	 * end of the file: that is a truncated file, not a stripped one. */
+	if (ehdr.e_shoff != 0 && shnum == 0) {
+		log_debug("elfsym: %s: section headers missing (truncated?)",
+			  path ? path : "(memory)");
 		goto out;
 	}
 	e = calloc(1, sizeof(*e));

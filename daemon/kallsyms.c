@@ -72,8 +72,11 @@ static int kallsyms_parse_line(struct kallsyms *k, const char *p, const char *en
 	name_len = (size_t)(p - name);
 	if (name_len == 0)
 		goto out;
-	if (name_len == 6 && memcmp(name, "_etext", 6) == 0)
+	/* _etext marks the end of core text; it names no function. */
+	if (name_len == 6 && memcmp(name, "_etext", 6) == 0) {
 		k->etext = sym.addr;
+		goto out;
+	}
 	if (type != 't' && type != 'T' && type != 'w' && type != 'W')
 		goto out;
 	while (p < end && (*p == ' ' || *p == '\t'))
