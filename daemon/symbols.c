@@ -249,8 +249,11 @@ static int symbols_map_cmp(const void *a, const void *b)
 static struct sym_map *symbols_old_match(struct sym_map *old, size_t n, const struct sym_map *m)
 {
 	struct sym_map key = { .start = m->start };
-	struct sym_map *o = bsearch(&key, old, n, sizeof(*old), symbols_map_cmp);
+	struct sym_map *o;
 
+	if (n == 0)
+		return NULL;
+	o = bsearch(&key, old, n, sizeof(*old), symbols_map_cmp);
 	if (o && o->end == m->end && o->offset == m->offset && strcmp(o->path, m->path) == 0)
 		return o;
 	return NULL;
