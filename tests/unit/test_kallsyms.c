@@ -1,5 +1,6 @@
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +33,7 @@ static void write_file(const char *text)
 	int fd;
 
 	snprintf(path, sizeof(path), "/tmp/jprof-kallsyms-XXXXXX");
-	fd = mkstemp(path);
+	fd = mkostemp(path, O_CLOEXEC);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
 	close(fd);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "elfsym.h"
+#include "procmaps.h"
 #include "symbols.h"
 
 #define NO_DEBUG_ROOT "/nonexistent-jprof-debug"
@@ -347,6 +348,8 @@ START_TEST(test_vdso_and_self)
 {
 	unsigned long base = getauxval(AT_SYSINFO_EHDR);
 	struct elfsym *vdso = NULL;
+	struct procmaps *maps;
+	const struct procmaps_entry *e;
 	uint64_t v, sz;
 
 	assert_resolves(getpid(), (uintptr_t)&symbols_resolve_user, false, "symbols_resolve_user",
@@ -355,7 +358,13 @@ START_TEST(test_vdso_and_self)
 		return;  /* no vdso on this system: nothing to check */
 	/* The vdso's first PT_LOAD has offset 0 and vaddr 0, so an address is
 	 * base + symbol value. */
-	ck_assert_int_eq(elfsym_open_memory((const void *)base, 8192, &vdso), 0);
+	maps = NULL;
+	ck_assert_int_eq(procmaps_read("/proc/self/maps", &maps), 0);
+	e = procmaps_find(maps, base);
+	ck_assert_ptr_nonnull(e);
+	ck_assert_str_eq(e->path, "[vdso]");
+	ck_assert_int_eq(elfsym_open_memory((const void *)base, e->end - e->start, &vdso), 0);
+	procmaps_free(maps);
 	ck_assert_int_eq(elfsym_find(vdso, "__vdso_clock_gettime", &v, &sz), 0);
 	elfsym_free(vdso);
 	assert_resolves(getpid(), base + v + 1, true, "__vdso_clock_gettime", "[vdso]");
