@@ -426,18 +426,21 @@ static int symbols_open_mapping(const struct symbols *s, pid_t pid, const struct
 {
 	char path[4096];
 	struct stat st;
-	int fd = -1, n;
+	int fd, n, err;
 
 	snprintf(path, sizeof(path), "%s/%d/map_files/%" PRIx64 "-%" PRIx64, s->proc_root,
 		 (int)pid, m->start, m->end);
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	err = fd < 0 ? errno : 0;
 	if (fd < 0 && m->path[0] == '/') {
 		n = snprintf(path, sizeof(path), "%s/%d/root%s", s->proc_root, (int)pid, m->path);
-		if (n > 0 && (size_t)n < sizeof(path))
+		if (n > 0 && (size_t)n < sizeof(path)) {
 			fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+			err = fd < 0 ? errno : 0;
+		}
 	}
 	if (fd < 0)
-		return -errno;
+		return -err;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
 		return -ENOEXEC;
