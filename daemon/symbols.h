@@ -70,4 +70,13 @@ void symbols_expire(struct symbols *s, unsigned max_idle_s);
 
 void symbols_get_stats(const struct symbols *s, struct symbols_stats *out);
 
+/* Directory searched for separate debug info (".build-id/xx/rest.debug" and
+ * "<dir of binary>/<debuglink name>"); NULL restores /usr/lib/debug. Applies
+ * to ELF files loaded afterwards. 0 or -ENOMEM. */
+int symbols_set_debug_root(struct symbols *s, const char *dir);
+
+/* Loads kallsyms if needed; false when kernel symbols are unavailable
+ * (unreadable, or all addresses zero: kptr_restrict or no CAP_SYSLOG). */
+bool symbols_kernel_available(struct symbols *s);
+
 #endif

@@ -1,0 +1,65 @@
+/* Function symbols of one ELF file (libelf/gelf), with separate debug info,
+ * build-id and PT_LOAD translation. Everything needed is copied out at load
+ * time, so no file descriptor or mapping is kept open afterwards. */
+#ifndef JPROF_ELFSYM_H
+#define JPROF_ELFSYM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ELFSYM_DEBUG_ROOT "/usr/lib/debug"
+#define ELFSYM_BUILD_ID_MAX 64
+/* Longest formatted (demangled, sanitized) name kept, NUL included. */
+#define ELFSYM_NAME_MAX 1024
+
+/* Where the symbol table came from. */
+enum elfsym_source {
+	ELFSYM_SRC_NONE = 0,       /* no function symbols at all */
+	ELFSYM_SRC_SYMTAB,         /* the file's own .symtab */
+	ELFSYM_SRC_DEBUG_BUILD_ID, /* <debug_root>/.build-id/xx/rest.debug */
+	ELFSYM_SRC_DEBUGLINK,      /* <debug_root>/<dir>/<.gnu_debuglink name> */
+	ELFSYM_SRC_DYNSYM,         /* .dynsym only (stripped file) */
+};
+
+struct elfsym;
+
+/* Loads from an open fd (borrowed; position not used). path is the file's
+ * logical path, used only to find .gnu_debuglink files (may be NULL).
+ * debug_root: NULL for ELFSYM_DEBUG_ROOT. Returns 0, -ENOEXEC for a file
+ * that is not a readable ELF (corrupt, truncated), -ENOMEM. */
+int elfsym_open_fd(int fd, const char *path, const char *debug_root, struct elfsym **out);
+/* Same, opening path itself (regular files only; never blocks on FIFOs). */
+int elfsym_open(const char *path, const char *debug_root, struct elfsym **out);
+/* Loads an ELF image from memory (copied first; e.g. the vdso). No debug
+ * file lookup. */
+int elfsym_open_memory(const void *image, size_t size, struct elfsym **out);
+void elfsym_free(struct elfsym *e);
+
+/* Build-id bytes (NULL and *len = 0 when the file has none). */
+const uint8_t *elfsym_build_id(const struct elfsym *e, size_t *len);
+enum elfsym_source elfsym_source(const struct elfsym *e);
+size_t elfsym_count(const struct elfsym *e);
+
+/* File offset -> ELF virtual address through the PT_LOAD segment that
+ * contains the offset. 0, or -ENOENT when no segment contains it. */
+int elfsym_offset_to_vaddr(const struct elfsym *e, uint64_t offset, uint64_t *vaddr);
+
+/* Function covering vaddr: [value, value + size), or exactly value for a
+ * size-0 symbol. Fills name (demangled, sanitized, NUL-terminated) and
+ * *sym_start (may be NULL). 0, or -ENOENT when no symbol covers vaddr. */
+int elfsym_lookup(struct elfsym *e, uint64_t vaddr, char *name, size_t name_size,
+		  uint64_t *sym_start);
+
+/* Symbol by raw (mangled) name, for tests and diagnostics. 0 or -ENOENT. */
+int elfsym_find(const struct elfsym *e, const char *raw_name, uint64_t *value, uint64_t *size);
+
+/* Demangles C++ (_Z) and Rust (legacy _ZN..17h<hash>E and v0 _R) names with
+ * libiberty, then sanitizes. Returns the length written (NUL excluded). */
+size_t elfsym_format_name(const char *raw, char *out, size_t out_size);
+
+/* Copies len bytes as valid UTF-8: invalid bytes and control characters
+ * become "\xNN". Truncates on a character boundary. Returns the length
+ * written (NUL excluded); out_size must be >= 1. */
+size_t elfsym_sanitize(const char *in, size_t len, char *out, size_t out_size);
+
+#endif

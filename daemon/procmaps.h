@@ -1,0 +1,54 @@
+/* Parser for /proc/PID/maps. Lines the parser does not understand are
+ * skipped, so a kernel format change or a corrupt buffer degrades to
+ * "fewer mappings", never to a crash. */
+#ifndef JPROF_PROCMAPS_H
+#define JPROF_PROCMAPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROCMAPS_READ 0x1u
+#define PROCMAPS_WRITE 0x2u
+#define PROCMAPS_EXEC 0x4u
+#define PROCMAPS_SHARED 0x8u
+
+struct procmaps_entry {
+	uint64_t start;
+	uint64_t end;        /* exclusive */
+	uint64_t offset;     /* file offset of start */
+	uint64_t inode;
+	unsigned dev_major;
+	unsigned dev_minor;
+	unsigned perms;      /* PROCMAPS_* */
+	bool deleted;        /* path had the " (deleted)" suffix (stripped from path) */
+	char *path;          /* "" for anonymous mappings; "[vdso]", "[heap]"... as-is */
+};
+
+struct procmaps {
+	struct procmaps_entry *entries;  /* sorted by start */
+	size_t count;
+	size_t skipped;                  /* lines that did not parse */
+};
+
+/* Parses one line (without or with its trailing newline; len bytes, need not
+ * be NUL-terminated). Returns 0 with *out filled (out->path allocated),
+ * -EINVAL for a malformed line, -ENOMEM. */
+int procmaps_parse_line(const char *line, size_t len, struct procmaps_entry *out);
+
+/* Parses a whole maps buffer into a new table. Returns 0 or -ENOMEM. */
+int procmaps_parse(const char *text, size_t len, struct procmaps **out);
+
+/* Reads and parses a maps file (e.g. "/proc/123/maps"). -errno on failure. */
+int procmaps_read(const char *path, struct procmaps **out);
+
+/* The mapping containing addr, or NULL. */
+const struct procmaps_entry *procmaps_find(const struct procmaps *m, uint64_t addr);
+
+void procmaps_free(struct procmaps *m);
+
+/* True for mappings with no backing file: no path, or a pseudo path such as
+ * "[heap]", "[stack]", "[anon:name]" (but not "[vdso]"). */
+bool procmaps_is_anon(const struct procmaps_entry *e);
+
+#endif

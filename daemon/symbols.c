@@ -1,0 +1,746 @@
+#include "symbols.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "elfsym.h"
+#include "kallsyms.h"
+#include "log.h"
+#include "procmaps.h"
+
+#define SYM_PROC_BUCKETS 1024
+/* A miss re-reads maps (dlopen) at most this often per pid, so a stream of
+ * garbage addresses cannot turn into a stream of /proc reads. */
+#define SYM_MAPS_REREAD_MS 1000
+/* How often the pid's start time is re-checked to notice pid reuse. */
+#define SYM_PID_CHECK_MS 1000
+/* Kernel modules and BPF programs come and go: a miss reloads kallsyms at
+ * most this often. */
+#define SYM_KALLSYMS_RELOAD_MS 30000
+
+/* Identifies a file without a build-id (and lets a second pid mapping the
+ * same file find the cached table without parsing it again). */
+struct sym_file_key {
+	uint64_t dev;
+	uint64_t ino;
+	uint64_t size;
+	int64_t mtime_sec;
+	int64_t mtime_nsec;
+};
+
+struct sym_elf {
+	struct sym_elf *next;
+	struct elfsym *es;               /* NULL: the file failed to load */
+	uint8_t build_id[ELFSYM_BUILD_ID_MAX];
+	size_t build_id_len;
+	struct sym_file_key *keys;       /* every file seen holding this ELF */
+	size_t nkeys;
+	unsigned refcnt;                 /* mappings pointing here */
+};
+
+enum sym_map_type { SYM_MAP_FILE, SYM_MAP_ANON, SYM_MAP_VDSO, SYM_MAP_VSYSCALL };
+
+struct sym_map {
+	uint64_t start;
+	uint64_t end;
+	uint64_t offset;
+	char *path;
+	const char *base;                /* basename, points into path */
+	enum sym_map_type type;
+	bool elf_tried;
+	struct sym_elf *elf;             /* holds one reference */
+};
+
+struct sym_proc {
+	struct sym_proc *next;
+	pid_t pid;
+	uint64_t start_time;             /* /proc/PID/stat field 22 */
+	struct sym_map *maps;            /* executable mappings, sorted */
+	size_t nmaps;
+	size_t last_hit;
+	uint64_t last_read_ms;
+	uint64_t last_check_ms;
+	uint64_t last_used_ms;
+};
+
+struct symbols {
+	char *kallsyms_path;
+	char *proc_root;
+	char *debug_root;
+	struct sym_proc *procs[SYM_PROC_BUCKETS];
+	size_t nprocs;
+	struct sym_elf *elfs;
+	size_t nelfs;
+	struct kallsyms *ksyms;
+	uint64_t ksyms_load_ms;
+	bool ksyms_tried;
+	bool ksyms_warned;
+	struct elfsym *vdso;
+	uint64_t vdso_size;
+	bool vdso_tried;
+	struct symbols_stats stats;
+};
+
+static uint64_t symbols_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+struct symbols *symbols_new(const char *kallsyms_path, const char *proc_root)
+{
+	struct symbols *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->proc_root = strdup(proc_root ? proc_root : "/proc");
+	s->kallsyms_path = kallsyms_path ? strdup(kallsyms_path) : NULL;
+	if (!s->proc_root || (kallsyms_path && !s->kallsyms_path)) {
+		symbols_free(s);
+		return NULL;
+	}
+	return s;
+}
+
+int symbols_set_debug_root(struct symbols *s, const char *dir)
+{
+	char *d = NULL;
+
+	if (!s)
+		return -EINVAL;
+	if (dir) {
+		d = strdup(dir);
+		if (!d)
+			return -ENOMEM;
+	}
+	free(s->debug_root);
+	s->debug_root = d;
+	return 0;
+}
+
+static void symbols_elf_put(struct sym_elf *e)
+{
+	if (e && e->refcnt > 0)
+		e->refcnt--;
+}
+
+static void symbols_maps_release(struct sym_map *maps, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		symbols_elf_put(maps[i].elf);
+		free(maps[i].path);
+	}
+	free(maps);
+}
+
+static void symbols_proc_free(struct sym_proc *p)
+{
+	if (!p)
+		return;
+	symbols_maps_release(p->maps, p->nmaps);
+	free(p);
+}
+
+static void symbols_elf_free(struct sym_elf *e)
+{
+	if (!e)
+		return;
+	elfsym_free(e->es);
+	free(e->keys);
+	free(e);
+}
+
+/* Frees ELF tables no mapping refers to any more. */
+static void symbols_elf_sweep(struct symbols *s)
+{
+	struct sym_elf **pp = &s->elfs;
+
+	while (*pp) {
+		struct sym_elf *e = *pp;
+
+		if (e->refcnt == 0) {
+			*pp = e->next;
+			symbols_elf_free(e);
+			s->nelfs--;
+		} else {
+			pp = &e->next;
+		}
+	}
+}
+
+void symbols_free(struct symbols *s)
+{
+	if (!s)
+		return;
+	for (size_t b = 0; b < SYM_PROC_BUCKETS; b++) {
+		while (s->procs[b]) {
+			struct sym_proc *p = s->procs[b];
+
+			s->procs[b] = p->next;
+			symbols_proc_free(p);
+		}
+	}
+	while (s->elfs) {
+		struct sym_elf *e = s->elfs;
+
+		s->elfs = e->next;
+		symbols_elf_free(e);
+	}
+	kallsyms_free(s->ksyms);
+	elfsym_free(s->vdso);
+	free(s->kallsyms_path);
+	free(s->proc_root);
+	free(s->debug_root);
+	free(s);
+}
+
+/* Field 22 (starttime, clock ticks since boot): with the pid it names one
+ * process for the life of the host. 0 if unreadable. */
+static uint64_t symbols_read_start_time(const struct symbols *s, pid_t pid)
+{
+	char path[4096], line[1024];
+	const char *p;
+	uint64_t v = 0;
+	ssize_t n;
+	int fd, field;
+
+	snprintf(path, sizeof(path), "%s/%d/stat", s->proc_root, (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		goto out;
+	n = read(fd, line, sizeof(line) - 1);
+	close(fd);
+	if (n <= 0)
+		goto out;
+	line[n] = '\0';
+	/* comm may hold spaces and parentheses; it ends at the last ')'. */
+	p = strrchr(line, ')');
+	if (!p)
+		goto out;
+	p++;
+	for (field = 2; field < 22 && *p; p++)
+		if (*p == ' ')
+			field++;
+	if (field == 22)
+		v = strtoull(p, NULL, 10);
+out:
+	return v;
+}
+
+static int symbols_map_cmp(const void *a, const void *b)
+{
+	const struct sym_map *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* An identical mapping in the previous table, whose ELF reference the new
+ * table can take over instead of opening the file again. */
+static struct sym_map *symbols_old_match(struct sym_map *old, size_t n, const struct sym_map *m)
+{
+	struct sym_map key = { .start = m->start };
+	struct sym_map *o;
+
+	if (n == 0)
+		return NULL;
+	o = bsearch(&key, old, n, sizeof(*old), symbols_map_cmp);
+	if (o && o->end == m->end && o->offset == m->offset && strcmp(o->path, m->path) == 0)
+		return o;
+	return NULL;
+}
+
+/* Re-reads /proc/PID/maps, keeping only executable mappings. On failure
+ * (process gone) the previous table stays: samples drained after exit must
+ * still resolve. */
+static int symbols_read_maps(struct symbols *s, struct sym_proc *p, uint64_t now)
+{
+	struct procmaps *pm = NULL;
+	struct sym_map *maps = NULL;
+	size_t n = 0;
+	char path[4096];
+	int ret;
+
+	p->last_read_ms = now;
+	snprintf(path, sizeof(path), "%s/%d/maps", s->proc_root, (int)p->pid);
+	ret = procmaps_read(path, &pm);
+	if (ret < 0) {
+		log_debug("symbols: pid %d: cannot read %s: %s", (int)p->pid, path, strerror(-ret));
+		ret = ret == -ENOMEM ? ret : 0;
+		goto out;
+	}
+	s->stats.maps_reads++;
+	maps = calloc(pm->count ? pm->count : 1, sizeof(*maps));
+	if (!maps) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < pm->count; i++) {
+		const struct procmaps_entry *e = &pm->entries[i];
+		struct sym_map *m = &maps[n];
+		struct sym_map *o;
+		const char *slash;
+
+		if (!(e->perms & PROCMAPS_EXEC))
+			continue;
+		m->start = e->start;
+		m->end = e->end;
+		m->offset = e->offset;
+		m->path = strdup(e->path);
+		if (!m->path) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		slash = strrchr(m->path, '/');
+		m->base = slash ? slash + 1 : m->path;
+		if (strcmp(e->path, "[vdso]") == 0)
+			m->type = SYM_MAP_VDSO;
+		else if (strcmp(e->path, "[vsyscall]") == 0)
+			m->type = SYM_MAP_VSYSCALL;
+		else if (procmaps_is_anon(e))
+			m->type = SYM_MAP_ANON;
+		else
+			m->type = SYM_MAP_FILE;
+		o = symbols_old_match(p->maps, p->nmaps, m);
+		if (o) {
+			m->elf = o->elf;
+			m->elf_tried = o->elf_tried;
+			o->elf = NULL;
+		}
+		n++;
+	}
+	symbols_maps_release(p->maps, p->nmaps);
+	p->maps = maps;
+	p->nmaps = n;
+	p->last_hit = 0;
+	maps = NULL;
+	ret = 0;
+out:
+	if (maps)
+		symbols_maps_release(maps, n);
+	procmaps_free(pm);
+	return ret;
+}
+
+static struct sym_proc **symbols_proc_slot(struct symbols *s, pid_t pid)
+{
+	struct sym_proc **pp = &s->procs[(uint32_t)pid % SYM_PROC_BUCKETS];
+
+	while (*pp && (*pp)->pid != pid)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+static int symbols_get_proc(struct symbols *s, pid_t pid, uint64_t now, struct sym_proc **out)
+{
+	struct sym_proc **pp = symbols_proc_slot(s, pid);
+	struct sym_proc *p = *pp;
+	int ret = 0;
+
+	if (p) {
+		if (now - p->last_check_ms >= SYM_PID_CHECK_MS) {
+			uint64_t st = symbols_read_start_time(s, pid);
+
+			p->last_check_ms = now;
+			if (st && st != p->start_time) {
+				/* Same pid, another process: nothing cached applies. */
+				log_debug("symbols: pid %d reused, dropping its maps", (int)pid);
+				symbols_maps_release(p->maps, p->nmaps);
+				p->maps = NULL;
+				p->nmaps = 0;
+				p->start_time = st;
+				ret = symbols_read_maps(s, p, now);
+			}
+		}
+		goto out;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	p->pid = pid;
+	p->start_time = symbols_read_start_time(s, pid);
+	p->last_check_ms = now;
+	*pp = p;
+	s->nprocs++;
+	ret = symbols_read_maps(s, p, now);
+out:
+	if (p)
+		p->last_used_ms = now;
+	*out = p;
+	return ret;
+}
+
+static struct sym_map *symbols_find_map(struct sym_proc *p, uint64_t addr)
+{
+	size_t lo = 0, hi = p->nmaps;
+
+	if (p->last_hit < p->nmaps && addr >= p->maps[p->last_hit].start &&
+	    addr < p->maps[p->last_hit].end)
+		return &p->maps[p->last_hit];
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (p->maps[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0 || addr >= p->maps[lo - 1].end)
+		return NULL;
+	p->last_hit = lo - 1;
+	return &p->maps[lo - 1];
+}
+
+static bool symbols_key_eq(const struct sym_file_key *a, const struct sym_file_key *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+	       a->mtime_sec == b->mtime_sec && a->mtime_nsec == b->mtime_nsec;
+}
+
+static int symbols_elf_add_key(struct sym_elf *e, const struct sym_file_key *key)
+{
+	struct sym_file_key *k = realloc(e->keys, (e->nkeys + 1) * sizeof(*k));
+
+	if (!k)
+		return -ENOMEM;
+	e->keys = k;
+	e->keys[e->nkeys++] = *key;
+	return 0;
+}
+
+/* Opens the file behind a mapping: map_files works for deleted or replaced
+ * binaries and across mount namespaces; <root>/PID/root/<path> is the
+ * fallback (no map_files access). Regular files only. -errno on failure. */
+static int symbols_open_mapping(const struct symbols *s, pid_t pid, const struct sym_map *m)
+{
+	char path[4096];
+	struct stat st;
+	int fd, n, err;
+
+	snprintf(path, sizeof(path), "%s/%d/map_files/%" PRIx64 "-%" PRIx64, s->proc_root,
+		 (int)pid, m->start, m->end);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	err = fd < 0 ? errno : 0;
+	if (fd < 0 && m->path[0] == '/') {
+		n = snprintf(path, sizeof(path), "%s/%d/root%s", s->proc_root, (int)pid, m->path);
+		if (n > 0 && (size_t)n < sizeof(path)) {
+			fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+			err = fd < 0 ? errno : 0;
+		}
+	}
+	if (fd < 0)
+		return -err;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -ENOEXEC;
+	}
+	return fd;
+}
+
+/* Attaches the cached (or newly loaded) symbol table to a file mapping.
+ * Failures leave m->elf NULL; only -ENOMEM is returned. */
+static int symbols_attach_elf(struct symbols *s, pid_t pid, struct sym_map *m)
+{
+	struct sym_file_key key;
+	struct elfsym *es = NULL;
+	struct sym_elf *e;
+	const uint8_t *bid;
+	size_t bid_len;
+	struct stat st;
+	int fd, ret = 0;
+
+	m->elf_tried = true;
+	fd = symbols_open_mapping(s, pid, m);
+	if (fd < 0) {
+		log_debug("symbols: pid %d: cannot open %s: %s", (int)pid, m->path, strerror(-fd));
+		goto out;
+	}
+	if (fstat(fd, &st) < 0)
+		goto out;
+	memset(&key, 0, sizeof(key));
+	key.dev = st.st_dev;
+	key.ino = st.st_ino;
+	key.size = (uint64_t)st.st_size;
+	key.mtime_sec = st.st_mtim.tv_sec;
+	key.mtime_nsec = st.st_mtim.tv_nsec;
+	for (e = s->elfs; e; e = e->next)
+		for (size_t i = 0; i < e->nkeys; i++)
+			if (symbols_key_eq(&e->keys[i], &key)) {
+				s->stats.elf_cache_hits++;
+				goto attach;
+			}
+	s->stats.elf_cache_misses++;
+	ret = elfsym_open_fd(fd, m->path, s->debug_root, &es);
+	if (ret == -ENOMEM)
+		goto out;
+	if (ret < 0) {
+		s->stats.elf_errors++;
+		log_debug("symbols: pid %d: %s: unreadable ELF", (int)pid, m->path);
+		ret = 0;
+	}
+	/* Same build-id = same code: share the table another file loaded. */
+	bid = elfsym_build_id(es, &bid_len);
+	for (e = s->elfs; bid && e; e = e->next)
+		if (e->es && e->build_id_len == bid_len && memcmp(e->build_id, bid, bid_len) == 0)
+			break;
+	if (!e) {
+		e = calloc(1, sizeof(*e));
+		if (!e) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		e->es = es;
+		es = NULL;
+		if (bid)
+			memcpy(e->build_id, bid, bid_len);
+		e->build_id_len = bid_len;
+		e->next = s->elfs;
+		s->elfs = e;
+		s->nelfs++;
+	}
+	ret = symbols_elf_add_key(e, &key);
+	if (ret < 0)
+		goto out;
+attach:
+	e->refcnt++;
+	m->elf = e;
+out:
+	elfsym_free(es);
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
+/* The daemon's own vdso: the kernel maps one image into every process of
+ * the same ABI, so its symbols name the target's vdso addresses too. */
+static void symbols_load_vdso(struct symbols *s)
+{
+	struct procmaps *pm = NULL;
+	unsigned long base;
+
+	s->vdso_tried = true;
+	base = getauxval(AT_SYSINFO_EHDR);
+	if (!base || procmaps_read("/proc/self/maps", &pm) < 0)
+		goto out;
+	for (size_t i = 0; i < pm->count; i++) {
+		const struct procmaps_entry *e = &pm->entries[i];
+
+		if (e->start == base && strcmp(e->path, "[vdso]") == 0) {
+			if (elfsym_open_memory((const void *)base, e->end - e->start, &s->vdso) == 0)
+				s->vdso_size = e->end - e->start;
+			break;
+		}
+	}
+out:
+	procmaps_free(pm);
+}
+
+static void symbols_set(struct sym_result *out, enum frame_kind kind, const char *name,
+			const char *module)
+{
+	out->kind = kind;
+	elfsym_sanitize(name, strlen(name), out->name, sizeof(out->name));
+	elfsym_sanitize(module, strlen(module), out->module, sizeof(out->module));
+}
+
+static void symbols_set_offset(struct sym_result *out, const char *module, uint64_t off)
+{
+	size_t n;
+
+	out->kind = FRAME_NATIVE;
+	elfsym_sanitize(module, strlen(module), out->module, sizeof(out->module));
+	n = elfsym_sanitize(module, strlen(module), out->name, sizeof(out->name) - 20);
+	snprintf(out->name + n, sizeof(out->name) - n, "+0x%" PRIx64, off);
+}
+
+int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t addr, bool is_return_addr,
+			 struct sym_result *out)
+{
+	struct sym_proc *p;
+	struct sym_map *m;
+	uint64_t now, look, file_off, vaddr;
+	struct elfsym *es;
+	int ret = -EINVAL;
+
+	if (!s || !out || pid <= 0)
+		goto out;
+	now = symbols_now_ms();
+	/* A return address points after the call; addr - 1 is inside it. */
+	look = is_return_addr && addr > 0 ? addr - 1 : addr;
+	ret = symbols_get_proc(s, pid, now, &p);
+	if (ret < 0)
+		goto out;
+	m = symbols_find_map(p, look);
+	if (!m && now - p->last_read_ms >= SYM_MAPS_REREAD_MS) {
+		ret = symbols_read_maps(s, p, now);
+		if (ret < 0)
+			goto out;
+		m = symbols_find_map(p, look);
+	}
+	ret = 0;
+	if (!m) {
+		symbols_set(out, FRAME_MARKER, "[unknown]", "");
+		goto out;
+	}
+	file_off = look - m->start + m->offset;
+	switch (m->type) {
+	case SYM_MAP_ANON:
+		symbols_set(out, FRAME_JIT_UNKNOWN, "[jit]", "");
+		goto out;
+	case SYM_MAP_VSYSCALL:
+		symbols_set_offset(out, "[vsyscall]", look - m->start);
+		goto out;
+	case SYM_MAP_VDSO:
+		if (!s->vdso_tried)
+			symbols_load_vdso(s);
+		es = s->vdso_size == m->end - m->start ? s->vdso : NULL;
+		break;
+	case SYM_MAP_FILE:
+	default:
+		if (!m->elf_tried) {
+			ret = symbols_attach_elf(s, pid, m);
+			if (ret < 0)
+				goto out;
+		}
+		es = m->elf ? m->elf->es : NULL;
+		break;
+	}
+	vaddr = file_off;
+	if (es && elfsym_offset_to_vaddr(es, file_off, &vaddr) < 0)
+		vaddr = file_off;
+	out->kind = FRAME_NATIVE;
+	if (es && elfsym_lookup(es, vaddr, out->name, sizeof(out->name), NULL) == 0) {
+		elfsym_sanitize(m->base, strlen(m->base), out->module, sizeof(out->module));
+		goto out;
+	}
+	symbols_set_offset(out, m->base, vaddr);
+out:
+	return ret;
+}
+
+static void symbols_load_kallsyms(struct symbols *s, uint64_t now)
+{
+	struct kallsyms *k = NULL;
+	int r;
+
+	s->ksyms_tried = true;
+	s->ksyms_load_ms = now;
+	r = kallsyms_load(s->kallsyms_path, &k);
+	if (r < 0) {
+		if (!s->ksyms_warned)
+			log_warn("symbols: cannot read %s: %s; kernel frames stay unresolved",
+				 s->kallsyms_path ? s->kallsyms_path : "/proc/kallsyms",
+				 strerror(-r));
+		s->ksyms_warned = true;
+		return;
+	}
+	s->stats.kallsyms_loads++;
+	kallsyms_free(s->ksyms);
+	s->ksyms = k;
+	if (!kallsyms_available(k) && !s->ksyms_warned) {
+		log_warn("symbols: kernel symbols unavailable: %s lists only zero addresses "
+			 "(kptr_restrict, or no CAP_SYSLOG)",
+			 s->kallsyms_path ? s->kallsyms_path : "/proc/kallsyms");
+		s->ksyms_warned = true;
+	}
+}
+
+bool symbols_kernel_available(struct symbols *s)
+{
+	if (!s)
+		return false;
+	if (!s->ksyms_tried)
+		symbols_load_kallsyms(s, symbols_now_ms());
+	return kallsyms_available(s->ksyms);
+}
+
+int symbols_resolve_kernel(struct symbols *s, uint64_t addr, struct sym_result *out)
+{
+	const char *name, *module;
+	char tmp[32];
+	uint64_t now;
+	int r;
+
+	if (!s || !out)
+		return -EINVAL;
+	now = symbols_now_ms();
+	if (!s->ksyms_tried)
+		symbols_load_kallsyms(s, now);
+	r = kallsyms_lookup(s->ksyms, addr, &name, &module, NULL);
+	if (r < 0 && now - s->ksyms_load_ms >= SYM_KALLSYMS_RELOAD_MS) {
+		symbols_load_kallsyms(s, now);
+		r = kallsyms_lookup(s->ksyms, addr, &name, &module, NULL);
+	}
+	if (r == 0) {
+		out->kind = FRAME_KERNEL;
+		elfsym_sanitize(name, strlen(name), out->name, sizeof(out->name));
+		elfsym_sanitize(module, strlen(module), out->module, sizeof(out->module));
+		return 0;
+	}
+	snprintf(tmp, sizeof(tmp), "[kernel]+0x%" PRIx64, addr);
+	symbols_set(out, FRAME_KERNEL, tmp, "");
+	return 0;
+}
+
+void symbols_forget_pid(struct symbols *s, pid_t pid)
+{
+	struct sym_proc **pp, *p;
+
+	if (!s)
+		return;
+	pp = symbols_proc_slot(s, pid);
+	p = *pp;
+	if (!p)
+		return;
+	*pp = p->next;
+	s->nprocs--;
+	symbols_proc_free(p);
+}
+
+void symbols_expire(struct symbols *s, unsigned max_idle_s)
+{
+	uint64_t now, idle_ms = (uint64_t)max_idle_s * 1000;
+
+	if (!s)
+		return;
+	now = symbols_now_ms();
+	for (size_t b = 0; b < SYM_PROC_BUCKETS; b++) {
+		struct sym_proc **pp = &s->procs[b];
+
+		while (*pp) {
+			struct sym_proc *p = *pp;
+
+			if (now - p->last_used_ms >= idle_ms) {
+				*pp = p->next;
+				s->nprocs--;
+				symbols_proc_free(p);
+			} else {
+				pp = &p->next;
+			}
+		}
+	}
+	symbols_elf_sweep(s);
+}
+
+void symbols_get_stats(const struct symbols *s, struct symbols_stats *out)
+{
+	if (!out)
+		return;
+	memset(out, 0, sizeof(*out));
+	if (!s)
+		return;
+	*out = s->stats;
+	out->cached_elfs = s->nelfs;
+	out->cached_pids = s->nprocs;
+}

@@ -1,0 +1,31 @@
+#!/bin/bash
+# Installs everything needed to build and test jprofd on Debian 12.
+# Idempotent and non-interactive; must run as root.
+set -euo pipefail
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "install-deps.sh: must be run as root (try: sudo $0)" >&2
+	exit 1
+fi
+if [ ! -r /etc/debian_version ]; then
+	echo "install-deps.sh: warning: this is not Debian; package names are Debian 12's" >&2
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+
+packages=(
+	build-essential g++ cmake pkg-config   # toolchain
+	clang llvm bpftool                     # BPF objects and skeletons
+	libbpf-dev libelf-dev zlib1g-dev       # sampler, symbols
+	libjson-c-dev libsystemd-dev libiberty-dev
+	check                                  # unit tests
+	python3 util-linux binutils            # integration tests: setpriv, strip/objcopy
+)
+
+echo "install-deps.sh: apt-get update"
+apt-get update -q
+echo "install-deps.sh: installing ${packages[*]}"
+apt-get install -y -q --no-install-recommends \
+	-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+	"${packages[@]}"
+echo "install-deps.sh: done"

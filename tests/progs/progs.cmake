@@ -1,0 +1,25 @@
+# Test workloads for the integration tests (tests/integration). Their frame
+# names are asserted, so they are built the same way in every build type:
+# frame pointers, no inlining, no sibling calls, and no sanitizers (an ASan
+# interceptor around read() would add frames the tests do not expect; the
+# sanitizers are for jprofd and jprofctl).
+find_package(Threads REQUIRED)
+
+set(JPROF_PROGS_OUT ${CMAKE_CURRENT_BINARY_DIR}/progs)
+set(JPROF_PROGS_COPTS -O1 -g -Wall -Wextra -fno-omit-frame-pointer
+  -mno-omit-leaf-frame-pointer -fno-inline -fno-optimize-sibling-calls)
+if(JPROF_WERROR)
+  list(APPEND JPROF_PROGS_COPTS -Werror)
+endif()
+
+foreach(prog spin_chain read_zero thread_spawner)
+  add_executable(prog_${prog} ${CMAKE_CURRENT_LIST_DIR}/${prog}.c)
+  set_target_properties(prog_${prog} PROPERTIES
+    OUTPUT_NAME ${prog}
+    RUNTIME_OUTPUT_DIRECTORY ${JPROF_PROGS_OUT}
+    # Replace (not append to) the directory-wide options, which carry
+    # -fsanitize=... in sanitizer builds.
+    COMPILE_OPTIONS "${JPROF_PROGS_COPTS}"
+    LINK_OPTIONS "")
+endforeach()
+target_link_libraries(prog_thread_spawner PRIVATE Threads::Threads)

@@ -1,0 +1,397 @@
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "elfsym.h"
+#include "procmaps.h"
+#include "symbols.h"
+
+#define NO_DEBUG_ROOT "/nonexistent-jprof-debug"
+
+/* A running fixture and the addresses it printed. */
+struct fixture {
+	pid_t pid;
+	int in_fd;    /* its stdin */
+	int out_fd;   /* its stdout */
+	char buf[4096];
+	size_t len;
+	uint64_t alpha, beta, local, data, fnmatch, getpid, dso;
+};
+
+static struct fixture fx = { .pid = -1, .in_fd = -1, .out_fd = -1 };
+static struct symbols *syms;
+
+static const char *prog(const char *name)
+{
+	static char path[PATH_MAX];
+	const char *dir = getenv("JPROF_PROGS_DIR");
+
+	ck_assert_msg(dir != NULL, "JPROF_PROGS_DIR not set");
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return path;
+}
+
+/* Reads fixture output until a line starting with until, with a timeout. */
+static void fixture_read(const char *until)
+{
+	for (;;) {
+		char *nl;
+		struct pollfd p = { .fd = fx.out_fd, .events = POLLIN };
+		ssize_t n;
+
+		while ((nl = memchr(fx.buf, '\n', fx.len)) != NULL) {
+			char name[32];
+			unsigned long long v = 0;
+			size_t line_len = (size_t)(nl - fx.buf) + 1;
+			bool done;
+
+			*nl = '\0';
+			done = strncmp(fx.buf, until, strlen(until)) == 0;
+			if (sscanf(fx.buf, "%31s %llx", name, &v) == 2) {
+				uint64_t *slot = !strcmp(name, "alpha") ? &fx.alpha :
+						 !strcmp(name, "beta") ? &fx.beta :
+						 !strcmp(name, "local") ? &fx.local :
+						 !strcmp(name, "data") ? &fx.data :
+						 !strcmp(name, "fnmatch") ? &fx.fnmatch :
+						 !strcmp(name, "getpid") ? &fx.getpid :
+						 !strcmp(name, "dso") ? &fx.dso : NULL;
+				if (slot)
+					*slot = v;
+			}
+			memmove(fx.buf, fx.buf + line_len, fx.len - line_len);
+			fx.len -= line_len;
+			if (done)
+				return;
+		}
+		ck_assert_msg(poll(&p, 1, 10000) == 1, "fixture silent");
+		n = read(fx.out_fd, fx.buf + fx.len, sizeof(fx.buf) - fx.len);
+		ck_assert_msg(n > 0, "fixture exited");
+		fx.len += (size_t)n;
+	}
+}
+
+static void fixture_start(const char *path, const char *arg)
+{
+	int in[2], out[2];
+
+	ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
+	ck_assert_int_eq(pipe2(out, O_CLOEXEC), 0);
+	fx.pid = fork();
+	ck_assert_int_ge(fx.pid, 0);
+	if (fx.pid == 0) {
+		/* Dies with the test process even if an assertion ends it
+		 * before the teardown runs. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		execl(path, path, arg, (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	fx.in_fd = in[1];
+	fx.out_fd = out[0];
+	fixture_read("ready");
+	ck_assert_uint_ne(fx.alpha, 0);
+}
+
+static void setup(void)
+{
+	syms = symbols_new(NULL, NULL);
+	ck_assert_ptr_nonnull(syms);
+	ck_assert_int_eq(symbols_set_debug_root(syms, NO_DEBUG_ROOT), 0);
+}
+
+static void teardown(void)
+{
+	if (fx.pid > 0) {
+		kill(fx.pid, SIGKILL);
+		waitpid(fx.pid, NULL, 0);
+	}
+	if (fx.in_fd >= 0)
+		close(fx.in_fd);
+	if (fx.out_fd >= 0)
+		close(fx.out_fd);
+	memset(&fx, 0, sizeof(fx));
+	fx.pid = fx.in_fd = fx.out_fd = -1;
+	symbols_free(syms);
+	syms = NULL;
+}
+
+static void assert_resolves(pid_t pid, uint64_t addr, bool ret, const char *name,
+			    const char *module)
+{
+	struct sym_result r;
+
+	ck_assert_int_eq(symbols_resolve_user(syms, pid, addr, ret, &r), 0);
+	ck_assert_msg(strcmp(r.name, name) == 0, "0x%" PRIx64 ": got '%s', want '%s'", addr,
+		      r.name, name);
+	ck_assert_str_eq(r.module, module);
+	ck_assert_int_eq(r.kind, FRAME_NATIVE);
+}
+
+static uint64_t file_symbol(const char *file, const char *name)
+{
+	struct elfsym *e = NULL;
+	uint64_t v = 0, sz;
+
+	ck_assert_int_eq(elfsym_open(prog(file), NO_DEBUG_ROOT, &e), 0);
+	ck_assert_int_eq(elfsym_find(e, name, &v, &sz), 0);
+	elfsym_free(e);
+	return v;
+}
+
+static void check_main_fixture(const char *file)
+{
+	struct symbols_stats st1, st2;
+
+	fixture_start(prog(file), NULL);
+	assert_resolves(fx.pid, fx.alpha, false, "jp_fixture_alpha", file);
+	/* A return address just past the function's last byte still names
+	 * the caller: addr - 1 is looked up. */
+	assert_resolves(fx.pid, fx.alpha + 1, true, "jp_fixture_alpha", file);
+	assert_resolves(fx.pid, fx.beta + 4, true, "jp_fixture_beta", file);
+	assert_resolves(fx.pid, fx.local, false, "jp_fixture_local", file);
+	assert_resolves(fx.pid, fx.fnmatch, false, "fnmatch", "libc.so.6");
+	/* getpid and __getpid share an address: the global one is named. */
+	assert_resolves(fx.pid, fx.getpid, false, "__getpid", "libc.so.6");
+
+	symbols_get_stats(syms, &st1);
+	ck_assert_uint_eq(st1.maps_reads, 1);
+	ck_assert_uint_eq(st1.cached_pids, 1);
+	ck_assert_uint_ge(st1.cached_elfs, 2);
+	ck_assert_uint_eq(st1.elf_errors, 0);
+	for (int i = 0; i < 1000; i++)
+		assert_resolves(fx.pid, fx.beta, false, "jp_fixture_beta", file);
+	/* Repeated lookups use the caches: no new parse, no maps re-read. */
+	symbols_get_stats(syms, &st2);
+	ck_assert_uint_eq(st2.maps_reads, st1.maps_reads);
+	ck_assert_uint_eq(st2.elf_cache_misses, st1.elf_cache_misses);
+}
+
+START_TEST(test_pie)
+{
+	check_main_fixture("symfix_pie");
+}
+END_TEST
+
+START_TEST(test_nopie)
+{
+	check_main_fixture("symfix_nopie");
+	ck_assert_uint_lt(fx.alpha, 0x1000000);  /* really loaded at its link address */
+}
+END_TEST
+
+START_TEST(test_unknown_and_jit)
+{
+	struct sym_result r;
+	void *jit;
+
+	fixture_start(prog("symfix_pie"), NULL);
+	ck_assert_int_eq(symbols_resolve_user(syms, fx.pid, 0x10, false, &r), 0);
+	ck_assert_str_eq(r.name, "[unknown]");
+	ck_assert_int_eq(r.kind, FRAME_MARKER);
+	/* Data is mapped, but not executable: not a code address. */
+	ck_assert_int_eq(symbols_resolve_user(syms, fx.pid, fx.data, false, &r), 0);
+	ck_assert_str_eq(r.name, "[unknown]");
+
+	/* Anonymous executable memory is JIT code (our own process). */
+	jit = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(jit, MAP_FAILED);
+	ck_assert_int_eq(symbols_resolve_user(syms, getpid(), (uintptr_t)jit + 8, true, &r), 0);
+	ck_assert_str_eq(r.name, "[jit]");
+	ck_assert_str_eq(r.module, "");
+	ck_assert_int_eq(r.kind, FRAME_JIT_UNKNOWN);
+	munmap(jit, 4096);
+
+	ck_assert_int_eq(symbols_resolve_user(syms, 0, 0x1000, false, &r), -EINVAL);
+	ck_assert_int_eq(symbols_resolve_user(NULL, 1, 0x1000, false, &r), -EINVAL);
+	ck_assert_int_eq(symbols_resolve_user(syms, 1, 0x1000, false, NULL), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_stripped)
+{
+	struct sym_result r;
+	char want[64];
+	uint64_t local_vaddr = file_symbol("symfix_rdyn", "jp_fixture_local");
+
+	fixture_start(prog("symfix_stripped"), NULL);
+	assert_resolves(fx.pid, fx.alpha, false, "jp_fixture_alpha", "symfix_stripped");
+	/* The static function is gone with .symtab: module+ELF vaddr, the
+	 * form addr2line takes, never the neighbouring exported function. */
+	ck_assert_int_eq(symbols_resolve_user(syms, fx.pid, fx.local, false, &r), 0);
+	snprintf(want, sizeof(want), "symfix_stripped+0x%" PRIx64, local_vaddr);
+	ck_assert_str_eq(r.name, want);
+	ck_assert_str_eq(r.module, "symfix_stripped");
+	ck_assert_int_eq(r.kind, FRAME_NATIVE);
+}
+END_TEST
+
+START_TEST(test_deleted_binary)
+{
+	char dir[] = "/tmp/jprof-symbols-XXXXXX", path[PATH_MAX];
+	char buf[65536];
+	ssize_t n;
+	int in, out;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/symfix_gone", dir);
+	in = open(prog("symfix_pie"), O_RDONLY | O_CLOEXEC);
+	out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+	ck_assert_int_ge(in, 0);
+	ck_assert_int_ge(out, 0);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		ck_assert_int_eq(write(out, buf, (size_t)n), n);
+	close(in);
+	close(out);
+
+	fixture_start(path, NULL);
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(rmdir(dir), 0);
+	/* Only /proc/PID/map_files can still open it. */
+	assert_resolves(fx.pid, fx.alpha, false, "jp_fixture_alpha", "symfix_gone");
+	assert_resolves(fx.pid, fx.local + 2, true, "jp_fixture_local", "symfix_gone");
+}
+END_TEST
+
+START_TEST(test_dlopen)
+{
+	struct sym_result r;
+	char lib[PATH_MAX];
+	struct timespec pause_ts = { 1, 100000000 };
+
+	snprintf(lib, sizeof(lib), "%s", prog("libsymfix_dso.so"));
+	fixture_start(prog("symfix_pie"), lib);
+	assert_resolves(fx.pid, fx.alpha, false, "jp_fixture_alpha", "symfix_pie");
+	ck_assert_int_eq(write(fx.in_fd, "go\n", 3), 3);
+	fixture_read("dso");
+	ck_assert_uint_ne(fx.dso, 0);
+	/* The library appeared after the maps were cached; once the re-read
+	 * rate limit has passed, a miss must re-read them. */
+	nanosleep(&pause_ts, NULL);
+	assert_resolves(fx.pid, fx.dso, false, "jp_fixture_dso_fn", "libsymfix_dso.so");
+	ck_assert_int_eq(symbols_resolve_user(syms, fx.pid, fx.alpha, false, &r), 0);
+	ck_assert_str_eq(r.name, "jp_fixture_alpha");
+}
+END_TEST
+
+START_TEST(test_debug_root_and_shared_cache)
+{
+	char root[] = "/tmp/jprof-symbols-XXXXXX", dir[PATH_MAX * 2], link[PATH_MAX * 3];
+	char target[PATH_MAX], cmd[PATH_MAX * 4];
+	struct symbols_stats st;
+	pid_t first;
+
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	snprintf(dir, sizeof(dir), "%s%s", root, getenv("JPROF_PROGS_DIR"));
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+	snprintf(target, sizeof(target), "%s", prog("symfix.debug"));
+	snprintf(link, sizeof(link), "%s/symfix.debug", dir);
+	ck_assert_int_eq(symlink(target, link), 0);
+	ck_assert_int_eq(symbols_set_debug_root(syms, root), 0);
+
+	fixture_start(prog("symfix_dbglink"), NULL);
+	assert_resolves(fx.pid, fx.local, false, "jp_fixture_local", "symfix_dbglink");
+	first = fx.pid;
+
+	/* symfix_pie has the same build-id: its table is shared, not
+	 * parsed into a second copy. */
+	fx.pid = -1;
+	close(fx.in_fd);
+	close(fx.out_fd);
+	fixture_start(prog("symfix_pie"), NULL);
+	assert_resolves(fx.pid, fx.alpha, false, "jp_fixture_alpha", "symfix_pie");
+	kill(first, SIGKILL);
+	waitpid(first, NULL, 0);
+
+	symbols_get_stats(syms, &st);
+	ck_assert_uint_eq(st.cached_pids, 2);
+	symbols_forget_pid(syms, first);
+	symbols_get_stats(syms, &st);
+	ck_assert_uint_eq(st.cached_pids, 1);
+	{
+		size_t elfs = st.cached_elfs;
+
+		/* Still referenced by the live pid: nothing is dropped. */
+		symbols_expire(syms, 3600);
+		symbols_get_stats(syms, &st);
+		ck_assert_uint_eq(st.cached_elfs, elfs);
+		ck_assert_uint_eq(st.cached_pids, 1);
+	}
+	symbols_expire(syms, 0);
+	symbols_get_stats(syms, &st);
+	ck_assert_uint_eq(st.cached_pids, 0);
+	ck_assert_uint_eq(st.cached_elfs, 0);
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+START_TEST(test_vdso_and_self)
+{
+	unsigned long base = getauxval(AT_SYSINFO_EHDR);
+	struct elfsym *vdso = NULL;
+	struct procmaps *maps;
+	const struct procmaps_entry *e;
+	uint64_t v, sz;
+
+	assert_resolves(getpid(), (uintptr_t)&symbols_resolve_user, false, "symbols_resolve_user",
+			"test_symbols");
+	if (!base)
+		return;  /* no vdso on this system: nothing to check */
+	/* The vdso's first PT_LOAD has offset 0 and vaddr 0, so an address is
+	 * base + symbol value. */
+	maps = NULL;
+	ck_assert_int_eq(procmaps_read("/proc/self/maps", &maps), 0);
+	e = procmaps_find(maps, base);
+	ck_assert_ptr_nonnull(e);
+	ck_assert_str_eq(e->path, "[vdso]");
+	ck_assert_int_eq(elfsym_open_memory((const void *)base, e->end - e->start, &vdso), 0);
+	procmaps_free(maps);
+	ck_assert_int_eq(elfsym_find(vdso, "__vdso_clock_gettime", &v, &sz), 0);
+	elfsym_free(vdso);
+	assert_resolves(getpid(), base + v + 1, true, "__vdso_clock_gettime", "[vdso]");
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("symbols");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_pie);
+	tcase_add_test(tc, test_nopie);
+	tcase_add_test(tc, test_unknown_and_jit);
+	tcase_add_test(tc, test_stripped);
+	tcase_add_test(tc, test_deleted_binary);
+	tcase_add_test(tc, test_dlopen);
+	tcase_add_test(tc, test_debug_root_and_shared_cache);
+	tcase_add_test(tc, test_vdso_and_self);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
