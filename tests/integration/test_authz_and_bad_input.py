@@ -96,6 +96,8 @@ def main(t):
              "bad_request", 14, "negative duration"),
             (b'{"v":1,"id":15}\n', "bad_request", 15, "no cmd"),
             (b'{"v":2,"id":16,"cmd":"status"}\n', "unsupported_version", 16, "v=2"),
+            (b'{"v":1,"id":17,"cmd":"record","pid":1,"format":"xml"}\n', "bad_request", 17,
+             "unknown format"),
         ]
         for data, code, req_id, what in cases:
             jt.log("sending %s" % what)

@@ -46,7 +46,6 @@ def main(t):
                      ["record", "--pid", "notapid"],
                      ["record", "-d", "1s"],
                      ["record", "--pid", "1", "--all"],
-                     ["record", "--pid", "1", "--format", "xml"],
                      ["record", "--pid", "1", "--bogus-option"],
                      ["frobnicate"]):
             r = t.ctl(args, socket_path=missing, timeout=10)
