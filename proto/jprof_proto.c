@@ -141,7 +141,8 @@ static struct json_object *proto_parse_text(const char *s, size_t len, int depth
 		obj = NULL;
 	}
 out:
-	json_tokener_free(tok);
+	if (tok) /* json_tokener_free() is not NULL-safe */
+		json_tokener_free(tok);
 	return obj;
 }
 
