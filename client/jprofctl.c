@@ -380,8 +380,8 @@ static int ctl_conn_open(struct ctl_conn *c, const char *path)
 			ctl_err("cannot connect to %s: %s; %s", path, strerror(err), ctl_start_hint);
 			r = CTL_EXIT_NO_DAEMON;
 		} else if (err == EACCES || err == EPERM) {
-			ctl_err("cannot connect to %s: %s (jprofd's socket is open to every user "
-				"by default; check its permissions)", path, strerror(err));
+			ctl_err("cannot connect to %s: %s (check the socket's permissions)", path,
+				strerror(err));
 			r = CTL_EXIT_PERMISSION;
 		} else {
 			ctl_err("cannot connect to %s: %s", path, strerror(err));
@@ -1050,12 +1050,15 @@ out:
 	return r;
 }
 
-/* Handles one response during a recording. Returns 1 to go on, or an exit
- * code <= 6 (0 included) to stop. */
+/* ctl_record_event() result meaning "not finished yet"; exit codes are >= 0. */
+#define CTL_CONTINUE (-1)
+
+/* Handles one response during a recording. Returns CTL_CONTINUE, or the exit
+ * code to stop with. */
 static int ctl_record_event(struct ctl_record *rec, struct jprof_response *resp)
 {
 	const char *type = resp->type;
-	int r = 1;
+	int r = CTL_CONTINUE;
 
 	if (!resp->has_id || resp->id != CTL_ID_CANCEL) {
 		if (!ctl_is_answer(resp, CTL_ID_COMMAND)) {
@@ -1250,7 +1253,7 @@ static int ctl_cmd_record(int argc, char **argv, const char *socket_path)
 			goto out;
 		r = ctl_record_event(&rec, &resp);
 		jprof_response_free(&resp);
-		if (r != 1)
+		if (r != CTL_CONTINUE)
 			goto out;
 	}
 out:
