@@ -14,6 +14,9 @@ struct json_object;
 #define JPROF_PROTO_VERSION 1
 #define JPROF_DEFAULT_SOCKET "/run/jprofd/jprofd.sock"
 #define JPROF_SOCKET_ENV "JPROFD_SOCKET"
+/* Request ids (and cancel targets) are 0..2^53-1 so that they survive a
+ * round trip through a JavaScript or Python float. */
+#define JPROF_PROTO_ID_MAX ((INT64_C(1) << 53) - 1)
 /* Longest request line the daemon accepts, newline included. */
 #define JPROF_PROTO_MAX_REQUEST (64 * 1024)
 
@@ -82,6 +85,11 @@ struct jprof_error {
 	char message[256];
 };
 
+/* "hello", "status", "record", "cancel"; NULL for anything else. */
+const char *jprof_cmd_name(enum jprof_cmd cmd);
+/* The enum jprof_cmd value for a name, or -ENOENT. */
+int jprof_cmd_from_name(const char *name);
+
 /* Fills *req with defaults for cmd (used by clients before setting fields). */
 void jprof_request_init(struct jprof_request *req, enum jprof_cmd cmd, int64_t id);
 
@@ -91,6 +99,10 @@ void jprof_request_init(struct jprof_request *req, enum jprof_cmd cmd, int64_t i
  * id could be read so the error can echo it. */
 int jprof_request_parse(const char *line, size_t len, struct jprof_request *req,
 			struct jprof_error *err);
+
+/* The protocol version to answer a parsed hello with, or -EPROTONOSUPPORT
+ * when [min_version, max_version] does not include a version we speak. */
+int jprof_hello_negotiate(const struct jprof_hello_req *hello);
 
 /* Encodes a request as one line ending in '\n'. malloc'd; NULL on ENOMEM. */
 char *jprof_request_encode(const struct jprof_request *req);
