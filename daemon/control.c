@@ -277,6 +277,22 @@ static void handle_status(struct client *c, const struct jprof_request *req)
 	send_obj(c, o);
 }
 
+struct uid_count {
+	uid_t uid;
+	unsigned n;
+};
+
+static int count_uid_sessions(struct session *s, void *arg)
+{
+	struct uid_count *uc = arg;
+	struct session_info si;
+
+	session_get_info(s, &si);
+	if (si.uid == uc->uid)
+		uc->n++;
+	return 0;
+}
+
 static int pidfd_open_checked(pid_t pid)
 {
 	long fd = syscall(SYS_pidfd_open, pid, 0);
@@ -323,6 +339,16 @@ static void handle_record(struct client *c, const struct jprof_request *req)
 		send_error(c, req, JPROF_E_LIMIT, "at most %u recordings per connection",
 			   c->ctl->cfg.max_sessions_per_client);
 		return;
+	}
+	if (!c->peer.privileged) {
+		struct uid_count uc = { .uid = c->peer.uid };
+
+		session_foreach(c->ctl->sessions, count_uid_sessions, &uc);
+		if (uc.n >= c->ctl->cfg.max_sessions_per_user) {
+			send_error(c, req, JPROF_E_LIMIT, "uid %u already runs %u recordings (the limit)",
+				   (unsigned)c->peer.uid, uc.n);
+			return;
+		}
 	}
 	if (rr->all) {
 		if (!c->peer.privileged) {
@@ -572,6 +598,8 @@ int control_new(struct loop *loop, struct session_mgr *sessions, struct sampler 
 		c->cfg.max_clients = 1024;
 	if (!c->cfg.max_sessions_per_client)
 		c->cfg.max_sessions_per_client = 4;
+	if (!c->cfg.max_sessions_per_user)
+		c->cfg.max_sessions_per_user = 8;
 	if (c->cfg.max_sessions_per_client > CLIENT_MAX_SESSIONS)
 		c->cfg.max_sessions_per_client = CLIENT_MAX_SESSIONS;
 	if (!c->cfg.max_output)

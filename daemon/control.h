@@ -17,6 +17,7 @@ struct control_config {
 	const char *group_name;          /* for messages */
 	unsigned max_clients;            /* default 1024 */
 	unsigned max_sessions_per_client;/* default 4 */
+	unsigned max_sessions_per_user;  /* unprivileged uids; default 8 */
 	size_t max_output;               /* queued bytes per client before it is dropped; default 512 MiB */
 };
 
