@@ -8,6 +8,8 @@
 #   BENCH_INTERVAL=5   sampling interval
 #   BENCH_RATE=99      --rate passed to jprofd
 #   BENCH_BUSY=N       busy processes (default: nproc)
+#   BENCH_LOAD=mixed   mixed: half spinners, half tar|gzip and find loops
+#                      (many distinct user and kernel stacks); spin: spinners only
 set -euo pipefail
 
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -17,6 +19,7 @@ seconds=${BENCH_SECONDS:-60}
 interval=${BENCH_INTERVAL:-5}
 rate=${BENCH_RATE:-99}
 busy=${BENCH_BUSY:-$(nproc)}
+load=${BENCH_LOAD:-mixed}
 clk_tck=$(getconf CLK_TCK)
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -78,8 +81,12 @@ if [ ! -S "$tmp/jprofd.sock" ]; then
 	exit 1
 fi
 
-for _ in $(seq "$busy"); do
-	if [ -x "$spin" ]; then
+for i in $(seq "$busy"); do
+	if [ "$load" = mixed ] && [ $((i % 2)) -eq 0 ]; then
+		# Compression, archive walking and directory scans: syscalls, page
+		# cache, many libraries; a realistic spread of stacks.
+		bash -c 'while :; do tar cf - /usr/lib/x86_64-linux-gnu 2>/dev/null | gzip -1 >/dev/null; find /usr -xdev -name "*.so*" >/dev/null 2>&1; done' &
+	elif [ -x "$spin" ]; then
 		"$spin" $((seconds + 30)) &
 	else
 		bash -c 'while :; do :; done' &
@@ -87,7 +94,7 @@ for _ in $(seq "$busy"); do
 	busy_pids+=($!)
 done
 
-echo "jprofd pid $daemon_pid, --rate $rate, $busy busy process(es), ${seconds}s, CLK_TCK $clk_tck"
+echo "jprofd pid $daemon_pid, --rate $rate, $busy busy process(es) ($load load), ${seconds}s, CLK_TCK $clk_tck"
 printf '%8s %12s %10s %10s\n' "t(s)" "cpu(ticks)" "cpu%" "rss(kB)"
 
 start_ticks=$(cpu_ticks "$daemon_pid")

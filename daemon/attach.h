@@ -1,0 +1,52 @@
+/* Loading the jprofd agent into a running HotSpot JVM through its dynamic
+ * attach protocol (.attach_pid trigger file, SIGQUIT, the .java_pid<nspid>
+ * socket, the "load" command).
+ *
+ * The work runs in a forked child that enters the target's mount namespace
+ * and takes its euid/egid, so no process-wide state of the daemon changes and
+ * every file it creates belongs to the target's user. Every wait and read has
+ * a deadline. The parent learns the result through a pipe watched by the
+ * event loop, and reaps the child. */
+#ifndef JPROF_ATTACH_H
+#define JPROF_ATTACH_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct loop;
+struct attach_req;
+
+struct attach_result {
+	int status;            /* 0 when the agent loaded, else -errno */
+	/* "", or why it failed: "not_a_jvm", "not_hotspot", "attach_disabled",
+	 * "no_sigquit_handler", "no_attach_socket", "attach_refused",
+	 * "agent_load_failed", "timeout", "no_such_process", "internal" */
+	char code[32];
+	char message[512];     /* for people; includes the JVM's own text if any */
+};
+
+/* Cheap synchronous check from /proc only (no signal is sent): is pid a
+ * HotSpot JVM (libjvm.so mapped) that can be attached (SIGQUIT caught, not
+ * started with -XX:+DisableAttachMechanism or -Xrs, as far as its command
+ * line and JAVA_TOOL_OPTIONS / JDK_JAVA_OPTIONS / _JAVA_OPTIONS show)?
+ * Returns 0 when attaching should work, else -errno with *res filled. */
+int attach_probe(pid_t pid, struct attach_result *res);
+
+/* True when pid maps libjvm.so (any HotSpot JVM, attachable or not). */
+bool attach_is_jvm(pid_t pid);
+
+typedef void (*attach_done_fn)(const struct attach_result *res, void *arg);
+
+/* Starts loading agent_path (absolute, on the daemon's side) with options into
+ * pid. If the target cannot read the file at that path in its own mount
+ * namespace, it is copied into the target's /tmp first (owned by the target
+ * user, named after its content so a second attach reuses it). done runs from
+ * the loop exactly once, unless attach_cancel comes first. */
+int attach_start(struct loop *loop, pid_t pid, const char *agent_path, const char *options,
+		 unsigned timeout_ms, attach_done_fn done, void *arg, struct attach_req **out);
+
+/* Kills the child (if running) and frees the request; done is not called.
+ * NULL-safe. */
+void attach_cancel(struct attach_req *req);
+
+#endif

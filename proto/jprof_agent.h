@@ -1,0 +1,175 @@
+/* The agent protocol, version 1: between jprofd and libjprofagent.so (the
+ * JVMTI agent inside a JVM). Binary, little-endian host order (both ends run
+ * on the same host), framed, length-checked. Shared by the daemon and the
+ * agent; the agent includes nothing else from the project. Documented in
+ * docs/agent.md.
+ *
+ * Transport: the agent connects to the daemon's ordinary Unix socket and its
+ * first bytes are a frame header (magic "JPAG"), which tells the daemon this
+ * is an agent, not a JSON client. The daemon identifies the agent's process
+ * by SO_PEERCRED; nothing the agent says about itself is trusted.
+ *
+ * File descriptors (the ring memfd, perf event fds) travel as SCM_RIGHTS
+ * attached to the first byte of the frame that announces them.
+ */
+#ifndef JPROF_AGENT_H
+#define JPROF_AGENT_H
+
+#include <stdint.h>
+
+#define JPAG_MAGIC 0x4741504au          /* "JPAG" read as a little-endian u32 */
+#define JPAG_VERSION 1
+#define JPAG_MAX_PAYLOAD (64 * 1024)
+
+struct jpag_hdr {
+	uint32_t magic;      /* JPAG_MAGIC */
+	uint16_t version;    /* JPAG_VERSION */
+	uint16_t type;       /* enum jpag_type */
+	uint32_t len;        /* payload bytes after this header, <= JPAG_MAX_PAYLOAD */
+	uint32_t reserved;   /* 0 */
+};
+
+enum jpag_type {
+	/* agent -> daemon */
+	JPAG_HELLO = 1,          /* struct jpag_hello */
+	JPAG_PERF_FD_REQ = 2,    /* struct jpag_perf_fd_req */
+	JPAG_METHOD = 3,         /* struct jpag_method + strings + line table */
+	JPAG_METHOD_UNKNOWN = 4, /* struct jpag_method_unknown */
+	JPAG_STOPPED = 5,        /* no payload: every fd of the last START is closed */
+
+	/* daemon -> agent */
+	JPAG_WELCOME = 64,       /* struct jpag_welcome */
+	JPAG_START = 65,         /* struct jpag_start, SCM_RIGHTS: the ring memfd */
+	JPAG_PERF_FD = 66,       /* struct jpag_perf_fd, SCM_RIGHTS: the event fd when status == 0 */
+	JPAG_RESOLVE = 67,       /* struct jpag_resolve */
+	JPAG_STOP = 68,          /* no payload: disarm and close every event fd and the ring */
+	JPAG_ERROR = 69,         /* struct jpag_error */
+};
+
+struct jpag_hello {
+	uint32_t agent_version;  /* JPAG_VERSION */
+	uint32_t pid;            /* getpid() in the agent's namespace (informational) */
+	char jvm[64];            /* java.vm.name + version, NUL-terminated (informational) */
+};
+
+struct jpag_welcome {
+	uint32_t version;        /* JPAG_VERSION */
+	uint32_t reserved;
+};
+
+/* A recording of this process begins. The agent maps the ring (MAP_SHARED,
+ * ring_bytes), installs its handler for `signal`, and asks for one perf fd per
+ * thread (JPAG_PERF_FD_REQ) for every thread it has and every new one. */
+struct jpag_start {
+	uint64_t interval_ns;
+	uint32_t signal;         /* signal to arm fds with (F_SETSIG) */
+	uint32_t ring_bytes;     /* size of the memfd */
+	uint32_t slot_bytes;     /* JPRING_SLOT_BYTES */
+	uint32_t nslots;
+	uint32_t max_frames;     /* JPRING_MAX_FRAMES */
+	uint32_t reserved;
+};
+
+struct jpag_perf_fd_req {
+	uint32_t tid;            /* gettid() in the agent's pid namespace */
+	uint32_t reserved;
+};
+
+struct jpag_perf_fd {
+	uint32_t tid;            /* as requested */
+	int32_t status;          /* 0: fd attached; else -errno (e.g. -EPERM: not our thread) */
+};
+
+/* Method ids the daemon saw in the ring and cannot name yet. */
+struct jpag_resolve {
+	uint32_t count;          /* <= JPAG_RESOLVE_MAX */
+	uint32_t reserved;
+	uint64_t ids[];          /* jmethodID values as written by the agent */
+};
+#define JPAG_RESOLVE_MAX 1024
+
+/* Followed by class_len + name_len + sig_len bytes of text (no NULs; class in
+ * JVM form "Ljava/lang/String;"), then nlines struct jpag_line. */
+struct jpag_method {
+	uint64_t id;
+	uint16_t class_len;
+	uint16_t name_len;
+	uint16_t sig_len;
+	uint16_t nlines;
+};
+
+struct jpag_line {
+	int32_t bci;             /* start bci of the entry */
+	int32_t line;
+};
+
+struct jpag_method_unknown {
+	uint64_t id;
+};
+
+struct jpag_error {
+	int32_t code;            /* -errno */
+	char message[124];       /* NUL-terminated */
+};
+
+/* ---- the shared-memory ring -------------------------------------------
+ * Created by the daemon (memfd, sealed against shrinking and growing), written
+ * by the agent's signal handlers (many producers, lock-free), read by the
+ * daemon. Everything in it is untrusted by the daemon: it validates every
+ * field and keeps its own read position and geometry.
+ */
+#define JPRING_MAGIC 0x474e5252u        /* "RRNG" */
+#define JPRING_VERSION 1
+#define JPRING_SLOT_BYTES 4096
+#define JPRING_HEADER_BYTES 4096        /* header page; slots follow */
+#define JPRING_MAX_FRAMES 254           /* (4096 - 32) / 16 */
+
+struct jpring_header {
+	uint32_t magic;
+	uint32_t version;
+	uint32_t slot_bytes;
+	uint32_t nslots;
+	uint64_t write_idx;      /* agent: next slot to reserve (monotonic, CAS) */
+	uint64_t read_idx;       /* daemon: next slot it will read (monotonic) */
+	uint64_t dropped;        /* agent: records not written because the ring was full */
+};
+
+/* ASGCT frame as written into the ring. */
+struct jpring_frame {
+	int32_t bci;             /* ASGCT lineno: bci, or -3 for a native method */
+	int32_t reserved;
+	uint64_t method_id;      /* jmethodID, 0 if the JVM had none */
+};
+
+struct jpring_slot {
+	uint64_t seq;            /* written last (release): slot index + 1 when complete */
+	uint64_t time_ns;        /* CLOCK_MONOTONIC when the handler ran */
+	uint32_t tid;            /* gettid() (agent namespace) */
+	int32_t num_frames;      /* >= 0: frames written; < 0: ASGCT error code */
+	uint64_t reserved;
+	struct jpring_frame frames[JPRING_MAX_FRAMES];
+};
+
+/* AsyncGetCallTrace results below zero (HotSpot's forte.cpp ticks_*). */
+enum jpring_asgct_error {
+	JPRING_NO_CLASS_LOAD = -1,
+	JPRING_GC_ACTIVE = -2,
+	JPRING_UNKNOWN_NOT_JAVA = -3,
+	JPRING_NOT_WALKABLE_NOT_JAVA = -4,
+	JPRING_UNKNOWN_JAVA = -5,
+	JPRING_NOT_WALKABLE_JAVA = -6,
+	JPRING_UNKNOWN_STATE = -7,
+	JPRING_THREAD_EXIT = -8,
+	JPRING_DEOPT = -9,
+	JPRING_SAFEPOINT = -10,
+	JPRING_MIN_ERROR = -10,
+};
+
+_Static_assert(sizeof(struct jpag_hdr) == 16, "jpag_hdr");
+_Static_assert(sizeof(struct jpag_start) == 32, "jpag_start");
+_Static_assert(sizeof(struct jpag_method) == 16, "jpag_method");
+_Static_assert(sizeof(struct jpring_header) == 40, "jpring_header");
+_Static_assert(sizeof(struct jpring_frame) == 16, "jpring_frame");
+_Static_assert(sizeof(struct jpring_slot) == JPRING_SLOT_BYTES, "jpring_slot");
+
+#endif
