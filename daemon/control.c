@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agentlink.h"
 #include "authz.h"
 #include "buf.h"
 #include "export.h"
@@ -42,6 +43,7 @@ struct client {
 	struct authz_peer peer;
 	struct buf in, out;
 	bool discarding;            /* inside an oversized request line */
+	bool decided;               /* JSON client, not an agent */
 	bool want_out;
 	bool dead;
 	struct client_session sessions[CLIENT_MAX_SESSIONS];
@@ -55,6 +57,7 @@ struct listener {
 
 struct control {
 	struct loop *loop;
+	struct agentlink *agents;
 	struct session_mgr *sessions;
 	struct sampler *sampler;
 	struct control_config cfg;
@@ -498,6 +501,39 @@ static void client_drop(struct client *c)
 	free(c);
 }
 
+/* The first bytes tell a JVM agent (binary frames, "JPAG") from a JSON
+ * client. Returns true when the connection was handed to the agent link. */
+static bool maybe_hand_over(struct client *c)
+{
+	static const char magic[4] = { 'J', 'P', 'A', 'G' };
+	struct control *ctl = c->ctl;
+	struct client **pp = &ctl->clients;
+	size_t n = c->in.len < 4 ? c->in.len : 4;
+	int r;
+
+	if (c->decided)
+		return false;
+	if (memcmp(c->in.data, magic, n) != 0 || !ctl->agents) {
+		c->decided = true;
+		return false;
+	}
+	if (n < 4)
+		return false;  /* wait for the rest of the magic */
+	while (*pp && *pp != c)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = c->next;
+	ctl->nclients--;
+	loop_remove(c->src);  /* deregisters the fd before the agent link adds it */
+	r = agentlink_adopt(ctl->agents, c->fd, c->peer.pid, c->peer.uid, c->in.data, c->in.len);
+	if (r < 0)
+		log_warn("cannot serve the agent of pid %d: %s", (int)c->peer.pid, strerror(-r));
+	buf_release(&c->in);
+	buf_release(&c->out);
+	free(c);
+	return true;
+}
+
 static void on_client(struct loop_source *src, int fd, uint32_t events, void *arg)
 {
 	struct client *c = arg;
@@ -528,6 +564,8 @@ static void on_client(struct loop_source *src, int fd, uint32_t events, void *ar
 			c->in.len += (size_t)n;
 			c->in.data[c->in.len] = '\0';
 			budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
+			if (maybe_hand_over(c))
+				return;
 			process_input(c);
 		}
 	}
@@ -583,7 +621,7 @@ static void on_listener(struct loop_source *src, int fd, uint32_t events, void *
 }
 
 int control_new(struct loop *loop, struct session_mgr *sessions, struct sampler *sampler,
-		const struct control_config *cfg, struct control **out)
+		struct agentlink *agents, const struct control_config *cfg, struct control **out)
 {
 	struct control *c = calloc(1, sizeof(*c));
 
@@ -591,6 +629,7 @@ int control_new(struct loop *loop, struct session_mgr *sessions, struct sampler 
 	if (!c)
 		return -ENOMEM;
 	c->loop = loop;
+	c->agents = agents;
 	c->sessions = sessions;
 	c->sampler = sampler;
 	c->cfg = *cfg;

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct agentlink;
 struct loop;
 struct sampler;
 struct session_mgr;
@@ -21,8 +22,10 @@ struct control_config {
 	size_t max_output;               /* queued bytes per client before it is dropped; default 512 MiB */
 };
 
+/* agents: where connections that speak the agent protocol go (NULL: refused
+ * as bad JSON). */
 int control_new(struct loop *loop, struct session_mgr *sessions, struct sampler *sampler,
-		const struct control_config *cfg, struct control **out);
+		struct agentlink *agents, const struct control_config *cfg, struct control **out);
 /* Flushes what it can to every client and closes them; NULL-safe. Sessions
  * must have been ended first (session_mgr_free tells their clients). */
 void control_free(struct control *c);

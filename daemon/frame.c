@@ -10,6 +10,7 @@ const char *frame_kind_name(enum frame_kind kind)
 		[FRAME_JAVA_INLINED] = "java_inlined",
 		[FRAME_JIT_UNKNOWN] = "jit",
 		[FRAME_MARKER] = "marker",
+		[FRAME_JAVA] = "java",
 	};
 
 	if ((unsigned)kind >= FRAME_KIND_COUNT)

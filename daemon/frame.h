@@ -11,6 +11,7 @@ enum frame_kind {
 	FRAME_JAVA_INLINED,    /* Java method inlined into a compiled caller */
 	FRAME_JIT_UNKNOWN,     /* address in anonymous executable memory (JIT code) */
 	FRAME_MARKER,          /* synthetic: "[unknown]", "[gc_active]", thread roots... */
+	FRAME_JAVA,            /* Java method, execution mode unknown (AsyncGetCallTrace does not say) */
 	FRAME_KIND_COUNT
 };
 

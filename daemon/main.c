@@ -10,9 +10,11 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "agentlink.h"
 #include "control.h"
 #include "jprof_proto.h"
 #include "log.h"
@@ -23,6 +25,7 @@
 
 struct options {
 	const char *socket_path;
+	const char *agent_path;
 	const char *group;
 	unsigned rate_hz;
 	unsigned max_sessions;
@@ -44,12 +47,13 @@ static void usage(FILE *f)
 		"  -g, --group NAME       members of NAME may record any process (default jprof;\n"
 		"                         \"\" for none); root always may\n"
 		"  -r, --rate HZ          always-on host sampling rate, 0 disables (default 19)\n"
+		"  -a, --agent PATH       JVMTI agent loaded into JVMs (default %s)\n"
 		"      --max-sessions N   concurrent recordings (default 64)\n"
 		"      --max-clients N    concurrent connections (default 1024)\n"
 		"  -l, --log-level LEVEL  err, warning, notice, info (default) or debug\n"
 		"  -h, --help             show this help\n"
 		"  -V, --version          show the version\n",
-		JPROF_DEFAULT_SOCKET);
+		JPROF_DEFAULT_SOCKET, JPROF_AGENT_PATH);
 }
 
 static int parse_uint(const char *s, unsigned max, unsigned *out)
@@ -72,6 +76,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "socket", required_argument, NULL, 's' },
 		{ "group", required_argument, NULL, 'g' },
 		{ "rate", required_argument, NULL, 'r' },
+		{ "agent", required_argument, NULL, 'a' },
 		{ "max-sessions", required_argument, NULL, OPT_MAX_SESSIONS },
 		{ "max-clients", required_argument, NULL, OPT_MAX_CLIENTS },
 		{ "log-level", required_argument, NULL, 'l' },
@@ -81,13 +86,20 @@ static int parse_args(int argc, char **argv, struct options *o)
 	};
 	int c, lvl;
 
-	while ((c = getopt_long(argc, argv, "s:g:r:l:hV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:g:r:a:l:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			o->socket_path = optarg;
 			break;
 		case 'g':
 			o->group = optarg;
+			break;
+		case 'a':
+			if (optarg[0] != '/') {
+				fprintf(stderr, "jprofd: --agent wants an absolute path, not \"%s\"\n", optarg);
+				return 2;
+			}
+			o->agent_path = optarg;
 			break;
 		case 'r':
 			if (parse_uint(optarg, 10000, &o->rate_hz) < 0) {
@@ -164,7 +176,10 @@ static void raise_fd_limit(void)
 
 int main(int argc, char **argv)
 {
-	struct options o = { .socket_path = JPROF_DEFAULT_SOCKET, .group = "jprof", .rate_hz = 19 };
+	struct options o = { .socket_path = JPROF_DEFAULT_SOCKET, .agent_path = JPROF_AGENT_PATH,
+			     .group = "jprof", .rate_hz = 19 };
+	struct sockaddr_un listen_addr = { 0 };
+	struct agentlink *agents = NULL;
 	struct control_config ccfg = { .group = (gid_t)-1 };
 	struct sampler_config scfg = { 0 };
 	struct session_limits slim = { 0 };
@@ -234,7 +249,10 @@ int main(int argc, char **argv)
 	r = loop_add_io(loop, sampler_ring_fd(sampler), EPOLLIN, on_ring, sampler, NULL);
 	if (r < 0)
 		goto out;
-	r = control_new(loop, sessions, sampler, &ccfg, &control);
+	r = agentlink_new(loop, session_mgr_on_agent, sessions, &agents);
+	if (r < 0)
+		goto out;
+	r = control_new(loop, sessions, sampler, agents, &ccfg, &control);
 	if (r < 0)
 		goto out;
 
@@ -256,6 +274,15 @@ int main(int argc, char **argv)
 				goto out;
 		}
 		log_info("listening on %d socket(s) passed by systemd", nfds);
+		{
+			socklen_t alen = sizeof(listen_addr);
+
+			/* Agents are told where to connect: the first socket's path. */
+			if (getsockname(SD_LISTEN_FDS_START, (struct sockaddr *)&listen_addr, &alen) < 0 ||
+			    listen_addr.sun_path[0] != '/')
+				snprintf(listen_addr.sun_path, sizeof(listen_addr.sun_path), "%s",
+					 JPROF_DEFAULT_SOCKET);
+		}
 	} else {
 		int fd;
 
@@ -266,10 +293,16 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		own_socket = true;
+		snprintf(listen_addr.sun_path, sizeof(listen_addr.sun_path), "%s", o.socket_path);
 		r = control_add_listener(control, fd);
 		if (r < 0)
 			goto out;
 	}
+
+	session_mgr_set_jvm(sessions, agents, o.agent_path, listen_addr.sun_path);
+	if (access(o.agent_path, R_OK) < 0)
+		log_warn("agent %s is not readable (%s): JVM recordings will have native frames only",
+			 o.agent_path, strerror(errno));
 
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0 || loop_add_io(loop, sfd, EPOLLIN, on_signal, loop, NULL) < 0) {
@@ -297,6 +330,7 @@ out:
 	/* Sessions first: they tell their clients, then the clients are flushed. */
 	session_mgr_free(sessions);
 	control_free(control);
+	agentlink_free(agents);
 	loop_remove(wd);
 	if (sfd >= 0)
 		close(sfd);

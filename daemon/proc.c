@@ -104,3 +104,72 @@ int proc_dump_owner(pid_t pid, uid_t *out)
 	*out = st.st_uid;
 	return 0;
 }
+
+static int same_pid_ns(pid_t pid)
+{
+	struct stat a, b;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+	if (stat(path, &a) < 0 || stat("/proc/self/ns/pid", &b) < 0)
+		return -errno;
+	return a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+}
+
+struct ns_scan {
+	pid_t pid, ns_tid, found;
+};
+
+static int ns_scan_task(pid_t tid, void *arg)
+{
+	struct ns_scan *sc = arg;
+	char path[96], line[256];
+	FILE *f;
+	int hit = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)sc->pid, (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		char *last, *save = NULL, *tok;
+
+		if (strncmp(line, "NSpid:", 6) != 0)
+			continue;
+		/* Outermost (ours) first, the process's own namespace last. */
+		last = NULL;
+		for (tok = strtok_r(line + 6, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save))
+			last = tok;
+		if (last && atoi(last) == sc->ns_tid) {
+			sc->found = tid;
+			hit = 1;
+		}
+		break;
+	}
+	fclose(f);
+	return hit;
+}
+
+int proc_ns_tid_to_host(pid_t pid, pid_t ns_tid, pid_t *host)
+{
+	struct ns_scan sc = { .pid = pid, .ns_tid = ns_tid };
+	char path[64];
+	struct stat st;
+	int same = same_pid_ns(pid);
+
+	if (ns_tid <= 0)
+		return -ESRCH;
+	if (same < 0)
+		return same == -ENOENT ? -ESRCH : same;
+	if (same) {
+		snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)pid, (int)ns_tid);
+		if (stat(path, &st) < 0)
+			return -ESRCH;
+		*host = ns_tid;
+		return 0;
+	}
+	if (proc_foreach_task(pid, ns_scan_task, &sc) <= 0)
+		return -ESRCH;
+	*host = sc.found;
+	return 0;
+}

@@ -21,4 +21,8 @@ int proc_foreach_task(pid_t pid, int (*fn)(pid_t tid, void *arg), void *arg);
 /* Owner of /proc/PID: the process's euid, or 0 when it is not dumpable. */
 int proc_dump_owner(pid_t pid, uid_t *out);
 
+/* Thread ns_tid of process pid as seen in pid's own pid namespace, in our
+ * namespace. -ESRCH when pid has no such thread. */
+int proc_ns_tid_to_host(pid_t pid, pid_t ns_tid, pid_t *host);
+
 #endif

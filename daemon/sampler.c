@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -554,9 +555,13 @@ void sampler_events_close(struct sampler_events *ev)
 {
 	if (!ev)
 		return;
-	/* bpf_link__destroy also closes the perf event fd it was given. */
-	for (unsigned i = 0; i < ev->n; i++)
+	/* Disable first: an agent holding the same event (passed over
+	 * SCM_RIGHTS, same open file) stops getting signals at once.
+	 * bpf_link__destroy then also closes the perf event fd. */
+	for (unsigned i = 0; i < ev->n; i++) {
+		ioctl(ev->fds[i], PERF_EVENT_IOC_DISABLE, 0);
 		bpf_link__destroy(ev->links[i]);
+	}
 	if (ev->is_thread)
 		ev->owner->thread_events--;
 	else

@@ -2,14 +2,20 @@
 
 #include <errno.h>
 #include <json-c/json.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "agentlink.h"
+#include "attach.h"
 #include "jprof_proto.h"
+#include "jring.h"
+#include "jvmjoin.h"
 #include "log.h"
 #include "loop.h"
 #include "proc.h"
@@ -20,11 +26,33 @@
 #include "../bpf/sampler.h"
 
 #define MAX_FRAMES (2 * JP_MAX_STACK_DEPTH + 4)
+#define JVM_MAX_FRAMES (MAX_FRAMES + JPRING_MAX_FRAMES)
+#define JVM_RING_SLOTS 4096            /* 16 MiB: 4096 records between 100 ms reads */
+#define JVM_RING_PERIOD_MS 100
+#define JVM_ATTACH_TIMEOUT_MS 10000
+#define JVM_CONNECT_WAIT_MS 5000       /* from a loaded agent to its connection */
+#define JVM_NAME_WAIT_MS 1000          /* at the end, for the last method names */
+#define JVM_SIGNAL SIGPROF
+
+enum java_state {
+	JAVA_NONE = 0,       /* not a JVM recording (or java off) */
+	JAVA_ATTACHING,      /* loading the agent */
+	JAVA_WAIT_AGENT,     /* loaded, waiting for it to connect */
+	JAVA_ACTIVE,         /* bound to a connected agent */
+	JAVA_FAILED,         /* could not get an agent; native stacks only */
+	JAVA_GONE,           /* the agent went away mid-recording */
+};
+
+static const char *const java_state_names[] = {
+	[JAVA_NONE] = "off", [JAVA_ATTACHING] = "attaching", [JAVA_WAIT_AGENT] = "waiting_for_agent",
+	[JAVA_ACTIVE] = "active", [JAVA_FAILED] = "failed", [JAVA_GONE] = "agent_gone",
+};
 
 struct tid_slot {
 	pid_t tid;                  /* 0 = empty */
 	uint32_t epoch;             /* last rescan that saw it */
 	struct sampler_events *ev;
+	bool agent;                 /* a record+signal event whose fd the agent holds */
 };
 
 struct session {
@@ -49,6 +77,21 @@ struct session {
 	uint64_t stacks_lost;       /* samples with a stack that could not be read */
 	uint64_t threads_over_limit;
 	char comm[64];
+	/* JVM */
+	enum java_state java;
+	bool java_finishing;        /* end reached, waiting for the last names */
+	const char *final_status;
+	char java_code[32];
+	char java_msg[512];
+	struct attach_req *attach;
+	struct agent *agent;
+	struct jvm_join *join;
+	struct loop_source *ring_timer;
+	struct loop_source *java_timer;  /* connect wait, then name wait at the end */
+	uint64_t attach_ms;
+	uint64_t first_java_ms;     /* 0 until the first sample with Java frames */
+	bool ring_corrupt_reported;
+	struct jring_stats ring_st; /* last seen */
 };
 
 struct session_mgr {
@@ -60,6 +103,9 @@ struct session_mgr {
 	size_t count;
 	uint32_t next_id;
 	struct loop_source *drain_timer;
+	struct agentlink *agents;
+	const char *agent_path;
+	const char *agent_socket;
 };
 
 static uint64_t clock_ns(clockid_t id)
@@ -267,6 +313,25 @@ static void name_thread(struct session *s, uint32_t pid, uint32_t tid)
 	}
 }
 
+/* Kernel frames root first (the stack map gives them leaf first); every
+ * frame but the leaf is a return address, looked up at addr-1. */
+static size_t append_kernel(struct session *s, uint32_t *ids, size_t n, const uint64_t *kips,
+			    uint32_t nk, bool lost)
+{
+	struct sym_result r;
+
+	if (lost)
+		ids[n++] = intern(s, FRAME_MARKER, "[kernel_stack_lost]", "");
+	for (uint32_t i = nk; i-- > 0;) {
+		uint64_t addr = i > 0 ? kips[i] - 1 : kips[i];
+
+		if (symbols_resolve_kernel(s->mgr->symbols, addr, &r) < 0)
+			continue;
+		ids[n++] = intern(s, FRAME_KERNEL, r.name, r.module);
+	}
+	return n;
+}
+
 static void add_sample(struct session *s, const struct sampler_sample *smp)
 {
 	struct symbols *sym = s->mgr->symbols;
@@ -292,15 +357,7 @@ static void add_sample(struct session *s, const struct sampler_sample *smp)
 			continue;
 		ids[n++] = intern(s, r.kind, r.name, r.module);
 	}
-	if (smp->kstack_lost)
-		ids[n++] = intern(s, FRAME_MARKER, "[kernel_stack_lost]", "");
-	for (uint32_t i = smp->nk; i-- > 0;) {
-		uint64_t addr = i > 0 ? smp->kips[i] - 1 : smp->kips[i];
-
-		if (symbols_resolve_kernel(sym, addr, &r) < 0)
-			continue;
-		ids[n++] = intern(s, FRAME_KERNEL, r.name, r.module);
-	}
+	n = append_kernel(s, ids, n, smp->kips, smp->nk, smp->kstack_lost);
 	if (smp->ustack_lost || smp->kstack_lost)
 		s->stacks_lost += smp->count;
 	s->samples += smp->count;
@@ -314,7 +371,12 @@ void session_mgr_on_sample(const struct sampler_sample *smp, void *arg)
 	if (smp->source == JP_SRC_HOST)
 		return;  /* the host view has no consumer yet */
 	s = find_by_source(arg, smp->source);
-	if (s)
+	if (!s)
+		return;
+	if (smp->time_ns && s->join)
+		jvm_join_add_bpf(s->join, smp->tid, smp->time_ns, smp->kips, smp->nk, smp->uips,
+				 smp->nu, smp->kernel_mode, smp->kstack_lost, smp->ustack_lost);
+	else if (!smp->time_ns)
 		add_sample(s, smp);
 }
 
@@ -391,6 +453,8 @@ static void send_started(struct session *s)
 	send_obj(s, o);
 }
 
+static void add_java_summary(struct session *s, struct json_object *sum);
+
 static void send_profile(struct session *s, const char *status)
 {
 	struct export_meta meta = {
@@ -444,10 +508,427 @@ static void send_profile(struct session *s, const char *status)
 	json_object_object_add(sum, "duration_ms", json_object_new_int64((int64_t)elapsed_ms(s)));
 	json_object_object_add(sum, "lost", json_object_new_int64((int64_t)s->stacks_lost));
 	json_object_object_add(sum, "threads", json_object_new_int64((int64_t)s->ntids));
+	add_java_summary(s, sum);
 	json_object_object_add(o, "summary", sum);
 	send_obj(s, o);
 out:
 	buf_release(&out);
+}
+
+/* ---- JVM: agent binding, ring, join ---- */
+
+static void complete(struct session *s, const char *status);
+static void abort_session(struct session *s, const char *code, const char *msg);
+
+static void send_warning(struct session *s, const char *code, const char *msg)
+{
+	struct json_object *o = jprof_response_new(s->p.req_id, "warning");
+
+	if (!o)
+		return;
+	json_object_object_add(o, "code", json_object_new_string(code));
+	json_object_object_add(o, "message", json_object_new_string(msg));
+	send_obj(s, o);
+}
+
+/* No Java frames for this recording. With "java":"require" that ends it;
+ * otherwise the client is warned and native stacks go on. May free s. */
+static void java_fail(struct session *s, enum java_state st, const char *code, const char *msg)
+{
+	s->java = st;
+	snprintf(s->java_code, sizeof(s->java_code), "%s", code);
+	snprintf(s->java_msg, sizeof(s->java_msg), "%s", msg);
+	log_warn("session %u: pid %d: no Java frames: %s (%s)", s->id, (int)s->p.pid, msg, code);
+	if (s->p.java == JPROF_JAVA_REQUIRE && !s->finishing) {
+		abort_session(s, strcmp(code, "not_a_jvm") == 0 ? JPROF_E_NOT_A_JVM : JPROF_E_ATTACH_FAILED,
+			      msg);
+		return;
+	}
+	send_warning(s, code, msg);
+}
+
+static void add_jvm_sample(const struct jvm_sample *js, void *arg)
+{
+	struct session *s = arg;
+	uint32_t ids[JVM_MAX_FRAMES], native[JP_MAX_STACK_DEPTH];
+	char name[SYM_NAME_MAX];
+	struct sym_result r;
+	size_t n = 0, nn = 0;
+	uint32_t pid = (uint32_t)s->p.pid;
+
+	name_thread(s, pid, js->tid);
+	for (unsigned i = 0; i < js->njava && n < JPRING_MAX_FRAMES; i++) {
+		jvm_join_frame_name(s->join, &js->java[i], name, sizeof(name));
+		ids[n++] = intern(s, FRAME_JAVA, name, "");
+	}
+	if (js->marker)
+		ids[n++] = intern(s, FRAME_MARKER, js->marker, "");
+	if (js->ustack_lost && !js->njava)
+		ids[n++] = intern(s, FRAME_MARKER, "[user_stack_lost]", "");
+	/* Native frames from the leaf up to the first address in JIT code: from
+	 * there on the Java frames tell the story (and frame-pointer walks
+	 * through JIT code are not to be trusted). */
+	for (unsigned i = 0; i < js->nu && nn < JP_MAX_STACK_DEPTH; i++) {
+		bool ret = i > 0 || js->kernel_mode;
+
+		if (symbols_resolve_user(s->mgr->symbols, (pid_t)pid, js->uips[i], ret, &r) < 0)
+			continue;
+		if (js->java_context && r.kind == FRAME_JIT_UNKNOWN)
+			break;
+		native[nn++] = intern(s, r.kind, r.name, r.module);
+	}
+	while (nn > 0)
+		ids[n++] = native[--nn];
+	n = append_kernel(s, ids, n, js->kips, js->nk, js->kstack_lost);
+	if (js->ustack_lost || js->kstack_lost)
+		s->stacks_lost++;
+	s->samples++;
+	store_add(s->store, pid, js->tid, ids, n, 1, interval_ns(s));
+	if (js->njava && !s->first_java_ms) {
+		s->first_java_ms = elapsed_ms(s);
+		if (!s->first_java_ms)
+			s->first_java_ms = 1;
+		log_info("session %u: first sample with Java frames %llu ms after the request", s->id,
+			 (unsigned long long)s->first_java_ms);
+	}
+}
+
+static void ring_record(const struct jring_record *rec, void *arg)
+{
+	struct session *s = arg;
+
+	jvm_join_add_agent(s->join, rec->tid, rec->time_ns, rec->num_frames, rec->frames);
+}
+
+static void read_ring(struct session *s)
+{
+	struct jring *ring = s->agent ? agent_ring(s->agent) : NULL;
+
+	if (!ring)
+		return;
+	jring_read(ring, jring_nslots(ring), 10, ring_record, s);
+	jring_get_stats(ring, &s->ring_st);
+	if ((s->ring_st.corrupt || s->ring_st.header_corrupt) && !s->ring_corrupt_reported) {
+		char msg[256];
+
+		s->ring_corrupt_reported = true;
+		snprintf(msg, sizeof(msg),
+			 "the agent's sample ring of pid %d is corrupt (%llu bad slots%s); bad records are skipped",
+			 (int)s->p.pid, (unsigned long long)s->ring_st.corrupt,
+			 s->ring_st.header_corrupt ? ", header tampered with" : "");
+		log_warn("session %u: %s", s->id, msg);
+		send_warning(s, "ring_corrupt", msg);
+	}
+}
+
+static void request_names(struct session *s)
+{
+	uint64_t ids[JPAG_RESOLVE_MAX];
+	unsigned n;
+
+	while (s->agent && (n = jvm_join_wanted(s->join, ids, JPAG_RESOLVE_MAX)) > 0)
+		if (agent_resolve(s->agent, ids, n) < 0)
+			break;
+}
+
+static void jvm_step(struct session *s, uint64_t horizon)
+{
+	if (!s->join)
+		return;
+	read_ring(s);
+	jvm_join_run(s->join, horizon, clock_ns(CLOCK_MONOTONIC), false, add_jvm_sample, s);
+	request_names(s);
+}
+
+static void on_ring_timer(struct loop_source *src, void *arg)
+{
+	/* Only empties the ring into the join queues; joining waits for the
+	 * drain, when the matching BPF records have arrived. */
+	read_ring(arg);
+}
+
+static int jvm_perf_fd(void *ctx, uint32_t ns_tid, int *fd)
+{
+	struct session *s = ctx;
+	struct sampler_events *ev;
+	struct tid_slot *t;
+	pid_t host;
+	int r;
+
+	if (s->finishing)
+		return -ECANCELED;
+	/* Only threads of the agent's own process: the recorded pid. */
+	r = proc_ns_tid_to_host(s->p.pid, (pid_t)ns_tid, &host);
+	if (r < 0) {
+		log_audit("denied: the agent of pid %d asked for an event on tid %u, not one of its threads",
+			  (int)s->p.pid, ns_tid);
+		return -EPERM;
+	}
+	t = tid_find(s, host);
+	if (t && t->agent) {
+		*fd = sampler_events_fd(t->ev);
+		return 0;
+	}
+	if (!t && s->ntids >= s->mgr->lim.max_threads)
+		return -EMFILE;
+	r = sampler_thread_event_open(s->mgr->sampler, s->id, host, interval_ns(s),
+				      JP_COOKIE_RECORD | JP_COOKIE_SIGNAL, &ev);
+	if (r < 0)
+		return r;
+	if (t) {
+		sampler_events_close(t->ev);
+		t->ev = ev;
+	} else {
+		r = tid_insert(s, host, ev);
+		if (r < 0) {
+			sampler_events_close(ev);
+			return r;
+		}
+		sampler_cover_tid(s->mgr->sampler, (uint32_t)host, s->id);
+		t = tid_find(s, host);
+	}
+	t->agent = true;
+	t->epoch = s->epoch;
+	jvm_join_map_tid(s->join, ns_tid, (uint32_t)host);
+	log_audit("perf event of pid %d tid %d handed to its agent (session %u)", (int)s->p.pid,
+		  (int)host, s->id);
+	*fd = sampler_events_fd(ev);
+	return 0;
+}
+
+static void jvm_method(void *ctx, const struct agentlink_method *m)
+{
+	struct session *s = ctx;
+
+	jvm_join_method(s->join, m->id, m->cls, m->cls_len, m->name, m->name_len, m->sig,
+			m->sig_len, m->lines, m->nlines, m->unknown);
+	if (s->java_finishing) {
+		jvm_join_run(s->join, UINT64_MAX, clock_ns(CLOCK_MONOTONIC), true, add_jvm_sample, s);
+		if (jvm_join_held(s->join) == 0)
+			complete(s, s->final_status);
+	}
+}
+
+static void jvm_gone(void *ctx, const char *why)
+{
+	struct session *s = ctx;
+
+	s->agent = NULL;
+	if (s->java_finishing) {
+		complete(s, s->final_status);
+		return;
+	}
+	if (s->java == JAVA_ACTIVE) {
+		s->java = JAVA_GONE;
+		snprintf(s->java_code, sizeof(s->java_code), "agent_gone");
+		snprintf(s->java_msg, sizeof(s->java_msg), "the JVM agent went away: %s", why);
+		send_warning(s, s->java_code, s->java_msg);
+	}
+}
+
+static const struct agentlink_ops jvm_ops = {
+	.perf_fd = jvm_perf_fd,
+	.method = jvm_method,
+	.gone = jvm_gone,
+};
+
+static void bind_agent(struct session *s, struct agent *a)
+{
+	struct jvm_join_opts jo = {
+		.interval_ns = interval_ns(s),
+		.lines = s->p.java_lines,
+		.signatures = s->p.java_signatures,
+	};
+	char msg[256];
+	int r;
+
+	if (!s->join) {
+		s->join = jvm_join_new(&jo);
+		if (!s->join) {
+			java_fail(s, JAVA_FAILED, "internal", "out of memory");
+			return;
+		}
+	}
+	r = agent_start(a, interval_ns(s), JVM_SIGNAL, JVM_RING_SLOTS, &jvm_ops, s);
+	if (r < 0) {
+		snprintf(msg, sizeof(msg), r == -EBUSY ?
+			 "another recording of pid %d is using its agent" :
+			 "cannot start the agent of pid %d: %s", (int)s->p.pid, strerror(-r));
+		java_fail(s, JAVA_FAILED, r == -EBUSY ? "agent_busy" : "internal", msg);
+		return;
+	}
+	s->agent = a;
+	s->java = JAVA_ACTIVE;
+	s->java_code[0] = s->java_msg[0] = '\0';
+	loop_remove(s->java_timer);
+	s->java_timer = NULL;
+	if (!s->ring_timer)
+		loop_add_timer(s->mgr->loop, JVM_RING_PERIOD_MS, JVM_RING_PERIOD_MS, on_ring_timer, s,
+			       &s->ring_timer);
+	log_info("session %u: bound to the agent of pid %d (%s)", s->id, (int)s->p.pid, agent_jvm(a));
+}
+
+void session_mgr_on_agent(struct agent *a, pid_t pid, void *arg)
+{
+	struct session_mgr *m = arg;
+
+	for (struct session *s = m->sessions; s; s = s->next) {
+		if (s->p.all || s->p.pid != pid || s->finishing || s->agent ||
+		    s->p.java == JPROF_JAVA_OFF || s->java == JAVA_NONE)
+			continue;
+		bind_agent(s, a);
+		return;
+	}
+}
+
+static void on_connect_timeout(struct loop_source *src, void *arg)
+{
+	struct session *s = arg;
+
+	loop_remove(s->java_timer);
+	s->java_timer = NULL;
+	if (s->java == JAVA_WAIT_AGENT)
+		java_fail(s, JAVA_FAILED, "agent_silent",
+			  "the agent was loaded but did not connect back to jprofd");
+}
+
+static void on_attach_done(const struct attach_result *res, void *arg)
+{
+	struct session *s = arg;
+	struct agent *a;
+
+	s->attach = NULL;
+	s->attach_ms = elapsed_ms(s);
+	if (s->java != JAVA_ATTACHING)
+		return;  /* the agent connected first */
+	if (res->status < 0) {
+		java_fail(s, JAVA_FAILED, res->code[0] ? res->code : "attach_failed",
+			  res->message[0] ? res->message : "cannot load the agent");
+		return;
+	}
+	s->java = JAVA_WAIT_AGENT;
+	a = agentlink_find(s->mgr->agents, s->p.pid);
+	if (a) {
+		bind_agent(s, a);
+		return;
+	}
+	loop_add_timer(s->mgr->loop, JVM_CONNECT_WAIT_MS, 0, on_connect_timeout, s, &s->java_timer);
+}
+
+/* Decides, before anything starts, whether a JVM recording can go ahead.
+ * Returns 0 (s->java set) or -errno with the client's error filled in. */
+static int java_check(struct session *s, struct attach_result *res, const char **code,
+		      char *msg, size_t len)
+{
+	struct session_mgr *m = s->mgr;
+
+	res->status = 0;
+	if (s->p.all || s->p.java == JPROF_JAVA_OFF || !m->agents)
+		return 0;
+	if (agentlink_find(m->agents, s->p.pid)) {
+		s->java = JAVA_WAIT_AGENT;
+		return 0;
+	}
+	if (attach_probe(s->p.pid, res) == 0) {
+		s->java = JAVA_ATTACHING;
+		return 0;
+	}
+	if (s->p.java == JPROF_JAVA_REQUIRE) {
+		*code = strcmp(res->code, "not_a_jvm") == 0 ? JPROF_E_NOT_A_JVM : JPROF_E_ATTACH_FAILED;
+		snprintf(msg, len, "%s", res->message);
+		return -ENOEXEC;
+	}
+	/* auto: a non-JVM is simply a native recording; a JVM we cannot attach
+	 * to is one too, with a warning once started. */
+	s->java = strcmp(res->code, "not_a_jvm") == 0 ? JAVA_NONE : JAVA_FAILED;
+	snprintf(s->java_code, sizeof(s->java_code), "%s", res->code);
+	snprintf(s->java_msg, sizeof(s->java_msg), "%s", res->message);
+	return 0;
+}
+
+/* After "started", from the loop (so the caller has registered the session
+ * first): bind, attach or warn as java_check decided. May free s. */
+static void java_begin(struct session *s)
+{
+	struct session_mgr *m = s->mgr;
+	char opts[sizeof(((struct sockaddr_un *)0)->sun_path) + 16];
+	struct agent *a;
+	int r;
+
+	switch (s->java) {
+	case JAVA_WAIT_AGENT:
+		a = agentlink_find(m->agents, s->p.pid);
+		if (a)
+			bind_agent(s, a);
+		break;
+	case JAVA_ATTACHING:
+		snprintf(opts, sizeof(opts), "socket=%s", m->agent_socket);
+		r = attach_start(m->loop, s->p.pid, m->agent_path, opts, JVM_ATTACH_TIMEOUT_MS,
+				 on_attach_done, s, &s->attach);
+		if (r < 0) {
+			char msg[256];
+
+			snprintf(msg, sizeof(msg), "cannot start loading the agent: %s", strerror(-r));
+			java_fail(s, JAVA_FAILED, "internal", msg);
+		}
+		break;
+	case JAVA_FAILED: {
+		char code[sizeof(s->java_code)], msg[sizeof(s->java_msg)];
+
+		memcpy(code, s->java_code, sizeof(code));
+		memcpy(msg, s->java_msg, sizeof(msg));
+		java_fail(s, JAVA_FAILED, code, msg);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+static void on_java_begin(struct loop_source *src, void *arg)
+{
+	struct session *s = arg;
+
+	loop_remove(s->java_timer);
+	s->java_timer = NULL;
+	java_begin(s);
+}
+
+static void add_java_summary(struct session *s, struct json_object *sum)
+{
+	struct json_object *j, *ring;
+	struct jvm_join_stats js = { 0 };
+
+	if (s->java == JAVA_NONE)
+		return;
+	j = json_object_new_object();
+	ring = json_object_new_object();
+	if (!j || !ring) {
+		json_object_put(j);
+		json_object_put(ring);
+		return;
+	}
+	if (s->join)
+		jvm_join_get_stats(s->join, &js);
+	json_object_object_add(j, "state", json_object_new_string(java_state_names[s->java]));
+	if (s->java_code[0]) {
+		json_object_object_add(j, "code", json_object_new_string(s->java_code));
+		json_object_object_add(j, "message", json_object_new_string(s->java_msg));
+	}
+	json_object_object_add(j, "attach_ms", json_object_new_int64((int64_t)s->attach_ms));
+	json_object_object_add(j, "first_java_sample_ms", json_object_new_int64((int64_t)s->first_java_ms));
+	json_object_object_add(j, "joined", json_object_new_int64((int64_t)js.joined));
+	json_object_object_add(j, "without_java", json_object_new_int64((int64_t)js.bpf_unmatched));
+	json_object_object_add(j, "agent_unmatched", json_object_new_int64((int64_t)js.agent_unmatched));
+	json_object_object_add(j, "names_timed_out", json_object_new_int64((int64_t)js.names_timed_out));
+	json_object_object_add(ring, "records", json_object_new_int64((int64_t)s->ring_st.records));
+	json_object_object_add(ring, "dropped", json_object_new_int64((int64_t)s->ring_st.agent_dropped));
+	json_object_object_add(ring, "overrun", json_object_new_int64((int64_t)s->ring_st.overrun));
+	json_object_object_add(ring, "corrupt", json_object_new_int64((int64_t)s->ring_st.corrupt));
+	json_object_object_add(ring, "stuck", json_object_new_int64((int64_t)s->ring_st.stuck));
+	json_object_object_add(ring, "header_corrupt", json_object_new_boolean(s->ring_st.header_corrupt));
+	json_object_object_add(j, "ring", ring);
+	json_object_object_add(sum, "java", j);
 }
 
 /* ---- lifecycle ---- */
@@ -469,6 +950,11 @@ static void session_free(struct session *s)
 	if (!s)
 		return;
 	close_events(s);
+	attach_cancel(s->attach);
+	agent_stop(s->agent);
+	loop_remove(s->ring_timer);
+	loop_remove(s->java_timer);
+	jvm_join_free(s->join);
 	loop_remove(s->end_timer);
 	loop_remove(s->pidfd_src);
 	if (s->p.pidfd >= 0)
@@ -477,22 +963,75 @@ static void session_free(struct session *s)
 	free(s);
 }
 
-static void finish(struct session *s, const char *status)
+/* Renders and sends the profile, then frees the session. */
+static void complete(struct session *s, const char *status)
 {
 	struct store_totals tot;
 
-	if (s->finishing)
-		return;
-	s->finishing = true;
-	s->end_mono_ns = clock_ns(CLOCK_MONOTONIC);
-	/* Stop sampling first, then drain: every sample taken so far arrives. */
-	close_events(s);
-	sampler_drain(s->mgr->sampler);
+	s->java_finishing = false;
+	loop_remove(s->java_timer);
+	s->java_timer = NULL;
+	if (s->join)
+		jvm_join_flush(s->join, add_jvm_sample, s);
+	agent_stop(s->agent);  /* the agent closes its fds and unmaps the ring */
+	s->agent = NULL;
 	store_get_totals(s->store, &tot);
 	log_info("session %u: %s after %llu ms, %llu samples, %zu stacks%s", s->id, status,
 		 (unsigned long long)elapsed_ms(s), (unsigned long long)tot.samples, tot.stacks,
 		 tot.truncated ? " (truncated)" : "");
 	send_profile(s, status);
+	unlink_session(s);
+	if (s->sink.done)
+		s->sink.done(s->sink.ctx, s);
+	session_free(s);
+}
+
+static void on_names_timeout(struct loop_source *src, void *arg)
+{
+	struct session *s = arg;
+
+	complete(s, s->final_status);
+}
+
+static void finish(struct session *s, const char *status)
+{
+	uint64_t now;
+
+	if (s->finishing)
+		return;
+	s->finishing = true;
+	s->end_mono_ns = clock_ns(CLOCK_MONOTONIC);
+	attach_cancel(s->attach);
+	s->attach = NULL;
+	/* Stop sampling first (this also silences the agent's copies of the
+	 * events), then drain: every sample taken so far arrives. */
+	close_events(s);
+	sampler_drain(s->mgr->sampler);
+	if (s->join) {
+		now = clock_ns(CLOCK_MONOTONIC);
+		read_ring(s);
+		jvm_join_run(s->join, UINT64_MAX, now, true, add_jvm_sample, s);
+		request_names(s);
+		if (jvm_join_held(s->join) && s->agent) {
+			/* Give the agent a moment to name the last methods. */
+			s->final_status = status;
+			s->java_finishing = true;
+			loop_remove(s->java_timer);
+			s->java_timer = NULL;
+			if (loop_add_timer(s->mgr->loop, JVM_NAME_WAIT_MS, 0, on_names_timeout, s,
+					   &s->java_timer) == 0)
+				return;
+		}
+	}
+	complete(s, status);
+}
+
+/* Ends a recording with an error instead of a profile. */
+static void abort_session(struct session *s, const char *code, const char *msg)
+{
+	s->finishing = true;
+	log_info("session %u: ended: %s", s->id, msg);
+	send_error(s, code, msg);
 	unlink_session(s);
 	if (s->sink.done)
 		s->sink.done(s->sink.ctx, s);
@@ -506,7 +1045,7 @@ void session_stop(struct session *s, const char *status)
 
 void session_abandon(struct session *s)
 {
-	if (!s || s->finishing)
+	if (!s || (s->finishing && !s->java_finishing))
 		return;
 	s->finishing = true;
 	log_info("session %u: client gone after %llu ms; recording dropped", s->id,
@@ -532,9 +1071,14 @@ static void on_pidfd(struct loop_source *src, int fd, uint32_t events, void *arg
 static void on_drain(struct loop_source *src, void *arg)
 {
 	struct session_mgr *m = arg;
+	/* Agent records up to here have their BPF records in this drain. */
+	uint64_t horizon = clock_ns(CLOCK_MONOTONIC) - 1000000ull;
 
 	sampler_drain(m->sampler);
 	for (struct session *s = m->sessions; s; s = s->next) {
+		if (s->finishing)
+			continue;
+		jvm_step(s, horizon);
 		if (!s->p.all)
 			rescan_threads(s);
 		if (s->p.progress)
@@ -587,6 +1131,11 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 		if (r < 0)
 			goto fail_internal;
 	} else {
+		struct attach_result probe;
+
+		r = java_check(s, &probe, err_code, err_msg, err_len);
+		if (r < 0)
+			goto fail;
 		if (proc_read_comm(p->pid, 0, s->comm, sizeof(s->comm)) < 0)
 			snprintf(s->comm, sizeof(s->comm), "?");
 		store_set_process_name(s->store, (uint32_t)p->pid, s->comm);
@@ -617,6 +1166,8 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 		  (unsigned)p->uid, p->all ? "the whole host" : "pid ", p->all ? 0 : (int)p->pid,
 		  (unsigned long long)p->duration_ms, (unsigned long long)p->interval_us);
 	send_started(s);
+	if (s->java != JAVA_NONE)
+		loop_add_timer(m->loop, 0, 0, on_java_begin, s, &s->java_timer);
 	*out = s;
 	return 0;
 fail_internal:
@@ -654,6 +1205,14 @@ int session_mgr_new(struct loop *loop, struct symbols *symbols, const struct ses
 		m->lim.drain_ms = 1000;
 	*out = m;
 	return 0;
+}
+
+void session_mgr_set_jvm(struct session_mgr *m, struct agentlink *agents, const char *agent_path,
+			 const char *agent_socket)
+{
+	m->agents = agents;
+	m->agent_path = agent_path;
+	m->agent_socket = agent_socket;
 }
 
 int session_mgr_set_sampler(struct session_mgr *m, struct sampler *sampler)

@@ -15,6 +15,8 @@
 
 #include "export.h"
 
+struct agent;
+struct agentlink;
 struct loop;
 struct sampler;
 struct sampler_sample;
@@ -41,6 +43,9 @@ struct session_params {
 	enum export_format format;
 	bool progress;
 	bool thread_frames;
+	int java;                  /* enum jprof_java */
+	bool java_lines;
+	bool java_signatures;
 };
 
 struct session_info {
@@ -68,6 +73,13 @@ int session_mgr_new(struct loop *loop, struct symbols *symbols, const struct ses
 int session_mgr_set_sampler(struct session_mgr *m, struct sampler *sampler);
 /* Ends every session with a shutting_down error to its client; NULL-safe. */
 void session_mgr_free(struct session_mgr *m);
+
+/* JVM support: where agents connect, the agent library to load, and the
+ * socket path the agent is told to connect to (as the target sees it). */
+void session_mgr_set_jvm(struct session_mgr *m, struct agentlink *agents, const char *agent_path,
+			 const char *agent_socket);
+/* The agent link's connect callback. */
+void session_mgr_on_agent(struct agent *a, pid_t pid, void *mgr);
 
 /* The sampler's callbacks; wire them to sampler_new(). */
 void session_mgr_on_sample(const struct sampler_sample *s, void *mgr);

@@ -227,6 +227,18 @@ void jprof_request_init(struct jprof_request *req, enum jprof_cmd cmd, int64_t i
 	}
 }
 
+const char *jprof_java_name(enum jprof_java j)
+{
+	switch (j) {
+	case JPROF_JAVA_OFF:
+		return "off";
+	case JPROF_JAVA_REQUIRE:
+		return "require";
+	default:
+		return "auto";
+	}
+}
+
 static int proto_parse_hello(struct json_object *root, struct jprof_hello_req *h,
 			     struct jprof_error *err)
 {
@@ -298,6 +310,25 @@ static int proto_parse_record(struct json_object *root, struct jprof_record_req 
 			r = proto_get_bool_member(val, key, &rec->progress, err);
 		} else if (strcmp(key, "thread_frames") == 0) {
 			r = proto_get_bool_member(val, key, &rec->thread_frames, err);
+		} else if (strcmp(key, "java") == 0) {
+			char j[16];
+
+			r = proto_get_string_member(val, key, j, sizeof(j), err);
+			if (r == 0) {
+				if (strcmp(j, "auto") == 0)
+					rec->java = JPROF_JAVA_AUTO;
+				else if (strcmp(j, "off") == 0)
+					rec->java = JPROF_JAVA_OFF;
+				else if (strcmp(j, "require") == 0)
+					rec->java = JPROF_JAVA_REQUIRE;
+				else
+					r = proto_fail(err, JPROF_E_BAD_REQUEST,
+						       "member \"java\" must be \"auto\", \"off\" or \"require\"");
+			}
+		} else if (strcmp(key, "java_lines") == 0) {
+			r = proto_get_bool_member(val, key, &rec->java_lines, err);
+		} else if (strcmp(key, "java_signatures") == 0) {
+			r = proto_get_bool_member(val, key, &rec->java_signatures, err);
 		}
 		if (r < 0)
 			goto out;
@@ -333,7 +364,8 @@ static bool proto_member_known(enum jprof_cmd cmd, const char *key)
 {
 	static const char *const hello[] = { "min_version", "max_version", "client", NULL };
 	static const char *const record[] = { "pid", "all", "duration_ms", "interval_us",
-					      "format", "progress", "thread_frames", NULL };
+					      "format", "progress", "thread_frames", "java",
+					      "java_lines", "java_signatures", NULL };
 	static const char *const cancel[] = { "target", NULL };
 	const char *const *list = NULL;
 
@@ -525,6 +557,13 @@ char *jprof_request_encode(const struct jprof_request *req)
 		proto_add(root, "progress", json_object_new_boolean(req->record.progress), &failed);
 		proto_add(root, "thread_frames", json_object_new_boolean(req->record.thread_frames),
 			  &failed);
+		if (req->record.java != JPROF_JAVA_AUTO)
+			proto_add(root, "java", json_object_new_string(jprof_java_name(req->record.java)),
+				  &failed);
+		if (req->record.java_lines)
+			proto_add(root, "java_lines", json_object_new_boolean(1), &failed);
+		if (req->record.java_signatures)
+			proto_add(root, "java_signatures", json_object_new_boolean(1), &failed);
 		break;
 	case JPROF_CMD_CANCEL:
 		proto_add(root, "target", json_object_new_int64(req->cancel.target), &failed);

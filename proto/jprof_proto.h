@@ -39,6 +39,8 @@ struct json_object;
 #define JPROF_E_NO_SUCH_SESSION "no_such_session"
 #define JPROF_E_LIMIT "limit_exceeded"              /* too many sessions/clients */
 #define JPROF_E_SHUTTING_DOWN "shutting_down"
+#define JPROF_E_NOT_A_JVM "not_a_jvm"                /* "java":"require" on a process that is not one */
+#define JPROF_E_ATTACH_FAILED "attach_failed"        /* "java":"require" and the agent could not be loaded */
 #define JPROF_E_INTERNAL "internal"
 
 enum jprof_cmd {
@@ -54,6 +56,18 @@ struct jprof_hello_req {
 	char client[64];   /* optional free text, e.g. "jprofctl 0.1.0" */
 };
 
+/* Java frames for a recording: "auto" loads the agent into HotSpot JVMs and
+ * falls back to native stacks with a warning; "off" never does; "require"
+ * fails the request when the target is not an attachable JVM. */
+enum jprof_java {
+	JPROF_JAVA_AUTO = 0,
+	JPROF_JAVA_OFF,
+	JPROF_JAVA_REQUIRE,
+};
+
+/* "auto", "off", "require" */
+const char *jprof_java_name(enum jprof_java j);
+
 struct jprof_record_req {
 	int32_t pid;            /* > 0 when !all */
 	bool all;               /* whole host (root or the authorized group only) */
@@ -62,6 +76,9 @@ struct jprof_record_req {
 	char format[32];        /* "collapsed", "json"; default "json" */
 	bool progress;          /* default true */
 	bool thread_frames;     /* default false */
+	enum jprof_java java;   /* default JPROF_JAVA_AUTO */
+	bool java_lines;        /* Java frames as Class.method:line; default false */
+	bool java_signatures;   /* Java frames with their JVM signature; default false */
 };
 
 struct jprof_cancel_req {

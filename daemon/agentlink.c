@@ -1,0 +1,567 @@
+#include "agentlink.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "jring.h"
+#include "log.h"
+#include "loop.h"
+
+#define AGENT_MAX_QUEUED (1u << 20)   /* bytes waiting for a slow agent */
+#define AGENT_MAX_AGENTS 1024
+
+struct outmsg {
+	struct outmsg *next;
+	char *data;
+	size_t len, off;
+	int fd;                       /* owned dup, sent with the first byte; -1 none */
+};
+
+struct agent {
+	struct agentlink *link;
+	struct agent *next;
+	int fd;
+	struct loop_source *src;
+	pid_t pid;
+	uid_t uid;
+	struct buf in;
+	bool hello;
+	bool dead;
+	char jvm[64];
+	struct outmsg *out_head, *out_tail;
+	size_t out_bytes;
+	bool want_out;
+	struct jring *ring;
+	const struct agentlink_ops *ops;
+	void *ctx;
+};
+
+struct agentlink {
+	struct loop *loop;
+	agentlink_connect_fn on_connect;
+	void *arg;
+	struct agent *agents;
+	struct agentlink_stats st;
+};
+
+static void agent_drop(struct agent *a, const char *why);
+static void agent_unlink(struct agent *a);
+static void agent_free(struct agent *a);
+
+/* Marks the agent dead from any context. The socket is shut down so that its
+ * I/O handler runs next round: that is the one place which tells the bound
+ * session (ops->gone) and frees the agent, never under a caller's feet. */
+static void agent_kill(struct agent *a)
+{
+	if (a->dead)
+		return;
+	a->dead = true;
+	shutdown(a->fd, SHUT_RDWR);
+}
+
+static void out_free(struct outmsg *m)
+{
+	if (m->fd >= 0)
+		close(m->fd);
+	free(m->data);
+	free(m);
+}
+
+static void agent_flush(struct agent *a)
+{
+	while (a->out_head && !a->dead) {
+		struct outmsg *m = a->out_head;
+		struct iovec iov = { m->data + m->off, m->len - m->off };
+		char cbuf[CMSG_SPACE(sizeof(int))];
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+		ssize_t n;
+
+		if (m->fd >= 0 && m->off == 0) {
+			struct cmsghdr *c;
+
+			memset(cbuf, 0, sizeof(cbuf));
+			mh.msg_control = cbuf;
+			mh.msg_controllen = sizeof(cbuf);
+			c = CMSG_FIRSTHDR(&mh);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(c), &m->fd, sizeof(int));
+		}
+		n = sendmsg(a->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				agent_kill(a);
+			break;
+		}
+		if (m->fd >= 0) {
+			/* Sent with the first byte; the agent has its own now. */
+			close(m->fd);
+			m->fd = -1;
+		}
+		m->off += (size_t)n;
+		a->out_bytes -= (size_t)n;
+		if (m->off == m->len) {
+			a->out_head = m->next;
+			if (!a->out_head)
+				a->out_tail = NULL;
+			out_free(m);
+		}
+	}
+	if (a->dead)
+		return;
+	if (!!a->out_head != a->want_out) {
+		a->want_out = a->out_head != NULL;
+		loop_set_events(a->src, EPOLLIN | EPOLLRDHUP | (a->want_out ? EPOLLOUT : 0));
+	}
+}
+
+/* Queues one frame; fd (taken) rides on its first byte. */
+static int agent_send(struct agent *a, uint16_t type, const void *payload, uint32_t len, int fd)
+{
+	struct jpag_hdr h = { .magic = JPAG_MAGIC, .version = JPAG_VERSION, .type = type, .len = len };
+	struct outmsg *m;
+
+	if (a->dead || a->out_bytes + sizeof(h) + len > AGENT_MAX_QUEUED) {
+		/* An agent that does not read its replies is cut off. */
+		if (fd >= 0)
+			close(fd);
+		agent_kill(a);
+		return -ENOBUFS;
+	}
+	m = calloc(1, sizeof(*m));
+	if (m)
+		m->data = malloc(sizeof(h) + len);
+	if (!m || !m->data) {
+		free(m);
+		if (fd >= 0)
+			close(fd);
+		return -ENOMEM;
+	}
+	memcpy(m->data, &h, sizeof(h));
+	if (len)
+		memcpy(m->data + sizeof(h), payload, len);
+	m->len = sizeof(h) + len;
+	m->fd = fd;
+	if (a->out_tail)
+		a->out_tail->next = m;
+	else
+		a->out_head = m;
+	a->out_tail = m;
+	a->out_bytes += m->len;
+	agent_flush(a);
+	return 0;
+}
+
+static void send_error(struct agent *a, int code, const char *msg)
+{
+	struct jpag_error e = { .code = code };
+
+	snprintf(e.message, sizeof(e.message), "%s", msg);
+	agent_send(a, JPAG_ERROR, &e, sizeof(e), -1);
+}
+
+/* ---- incoming frames ---- */
+
+static void on_hello(struct agent *a, const void *p, uint32_t len)
+{
+	struct agentlink *l = a->link;
+	struct jpag_hello hello;
+	struct jpag_welcome w = { .version = JPAG_VERSION };
+
+	if (a->hello || len != sizeof(hello)) {
+		agent_drop(a, "bad hello");
+		return;
+	}
+	memcpy(&hello, p, sizeof(hello));
+	hello.jvm[sizeof(hello.jvm) - 1] = '\0';
+	for (char *c = hello.jvm; *c; c++)
+		if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+			*c = '?';
+	snprintf(a->jvm, sizeof(a->jvm), "%s", hello.jvm);
+	a->hello = true;
+	/* One agent per process: a newer connection replaces an older one
+	 * (the agent reconnects after a daemon restart or re-attach). */
+	for (struct agent *o = l->agents, *next; o; o = next) {
+		next = o->next;
+		if (o != a && o->pid == a->pid) {
+			agent_drop(o, "replaced by a newer connection of the same process");
+			agent_unlink(o);
+			agent_free(o);
+		}
+	}
+	agent_send(a, JPAG_WELCOME, &w, sizeof(w), -1);
+	log_info("agent connected: pid %d uid %u (%s)", (int)a->pid, (unsigned)a->uid, a->jvm);
+	if (l->on_connect && !a->dead)
+		l->on_connect(a, a->pid, l->arg);
+}
+
+static void on_perf_fd_req(struct agent *a, const void *p, uint32_t len)
+{
+	struct jpag_perf_fd_req req;
+	struct jpag_perf_fd rep;
+	int fd = -1, r;
+
+	if (len != sizeof(req)) {
+		agent_drop(a, "bad perf fd request");
+		return;
+	}
+	memcpy(&req, p, sizeof(req));
+	rep.tid = req.tid;
+	if (!a->ops) {
+		r = -ENOTCONN;  /* no recording of this process is running */
+	} else {
+		r = a->ops->perf_fd(a->ctx, req.tid, &fd);
+		if (r >= 0) {
+			/* Queue a private dup: the session may close its fd before the
+			 * message leaves. */
+			int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+
+			r = dup < 0 ? -errno : 0;
+			fd = dup;
+		}
+	}
+	rep.status = r < 0 ? r : 0;
+	if (r < 0) {
+		a->link->st.fds_denied++;
+		agent_send(a, JPAG_PERF_FD, &rep, sizeof(rep), -1);
+		return;
+	}
+	a->link->st.fds_passed++;
+	agent_send(a, JPAG_PERF_FD, &rep, sizeof(rep), fd);
+}
+
+static void on_method(struct agent *a, const char *p, uint32_t len, bool unknown)
+{
+	struct agentlink_method m = { .unknown = unknown };
+	struct jpag_method hm;
+	static struct jpag_line lines[JPAG_MAX_PAYLOAD / sizeof(struct jpag_line)];
+
+	if (unknown) {
+		struct jpag_method_unknown u;
+
+		if (len != sizeof(u)) {
+			agent_drop(a, "bad method-unknown record");
+			return;
+		}
+		memcpy(&u, p, sizeof(u));
+		m.id = u.id;
+	} else {
+		size_t need;
+
+		if (len < sizeof(hm)) {
+			agent_drop(a, "short method record");
+			return;
+		}
+		memcpy(&hm, p, sizeof(hm));
+		need = sizeof(hm) + (size_t)hm.class_len + hm.name_len + hm.sig_len +
+		       (size_t)hm.nlines * sizeof(struct jpag_line);
+		if (need != len || hm.name_len == 0 || hm.class_len == 0) {
+			agent_drop(a, "method record lengths do not add up");
+			return;
+		}
+		m.id = hm.id;
+		m.cls = p + sizeof(hm);
+		m.cls_len = hm.class_len;
+		m.name = m.cls + hm.class_len;
+		m.name_len = hm.name_len;
+		m.sig = m.name + hm.name_len;
+		m.sig_len = hm.sig_len;
+		memcpy(lines, m.sig + hm.sig_len, (size_t)hm.nlines * sizeof(struct jpag_line));
+		m.lines = lines;
+		m.nlines = hm.nlines;
+	}
+	if (a->ops)
+		a->ops->method(a->ctx, &m);
+}
+
+static void handle_frame(struct agent *a, const struct jpag_hdr *h, const char *p)
+{
+	if (!a->hello && h->type != JPAG_HELLO) {
+		agent_drop(a, "first frame is not a hello");
+		return;
+	}
+	switch (h->type) {
+	case JPAG_HELLO:
+		on_hello(a, p, h->len);
+		break;
+	case JPAG_PERF_FD_REQ:
+		on_perf_fd_req(a, p, h->len);
+		break;
+	case JPAG_METHOD:
+		on_method(a, p, h->len, false);
+		break;
+	case JPAG_METHOD_UNKNOWN:
+		on_method(a, p, h->len, true);
+		break;
+	case JPAG_STOPPED:
+		break;
+	default:
+		send_error(a, -EPROTO, "unknown frame type");
+		agent_drop(a, "unknown frame type");
+		break;
+	}
+}
+
+static void process_input(struct agent *a)
+{
+	while (!a->dead && a->in.len >= sizeof(struct jpag_hdr)) {
+		struct jpag_hdr h;
+
+		memcpy(&h, a->in.data, sizeof(h));
+		if (h.magic != JPAG_MAGIC || h.version != JPAG_VERSION || h.reserved != 0 ||
+		    h.len > JPAG_MAX_PAYLOAD) {
+			a->link->st.protocol_errors++;
+			agent_drop(a, "bad frame header");
+			return;
+		}
+		if (a->in.len < sizeof(h) + h.len)
+			return;
+		handle_frame(a, &h, a->in.data + sizeof(h));
+		if (a->dead)
+			return;
+		buf_consume(&a->in, sizeof(h) + h.len);
+	}
+}
+
+static void agent_free(struct agent *a)
+{
+	while (a->out_head) {
+		struct outmsg *m = a->out_head;
+
+		a->out_head = m->next;
+		out_free(m);
+	}
+	loop_remove(a->src);
+	if (a->fd >= 0)
+		close(a->fd);
+	jring_free(a->ring);
+	buf_release(&a->in);
+	free(a);
+}
+
+static void agent_unlink(struct agent *a)
+{
+	struct agent **pp = &a->link->agents;
+
+	while (*pp && *pp != a)
+		pp = &(*pp)->next;
+	if (*pp) {
+		*pp = a->next;
+		a->link->st.connected--;
+	}
+}
+
+/* Marks dead and tells the bound session; freed by the I/O handler or now. */
+/* Handler context only: tells the bound session, once. */
+static void agent_drop(struct agent *a, const char *why)
+{
+	const struct agentlink_ops *ops = a->ops;
+
+	if (why)
+		log_warn("agent of pid %d dropped: %s", (int)a->pid, why);
+	agent_kill(a);
+	a->ops = NULL;
+	if (ops)
+		ops->gone(a->ctx, why ? why : "the agent disconnected");
+}
+
+static void on_agent_io(struct loop_source *src, int fd, uint32_t events, void *arg)
+{
+	struct agent *a = arg;
+
+	if (events & EPOLLOUT)
+		agent_flush(a);
+	if (!a->dead && (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))) {
+		for (int i = 0; i < 16 && !a->dead; i++) {
+			ssize_t n;
+
+			if (buf_reserve(&a->in, 65536) < 0) {
+				agent_drop(a, "out of memory");
+				break;
+			}
+			n = recv(fd, a->in.data + a->in.len, 65536, MSG_DONTWAIT);
+			if (n < 0) {
+				if (errno == EINTR)
+					continue;
+				if (errno != EAGAIN && errno != EWOULDBLOCK)
+					agent_drop(a, NULL);
+				break;
+			}
+			if (n == 0) {
+				if (a->hello)
+					log_info("agent of pid %d disconnected", (int)a->pid);
+				agent_drop(a, NULL);
+				break;
+			}
+			a->in.len += (size_t)n;
+			a->in.data[a->in.len] = '\0';
+			process_input(a);
+		}
+	}
+	if (a->dead) {
+		agent_drop(a, NULL);  /* tells a still-bound session */
+		agent_unlink(a);
+		agent_free(a);
+	}
+}
+
+int agentlink_new(struct loop *loop, agentlink_connect_fn on_connect, void *arg,
+		  struct agentlink **out)
+{
+	struct agentlink *l = calloc(1, sizeof(*l));
+
+	*out = NULL;
+	if (!l)
+		return -ENOMEM;
+	l->loop = loop;
+	l->on_connect = on_connect;
+	l->arg = arg;
+	*out = l;
+	return 0;
+}
+
+void agentlink_free(struct agentlink *l)
+{
+	if (!l)
+		return;
+	while (l->agents) {
+		struct agent *a = l->agents;
+
+		agent_drop(a, NULL);
+		agent_unlink(a);
+		agent_free(a);
+	}
+	free(l);
+}
+
+int agentlink_adopt(struct agentlink *l, int fd, pid_t pid, uid_t uid, const void *buffered,
+		    size_t len)
+{
+	struct agent *a;
+	int r;
+
+	if (l->st.connected >= AGENT_MAX_AGENTS) {
+		l->st.rejected++;
+		close(fd);
+		return -EMFILE;
+	}
+	a = calloc(1, sizeof(*a));
+	if (!a) {
+		close(fd);
+		return -ENOMEM;
+	}
+	a->link = l;
+	a->fd = fd;
+	a->pid = pid;
+	a->uid = uid;
+	r = loop_add_io(l->loop, fd, EPOLLIN | EPOLLRDHUP, on_agent_io, a, &a->src);
+	if (r < 0 || (len && buf_append(&a->in, buffered, len) < 0)) {
+		agent_free(a);
+		return r < 0 ? r : -ENOMEM;
+	}
+	a->next = l->agents;
+	l->agents = a;
+	l->st.connected++;
+	l->st.accepted++;
+	process_input(a);
+	if (a->dead) {
+		agent_drop(a, NULL);
+		agent_unlink(a);
+		agent_free(a);
+	}
+	return 0;
+}
+
+struct agent *agentlink_find(struct agentlink *l, pid_t pid)
+{
+	for (struct agent *a = l->agents; a; a = a->next)
+		if (a->pid == pid && a->hello && !a->dead)
+			return a;
+	return NULL;
+}
+
+pid_t agent_pid(const struct agent *a)
+{
+	return a->pid;
+}
+
+const char *agent_jvm(const struct agent *a)
+{
+	return a->jvm;
+}
+
+int agent_start(struct agent *a, uint64_t interval_ns, uint32_t signal, uint32_t nslots,
+		const struct agentlink_ops *ops, void *ctx)
+{
+	struct jpag_start st = {
+		.interval_ns = interval_ns,
+		.signal = signal,
+		.slot_bytes = JPRING_SLOT_BYTES,
+		.nslots = nslots,
+		.max_frames = JPRING_MAX_FRAMES,
+	};
+	int memfd, r;
+
+	if (a->dead || a->ops)
+		return -EBUSY;
+	r = jring_new(nslots, &a->ring, &memfd);
+	if (r < 0)
+		return r;
+	st.ring_bytes = jring_bytes(a->ring);
+	a->ops = ops;
+	a->ctx = ctx;
+	r = agent_send(a, JPAG_START, &st, sizeof(st), memfd);
+	if (r < 0) {
+		a->ops = NULL;
+		jring_free(a->ring);
+		a->ring = NULL;
+	}
+	return r;
+}
+
+void agent_stop(struct agent *a)
+{
+	if (!a)
+		return;
+	if (a->ops && !a->dead)
+		agent_send(a, JPAG_STOP, NULL, 0, -1);
+	a->ops = NULL;
+	a->ctx = NULL;
+	jring_free(a->ring);
+	a->ring = NULL;
+}
+
+struct jring *agent_ring(struct agent *a)
+{
+	return a->ring;
+}
+
+int agent_resolve(struct agent *a, const uint64_t *ids, unsigned n)
+{
+	char buf[sizeof(struct jpag_resolve) + JPAG_RESOLVE_MAX * sizeof(uint64_t)];
+	struct jpag_resolve *r = (struct jpag_resolve *)buf;
+
+	if (n == 0)
+		return 0;
+	if (n > JPAG_RESOLVE_MAX)
+		n = JPAG_RESOLVE_MAX;
+	r->count = n;
+	r->reserved = 0;
+	memcpy(r->ids, ids, n * sizeof(uint64_t));
+	return agent_send(a, JPAG_RESOLVE, buf, (uint32_t)(sizeof(*r) + n * sizeof(uint64_t)), -1);
+}
+
+void agentlink_get_stats(const struct agentlink *l, struct agentlink_stats *out)
+{
+	*out = l->st;
+}

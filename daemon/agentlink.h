@@ -1,0 +1,80 @@
+/* Connections from JVM agents (libjprofagent.so) on the daemon socket, speaking
+ * the binary agent protocol (proto/jprof_agent.h). The control server hands a
+ * connection over when its first bytes are the agent magic. An agent is known
+ * by its SO_PEERCRED pid only; what it says about itself is informational.
+ *
+ * A recording binds an agent with agentlink_start(): the agent gets a ring
+ * and asks for one perf fd per thread; each request goes to the session
+ * (ops->perf_fd), which checks the thread belongs to the agent's process and
+ * opens the event. */
+#ifndef JPROF_AGENTLINK_H
+#define JPROF_AGENTLINK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "jprof_agent.h"
+
+struct loop;
+struct agent;
+struct agentlink;
+struct jring;
+
+struct agentlink_method {
+	uint64_t id;
+	const char *cls;              /* JVM form, "Ljava/lang/String;", not NUL-terminated */
+	size_t cls_len;
+	const char *name;
+	size_t name_len;
+	const char *sig;
+	size_t sig_len;
+	const struct jpag_line *lines;  /* unaligned-safe copy */
+	unsigned nlines;
+	bool unknown;                 /* the agent could not name it */
+};
+
+struct agentlink_ops {
+	/* The agent asks for an event on its thread ns_tid. Return the fd to
+	 * pass (still owned by the caller) or -errno. */
+	int (*perf_fd)(void *ctx, uint32_t ns_tid, int *fd);
+	void (*method)(void *ctx, const struct agentlink_method *m);
+	/* The agent disconnected or misbehaved; the binding is gone. */
+	void (*gone)(void *ctx, const char *why);
+};
+
+struct agentlink_stats {
+	uint64_t connected;           /* agents now */
+	uint64_t accepted, rejected;
+	uint64_t fds_passed, fds_denied;
+	uint64_t protocol_errors;
+};
+
+typedef void (*agentlink_connect_fn)(struct agent *a, pid_t pid, void *arg);
+
+int agentlink_new(struct loop *loop, agentlink_connect_fn on_connect, void *arg,
+		  struct agentlink **out);
+void agentlink_free(struct agentlink *l);
+
+/* Takes over a connected socket (fd taken) whose peer pid/uid are known and
+ * whose first `len` bytes were already read into `buffered`. */
+int agentlink_adopt(struct agentlink *l, int fd, pid_t pid, uid_t uid, const void *buffered,
+		    size_t len);
+
+struct agent *agentlink_find(struct agentlink *l, pid_t pid);
+pid_t agent_pid(const struct agent *a);
+const char *agent_jvm(const struct agent *a);
+
+/* Binds a recording: creates the ring, sends START with it. */
+int agent_start(struct agent *a, uint64_t interval_ns, uint32_t signal, uint32_t nslots,
+		const struct agentlink_ops *ops, void *ctx);
+/* Unbinds: sends STOP, frees the ring. NULL-safe; no ops call afterwards. */
+void agent_stop(struct agent *a);
+struct jring *agent_ring(struct agent *a);
+/* Asks the agent to name method ids (at most JPAG_RESOLVE_MAX per call). */
+int agent_resolve(struct agent *a, const uint64_t *ids, unsigned n);
+
+void agentlink_get_stats(const struct agentlink *l, struct agentlink_stats *out);
+
+#endif
