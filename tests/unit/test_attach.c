@@ -1,0 +1,608 @@
+/* attach: real JVMs (JDK 17 and 25) run as nobody, a test JVMTI agent
+ * (tests/java/attach_test_agent.c) loaded through the real attach protocol. */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "attach.h"
+#include "loop.h"
+
+#define JDK17 "/usr/lib/jvm/java-17-openjdk-amd64/bin/java"
+#define JDK25 "/usr/lib/jvm/temurin-25-jdk-amd64/bin/java"
+#define NOBODY 65534
+
+/* Traversable by nobody: AttachTarget.class, the test agent, out/ (0777). */
+static char dir[64];
+static char agent[128];
+
+struct jvm {
+	pid_t pid;
+	int stdin_w;       /* the JVM exits when this closes, even if we crash */
+	char out[160];     /* its stdout and stderr */
+};
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void copy_file(const char *from, const char *to, mode_t mode)
+{
+	char buf[65536];
+	ssize_t n;
+	int in = open(from, O_RDONLY | O_CLOEXEC), out;
+
+	ck_assert_msg(in >= 0, "open %s: %s", from, strerror(errno));
+	out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	ck_assert_msg(out >= 0, "open %s: %s", to, strerror(errno));
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		ck_assert_int_eq(write(out, buf, (size_t)n), n);
+	fchmod(out, mode);
+	close(in);
+	close(out);
+}
+
+static char *slurp(const char *path)
+{
+	static char buf[1 << 16];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	buf[0] = '\0';
+	if (fd < 0)
+		return buf;
+	n = read(fd, buf, sizeof(buf) - 1);
+	buf[n > 0 ? n : 0] = '\0';
+	close(fd);
+	return buf;
+}
+
+static void setup(void)
+{
+	const char *jd = getenv("JPROF_JAVA_DIR");
+	char from[512], to[512];
+
+	ck_assert_msg(jd != NULL, "JPROF_JAVA_DIR is not set");
+	snprintf(dir, sizeof(dir), "/tmp/jprof-attach-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	chmod(dir, 0755);
+	snprintf(from, sizeof(from), "%s/AttachTarget.class", jd);
+	snprintf(to, sizeof(to), "%s/AttachTarget.class", dir);
+	copy_file(from, to, 0644);
+	snprintf(from, sizeof(from), "%s/libattach_test_agent.so", jd);
+	snprintf(agent, sizeof(agent), "%s/libattach_test_agent.so", dir);
+	copy_file(from, agent, 0755);
+	snprintf(to, sizeof(to), "%s/out", dir);
+	ck_assert_int_eq(mkdir(to, 0777), 0);
+	chmod(to, 0777);
+}
+
+static void teardown(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", dir);
+}
+
+/* Starts `setpriv ... java [opt] -cp dir AttachTarget` as nobody and waits
+ * for "ready". env_opts, if set, becomes JAVA_TOOL_OPTIONS. */
+static void jvm_start(struct jvm *j, const char *java, const char *opt, const char *env_opts)
+{
+	static int seq;
+	const char *argv[12];
+	int p[2], fd, n = 0;
+	double t0;
+
+	snprintf(j->out, sizeof(j->out), "%s/jvm%d.out", dir, seq++);
+	fd = open(j->out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	argv[n++] = "setpriv";
+	argv[n++] = "--reuid=nobody";
+	argv[n++] = "--regid=nogroup";
+	argv[n++] = "--clear-groups";
+	argv[n++] = java;
+	if (opt)
+		argv[n++] = opt;
+	argv[n++] = "-cp";
+	argv[n++] = dir;
+	argv[n++] = "AttachTarget";
+	argv[n] = NULL;
+	j->pid = fork();
+	ck_assert_int_ge(j->pid, 0);
+	if (j->pid == 0) {
+		dup2(p[0], 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		unsetenv("JAVA_TOOL_OPTIONS");
+		unsetenv("JDK_JAVA_OPTIONS");
+		unsetenv("_JAVA_OPTIONS");
+		if (env_opts)
+			setenv("JAVA_TOOL_OPTIONS", env_opts, 1);
+		execvp("setpriv", (char **)argv);
+		_exit(127);
+	}
+	close(p[0]);
+	close(fd);
+	j->stdin_w = p[1];
+	t0 = now_ms();
+	while (!strstr(slurp(j->out), "ready")) {
+		ck_assert_msg(now_ms() - t0 < 30000, "JVM %s did not start: %s", java, slurp(j->out));
+		ck_assert_msg(waitpid(j->pid, NULL, WNOHANG) == 0, "JVM exited: %s", slurp(j->out));
+		usleep(20000);
+	}
+}
+
+static bool jvm_alive(struct jvm *j)
+{
+	return waitpid(j->pid, NULL, WNOHANG) == 0;
+}
+
+static void jvm_stop(struct jvm *j)
+{
+	kill(j->pid, SIGCONT);
+	kill(j->pid, SIGKILL);
+	waitpid(j->pid, NULL, 0);
+	close(j->stdin_w);
+}
+
+/* Our children, from /proc: the attach helper must never outlive a request. */
+static int count_children(void)
+{
+	char path[64], *s;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)getpid(), (int)getpid());
+	s = slurp(path);
+	for (char *tok = strtok(s, " \n"); tok; tok = strtok(NULL, " \n"))
+		n++;
+	return n;
+}
+
+struct run {
+	struct loop *loop;
+	struct attach_result res;
+	int calls;
+	bool guard_fired;
+	double ms;
+};
+
+static void on_done(const struct attach_result *res, void *arg)
+{
+	struct run *r = arg;
+
+	r->res = *res;
+	r->calls++;
+	loop_quit(r->loop);
+}
+
+static void on_guard(struct loop_source *src, void *arg)
+{
+	struct run *r = arg;
+
+	r->guard_fired = true;
+	loop_quit(r->loop);
+}
+
+/* attach_start + loop until done (or a guard well past the timeout). */
+static void run_attach(struct run *r, pid_t pid, const char *agent_path, const char *options,
+		       unsigned timeout_ms)
+{
+	struct attach_req *req = NULL;
+	double t0;
+
+	memset(r, 0, sizeof(*r));
+	ck_assert_int_eq(loop_new(&r->loop), 0);
+	ck_assert_int_eq(loop_add_timer(r->loop, timeout_ms + 5000, 0, on_guard, r, NULL), 0);
+	t0 = now_ms();
+	ck_assert_int_eq(attach_start(r->loop, pid, agent_path, options, timeout_ms, on_done, r, &req), 0);
+	ck_assert_ptr_nonnull(req);
+	ck_assert_int_eq(loop_run(r->loop), 0);
+	r->ms = now_ms() - t0;
+	loop_free(r->loop);
+	ck_assert_msg(!r->guard_fired, "done was not called");
+	ck_assert_int_eq(r->calls, 1);
+}
+
+static void marker_path(char *buf, size_t len, const char *name)
+{
+	snprintf(buf, len, "%s/out/%s", dir, name);
+}
+
+static void attach_ok(const char *java, const char *label)
+{
+	struct jvm j;
+	struct run r;
+	char m[256], opts[300], expect[640];
+
+	jvm_start(&j, java, NULL, NULL);
+	ck_assert(attach_is_jvm(j.pid));
+	marker_path(m, sizeof(m), strstr(java, "-17-") ? "ok17" : "ok25");
+	unlink(m);
+	snprintf(opts, sizeof(opts), "out=%s", m);
+	run_attach(&r, j.pid, agent, opts, 10000);
+	ck_assert_msg(r.res.status == 0, "%s: %s", r.res.code, r.res.message);
+	ck_assert_str_eq(r.res.code, "");
+	snprintf(expect, sizeof(expect), "%s\n", opts);
+	ck_assert_str_eq(slurp(m), expect);
+	printf("attach latency %s: %.1f ms\n", label, r.ms);
+	ck_assert_int_eq(count_children(), 1);  /* only the JVM */
+	/* A second attach finds the listener running (no SIGQUIT needed). */
+	run_attach(&r, j.pid, agent, opts, 10000);
+	ck_assert_msg(r.res.status == 0, "%s: %s", r.res.code, r.res.message);
+	printf("second attach latency %s: %.1f ms\n", label, r.ms);
+	snprintf(expect, sizeof(expect), "%s\n%s\n", opts, opts);
+	ck_assert_str_eq(slurp(m), expect);
+	ck_assert(!strstr(slurp(j.out), "Full thread dump"));
+	jvm_stop(&j);
+}
+
+START_TEST(test_jdk17)
+{
+	attach_ok(JDK17, "JDK 17");
+}
+END_TEST
+
+START_TEST(test_jdk25)
+{
+	attach_ok(JDK25, "JDK 25");
+}
+END_TEST
+
+static void remove_copies(void)
+{
+	glob_t g;
+
+	if (glob("/tmp/.jprofagent-65534-*.so", 0, NULL, &g) == 0)
+		for (size_t i = 0; i < g.gl_pathc; i++)
+			unlink(g.gl_pathv[i]);
+	globfree(&g);
+}
+
+/* The one copy of the agent in /tmp for nobody; its stat in *st. */
+static void the_copy(char *path, size_t len, struct stat *st)
+{
+	glob_t g;
+
+	ck_assert_int_eq(glob("/tmp/.jprofagent-65534-*.so", 0, NULL, &g), 0);
+	ck_assert_uint_eq(g.gl_pathc, 1);
+	snprintf(path, len, "%s", g.gl_pathv[0]);
+	globfree(&g);
+	ck_assert_int_eq(lstat(path, st), 0);
+}
+
+START_TEST(test_copy_when_unreadable)
+{
+	char priv[64], priv_agent[128], m[256], opts[300], copy[256], copy2[256], expect[640];
+	struct stat st, st2, ag;
+	struct jvm j;
+	struct run r;
+
+	snprintf(priv, sizeof(priv), "/tmp/jprof-attach-priv-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(priv));
+	ck_assert_int_eq(chmod(priv, 0700), 0);
+	snprintf(priv_agent, sizeof(priv_agent), "%s/libagent.so", priv);
+	copy_file(agent, priv_agent, 0644);
+	ck_assert_int_eq(stat(priv_agent, &ag), 0);
+	remove_copies();
+
+	jvm_start(&j, JDK17, NULL, NULL);
+	marker_path(m, sizeof(m), "copy");
+	snprintf(opts, sizeof(opts), "out=%s", m);
+	run_attach(&r, j.pid, priv_agent, opts, 10000);
+	ck_assert_msg(r.res.status == 0, "%s: %s", r.res.code, r.res.message);
+	the_copy(copy, sizeof(copy), &st);
+	ck_assert_ptr_nonnull(strstr(r.res.message, copy));
+	ck_assert(S_ISREG(st.st_mode));
+	ck_assert_uint_eq(st.st_uid, NOBODY);
+	ck_assert_uint_eq(st.st_mode & 07777, 0644);
+	ck_assert_int_eq(st.st_size, ag.st_size);
+
+	run_attach(&r, j.pid, priv_agent, opts, 10000);
+	ck_assert_msg(r.res.status == 0, "%s: %s", r.res.code, r.res.message);
+	the_copy(copy2, sizeof(copy2), &st2);
+	ck_assert_str_eq(copy, copy2);
+	ck_assert_uint_eq(st.st_ino, st2.st_ino);
+	snprintf(expect, sizeof(expect), "%s\n%s\n", opts, opts);
+	ck_assert_str_eq(slurp(m), expect);
+	jvm_stop(&j);
+	unlink(copy);
+	unlink(priv_agent);
+	rmdir(priv);
+}
+END_TEST
+
+/* A copy that is not ours is never used. */
+START_TEST(test_copy_squatted)
+{
+	char priv[64], priv_agent[128], m[256], opts[300], copy[256];
+	struct stat st;
+	struct jvm j;
+	struct run r;
+	int fd;
+
+	snprintf(priv, sizeof(priv), "/tmp/jprof-attach-priv-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(priv));
+	snprintf(priv_agent, sizeof(priv_agent), "%s/libagent.so", priv);
+	copy_file(agent, priv_agent, 0644);
+	remove_copies();
+	jvm_start(&j, JDK17, NULL, NULL);
+	marker_path(m, sizeof(m), "squat");
+	snprintf(opts, sizeof(opts), "out=%s", m);
+	run_attach(&r, j.pid, priv_agent, opts, 10000);
+	ck_assert_msg(r.res.status == 0, "%s: %s", r.res.code, r.res.message);
+	the_copy(copy, sizeof(copy), &st);
+	/* Same name, same owner, different content (as if tampered with). */
+	fd = open(copy, O_WRONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, "X", 1, 100), 1);
+	close(fd);
+	run_attach(&r, j.pid, priv_agent, opts, 10000);
+	ck_assert_int_lt(r.res.status, 0);
+	ck_assert_str_eq(r.res.code, "internal");
+	ck_assert_ptr_nonnull(strstr(r.res.message, copy));
+	jvm_stop(&j);
+	unlink(copy);
+	unlink(priv_agent);
+	rmdir(priv);
+}
+END_TEST
+
+static void attach_fails(const char *java)
+{
+	char m[256], opts[300], expect[640];
+	struct jvm j;
+	struct run r;
+
+	jvm_start(&j, java, NULL, NULL);
+	marker_path(m, sizeof(m), "fail");
+	unlink(m);
+	snprintf(opts, sizeof(opts), "out=%s;fail", m);
+	run_attach(&r, j.pid, agent, opts, 10000);
+	ck_assert_int_lt(r.res.status, 0);
+	ck_assert_str_eq(r.res.code, "agent_load_failed");
+	/* The JVM's own text: the agent's return code 7. */
+	ck_assert_msg(strstr(r.res.message, "7") != NULL, "%s", r.res.message);
+	snprintf(expect, sizeof(expect), "%s\n", opts);
+	ck_assert_str_eq(slurp(m), expect);
+
+	/* A library the JVM cannot load at all. */
+	snprintf(expect, sizeof(expect), "%s/out/not-an-agent.so", dir);
+	copy_file("/proc/self/cmdline", expect, 0644);
+	run_attach(&r, j.pid, expect, opts, 10000);
+	ck_assert_str_eq(r.res.code, "agent_load_failed");
+	ck_assert_msg(strstr(r.res.message, "not-an-agent.so") != NULL, "%s", r.res.message);
+	jvm_stop(&j);
+}
+
+START_TEST(test_agent_fails_jdk17)
+{
+	attach_fails(JDK17);
+}
+END_TEST
+
+START_TEST(test_agent_fails_jdk25)
+{
+	attach_fails(JDK25);
+}
+END_TEST
+
+START_TEST(test_not_a_jvm)
+{
+	struct attach_result res;
+	struct run r;
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		execl("/bin/sleep", "sleep", "60", (char *)NULL);
+		_exit(127);
+	}
+	usleep(100000);
+	ck_assert(!attach_is_jvm(pid));
+	ck_assert_int_eq(attach_probe(pid, &res), -ENOEXEC);
+	ck_assert_str_eq(res.code, "not_a_jvm");
+	run_attach(&r, pid, agent, "", 5000);
+	ck_assert_str_eq(r.res.code, "not_a_jvm");
+	usleep(100000);
+	/* No SIGQUIT was sent: sleep would have died of it. */
+	ck_assert_int_eq(waitpid(pid, NULL, WNOHANG), 0);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+END_TEST
+
+START_TEST(test_disable_attach_mechanism)
+{
+	struct attach_result res;
+	struct jvm j;
+	struct run r;
+
+	jvm_start(&j, JDK17, "-XX:+DisableAttachMechanism", NULL);
+	ck_assert(attach_is_jvm(j.pid));
+	ck_assert_int_eq(attach_probe(j.pid, &res), -EPERM);
+	ck_assert_str_eq(res.code, "attach_disabled");
+	run_attach(&r, j.pid, agent, "", 5000);
+	ck_assert_str_eq(r.res.code, "attach_disabled");
+	usleep(300000);
+	/* A SIGQUIT would have made it print a thread dump. */
+	ck_assert(!strstr(slurp(j.out), "Full thread dump"));
+	ck_assert(jvm_alive(&j));
+	jvm_stop(&j);
+}
+END_TEST
+
+START_TEST(test_xrs)
+{
+	struct attach_result res;
+	struct jvm j;
+	struct run r;
+
+	jvm_start(&j, JDK17, "-Xrs", NULL);
+	ck_assert_int_eq(attach_probe(j.pid, &res), -EPERM);
+	ck_assert_str_eq(res.code, "no_sigquit_handler");
+	run_attach(&r, j.pid, agent, "", 5000);
+	ck_assert_str_eq(r.res.code, "no_sigquit_handler");
+	usleep(300000);
+	ck_assert(jvm_alive(&j));
+	jvm_stop(&j);
+}
+END_TEST
+
+START_TEST(test_java_tool_options)
+{
+	struct attach_result res;
+	struct jvm j, k;
+
+	jvm_start(&j, JDK17, NULL, "-Xmx64m -XX:+DisableAttachMechanism");
+	ck_assert_int_eq(attach_probe(j.pid, &res), -EPERM);
+	ck_assert_str_eq(res.code, "attach_disabled");
+	/* The command line comes after JAVA_TOOL_OPTIONS: the last one wins. */
+	jvm_start(&k, JDK17, "-XX:-DisableAttachMechanism", "-XX:+DisableAttachMechanism");
+	ck_assert_int_eq(attach_probe(k.pid, &res), 0);
+	jvm_stop(&j);
+	jvm_stop(&k);
+}
+END_TEST
+
+START_TEST(test_timeout_stopped_jvm)
+{
+	char trigger[64];
+	struct jvm j;
+	struct run r;
+
+	jvm_start(&j, JDK17, NULL, NULL);
+	ck_assert_int_eq(kill(j.pid, SIGSTOP), 0);
+	run_attach(&r, j.pid, agent, "out=/dev/null", 1500);
+	ck_assert_int_lt(r.res.status, 0);
+	ck_assert_msg(strcmp(r.res.code, "timeout") == 0 || strcmp(r.res.code, "no_attach_socket") == 0,
+		      "%s: %s", r.res.code, r.res.message);
+	ck_assert_msg(r.ms < 1500 + 300, "took %.0f ms", r.ms);
+	printf("stopped JVM: %s after %.0f ms\n", r.res.code, r.ms);
+	ck_assert_int_eq(count_children(), 1);
+	snprintf(trigger, sizeof(trigger), "/tmp/.attach_pid%d", (int)j.pid);
+	ck_assert_int_ne(access(trigger, F_OK), 0);
+	jvm_stop(&j);
+}
+END_TEST
+
+static void on_quit(struct loop_source *src, void *arg)
+{
+	loop_quit(arg);
+}
+
+START_TEST(test_cancel)
+{
+	struct attach_req *req = NULL;
+	struct jvm j;
+	struct run r;
+
+	jvm_start(&j, JDK17, NULL, NULL);
+	ck_assert_int_eq(kill(j.pid, SIGSTOP), 0);
+	memset(&r, 0, sizeof(r));
+	ck_assert_int_eq(loop_new(&r.loop), 0);
+	ck_assert_int_eq(attach_start(r.loop, j.pid, agent, "", 10000, on_done, &r, &req), 0);
+	ck_assert_int_eq(loop_add_timer(r.loop, 300, 0, on_quit, r.loop, NULL), 0);
+	ck_assert_int_eq(loop_run(r.loop), 0);
+	ck_assert_int_eq(count_children(), 2);  /* the JVM and the helper */
+	attach_cancel(req);
+	ck_assert_int_eq(count_children(), 1);
+	ck_assert_int_eq(loop_add_timer(r.loop, 300, 0, on_quit, r.loop, NULL), 0);
+	ck_assert_int_eq(loop_run(r.loop), 0);
+	ck_assert_int_eq(r.calls, 0);
+	loop_free(r.loop);
+	attach_cancel(NULL);
+	jvm_stop(&j);
+}
+END_TEST
+
+START_TEST(test_dead_pid)
+{
+	struct attach_result res;
+	struct run r;
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(0);
+	waitpid(pid, NULL, 0);
+	ck_assert(!attach_is_jvm(pid));
+	ck_assert_int_eq(attach_probe(pid, &res), -ESRCH);
+	ck_assert_str_eq(res.code, "no_such_process");
+	run_attach(&r, pid, agent, "", 5000);
+	ck_assert_int_eq(r.res.status, -ESRCH);
+	ck_assert_str_eq(r.res.code, "no_such_process");
+}
+END_TEST
+
+START_TEST(test_bad_args)
+{
+	struct attach_req *req = (struct attach_req *)1;
+	struct loop *l;
+
+	ck_assert_int_eq(loop_new(&l), 0);
+	ck_assert_int_eq(attach_start(l, getpid(), "relative.so", "", 1000, on_done, NULL, &req), -EINVAL);
+	ck_assert_ptr_null(req);
+	ck_assert_int_eq(attach_start(l, getpid(), agent, "", 0, on_done, NULL, &req), -EINVAL);
+	loop_free(l);
+}
+END_TEST
+
+static Suite *attach_suite(void)
+{
+	Suite *s = suite_create("attach");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_unchecked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 90);
+	tcase_add_test(tc, test_jdk17);
+	tcase_add_test(tc, test_jdk25);
+	tcase_add_test(tc, test_copy_when_unreadable);
+	tcase_add_test(tc, test_copy_squatted);
+	tcase_add_test(tc, test_agent_fails_jdk17);
+	tcase_add_test(tc, test_agent_fails_jdk25);
+	tcase_add_test(tc, test_not_a_jvm);
+	tcase_add_test(tc, test_disable_attach_mechanism);
+	tcase_add_test(tc, test_xrs);
+	tcase_add_test(tc, test_java_tool_options);
+	tcase_add_test(tc, test_timeout_stopped_jvm);
+	tcase_add_test(tc, test_cancel);
+	tcase_add_test(tc, test_dead_pid);
+	tcase_add_test(tc, test_bad_args);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(attach_suite());
+	int failed;
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "test_attach needs root (it attaches as the daemon does)\n");
+		return 77;
+	}
+	if (access(JDK17, X_OK) != 0 || access(JDK25, X_OK) != 0) {
+		fprintf(stderr, "test_attach needs %s and %s\n", JDK17, JDK25);
+		return 77;
+	}
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
