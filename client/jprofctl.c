@@ -936,6 +936,11 @@ static void ctl_record_help(void)
 	       "                         FILE extension (.collapsed/.folded, .json, .html,\n"
 	       "                         .pb.gz/.pprof, .txt), else collapsed\n"
 	       "      --threads          add a frame per thread at the root of each stack\n"
+	       "      --java MODE        Java frames for a JVM: auto (default: load the agent,\n"
+	       "                         fall back to native stacks with a warning), off, or\n"
+	       "                         require (fail unless Java frames can be recorded)\n"
+	       "      --java-lines       Java frames as Class.method:line\n"
+	       "      --java-signatures  Java frames with their JVM signatures\n"
 	       "      --no-progress      no progress line (there is none unless stderr is a\n"
 	       "                         terminal)\n"
 	       "      --json-events      print the daemon's events on stderr as JSON lines\n"
@@ -1097,6 +1102,12 @@ static int ctl_record_event(struct ctl_record *rec, struct jprof_response *resp)
 				  ctl_int(resp->root, "duration_ms"), ctl_int(resp->root, "samples"));
 	} else if (strcmp(type, "profile") == 0) {
 		r = ctl_record_finish(rec, resp);
+	} else if (strcmp(type, "warning") == 0 && !rec->json_events) {
+		const char *msg = ctl_str(resp->root, "message");
+
+		if (rec->progress_line)
+			fprintf(stderr, "\r\033[K");
+		fprintf(stderr, "jprofctl: warning: %s\n", msg ? msg : "(no message)");
 	}
 	/* Other types are newer additions; ignore them. */
 out:
@@ -1120,7 +1131,8 @@ static int ctl_record_cancel(struct ctl_record *rec, struct ctl_conn *conn)
 
 static int ctl_cmd_record(int argc, char **argv, const char *socket_path)
 {
-	enum { OPT_THREADS = 256, OPT_NO_PROGRESS, OPT_JSON_EVENTS, OPT_SOCKET };
+	enum { OPT_THREADS = 256, OPT_NO_PROGRESS, OPT_JSON_EVENTS, OPT_SOCKET, OPT_JAVA,
+	       OPT_JAVA_LINES, OPT_JAVA_SIGS };
 	static const struct option opts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "all", no_argument, NULL, 'a' },
@@ -1129,6 +1141,9 @@ static int ctl_cmd_record(int argc, char **argv, const char *socket_path)
 		{ "output", required_argument, NULL, 'o' },
 		{ "format", required_argument, NULL, 'f' },
 		{ "threads", no_argument, NULL, OPT_THREADS },
+		{ "java", required_argument, NULL, OPT_JAVA },
+		{ "java-lines", no_argument, NULL, OPT_JAVA_LINES },
+		{ "java-signatures", no_argument, NULL, OPT_JAVA_SIGS },
 		{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
 		{ "json-events", no_argument, NULL, OPT_JSON_EVENTS },
 		{ "socket", required_argument, NULL, OPT_SOCKET },
@@ -1190,6 +1205,25 @@ static int ctl_cmd_record(int argc, char **argv, const char *socket_path)
 			break;
 		case OPT_THREADS:
 			rec.req.record.thread_frames = true;
+			break;
+		case OPT_JAVA:
+			if (strcmp(optarg, "auto") == 0) {
+				rec.req.record.java = JPROF_JAVA_AUTO;
+			} else if (strcmp(optarg, "off") == 0) {
+				rec.req.record.java = JPROF_JAVA_OFF;
+			} else if (strcmp(optarg, "require") == 0) {
+				rec.req.record.java = JPROF_JAVA_REQUIRE;
+			} else {
+				r = ctl_usage_err("record", "--java wants auto, off or require, not '%s'",
+						  optarg);
+				goto out;
+			}
+			break;
+		case OPT_JAVA_LINES:
+			rec.req.record.java_lines = true;
+			break;
+		case OPT_JAVA_SIGS:
+			rec.req.record.java_signatures = true;
 			break;
 		case OPT_NO_PROGRESS:
 			no_progress = true;

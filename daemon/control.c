@@ -316,6 +316,9 @@ static void handle_record(struct client *c, const struct jprof_request *req)
 		.interval_us = rr->interval_us,
 		.progress = rr->progress,
 		.thread_frames = rr->thread_frames,
+		.java = rr->java,
+		.java_lines = rr->java_lines,
+		.java_signatures = rr->java_signatures,
 	};
 	struct session_sink sink = { .send = sink_send, .done = sink_done, .ctx = c };
 	const char *code = NULL;
