@@ -1,0 +1,80 @@
+"""Merged Java + native + kernel stacks of real JVMs (JDK 17 and 25) run as
+nobody and recorded by nobody, through the injected agent."""
+
+import re
+
+import jproftest as jt
+import jvmtest as jv
+
+
+def record(t, d, pid, secs, interval="10ms", extra=()):
+    out = t.outdir()
+    path = out + "/p.collapsed"
+    r = t.ctl(["record", "--pid", str(pid), "-d", "%ds" % secs, "-i", interval, "-o", path,
+               "--no-progress", "--java", "require"] + list(extra), user="nobody",
+              socket_path=d.socket, timeout=secs + 60)
+    jt.check_eq(r.returncode, 0, "jprofctl exit code (stderr: %s)" % r.stderr)
+    with open(path) as f:
+        return jt.parse_collapsed(f.read()), r.stderr
+
+
+def samples_with(stacks, frame):
+    return jt.samples_matching(stacks, lambda fr: frame in fr)
+
+
+def main(t):
+    d = t.start_daemon(*jv.agent_args())
+    for jdk, _ in jv.jdks():
+        with t.case("JDK %s: CPU split of two methods within 3 points of the truth" % jdk):
+            jvm = jv.Jvm(t, jdk, "CpuSplit", 16, settle=2.0)
+            stacks, _ = record(t, d, jvm.pid, 8, interval="5ms")
+            alpha = samples_with(stacks, "CpuSplit.alpha")
+            beta = samples_with(stacks, "CpuSplit.beta")
+            jt.check(alpha + beta > 500, "too few samples in alpha/beta (%d + %d):\n%s"
+                     % (alpha, beta, jt.top_stacks(stacks)))
+            # Root first: main calls alpha.
+            jt.check(jt.samples_matching(stacks, lambda fr: jt.has_seq(fr, ["CpuSplit.main", "CpuSplit.alpha"])) > 0,
+                     "no CpuSplit.main;CpuSplit.alpha stack:\n%s" % jt.top_stacks(stacks))
+            truth = jvm.result(60)
+            want = truth["alpha_ns"] / float(truth["alpha_ns"] + truth["beta_ns"])
+            got = alpha / float(alpha + beta)
+            jt.log("JDK %s: alpha share profiled %.3f, measured %.3f" % (jdk, got, want))
+            jt.check(abs(got - want) <= 0.03, "alpha share %.3f vs measured %.3f" % (got, want))
+
+        with t.case("JDK %s: I/O stacks read Java -> native -> kernel" % jdk):
+            jvm = jv.Jvm(t, jdk, "IoRead", 10)
+            stacks, _ = record(t, d, jvm.pid, 3)
+            good = 0
+            for stack, n in stacks.items():
+                fr = jt.frames_of(stack)
+                if "java.io.FileInputStream.readBytes" not in fr:
+                    continue
+                i_java = fr.index("java.io.FileInputStream.readBytes")
+                i_read = next((i for i, f in enumerate(fr) if i > i_java and not jt.is_kernel_frame(f)
+                               and re.search(r"(^|_)read$", f)), None)
+                i_k = next((i for i, f in enumerate(fr) if f in ("ksys_read_[k]", "vfs_read_[k]")), None)
+                if i_read is not None and i_k is not None and i_java < i_read < i_k and \
+                        all(jt.is_kernel_frame(f) for f in fr[i_k:]):
+                    good += n
+            jt.check(good > 0, "no stack with FileInputStream.readBytes -> read -> ksys_read/vfs_read:\n%s"
+                     % jt.top_stacks(stacks))
+            jvm.proc.kill()
+
+        with t.case("JDK %s: GC threads appear with native frames from libjvm" % jdk):
+            jvm = jv.Jvm(t, jdk, "Alloc", 12, opts=["-Xmx64m"])
+            stacks, _ = record(t, d, jvm.pid, 4, extra=["--threads"])
+            gc = jt.samples_matching(stacks, lambda fr: fr and re.match(r"\[(GC Thread|G1 |ParGC|VM Thread)", fr[0])
+                                     and any("::" in f for f in fr[1:]))
+            jt.check(gc > 0, "no GC/VM thread stack with libjvm frames:\n%s" % jt.top_stacks(stacks, 25))
+            jvm.proc.kill()
+
+        with t.case("JDK %s: threads started during the recording appear" % jdk):
+            jvm = jv.Jvm(t, jdk, "LateThreads", 14, 2, settle=0.5)
+            stacks, _ = record(t, d, jvm.pid, 6, extra=["--threads"])
+            late = jt.samples_matching(stacks, lambda fr: "LateThreads.lateWork" in fr
+                                       and fr[0].startswith("[late-worker-"))
+            jt.check(late > 50, "late threads have %d samples:\n%s" % (late, jt.top_stacks(stacks)))
+            jvm.proc.kill()
+
+
+jt.run(main)
