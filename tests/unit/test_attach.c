@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -153,12 +155,22 @@ static bool jvm_alive(struct jvm *j)
 	return waitpid(j->pid, NULL, WNOHANG) == 0;
 }
 
+static void sock_path(char *buf, size_t len, pid_t pid)
+{
+	snprintf(buf, len, "/tmp/.java_pid%d", (int)pid);
+}
+
 static void jvm_stop(struct jvm *j)
 {
+	char path[64];
+
 	kill(j->pid, SIGCONT);
 	kill(j->pid, SIGKILL);
 	waitpid(j->pid, NULL, 0);
 	close(j->stdin_w);
+	/* A killed JVM leaves its attach socket behind. */
+	sock_path(path, sizeof(path), j->pid);
+	unlink(path);
 }
 
 /* Our children, from /proc: the attach helper must never outlive a request. */
@@ -508,6 +520,7 @@ static void on_quit(struct loop_source *src, void *arg)
 
 START_TEST(test_cancel)
 {
+	char trigger[64];
 	struct attach_req *req = NULL;
 	struct jvm j;
 	struct run r;
@@ -522,11 +535,74 @@ START_TEST(test_cancel)
 	ck_assert_int_eq(count_children(), 2);  /* the JVM and the helper */
 	attach_cancel(req);
 	ck_assert_int_eq(count_children(), 1);
+	/* The helper removed its trigger file on the way out. */
+	snprintf(trigger, sizeof(trigger), "/tmp/.attach_pid%d", (int)j.pid);
+	ck_assert_int_ne(access(trigger, F_OK), 0);
 	ck_assert_int_eq(loop_add_timer(r.loop, 300, 0, on_quit, r.loop, NULL), 0);
 	ck_assert_int_eq(loop_run(r.loop), 0);
 	ck_assert_int_eq(r.calls, 0);
 	loop_free(r.loop);
 	attach_cancel(NULL);
+	jvm_stop(&j);
+}
+END_TEST
+
+/* A socket file at the JVM's name; listening or not (stale). */
+static int make_socket(pid_t pid, bool listening, uid_t owner)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(fd, 0);
+	sock_path(sa.sun_path, sizeof(sa.sun_path), pid);
+	unlink(sa.sun_path);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(chmod(sa.sun_path, 0777), 0);
+	ck_assert_int_eq(chown(sa.sun_path, owner, owner), 0);
+	if (listening) {
+		ck_assert_int_eq(listen(fd, 4), 0);
+		return fd;
+	}
+	close(fd);
+	return -1;
+}
+
+/* A socket left by a killed JVM that had the same pid is replaced. */
+START_TEST(test_stale_socket)
+{
+	char m[256], opts[300];
+	struct jvm j;
+	struct run r;
+
+	jvm_start(&j, JDK17, NULL, NULL);
+	make_socket(j.pid, false, NOBODY);
+	marker_path(m, sizeof(m), "stale");
+	snprintf(opts, sizeof(opts), "out=%s", m);
+	run_attach(&r, j.pid, agent, opts, 10000);
+	ck_assert_msg(r.res.status == 0, "%s: %s", r.res.code, r.res.message);
+	ck_assert_ptr_nonnull(strstr(slurp(m), opts));
+	jvm_stop(&j);
+}
+END_TEST
+
+/* Someone else listening at the JVM's socket name gets nothing. */
+START_TEST(test_squatted_socket)
+{
+	char m[256], opts[300];
+	struct jvm j;
+	struct run r;
+	int fd;
+
+	jvm_start(&j, JDK17, NULL, NULL);
+	fd = make_socket(j.pid, true, NOBODY);
+	marker_path(m, sizeof(m), "squatsock");
+	unlink(m);
+	snprintf(opts, sizeof(opts), "out=%s", m);
+	run_attach(&r, j.pid, agent, opts, 5000);
+	ck_assert_str_eq(r.res.code, "attach_refused");
+	ck_assert_int_ne(access(m, F_OK), 0);
+	close(fd);
+	ck_assert(jvm_alive(&j));
 	jvm_stop(&j);
 }
 END_TEST
@@ -582,6 +658,8 @@ static Suite *attach_suite(void)
 	tcase_add_test(tc, test_java_tool_options);
 	tcase_add_test(tc, test_timeout_stopped_jvm);
 	tcase_add_test(tc, test_cancel);
+	tcase_add_test(tc, test_stale_socket);
+	tcase_add_test(tc, test_squatted_socket);
 	tcase_add_test(tc, test_dead_pid);
 	tcase_add_test(tc, test_bad_args);
 	suite_add_tcase(s, tc);
