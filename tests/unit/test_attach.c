@@ -23,7 +23,8 @@
 #define JDK25 "/usr/lib/jvm/temurin-25-jdk-amd64/bin/java"
 #define NOBODY 65534
 
-/* Traversable by nobody: AttachTarget.class, the test agent, out/ (0777). */
+/* Traversable by nobody: AttachTarget.class, the test agent, out/ (0777).
+ * Not under /tmp, so that a JVM with a private /tmp still sees it. */
 static char dir[64];
 static char agent[128];
 
@@ -78,7 +79,7 @@ static void setup(void)
 	char from[512], to[512];
 
 	ck_assert_msg(jd != NULL, "JPROF_JAVA_DIR is not set");
-	snprintf(dir, sizeof(dir), "/tmp/jprof-attach-XXXXXX");
+	snprintf(dir, sizeof(dir), "/var/tmp/jprof-attach-XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	chmod(dir, 0755);
 	snprintf(from, sizeof(from), "%s/AttachTarget.class", jd);
@@ -103,10 +104,13 @@ static void teardown(void)
 
 /* Starts `setpriv ... java [opt] -cp dir AttachTarget` as nobody and waits
  * for "ready". env_opts, if set, becomes JAVA_TOOL_OPTIONS. */
+/* Set: the next JVM runs in its own mount namespace with its own /tmp. */
+static bool jvm_private_tmp;
+
 static void jvm_start(struct jvm *j, const char *java, const char *opt, const char *env_opts)
 {
 	static int seq;
-	const char *argv[12];
+	const char *argv[20];
 	int p[2], fd, n = 0;
 	double t0;
 
@@ -114,6 +118,15 @@ static void jvm_start(struct jvm *j, const char *java, const char *opt, const ch
 	fd = open(j->out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	if (jvm_private_tmp) {
+		argv[n++] = "unshare";
+		argv[n++] = "--mount";
+		argv[n++] = "--propagation=private";
+		argv[n++] = "sh";
+		argv[n++] = "-c";
+		argv[n++] = "mount -t tmpfs -o mode=1777 tmpfs /tmp && exec \"$@\"";
+		argv[n++] = "sh";
+	}
 	argv[n++] = "setpriv";
 	argv[n++] = "--reuid=nobody";
 	argv[n++] = "--regid=nogroup";
@@ -136,7 +149,7 @@ static void jvm_start(struct jvm *j, const char *java, const char *opt, const ch
 		unsetenv("_JAVA_OPTIONS");
 		if (env_opts)
 			setenv("JAVA_TOOL_OPTIONS", env_opts, 1);
-		execvp("setpriv", (char **)argv);
+		execvp(argv[0], (char **)argv);
 		_exit(127);
 	}
 	close(p[0]);
@@ -607,6 +620,50 @@ START_TEST(test_squatted_socket)
 }
 END_TEST
 
+/* A JVM with its own /tmp (a container): the helper enters its mount
+ * namespace, finds the socket there, and copies the agent, which the JVM
+ * cannot see, into that /tmp. */
+START_TEST(test_mount_namespace)
+{
+	char tdir[64], tagent[128], m[256], opts[300], path[128];
+	struct stat st_host, st_jvm;
+	struct jvm j;
+	struct run r;
+	glob_t g;
+
+	snprintf(tdir, sizeof(tdir), "/tmp/jprof-attach-ns-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tdir));
+	chmod(tdir, 0755);
+	snprintf(tagent, sizeof(tagent), "%s/lib.so", tdir);
+	copy_file(agent, tagent, 0644);
+	remove_copies();
+	jvm_private_tmp = true;
+	jvm_start(&j, JDK17, NULL, NULL);
+	jvm_private_tmp = false;
+	ck_assert_int_eq(stat("/proc/self/ns/mnt", &st_host), 0);
+	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)j.pid);
+	ck_assert_int_eq(stat(path, &st_jvm), 0);
+	ck_assert_uint_ne(st_host.st_ino, st_jvm.st_ino);
+
+	marker_path(m, sizeof(m), "ns");
+	snprintf(opts, sizeof(opts), "out=%s", m);
+	run_attach(&r, j.pid, tagent, opts, 10000);
+	ck_assert_msg(r.res.status == 0, "%s: %s", r.res.code, r.res.message);
+	ck_assert_ptr_nonnull(strstr(r.res.message, "/tmp/.jprofagent-65534-"));
+	ck_assert_ptr_nonnull(strstr(slurp(m), opts));
+	/* Socket and copy are in the JVM's /tmp, not in ours. */
+	ck_assert_int_ne(glob("/tmp/.jprofagent-65534-*.so", 0, NULL, &g), 0);
+	globfree(&g);
+	sock_path(path, sizeof(path), j.pid);
+	ck_assert_int_ne(access(path, F_OK), 0);
+	snprintf(path, sizeof(path), "/proc/%d/root/tmp/.java_pid%d", (int)j.pid, (int)j.pid);
+	ck_assert_int_eq(access(path, F_OK), 0);
+	jvm_stop(&j);
+	unlink(tagent);
+	rmdir(tdir);
+}
+END_TEST
+
 START_TEST(test_dead_pid)
 {
 	struct attach_result res;
@@ -658,6 +715,7 @@ static Suite *attach_suite(void)
 	tcase_add_test(tc, test_java_tool_options);
 	tcase_add_test(tc, test_timeout_stopped_jvm);
 	tcase_add_test(tc, test_cancel);
+	tcase_add_test(tc, test_mount_namespace);
 	tcase_add_test(tc, test_stale_socket);
 	tcase_add_test(tc, test_squatted_socket);
 	tcase_add_test(tc, test_dead_pid);
