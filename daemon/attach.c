@@ -808,15 +808,77 @@ static bool same_file(const char *path, const struct stat *ref)
 	return stat(path, &st) == 0 && st.st_dev == ref->st_dev && st.st_ino == ref->st_ino;
 }
 
+/* The trigger file while it exists, so that a child stopped by SIGTERM (the
+ * parent's timeout or cancel) or SIGALRM removes it: a leftover would turn
+ * a later SIGQUIT meant for a thread dump into a listener start. */
+static char child_trigger[64];
+static volatile sig_atomic_t child_trigger_set;
+
+static void child_on_signal(int sig)
+{
+	if (child_trigger_set)
+		unlink(child_trigger);
+	_exit(128 + sig);
+}
+
+/* Asks the JVM to start its attach listener: the trigger file (owned by the
+ * JVM's euid, as HotSpot requires) makes its signal thread open the socket
+ * on SIGQUIT instead of printing a thread dump. Waits for the socket. */
+static int start_listener(const struct child_ctx *c, pid_t nspid, const char *sock_path,
+			  struct attach_result *res)
+{
+	char *trigger = child_trigger;
+	struct stat st;
+	int fd, r;
+
+	snprintf(child_trigger, sizeof(child_trigger), "/tmp/.attach_pid%d", (int)nspid);
+	child_trigger_set = 1;
+	/* An existing one (another attacher's, or left over) serves as well. */
+	fd = open(trigger, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		r = -errno;
+		res_set(res, r, "internal", "cannot create %s: %s", trigger, strerror(-r));
+		goto out;
+	}
+	close(fd);
+	if (syscall(SYS_pidfd_send_signal, c->pidfd, SIGQUIT, NULL, 0) < 0) {
+		r = -errno;
+		if (r == -ESRCH)
+			res_set(res, r, "no_such_process", "process %d is gone", (int)c->pid);
+		else
+			res_set(res, r, "internal", "cannot send SIGQUIT to %d: %s", (int)c->pid,
+				strerror(-r));
+		goto out;
+	}
+	while (lstat(sock_path, &st) < 0) {
+		if (ms_left(c->deadline) == 0) {
+			r = -ETIMEDOUT;
+			res_set(res, r, "no_attach_socket",
+				"JVM %d did not open %s after SIGQUIT (attach mechanism disabled in a "
+				"way jprofd cannot see, or the JVM does not respond)",
+				(int)c->pid, sock_path);
+			goto out;
+		}
+		sleep_ms(ATTACH_POLL_MS);
+	}
+	r = 0;
+out:
+	unlink(trigger);
+	child_trigger_set = 0;
+	return r;
+}
+
 /* Everything that needs the target's namespace and identity. Fills res. */
 static void child_attach(const struct child_ctx *c, struct attach_result *res)
 {
-	char path[128], sock_path[64], trigger[64], agent_use[PATH_MAX], *status = NULL;
+	char path[128], sock_path[64], agent_use[PATH_MAX], *status = NULL;
 	char reply[2048], req[2 * ATTACH_ARG_MAX + 64];
 	struct stat agent_st, st_self, st_target;
 	unsigned euid = 0, egid = 0;
 	pid_t nspid = 0;
-	bool made_trigger = false;
+	struct ucred peer = { .pid = 0 };
+	socklen_t peer_len = sizeof(peer);
+	bool existed;
 	int agent_fd = -1, ns_fd = -1, sfd = -1, r;
 	size_t rl;
 	ssize_t n;
@@ -884,51 +946,41 @@ static void child_attach(const struct child_ctx *c, struct attach_result *res)
 	}
 
 	snprintf(sock_path, sizeof(sock_path), "/tmp/.java_pid%d", (int)nspid);
-	if (lstat(sock_path, &st_self) < 0) {
-		int tfd;
-
-		/* The JVM's signal thread sees this file (owned by its euid) on
-		 * SIGQUIT and starts the attach listener instead of printing a
-		 * thread dump. */
-		snprintf(trigger, sizeof(trigger), "/tmp/.attach_pid%d", (int)nspid);
-		tfd = open(trigger, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (tfd >= 0) {
-			made_trigger = true;
-			close(tfd);
-		} else if (errno != EEXIST) {
-			r = -errno;
-			res_set(res, r, "internal", "cannot create %s: %s", trigger, strerror(-r));
+	existed = lstat(sock_path, &st_self) == 0;
+	if (!existed) {
+		r = start_listener(c, nspid, sock_path, res);
+		if (r < 0)
 			goto out;
-		}
-		if (syscall(SYS_pidfd_send_signal, c->pidfd, SIGQUIT, NULL, 0) < 0) {
-			r = -errno;
-			if (r == -ESRCH)
-				res_set(res, r, "no_such_process", "process %d is gone", (int)c->pid);
-			else
-				res_set(res, r, "internal", "cannot send SIGQUIT to %d: %s", (int)c->pid,
-					strerror(-r));
-			goto out;
-		}
-		while (lstat(sock_path, &st_self) < 0) {
-			if (ms_left(c->deadline) == 0) {
-				r = -ETIMEDOUT;
-				res_set(res, r, "no_attach_socket",
-					"JVM %d did not open %s after SIGQUIT (attach mechanism disabled "
-					"in a way jprofd cannot see, or the JVM does not respond)",
-					(int)c->pid, sock_path);
-				goto out;
-			}
-			sleep_ms(ATTACH_POLL_MS);
-		}
 	}
-
 	r = connect_jvm(sock_path, c->deadline, &sfd);
+	if (r == -ECONNREFUSED && existed) {
+		/* Left behind by a JVM that died (SIGKILL) with the same pid:
+		 * remove it and start this JVM's listener. */
+		if (unlink(sock_path) < 0) {
+			r = -errno;
+			res_set(res, r, "attach_refused", "stale %s cannot be removed: %s", sock_path,
+				strerror(-r));
+			goto out;
+		}
+		r = start_listener(c, nspid, sock_path, res);
+		if (r < 0)
+			goto out;
+		r = connect_jvm(sock_path, c->deadline, &sfd);
+	}
 	if (r < 0) {
 		if (r == -ETIMEDOUT)
 			res_set(res, r, "timeout", "connecting to %s timed out", sock_path);
 		else
 			res_set(res, r, "attach_refused", "cannot connect to %s: %s", sock_path,
 				strerror(-r));
+		goto out;
+	}
+	/* Anyone could have created a socket of that name first: talk only to
+	 * the target itself. */
+	if (getsockopt(sfd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_len) < 0 || peer.pid != c->pid) {
+		r = -ECONNREFUSED;
+		res_set(res, r, "attach_refused", "%s is not served by process %d (peer pid %d)",
+			sock_path, (int)c->pid, (int)peer.pid);
 		goto out;
 	}
 	/* Protocol 1: "1", the command and three arguments, each NUL-ended;
@@ -973,8 +1025,6 @@ static void child_attach(const struct child_ctx *c, struct attach_result *res)
 	if (r == 0 && strcmp(agent_use, c->agent_path) != 0)
 		res_set(res, 0, "", "agent loaded from the copy %s", agent_use);
 out:
-	if (made_trigger)
-		unlink(trigger);
 	if (sfd >= 0)
 		close(sfd);
 	if (ns_fd >= 0)
@@ -1003,9 +1053,10 @@ static __attribute__((noreturn)) void child_main(const struct child_ctx *c, int 
 
 	/* Neither the daemon's blocked signals nor its dispositions apply
 	 * here; alarm() is the last resort against any wait we missed. */
+	signal(SIGALRM, child_on_signal);
+	signal(SIGTERM, child_on_signal);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	signal(SIGALRM, SIG_DFL);
 	secs = (unsigned)(ms_left(c->deadline) / 1000) + 2;
 	alarm(secs);
 	/* Other fds of the daemon (sockets, other attaches' pipes) must not
@@ -1018,6 +1069,27 @@ static __attribute__((noreturn)) void child_main(const struct child_ctx *c, int 
 }
 
 /* ---- parent --------------------------------------------------------------- */
+
+/* Stops the child: SIGTERM lets it remove the trigger file; SIGKILL if it
+ * has not exited within 100 ms. */
+static void stop_child(struct attach_req *req)
+{
+	int st;
+
+	if (req->child <= 0)
+		return;
+	kill(req->child, SIGTERM);
+	for (int i = 0; i < 100; i++) {
+		pid_t w = waitpid(req->child, &st, WNOHANG);
+
+		if (w == req->child || (w < 0 && errno != EINTR)) {
+			req->child = -1;
+			return;
+		}
+		sleep_ms(1);
+	}
+	kill(req->child, SIGKILL);
+}
 
 static void req_release(struct attach_req *req)
 {
@@ -1039,15 +1111,12 @@ static void req_release(struct attach_req *req)
 
 static void req_finish(struct attach_req *req)
 {
-	char uid[16] = "?";
-
-	if (req->uid != (uid_t)-1)
-		snprintf(uid, sizeof(uid), "%u", (unsigned)req->uid);
+	/* uid -1: the process was gone before we could read it */
 	if (req->res.status == 0)
-		log_audit("attach: loaded agent into pid %d (uid %s): %s", (int)req->pid, uid,
-			  req->res.message);
+		log_audit("attach: loaded agent into pid %d (uid %d): %s", (int)req->pid,
+			  (int)req->uid, req->res.message);
 	else
-		log_audit("attach: pid %d (uid %s) failed: %s: %s", (int)req->pid, uid,
+		log_audit("attach: pid %d (uid %d) failed: %s: %s", (int)req->pid, (int)req->uid,
 			  req->res.code, req->res.message);
 	if (req->done)
 		req->done(&req->res, req->arg);
@@ -1083,8 +1152,7 @@ static void on_timer(struct loop_source *src, void *arg)
 {
 	struct attach_req *req = arg;
 
-	if (req->child > 0)
-		kill(req->child, SIGKILL);
+	stop_child(req);
 	if (!req->have_result)
 		res_set(&req->res, -ETIMEDOUT, "timeout", "attaching to pid %d took too long",
 			(int)req->pid);
@@ -1171,8 +1239,7 @@ void attach_cancel(struct attach_req *req)
 {
 	if (!req)
 		return;
-	if (req->child > 0)
-		kill(req->child, SIGKILL);
-	log_audit("attach: pid %d (uid %u) cancelled", (int)req->pid, (unsigned)req->uid);
+	stop_child(req);
+	log_audit("attach: pid %d (uid %d) cancelled", (int)req->pid, (int)req->uid);
 	req_release(req);
 }

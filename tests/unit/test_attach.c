@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,7 +23,8 @@
 #define JDK25 "/usr/lib/jvm/temurin-25-jdk-amd64/bin/java"
 #define NOBODY 65534
 
-/* Traversable by nobody: AttachTarget.class, the test agent, out/ (0777). */
+/* Traversable by nobody: AttachTarget.class, the test agent, out/ (0777).
+ * Not under /tmp, so that a JVM with a private /tmp still sees it. */
 static char dir[64];
 static char agent[128];
 
@@ -76,7 +79,7 @@ static void setup(void)
 	char from[512], to[512];
 
 	ck_assert_msg(jd != NULL, "JPROF_JAVA_DIR is not set");
-	snprintf(dir, sizeof(dir), "/tmp/jprof-attach-XXXXXX");
+	snprintf(dir, sizeof(dir), "/var/tmp/jprof-attach-XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	chmod(dir, 0755);
 	snprintf(from, sizeof(from), "%s/AttachTarget.class", jd);
@@ -101,10 +104,13 @@ static void teardown(void)
 
 /* Starts `setpriv ... java [opt] -cp dir AttachTarget` as nobody and waits
  * for "ready". env_opts, if set, becomes JAVA_TOOL_OPTIONS. */
+/* Set: the next JVM runs in its own mount namespace with its own /tmp. */
+static bool jvm_private_tmp;
+
 static void jvm_start(struct jvm *j, const char *java, const char *opt, const char *env_opts)
 {
 	static int seq;
-	const char *argv[12];
+	const char *argv[20];
 	int p[2], fd, n = 0;
 	double t0;
 
@@ -112,6 +118,15 @@ static void jvm_start(struct jvm *j, const char *java, const char *opt, const ch
 	fd = open(j->out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	if (jvm_private_tmp) {
+		argv[n++] = "unshare";
+		argv[n++] = "--mount";
+		argv[n++] = "--propagation=private";
+		argv[n++] = "sh";
+		argv[n++] = "-c";
+		argv[n++] = "mount -t tmpfs -o mode=1777 tmpfs /tmp && exec \"$@\"";
+		argv[n++] = "sh";
+	}
 	argv[n++] = "setpriv";
 	argv[n++] = "--reuid=nobody";
 	argv[n++] = "--regid=nogroup";
@@ -134,7 +149,7 @@ static void jvm_start(struct jvm *j, const char *java, const char *opt, const ch
 		unsetenv("_JAVA_OPTIONS");
 		if (env_opts)
 			setenv("JAVA_TOOL_OPTIONS", env_opts, 1);
-		execvp("setpriv", (char **)argv);
+		execvp(argv[0], (char **)argv);
 		_exit(127);
 	}
 	close(p[0]);
@@ -153,12 +168,22 @@ static bool jvm_alive(struct jvm *j)
 	return waitpid(j->pid, NULL, WNOHANG) == 0;
 }
 
+static void sock_path(char *buf, size_t len, pid_t pid)
+{
+	snprintf(buf, len, "/tmp/.java_pid%d", (int)pid);
+}
+
 static void jvm_stop(struct jvm *j)
 {
+	char path[64];
+
 	kill(j->pid, SIGCONT);
 	kill(j->pid, SIGKILL);
 	waitpid(j->pid, NULL, 0);
 	close(j->stdin_w);
+	/* A killed JVM leaves its attach socket behind. */
+	sock_path(path, sizeof(path), j->pid);
+	unlink(path);
 }
 
 /* Our children, from /proc: the attach helper must never outlive a request. */
@@ -508,6 +533,7 @@ static void on_quit(struct loop_source *src, void *arg)
 
 START_TEST(test_cancel)
 {
+	char trigger[64];
 	struct attach_req *req = NULL;
 	struct jvm j;
 	struct run r;
@@ -522,12 +548,119 @@ START_TEST(test_cancel)
 	ck_assert_int_eq(count_children(), 2);  /* the JVM and the helper */
 	attach_cancel(req);
 	ck_assert_int_eq(count_children(), 1);
+	/* The helper removed its trigger file on the way out. */
+	snprintf(trigger, sizeof(trigger), "/tmp/.attach_pid%d", (int)j.pid);
+	ck_assert_int_ne(access(trigger, F_OK), 0);
 	ck_assert_int_eq(loop_add_timer(r.loop, 300, 0, on_quit, r.loop, NULL), 0);
 	ck_assert_int_eq(loop_run(r.loop), 0);
 	ck_assert_int_eq(r.calls, 0);
 	loop_free(r.loop);
 	attach_cancel(NULL);
 	jvm_stop(&j);
+}
+END_TEST
+
+/* A socket file at the JVM's name; listening or not (stale). */
+static int make_socket(pid_t pid, bool listening, uid_t owner)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(fd, 0);
+	sock_path(sa.sun_path, sizeof(sa.sun_path), pid);
+	unlink(sa.sun_path);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(chmod(sa.sun_path, 0777), 0);
+	ck_assert_int_eq(chown(sa.sun_path, owner, owner), 0);
+	if (listening) {
+		ck_assert_int_eq(listen(fd, 4), 0);
+		return fd;
+	}
+	close(fd);
+	return -1;
+}
+
+/* A socket left by a killed JVM that had the same pid is replaced. */
+START_TEST(test_stale_socket)
+{
+	char m[256], opts[300];
+	struct jvm j;
+	struct run r;
+
+	jvm_start(&j, JDK17, NULL, NULL);
+	make_socket(j.pid, false, NOBODY);
+	marker_path(m, sizeof(m), "stale");
+	snprintf(opts, sizeof(opts), "out=%s", m);
+	run_attach(&r, j.pid, agent, opts, 10000);
+	ck_assert_msg(r.res.status == 0, "%s: %s", r.res.code, r.res.message);
+	ck_assert_ptr_nonnull(strstr(slurp(m), opts));
+	jvm_stop(&j);
+}
+END_TEST
+
+/* Someone else listening at the JVM's socket name gets nothing. */
+START_TEST(test_squatted_socket)
+{
+	char m[256], opts[300];
+	struct jvm j;
+	struct run r;
+	int fd;
+
+	jvm_start(&j, JDK17, NULL, NULL);
+	fd = make_socket(j.pid, true, NOBODY);
+	marker_path(m, sizeof(m), "squatsock");
+	unlink(m);
+	snprintf(opts, sizeof(opts), "out=%s", m);
+	run_attach(&r, j.pid, agent, opts, 5000);
+	ck_assert_str_eq(r.res.code, "attach_refused");
+	ck_assert_int_ne(access(m, F_OK), 0);
+	close(fd);
+	ck_assert(jvm_alive(&j));
+	jvm_stop(&j);
+}
+END_TEST
+
+/* A JVM with its own /tmp (a container): the helper enters its mount
+ * namespace, finds the socket there, and copies the agent, which the JVM
+ * cannot see, into that /tmp. */
+START_TEST(test_mount_namespace)
+{
+	char tdir[64], tagent[128], m[256], opts[300], path[128];
+	struct stat st_host, st_jvm;
+	struct jvm j;
+	struct run r;
+	glob_t g;
+
+	snprintf(tdir, sizeof(tdir), "/tmp/jprof-attach-ns-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tdir));
+	chmod(tdir, 0755);
+	snprintf(tagent, sizeof(tagent), "%s/lib.so", tdir);
+	copy_file(agent, tagent, 0644);
+	remove_copies();
+	jvm_private_tmp = true;
+	jvm_start(&j, JDK17, NULL, NULL);
+	jvm_private_tmp = false;
+	ck_assert_int_eq(stat("/proc/self/ns/mnt", &st_host), 0);
+	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)j.pid);
+	ck_assert_int_eq(stat(path, &st_jvm), 0);
+	ck_assert_uint_ne(st_host.st_ino, st_jvm.st_ino);
+
+	marker_path(m, sizeof(m), "ns");
+	snprintf(opts, sizeof(opts), "out=%s", m);
+	run_attach(&r, j.pid, tagent, opts, 10000);
+	ck_assert_msg(r.res.status == 0, "%s: %s", r.res.code, r.res.message);
+	ck_assert_ptr_nonnull(strstr(r.res.message, "/tmp/.jprofagent-65534-"));
+	ck_assert_ptr_nonnull(strstr(slurp(m), opts));
+	/* Socket and copy are in the JVM's /tmp, not in ours. */
+	ck_assert_int_ne(glob("/tmp/.jprofagent-65534-*.so", 0, NULL, &g), 0);
+	globfree(&g);
+	sock_path(path, sizeof(path), j.pid);
+	ck_assert_int_ne(access(path, F_OK), 0);
+	snprintf(path, sizeof(path), "/proc/%d/root/tmp/.java_pid%d", (int)j.pid, (int)j.pid);
+	ck_assert_int_eq(access(path, F_OK), 0);
+	jvm_stop(&j);
+	unlink(tagent);
+	rmdir(tdir);
 }
 END_TEST
 
@@ -582,6 +715,9 @@ static Suite *attach_suite(void)
 	tcase_add_test(tc, test_java_tool_options);
 	tcase_add_test(tc, test_timeout_stopped_jvm);
 	tcase_add_test(tc, test_cancel);
+	tcase_add_test(tc, test_mount_namespace);
+	tcase_add_test(tc, test_stale_socket);
+	tcase_add_test(tc, test_squatted_socket);
 	tcase_add_test(tc, test_dead_pid);
 	tcase_add_test(tc, test_bad_args);
 	suite_add_tcase(s, tc);
