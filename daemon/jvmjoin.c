@@ -503,6 +503,7 @@ static void emit_rec(struct jvm_join *j, uint32_t tid, const struct bpf_rec *b,
 {
 	struct jvm_sample s = {
 		.tid = tid,
+		.time_ns = b->time,
 		.java = java,
 		.njava = njava,
 		.marker = marker,

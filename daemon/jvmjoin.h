@@ -39,6 +39,7 @@ struct jvm_frame {
  * where JIT code begins when there are Java frames). */
 struct jvm_sample {
 	uint32_t tid;
+	uint64_t time_ns;              /* when BPF took the sample (CLOCK_MONOTONIC) */
 	const struct jvm_frame *java;  /* root first */
 	unsigned njava;
 	const char *marker;            /* NULL, or e.g. "[gc_active]" for the Java part */

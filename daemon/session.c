@@ -584,12 +584,11 @@ static void add_jvm_sample(const struct jvm_sample *js, void *arg)
 		s->stacks_lost++;
 	s->samples++;
 	store_add(s->store, pid, js->tid, ids, n, 1, interval_ns(s));
-	if (js->njava && !s->first_java_ms) {
-		s->first_java_ms = elapsed_ms(s);
-		if (!s->first_java_ms)
-			s->first_java_ms = 1;
-		log_info("session %u: first sample with Java frames %llu ms after the request", s->id,
-			 (unsigned long long)s->first_java_ms);
+	if (js->njava && !s->first_java_ms && js->time_ns > s->start_mono_ns) {
+		/* When the sample was taken, not when the drain got to it. */
+		s->first_java_ms = (js->time_ns - s->start_mono_ns + 999999) / 1000000;
+		log_info("session %u: first sample with Java frames taken %llu ms after the request",
+			 s->id, (unsigned long long)s->first_java_ms);
 	}
 }
 
