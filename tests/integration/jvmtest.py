@@ -51,11 +51,20 @@ class Jvm:
         self.pid = self.proc.pid
         jt.log("started JDK %s %s as nobody: pid %d" % (jdk, " ".join([cls] + list(map(str, args))),
                                                       self.pid))
-        jt.wait_until(lambda: not self.proc.running() or self.output().strip(), 20,
+        # Started once libjvm is mapped (setpriv has exec'd java); then give
+        # the workload `settle` seconds to reach its main loop.
+        jt.wait_until(lambda: not self.proc.running() or self._has_libjvm(), 20,
                       what="%s to start" % cls)
         jt.time.sleep(settle)
         jt.check(self.proc.running(), "%s exited early (%r): %s"
                  % (cls, self.proc.returncode, self.output()[-2000:]))
+
+    def _has_libjvm(self):
+        try:
+            with open("/proc/%d/maps" % self.pid) as f:
+                return "libjvm.so" in f.read()
+        except OSError:
+            return False
 
     def output(self):
         with open(self.out_path, "rb") as f:

@@ -22,8 +22,9 @@ def main(t):
         jt.check_eq(r.returncode, 1, "jprofctl exit code for a non-JVM")
         jt.check("JVM" in r.stderr, "jprofctl says nothing about the JVM: %r" % r.stderr)
         # auto on a non-JVM is a plain native recording.
-        rec = c.record(pid=p.pid, duration_ms=1000)
-        jt.check(rec.profile is not None and rec.summary()["samples"] > 50,
+        rec = c.record(pid=p.pid, duration_ms=2000)
+        jt.check(rec.profile is not None and
+                 jt.samples_matching(rec.stacks(), lambda fr: jt.has_seq(fr, ["main", "a", "b", "spin"])) > 0,
                  "native recording of a non-JVM: %s" % rec.describe())
         p.kill()
 
