@@ -63,8 +63,9 @@ static int textreport_header(const struct store *st, const struct export_meta *m
 	if (r == 0 && !tot->samples)
 		r = buf_puts(out, "total: no samples\n");
 	if (r == 0 && tot->samples)
-		r = buf_printf(out, "total: %" PRIu64 " samples (%.3f s of CPU), %zu distinct stacks\n",
-			       tot->samples, (double)tot->weight_ns / 1e9, tot->stacks);
+		r = buf_printf(out, "total: %" PRIu64 " sample%s (%.3f s of CPU), %zu distinct stack%s\n",
+			       tot->samples, tot->samples == 1 ? "" : "s", (double)tot->weight_ns / 1e9,
+			       tot->stacks, tot->stacks == 1 ? "" : "s");
 	if (r == 0 && tot->truncated)
 		r = buf_printf(out, "truncated: %" PRIu64 " samples went to [truncated] stacks "
 			       "(the profile hit its size limit)\n", tot->truncated_samples);
@@ -118,8 +119,8 @@ int textreport_render(const struct store *st, const struct export_meta *meta,
 	for (k = 0; r == 0 && k < shown; k++) {
 		const struct calltree_node *leaf = calltree_node(t, leaves[k]);
 
-		r = buf_printf(out, "\n--- %zu: %" PRIu64 " samples (%.2f%%)\n", k + 1, leaf->self,
-			       textreport_pct(leaf->self, tot.samples));
+		r = buf_printf(out, "\n--- %zu: %" PRIu64 " sample%s (%.2f%%)\n", k + 1, leaf->self,
+			       leaf->self == 1 ? "" : "s", textreport_pct(leaf->self, tot.samples));
 		for (node = leaves[k]; r == 0 && node != 0; node = calltree_node(t, node)->parent) {
 			r = buf_puts(out, "  ");
 			if (r == 0)
