@@ -64,7 +64,8 @@ int main(int argc, char **argv)
 	f = fopen(argv[2], "we");
 	if (!f)
 		goto out;
-	if (fwrite(out.data, 1, out.len, f) != out.len)
+	/* an empty rendering (collapsed of no samples) has no buffer at all */
+	if (out.len && fwrite(out.data, 1, out.len, f) != out.len)
 		r = 1;
 	else
 		r = 0;
