@@ -932,9 +932,10 @@ static void ctl_record_help(void)
 	       "                         range 100us..10s)\n"
 	       "  -o, --output FILE      write the profile to FILE (atomically) instead of\n"
 	       "                         stdout\n"
-	       "  -f, --format FMT       collapsed, json, html, pprof, text; default from the\n"
-	       "                         FILE extension (.collapsed/.folded, .json, .html,\n"
-	       "                         .pb.gz/.pprof, .txt), else collapsed\n"
+	       "  -f, --format FMT       collapsed, json, html, pprof, text, raw; default from\n"
+	       "                         the FILE extension (.collapsed/.folded, .json, .html,\n"
+	       "                         .pb.gz/.pprof, .txt; others collapsed); without -o,\n"
+	       "                         text on a terminal and collapsed otherwise\n"
 	       "      --threads          add a frame per thread at the root of each stack\n"
 	       "      --java MODE        Java frames for a JVM: auto (default: load the agent,\n"
 	       "                         fall back to native stacks with a warning), off, or\n"
@@ -1251,8 +1252,11 @@ static int ctl_cmd_record(int argc, char **argv, const char *socket_path)
 		r = ctl_usage_err("record", "give exactly one of --pid PID or --all");
 		goto out;
 	}
+	/* Without -o a person at a terminal wants the summary, a pipe the
+	 * folded stacks that flame-graph tools read. */
 	if (!format)
-		format = ctl_format_for_path(rec.output);
+		format = rec.output ? ctl_format_for_path(rec.output)
+				    : isatty(STDOUT_FILENO) ? "text" : "collapsed";
 	snprintf(rec.req.record.format, sizeof(rec.req.record.format), "%s", format);
 	rec.req.record.progress = !no_progress;
 	rec.progress_line = !no_progress && !rec.json_events && isatty(STDERR_FILENO);

@@ -328,7 +328,8 @@ static void handle_record(struct client *c, const struct jprof_request *req)
 
 	fmt = export_format_parse(rr->format);
 	if (fmt < 0) {
-		send_error(c, req, JPROF_E_BAD_REQUEST, "unknown format \"%s\" (supported: collapsed, json)",
+		send_error(c, req, JPROF_E_BAD_REQUEST,
+			   "unknown format \"%s\" (supported: " EXPORT_FORMAT_NAMES ")",
 			   rr->format);
 		return;
 	}

@@ -1,5 +1,10 @@
 #include "export.h"
 
+#include "calltree.h"
+#include "flamegraph.h"
+#include "pprof.h"
+#include "textreport.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -13,8 +18,16 @@ int export_format_parse(const char *name)
 		return -EINVAL;
 	if (!strcmp(name, "collapsed") || !strcmp(name, "folded"))
 		return EXPORT_COLLAPSED;
+	if (!strcmp(name, "raw"))
+		return EXPORT_RAW;
 	if (!strcmp(name, "json"))
 		return EXPORT_JSON;
+	if (!strcmp(name, "html"))
+		return EXPORT_HTML;
+	if (!strcmp(name, "pprof"))
+		return EXPORT_PPROF;
+	if (!strcmp(name, "text"))
+		return EXPORT_TEXT;
 	return -EINVAL;
 }
 
@@ -23,8 +36,16 @@ const char *export_format_name(enum export_format fmt)
 	switch (fmt) {
 	case EXPORT_COLLAPSED:
 		return "collapsed";
+	case EXPORT_RAW:
+		return "raw";
 	case EXPORT_JSON:
 		return "json";
+	case EXPORT_HTML:
+		return "html";
+	case EXPORT_PPROF:
+		return "pprof";
+	case EXPORT_TEXT:
+		return "text";
 	default:
 		return "unknown";
 	}
@@ -32,9 +53,7 @@ const char *export_format_name(enum export_format fmt)
 
 bool export_format_is_binary(enum export_format fmt)
 {
-	/* Both current formats are text; pprof (gzipped protobuf) will not be. */
-	(void)fmt;
-	return false;
+	return fmt == EXPORT_PPROF;
 }
 
 /* Length of the well-formed UTF-8 sequence at p (1..4), or 0 when the byte
@@ -81,7 +100,7 @@ static int export_put_hex_escape(struct buf *out, unsigned char c)
 
 /* Appends the decimal text of v without going through printf: a big JSON
  * profile has millions of numbers. */
-static int export_put_u64(struct buf *out, uint64_t v)
+int export_put_u64(struct buf *out, uint64_t v)
 {
 	char tmp[20];
 	size_t i = sizeof(tmp);
@@ -93,20 +112,24 @@ static int export_put_u64(struct buf *out, uint64_t v)
 	return buf_append(out, tmp + i, sizeof(tmp) - i);
 }
 
-/* ---- collapsed ---------------------------------------------------------- */
+/* ---- frame naming --------------------------------------------------------- */
 
-/* Frame text for folded stacks: ';' separates frames and '\n' lines, so both
- * (and every other control byte, and bytes that are not UTF-8) are written
- * as "\xNN"; everything else, spaces included, passes through. */
-static int export_collapsed_text(const char *s, struct buf *out)
+/* Control bytes, DEL and bytes that are not UTF-8 become "\xNN" (so no
+ * format ever carries a terminal escape or a line break inside a name), and
+ * ';' too when asked (it separates frames in folded stacks). Spaces pass. */
+int export_text(const char *s, unsigned flags, struct buf *out)
 {
 	const unsigned char *p = (const unsigned char *)s, *run = p;
-	size_t left = strlen(s), n;
+	bool semi = flags & EXPORT_NAME_NO_SEMICOLON;
+	size_t left, n;
 	int r = 0;
 
+	if (!s || !out)
+		return -EINVAL;
+	left = strlen(s);
 	while (left) {
 		n = export_utf8_len(p, left);
-		if (n == 1 && *p >= 0x20 && *p != 0x7f && *p != ';') {
+		if (n == 1 && *p >= 0x20 && *p != 0x7f && !(semi && *p == ';')) {
 			p++;
 			left--;
 			continue;
@@ -130,14 +153,14 @@ out:
 	return r;
 }
 
-int export_collapsed_frame(const struct store_frame *f, struct buf *out)
+int export_frame_name(const struct store_frame *f, unsigned flags, struct buf *out)
 {
 	const char *suffix = NULL;
 	int r;
 
 	if (!f || !out || !f->name)
 		return -EINVAL;
-	r = export_collapsed_text(f->name, out);
+	r = export_text(f->name, flags, out);
 	if (r < 0)
 		goto out;
 	switch (f->kind) {
@@ -145,7 +168,7 @@ int export_collapsed_frame(const struct store_frame *f, struct buf *out)
 		if (f->module && *f->module) {
 			r = buf_puts(out, " [");
 			if (r == 0)
-				r = export_collapsed_text(f->module, out);
+				r = export_text(f->module, flags, out);
 			if (r == 0)
 				r = buf_putc(out, ']');
 			if (r < 0)
@@ -166,10 +189,17 @@ int export_collapsed_frame(const struct store_frame *f, struct buf *out)
 		/* native, anonymous JIT code and markers keep their plain name */
 		break;
 	}
-	if (suffix)
+	if (suffix && (flags & EXPORT_NAME_SUFFIX))
 		r = buf_puts(out, suffix);
 out:
 	return r;
+}
+
+/* ---- collapsed ---------------------------------------------------------- */
+
+int export_collapsed_frame(const struct store_frame *f, struct buf *out)
+{
+	return export_frame_name(f, EXPORT_NAME_SUFFIX | EXPORT_NAME_NO_SEMICOLON, out);
 }
 
 /* One line candidate: a stack plus its optional thread root frame. */
@@ -256,7 +286,7 @@ static int collapsed_thread_frame(const struct store *st, const struct store_sta
 
 	r = buf_putc(out, '[');
 	if (r == 0 && name && *name) {
-		r = export_collapsed_text(name, out);
+		r = export_text(name, EXPORT_NAME_NO_SEMICOLON, out);
 		if (r == 0)
 			r = buf_putc(out, ' ');
 	}
@@ -349,14 +379,14 @@ out:
 	return r;
 }
 
-/* ---- JSON --------------------------------------------------------------- */
+/* ---- raw JSON (jprofd-profile) --------------------------------------------------------------- */
 
 /* A JSON string literal. Control characters become \u00XX; '<', '>', '&' and
  * U+2028/U+2029 are escaped too so the document can be embedded in an HTML
  * <script> as is. A byte that is not UTF-8 becomes the six characters
  * "\\xNN" (the decoded string then reads \xNN), which keeps the document
  * valid for strict parsers without dropping information. */
-static int export_json_str(struct buf *out, const char *s)
+int export_json_string(struct buf *out, const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s, *run;
 	size_t left, n;
@@ -453,7 +483,7 @@ static int export_json_strfield(struct buf *out, const char *key, const char *v,
 {
 	int r = export_json_key(out, key, first);
 
-	return r < 0 ? r : export_json_str(out, v);
+	return r < 0 ? r : export_json_string(out, v);
 }
 
 struct json_list {
@@ -538,7 +568,7 @@ static int export_json_stack(const struct store_stack *s, void *arg)
 	return r;
 }
 
-static int export_json(const struct store *st, const struct export_meta *meta, struct buf *out)
+static int export_raw(const struct store *st, const struct export_meta *meta, struct buf *out)
 {
 	static const struct export_meta no_meta;
 	struct json_list list = { out, true };
@@ -637,8 +667,20 @@ int export_render(const struct store *st, const struct export_meta *meta,
 	case EXPORT_COLLAPSED:
 		r = export_collapsed(st, opt, out);
 		break;
+	case EXPORT_RAW:
+		r = export_raw(st, meta, out);
+		break;
 	case EXPORT_JSON:
-		r = export_json(st, meta, out);
+		r = calltree_render_json(st, meta, opt, out);
+		break;
+	case EXPORT_HTML:
+		r = flamegraph_render(st, meta, opt, out);
+		break;
+	case EXPORT_PPROF:
+		r = pprof_render(st, meta, out);
+		break;
+	case EXPORT_TEXT:
+		r = textreport_render(st, meta, opt, out);
 		break;
 	default:
 		r = -EINVAL;

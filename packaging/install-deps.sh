@@ -19,8 +19,13 @@ packages=(
 	libbpf-dev libelf-dev zlib1g-dev       # sampler, symbols
 	libjson-c-dev libsystemd-dev libiberty-dev
 	check                                  # unit tests
+	protobuf-c-compiler libprotobuf-c-dev  # pprof output (zlib1g-dev above gzips it)
+	golang-go chromium                     # format consumers: go tool pprof, headless Chromium
 	python3 util-linux binutils            # integration tests: setpriv, strip/objcopy
 )
+
+# The browser test drives Chromium from node (playwright-core, tests/browser).
+command -v node >/dev/null 2>&1 || packages+=(nodejs npm)
 
 echo "install-deps.sh: apt-get update"
 apt-get update -q

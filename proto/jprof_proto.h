@@ -73,7 +73,7 @@ struct jprof_record_req {
 	bool all;               /* whole host (root or the authorized group only) */
 	uint64_t duration_ms;
 	uint64_t interval_us;
-	char format[32];        /* "collapsed", "json"; default "json" */
+	char format[32];        /* "collapsed", "json", "html", "pprof", "text", "raw"; default "json" */
 	bool progress;          /* default true */
 	bool thread_frames;     /* default false */
 	enum jprof_java java;   /* default JPROF_JAVA_AUTO */

@@ -46,15 +46,23 @@ START_TEST(test_format_names)
 {
 	ck_assert_int_eq(export_format_parse("collapsed"), EXPORT_COLLAPSED);
 	ck_assert_int_eq(export_format_parse("folded"), EXPORT_COLLAPSED);
+	ck_assert_int_eq(export_format_parse("raw"), EXPORT_RAW);
 	ck_assert_int_eq(export_format_parse("json"), EXPORT_JSON);
+	ck_assert_int_eq(export_format_parse("html"), EXPORT_HTML);
+	ck_assert_int_eq(export_format_parse("pprof"), EXPORT_PPROF);
+	ck_assert_int_eq(export_format_parse("text"), EXPORT_TEXT);
 	ck_assert_int_eq(export_format_parse("JSON"), -EINVAL);
-	ck_assert_int_eq(export_format_parse("pprof"), -EINVAL);
+	ck_assert_int_eq(export_format_parse("pb"), -EINVAL);
 	ck_assert_int_eq(export_format_parse(""), -EINVAL);
 	ck_assert_int_eq(export_format_parse(NULL), -EINVAL);
 	ck_assert_str_eq(export_format_name(EXPORT_COLLAPSED), "collapsed");
+	ck_assert_str_eq(export_format_name(EXPORT_RAW), "raw");
 	ck_assert_str_eq(export_format_name(EXPORT_JSON), "json");
+	ck_assert_str_eq(export_format_name(EXPORT_PPROF), "pprof");
 	ck_assert(!export_format_is_binary(EXPORT_COLLAPSED));
-	ck_assert(!export_format_is_binary(EXPORT_JSON));
+	ck_assert(!export_format_is_binary(EXPORT_RAW));
+	ck_assert(!export_format_is_binary(EXPORT_HTML));
+	ck_assert(export_format_is_binary(EXPORT_PPROF));
 }
 END_TEST
 
@@ -215,7 +223,7 @@ START_TEST(test_empty_store)
 
 	ck_assert_int_eq(export_render(st, NULL, NULL, EXPORT_COLLAPSED, &b), 0);
 	ck_assert_uint_eq(b.len, 0);
-	ck_assert_int_eq(export_render(st, NULL, NULL, EXPORT_JSON, &b), 0);
+	ck_assert_int_eq(export_render(st, NULL, NULL, EXPORT_RAW, &b), 0);
 	root = json_tokener_parse(b.data);
 	ck_assert_ptr_nonnull(root);
 	ck_assert(json_object_object_get_ex(root, "stacks", &v));
@@ -235,9 +243,9 @@ START_TEST(test_render_errors_keep_buffer)
 
 	ck_assert_int_eq(buf_puts(&b, "keep"), 0);
 	ck_assert_int_eq(export_render(st, NULL, NULL, EXPORT_FORMAT_COUNT, &b), -EINVAL);
-	ck_assert_int_eq(export_render(NULL, NULL, NULL, EXPORT_JSON, &b), -EINVAL);
+	ck_assert_int_eq(export_render(NULL, NULL, NULL, EXPORT_RAW, &b), -EINVAL);
 	ck_assert_str_eq(b.data, "keep");
-	ck_assert_int_eq(export_render(st, NULL, NULL, EXPORT_JSON, NULL), -EINVAL);
+	ck_assert_int_eq(export_render(st, NULL, NULL, EXPORT_RAW, NULL), -EINVAL);
 	ck_assert_int_eq(export_collapsed_frame(NULL, &b), -EINVAL);
 	buf_release(&b);
 	store_free(st);
@@ -280,7 +288,7 @@ START_TEST(test_json_structure)
 	uint64_t sum = 0, wsum = 0;
 	size_t i, j, nframes;
 
-	ck_assert_int_eq(export_render(st, &meta, NULL, EXPORT_JSON, &b), 0);
+	ck_assert_int_eq(export_render(st, &meta, NULL, EXPORT_RAW, &b), 0);
 	ck_assert_uint_gt(b.len, 2);
 	ck_assert_int_eq(b.data[b.len - 1], '\n');
 	root = parse_strict(b.data, b.len);
@@ -363,7 +371,7 @@ START_TEST(test_json_null_meta_and_truncation)
 
 	ck_assert_int_eq(store_add(st, 5, 6, &a, 1, 2, 0), 0);
 	ck_assert_int_eq(store_add(st, 5, 6, &b, 1, 3, 0), 1);
-	ck_assert_int_eq(export_render(st, NULL, NULL, EXPORT_JSON, &out), 0);
+	ck_assert_int_eq(export_render(st, NULL, NULL, EXPORT_RAW, &out), 0);
 	root = parse_strict(out.data, out.len);
 	m = get(root, "meta");
 	ck_assert(json_object_get_type(get(m, "comm")) == json_type_null);
@@ -414,7 +422,7 @@ START_TEST(test_json_escaping)
 		ids[i] = intern(st, FRAME_NATIVE, tricky[i].name, tricky[i].name);
 	ck_assert_int_eq(store_add(st, 1, 2, ids, n, 1, 1), 0);
 	ck_assert_int_eq(store_set_thread_name(st, 1, 2, "\"<&>\""), 0);
-	ck_assert_int_eq(export_render(st, &meta, NULL, EXPORT_JSON, &b), 0);
+	ck_assert_int_eq(export_render(st, &meta, NULL, EXPORT_RAW, &b), 0);
 
 	/* Nothing raw that could break a line-oriented reader or an HTML page. */
 	for (i = 0; i + 1 < b.len; i++) {
@@ -453,7 +461,7 @@ START_TEST(test_json_python_reads_it)
 
 	id = intern(st, FRAME_NATIVE, "bad\xff\"q\\\x01<&>\xed\xa0\x80", NULL);
 	ck_assert_int_eq(store_add(st, 10, 10, &id, 1, 1, 1), 0);
-	ck_assert_int_eq(export_render(st, NULL, NULL, EXPORT_JSON, &b), 0);
+	ck_assert_int_eq(export_render(st, NULL, NULL, EXPORT_RAW, &b), 0);
 	p = popen("python3 -c 'import json,sys; d=json.loads(sys.stdin.buffer.read()"
 		  ".decode(\"utf-8\")); assert d[\"frames\"][-1][\"name\"]=="
 		  "\"bad\\\\xff\\\"q\\\\\\x01<&>\\\\xed\\\\xa0\\\\x80\", d[\"frames\"][-1];"

@@ -1,0 +1,180 @@
+#include "flamegraph.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "calltree.h"
+
+/* Text for an HTML element or attribute: the clean text (export_text) with
+ * the five characters that mean something in HTML as entities. */
+static int flamegraph_html_text(const char *s, struct buf *out)
+{
+	const char *p;
+	int r = 0;
+
+	for (p = s; r == 0 && *p; p++) {
+		switch (*p) {
+		case '&':
+			r = buf_puts(out, "&amp;");
+			break;
+		case '<':
+			r = buf_puts(out, "&lt;");
+			break;
+		case '>':
+			r = buf_puts(out, "&gt;");
+			break;
+		case '"':
+			r = buf_puts(out, "&quot;");
+			break;
+		case '\'':
+			r = buf_puts(out, "&#39;");
+			break;
+		default:
+			r = buf_putc(out, *p);
+			break;
+		}
+	}
+	return r;
+}
+
+/* "spin_chain (pid 42): cpu-clock, 5.00 s, 500 samples" (clean text). */
+static int flamegraph_title(const struct export_meta *meta, uint64_t samples, struct buf *out)
+{
+	int r = 0;
+
+	if (!meta->pid) {
+		r = buf_puts(out, "all processes");
+	} else {
+		if (meta->comm) {
+			r = export_text(meta->comm, 0, out);
+			if (r == 0)
+				r = buf_putc(out, ' ');
+		}
+		if (r == 0)
+			r = buf_printf(out, "(pid %" PRIu32 ")", meta->pid);
+	}
+	if (r == 0)
+		r = buf_printf(out, ": %s, %.2f s, ", meta->event ? meta->event : "cpu",
+			       (double)meta->duration_ns / 1e9);
+	if (r == 0 && samples)
+		r = buf_printf(out, "%" PRIu64 " samples", samples);
+	if (r == 0 && !samples)
+		r = buf_puts(out, "no samples");
+	return r;
+}
+
+static int flamegraph_data(const struct calltree *t, const struct export_meta *meta,
+			   const struct store_totals *tot, const char *title, struct buf *out)
+{
+	uint32_t i, nkeys = calltree_key_count(t);
+	int r;
+
+	r = buf_puts(out, "{\"meta\":{\"title\":");
+	if (r == 0)
+		r = export_json_string(out, title);
+	if (r == 0)
+		r = buf_printf(out, ",\"pid\":%" PRIu32 ",\"comm\":", meta->pid);
+	if (r == 0)
+		r = export_json_string(out, meta->comm);
+	if (r == 0)
+		r = buf_puts(out, ",\"event\":");
+	if (r == 0)
+		r = export_json_string(out, meta->event);
+	if (r == 0)
+		r = buf_puts(out, ",\"status\":");
+	if (r == 0)
+		r = export_json_string(out, meta->status);
+	if (r == 0)
+		r = buf_printf(out, ",\"start_unix_ns\":%" PRIu64 ",\"duration_ns\":%" PRIu64
+			       ",\"interval_ns\":%" PRIu64 ",\"samples\":%" PRIu64
+			       ",\"truncated\":%s},\"kinds\":[",
+			       meta->start_unix_ns, meta->duration_ns, meta->interval_ns,
+			       tot->samples, tot->truncated ? "true" : "false");
+	for (i = 0; r == 0 && i < FRAME_KIND_COUNT; i++)
+		r = buf_printf(out, "\"%s\",", frame_kind_name((enum frame_kind)i));
+	if (r == 0)
+		r = buf_puts(out, "\"root\"],\"names\":[");
+	for (i = 0; r == 0 && i < nkeys; i++) {
+		if (i)
+			r = buf_putc(out, ',');
+		if (r == 0)
+			r = export_json_string(out, calltree_key_name(t, i));
+	}
+	if (r == 0)
+		r = buf_puts(out, "],\"nodes\":[");
+	if (r < 0)
+		goto out;
+
+	/* Depth first, children in name order: five numbers per node
+	 * (name index, kind index, depth, total, self). */
+	i = 0;
+	while (i != CALLTREE_NONE) {
+		const struct calltree_node *n = calltree_node(t, i);
+		uint32_t kind = n->key == CALLTREE_ROOT_KEY ? FRAME_KIND_COUNT
+							    : (uint32_t)calltree_key_frame_kind(t, n->key);
+
+		r = buf_printf(out, "%s%" PRIu32 ",%" PRIu32 ",%" PRIu32 ",%" PRIu64 ",%" PRIu64,
+			       i ? "," : "", n->key == CALLTREE_ROOT_KEY ? 0 : n->key, kind,
+			       n->depth, n->total, n->self);
+		if (r < 0)
+			goto out;
+		if (n->first_child != CALLTREE_NONE) {
+			i = n->first_child;
+			continue;
+		}
+		while (i != CALLTREE_NONE && calltree_node(t, i)->next_sibling == CALLTREE_NONE)
+			i = calltree_node(t, i)->parent;
+		if (i != CALLTREE_NONE)
+			i = calltree_node(t, i)->next_sibling;
+	}
+	r = buf_puts(out, "]}");
+out:
+	return r;
+}
+
+int flamegraph_render(const struct store *st, const struct export_meta *meta,
+		      const struct export_options *opt, struct buf *out)
+{
+	static const struct export_meta no_meta;
+	const char *p = flamegraph_page, *end = flamegraph_page + flamegraph_page_len, *mark;
+	struct buf title = BUF_INIT;
+	struct calltree *t = NULL;
+	struct store_totals tot;
+	int r;
+
+	if (!meta)
+		meta = &no_meta;
+	store_get_totals(st, &tot);
+	r = calltree_build(st, opt, &t);
+	if (r == 0)
+		r = calltree_sort(t, CALLTREE_BY_NAME);
+	if (r == 0)
+		r = flamegraph_title(meta, tot.samples, &title);
+	if (r < 0)
+		goto out;
+	while (p < end) {
+		mark = memmem(p, (size_t)(end - p), "{{", 2);
+		if (!mark)
+			mark = end;
+		r = buf_append(out, p, (size_t)(mark - p));
+		if (r < 0 || mark == end)
+			goto out;
+		if (!strncmp(mark, "{{TITLE}}", 9)) {
+			r = flamegraph_html_text(title.data, out);
+			p = mark + 9;
+		} else if (!strncmp(mark, "{{DATA}}", 8)) {
+			r = flamegraph_data(t, meta, &tot, title.data, out);
+			p = mark + 8;
+		} else {
+			r = buf_append(out, "{{", 2);
+			p = mark + 2;
+		}
+		if (r < 0)
+			goto out;
+	}
+out:
+	buf_release(&title);
+	calltree_free(t);
+	return r;
+}

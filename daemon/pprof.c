@@ -1,0 +1,493 @@
+#include "pprof.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "profile.pb-c.h"
+
+/* The kernel's mapping, named as perf and pprof users know it. */
+static const char pprof_kernel_mapping[] = "[kernel.kallsyms]";
+
+/* The profile's string table: index 0 is "", every string once. */
+struct pprof_strings {
+	struct buf data;   /* NUL-separated */
+	size_t *off;
+	size_t n, cap;
+	uint32_t *slots;   /* index + 1; 0 = empty */
+	size_t nslots;
+};
+
+static uint64_t pprof_str_hash(const char *s, size_t len)
+{
+	uint64_t h = 1469598103934665603ULL;   /* FNV-1a */
+
+	while (len--) {
+		h ^= (unsigned char)*s++;
+		h *= 1099511628211ULL;
+	}
+	return h;
+}
+
+static int pprof_strings_grow(struct pprof_strings *t)
+{
+	size_t n = t->nslots ? t->nslots * 2 : 1024, i, j;
+	uint32_t *slots = calloc(n, sizeof(*slots));
+
+	if (!slots)
+		return -ENOMEM;
+	for (i = 0; i < t->nslots; i++) {
+		const char *s;
+
+		if (!t->slots[i])
+			continue;
+		s = t->data.data + t->off[t->slots[i] - 1];
+		for (j = pprof_str_hash(s, strlen(s)) & (n - 1); slots[j]; j = (j + 1) & (n - 1))
+			;
+		slots[j] = t->slots[i];
+	}
+	free(t->slots);
+	t->slots = slots;
+	t->nslots = n;
+	return 0;
+}
+
+/* Index of s[0..len) in the table, adding it if new; -errno. */
+static int64_t pprof_string(struct pprof_strings *t, const char *s, size_t len)
+{
+	size_t i;
+	int r;
+
+	if ((t->n + 1) * 2 > t->nslots) {
+		r = pprof_strings_grow(t);
+		if (r < 0)
+			return r;
+	}
+	for (i = pprof_str_hash(s, len) & (t->nslots - 1); t->slots[i]; i = (i + 1) & (t->nslots - 1)) {
+		const char *have = t->data.data + t->off[t->slots[i] - 1];
+
+		if (strlen(have) == len && !memcmp(have, s, len))
+			return t->slots[i] - 1;
+	}
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 256;
+		size_t *off = realloc(t->off, cap * sizeof(*off));
+
+		if (!off)
+			return -ENOMEM;
+		t->off = off;
+		t->cap = cap;
+	}
+	t->off[t->n] = t->data.len;
+	r = buf_append(&t->data, s, len);
+	if (r == 0)
+		r = buf_putc(&t->data, '\0');
+	if (r < 0)
+		return r;
+	t->slots[i] = (uint32_t)(t->n + 1);
+	return (int64_t)t->n++;
+}
+
+static int64_t pprof_cstring(struct pprof_strings *t, const char *s)
+{
+	return pprof_string(t, s, strlen(s));
+}
+
+/* A name under the shared naming rules (no control bytes, valid UTF-8,
+ * which proto3 string fields require). */
+static int64_t pprof_clean_string(struct pprof_strings *t, const char *s, struct buf *tmp)
+{
+	int r;
+
+	buf_reset(tmp);
+	r = export_text(s, 0, tmp);
+	if (r < 0)
+		return r;
+	return pprof_string(t, tmp->data ? tmp->data : "", tmp->len);
+}
+
+static void pprof_strings_release(struct pprof_strings *t)
+{
+	buf_release(&t->data);
+	free(t->off);
+	free(t->slots);
+}
+
+/* Everything the packed message points to, freed in one place. */
+struct pprof_ctx {
+	const struct store *st;
+	struct pprof_strings strs;
+	struct buf tmp;
+	Perftools__Profiles__Function *funcs;
+	Perftools__Profiles__Function **funcp;
+	Perftools__Profiles__Location *locs;
+	Perftools__Profiles__Location **locp;
+	Perftools__Profiles__Line *lines;
+	Perftools__Profiles__Line **linep;
+	size_t nfuncs;                       /* == locations */
+	uint64_t *loc_of_frame;              /* frame id -> location id, 0 = none yet */
+	uint64_t no_stack_loc;
+	Perftools__Profiles__Mapping *maps;
+	Perftools__Profiles__Mapping **mapp;
+	size_t nmaps, maps_cap;
+	uint32_t *map_of_string;             /* string index -> mapping id, 0 = none */
+	size_t map_of_string_len;
+	Perftools__Profiles__Sample *samples;
+	Perftools__Profiles__Sample **samplep;
+	Perftools__Profiles__Label *labels;
+	Perftools__Profiles__Label **labelp;
+	uint64_t *locids;
+	int64_t *values;
+	char **strtab;
+};
+
+/* Mapping id for a module file name (string index), made on first use. */
+static int pprof_mapping(struct pprof_ctx *c, int64_t name, uint64_t *id)
+{
+	if ((size_t)name >= c->map_of_string_len) {
+		size_t n = (size_t)name * 2 + 64;
+		uint32_t *m = realloc(c->map_of_string, n * sizeof(*m));
+
+		if (!m)
+			return -ENOMEM;
+		memset(m + c->map_of_string_len, 0, (n - c->map_of_string_len) * sizeof(*m));
+		c->map_of_string = m;
+		c->map_of_string_len = n;
+	}
+	if (!c->map_of_string[name]) {
+		Perftools__Profiles__Mapping *m;
+
+		if (c->nmaps == c->maps_cap) {
+			/* Pointers into maps are taken only after the last mapping is
+			 * made, so growing the array here is safe. */
+			size_t cap = c->maps_cap ? c->maps_cap * 2 : 16;
+
+			m = realloc(c->maps, cap * sizeof(*m));
+			if (!m)
+				return -ENOMEM;
+			c->maps = m;
+			c->maps_cap = cap;
+		}
+		m = &c->maps[c->nmaps];
+		perftools__profiles__mapping__init(m);
+		m->id = c->nmaps + 1;
+		m->filename = name;
+		/* Names come from our symbolizer: pprof must not try to
+		 * symbolize these (it would look for the files locally). */
+		m->has_functions = true;
+		c->nmaps++;
+		c->map_of_string[name] = (uint32_t)m->id;
+	}
+	*id = c->map_of_string[name];
+	return 0;
+}
+
+/* Location (and function) for a frame; f NULL = the "[no_stack]" marker. */
+static int pprof_location(struct pprof_ctx *c, const struct store_frame *f, uint64_t *loc)
+{
+	Perftools__Profiles__Function *fn = &c->funcs[c->nfuncs];
+	Perftools__Profiles__Location *l = &c->locs[c->nfuncs];
+	Perftools__Profiles__Line *line = &c->lines[c->nfuncs];
+	uint64_t map = 0;
+	int64_t name, file = 0;
+	int r;
+
+	buf_reset(&c->tmp);
+	r = f ? export_frame_name(f, 0, &c->tmp) : buf_puts(&c->tmp, "[no_stack]");
+	if (r < 0)
+		return r;
+	name = pprof_string(&c->strs, c->tmp.data, c->tmp.len);
+	if (name < 0)
+		return (int)name;
+	if (f && f->kind == FRAME_KERNEL) {
+		int64_t kname = pprof_cstring(&c->strs, pprof_kernel_mapping);
+
+		if (kname < 0)
+			return (int)kname;
+		file = f->module && *f->module ? pprof_clean_string(&c->strs, f->module, &c->tmp) : kname;
+		r = file < 0 ? (int)file : pprof_mapping(c, kname, &map);
+	} else if (f && f->module && *f->module) {
+		file = pprof_clean_string(&c->strs, f->module, &c->tmp);
+		r = file < 0 ? (int)file : pprof_mapping(c, file, &map);
+	}
+	if (r < 0)
+		return r;
+	perftools__profiles__function__init(fn);
+	fn->id = c->nfuncs + 1;
+	fn->name = name;
+	fn->system_name = name;
+	fn->filename = file;
+	perftools__profiles__line__init(line);
+	line->function_id = fn->id;
+	perftools__profiles__location__init(l);
+	l->id = fn->id;
+	l->mapping_id = map;
+	l->n_line = 1;
+	l->line = &c->linep[c->nfuncs];
+	c->linep[c->nfuncs] = line;
+	c->funcp[c->nfuncs] = fn;
+	c->locp[c->nfuncs] = l;
+	*loc = l->id;
+	c->nfuncs++;
+	return 0;
+}
+
+static int pprof_label_str(struct pprof_ctx *c, Perftools__Profiles__Label *l, const char *key,
+			   const char *v)
+{
+	int64_t k = pprof_cstring(&c->strs, key), s = k < 0 ? k : pprof_clean_string(&c->strs, v, &c->tmp);
+
+	if (s < 0)
+		return (int)s;
+	perftools__profiles__label__init(l);
+	l->key = k;
+	l->str = s;
+	return 0;
+}
+
+static int pprof_label_num(struct pprof_ctx *c, Perftools__Profiles__Label *l, const char *key,
+			   int64_t v)
+{
+	int64_t k = pprof_cstring(&c->strs, key);
+
+	if (k < 0)
+		return (int)k;
+	perftools__profiles__label__init(l);
+	l->key = k;
+	l->num = v;
+	return 0;
+}
+
+static int pprof_value_type(struct pprof_ctx *c, Perftools__Profiles__ValueType *vt,
+			    const char *type, const char *unit)
+{
+	int64_t t = pprof_cstring(&c->strs, type), u = t < 0 ? t : pprof_cstring(&c->strs, unit);
+
+	if (u < 0)
+		return (int)u;
+	perftools__profiles__value_type__init(vt);
+	vt->type = t;
+	vt->unit = u;
+	return 0;
+}
+
+/* Appends the gzip stream of data to out. */
+static int pprof_gzip(const uint8_t *data, size_t len, struct buf *out)
+{
+	z_stream z = { 0 };
+	size_t bound;
+	int r, zr;
+
+	zr = deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16 /* gzip header */, 8,
+			  Z_DEFAULT_STRATEGY);
+	if (zr != Z_OK)
+		return -ENOMEM;
+	/* gzip adds a header and trailer deflateBound() does not count */
+	bound = deflateBound(&z, (uLong)len) + 64;
+	r = buf_reserve(out, bound);
+	if (r < 0)
+		goto out;
+	z.next_in = (Bytef *)data;
+	z.avail_in = (uInt)len;
+	z.next_out = (Bytef *)out->data + out->len;
+	z.avail_out = (uInt)bound;
+	zr = deflate(&z, Z_FINISH);
+	if (zr != Z_STREAM_END) {
+		r = -EIO;
+		goto out;
+	}
+	out->len += bound - z.avail_out;
+	out->data[out->len] = '\0';
+	r = 0;
+out:
+	deflateEnd(&z);
+	return r;
+}
+
+int pprof_render(const struct store *st, const struct export_meta *meta, struct buf *out)
+{
+	static const struct export_meta no_meta;
+	Perftools__Profiles__Profile prof = PERFTOOLS__PROFILES__PROFILE__INIT;
+	Perftools__Profiles__ValueType types[3], *typep[2];
+	struct pprof_ctx c = { .st = st, .tmp = BUF_INIT };
+	size_t nframes = store_frame_count(st), nstacks = store_stack_count(st);
+	size_t i, j, nlocids = 0, nlabels = 0, slots;
+	int64_t comment[2];
+	uint8_t *packed = NULL;
+	size_t packed_len;
+	int r;
+
+	if (!meta)
+		meta = &no_meta;
+	/* uInt lengths for zlib; a store is far below 4 GiB anyway */
+	for (i = 0; i < nstacks; i++)
+		nlocids += store_stack_get(st, i)->nframes ? store_stack_get(st, i)->nframes : 1;
+	slots = nframes + 1;
+	c.funcs = calloc(slots, sizeof(*c.funcs));
+	c.funcp = calloc(slots, sizeof(*c.funcp));
+	c.locs = calloc(slots, sizeof(*c.locs));
+	c.locp = calloc(slots, sizeof(*c.locp));
+	c.lines = calloc(slots, sizeof(*c.lines));
+	c.linep = calloc(slots, sizeof(*c.linep));
+	c.loc_of_frame = calloc(slots, sizeof(*c.loc_of_frame));
+	c.samples = calloc(nstacks + 1, sizeof(*c.samples));
+	c.samplep = calloc(nstacks + 1, sizeof(*c.samplep));
+	c.labels = calloc(nstacks * 4 + 1, sizeof(*c.labels));
+	c.labelp = calloc(nstacks * 4 + 1, sizeof(*c.labelp));
+	c.locids = calloc(nlocids + 1, sizeof(*c.locids));
+	c.values = calloc(nstacks * 2 + 1, sizeof(*c.values));
+	if (!c.funcs || !c.funcp || !c.locs || !c.locp || !c.lines || !c.linep || !c.loc_of_frame ||
+	    !c.samples || !c.samplep || !c.labels || !c.labelp || !c.locids || !c.values) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = (int)pprof_cstring(&c.strs, "");   /* index 0 */
+	if (r == 0)
+		r = pprof_value_type(&c, &types[0], "samples", "count");
+	if (r == 0)
+		r = pprof_value_type(&c, &types[1], "cpu", "nanoseconds");
+	if (r == 0)
+		r = pprof_value_type(&c, &types[2], "cpu", "nanoseconds");
+	if (r < 0)
+		goto out;
+
+	nlocids = 0;
+	for (i = 0; i < nstacks; i++) {
+		const struct store_stack *s = store_stack_get(st, i);
+		Perftools__Profiles__Sample *smp = &c.samples[i];
+		Perftools__Profiles__Label *lab = &c.labels[nlabels];
+		const char *tname = store_thread_name(st, s->pid, s->tid);
+		const char *comm = store_process_name(st, s->pid);
+		size_t nl = 0;
+
+		perftools__profiles__sample__init(smp);
+		smp->location_id = &c.locids[nlocids];
+		/* pprof wants the leaf first; the store keeps the root first */
+		for (j = s->nframes; j-- > 0;) {
+			uint32_t fid = s->frames[j];
+
+			if (!c.loc_of_frame[fid]) {
+				r = pprof_location(&c, store_frame_get(st, fid), &c.loc_of_frame[fid]);
+				if (r < 0)
+					goto out;
+			}
+			c.locids[nlocids++] = c.loc_of_frame[fid];
+		}
+		if (!s->nframes) {
+			if (!c.no_stack_loc) {
+				r = pprof_location(&c, NULL, &c.no_stack_loc);
+				if (r < 0)
+					goto out;
+			}
+			c.locids[nlocids++] = c.no_stack_loc;
+		}
+		smp->n_location_id = (size_t)(&c.locids[nlocids] - smp->location_id);
+		smp->value = &c.values[2 * i];
+		smp->n_value = 2;
+		smp->value[0] = (int64_t)s->samples;
+		smp->value[1] = (int64_t)s->weight_ns;
+		if (tname && *tname)
+			r = pprof_label_str(&c, &lab[nl++], "thread", tname);
+		if (r == 0 && s->tid)
+			r = pprof_label_num(&c, &lab[nl++], "tid", s->tid);
+		if (r == 0)
+			r = pprof_label_num(&c, &lab[nl++], "pid", s->pid);
+		if (r == 0 && comm && *comm)
+			r = pprof_label_str(&c, &lab[nl++], "comm", comm);
+		if (r < 0)
+			goto out;
+		for (j = 0; j < nl; j++)
+			c.labelp[nlabels + j] = &lab[j];
+		smp->label = &c.labelp[nlabels];
+		smp->n_label = nl;
+		nlabels += nl;
+		c.samplep[i] = smp;
+	}
+	c.mapp = calloc(c.nmaps + 1, sizeof(*c.mapp));
+	if (!c.mapp) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < c.nmaps; i++)
+		c.mapp[i] = &c.maps[i];
+
+	buf_reset(&c.tmp);
+	r = buf_printf(&c.tmp, "jprofd %s profile, status %s", meta->event ? meta->event : "cpu",
+		       meta->status ? meta->status : "unknown");
+	if (r < 0)
+		goto out;
+	comment[0] = pprof_cstring(&c.strs, c.tmp.data);
+	comment[1] = pprof_cstring(&c.strs, store_stack_count(st) ? "" : "no samples");
+	if (comment[0] < 0 || comment[1] < 0) {
+		r = -ENOMEM;
+		goto out;
+	}
+	c.strtab = calloc(c.strs.n, sizeof(*c.strtab));
+	if (!c.strtab) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < c.strs.n; i++)
+		c.strtab[i] = c.strs.data.data + c.strs.off[i];
+
+	typep[0] = &types[0];
+	typep[1] = &types[1];
+	prof.n_sample_type = 2;
+	prof.sample_type = typep;
+	prof.n_sample = nstacks;
+	prof.sample = c.samplep;
+	prof.n_mapping = c.nmaps;
+	prof.mapping = c.mapp;
+	prof.n_location = c.nfuncs;
+	prof.location = c.locp;
+	prof.n_function = c.nfuncs;
+	prof.function = c.funcp;
+	prof.n_string_table = c.strs.n;
+	prof.string_table = c.strtab;
+	prof.time_nanos = (int64_t)meta->start_unix_ns;
+	prof.duration_nanos = (int64_t)meta->duration_ns;
+	prof.period_type = &types[2];
+	prof.period = (int64_t)meta->interval_ns;
+	prof.comment = comment;
+	prof.n_comment = comment[1] ? 2 : 1;
+
+	packed_len = perftools__profiles__profile__get_packed_size(&prof);
+	if (packed_len > UINT32_MAX) {
+		r = -E2BIG;
+		goto out;
+	}
+	packed = malloc(packed_len ? packed_len : 1);
+	if (!packed) {
+		r = -ENOMEM;
+		goto out;
+	}
+	if (perftools__profiles__profile__pack(&prof, packed) != packed_len) {
+		r = -EIO;
+		goto out;
+	}
+	r = pprof_gzip(packed, packed_len, out);
+out:
+	free(packed);
+	free(c.strtab);
+	free(c.funcs);
+	free(c.funcp);
+	free(c.locs);
+	free(c.locp);
+	free(c.lines);
+	free(c.linep);
+	free(c.loc_of_frame);
+	free(c.maps);
+	free(c.mapp);
+	free(c.map_of_string);
+	free(c.samples);
+	free(c.samplep);
+	free(c.labels);
+	free(c.labelp);
+	free(c.locids);
+	free(c.values);
+	buf_release(&c.tmp);
+	pprof_strings_release(&c.strs);
+	return r;
+}

@@ -1,0 +1,150 @@
+#include "textreport.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calltree.h"
+
+struct textreport_fn {
+	uint32_t key;
+	uint64_t self;
+};
+
+static int textreport_cmp_fn(const void *a, const void *b)
+{
+	const struct textreport_fn *x = a, *y = b;
+
+	if (x->self != y->self)
+		return x->self > y->self ? -1 : 1;
+	return x->key < y->key ? -1 : x->key > y->key;
+}
+
+/* Heaviest leaf nodes first: each one is a distinct stack. */
+static int textreport_cmp_self(const void *a, const void *b, void *arg)
+{
+	const struct calltree *t = arg;
+	const struct calltree_node *x = calltree_node(t, *(const uint32_t *)a);
+	const struct calltree_node *y = calltree_node(t, *(const uint32_t *)b);
+
+	if (x->self != y->self)
+		return x->self > y->self ? -1 : 1;
+	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
+}
+
+static double textreport_pct(uint64_t part, uint64_t total)
+{
+	return total ? 100.0 * (double)part / (double)total : 0.0;
+}
+
+static int textreport_header(const struct store *st, const struct export_meta *meta,
+			     const struct store_totals *tot, struct buf *out)
+{
+	int r;
+
+	r = buf_puts(out, "jprofd profile: ");
+	if (r == 0 && meta->pid == 0)
+		r = buf_puts(out, "all processes");
+	if (r == 0 && meta->pid) {
+		if (meta->comm) {
+			r = export_text(meta->comm, 0, out);
+			if (r == 0)
+				r = buf_putc(out, ' ');
+		}
+		if (r == 0)
+			r = buf_printf(out, "(pid %" PRIu32 ")", meta->pid);
+	}
+	if (r == 0)
+		r = buf_printf(out, "\nevent %s, interval %.3g ms, duration %.2f s, status %s\n",
+			       meta->event ? meta->event : "unknown",
+			       (double)meta->interval_ns / 1e6, (double)meta->duration_ns / 1e9,
+			       meta->status ? meta->status : "unknown");
+	if (r == 0 && !tot->samples)
+		r = buf_puts(out, "total: no samples\n");
+	if (r == 0 && tot->samples)
+		r = buf_printf(out, "total: %" PRIu64 " sample%s (%.3f s of CPU), %zu distinct stack%s\n",
+			       tot->samples, tot->samples == 1 ? "" : "s", (double)tot->weight_ns / 1e9,
+			       tot->stacks, tot->stacks == 1 ? "" : "s");
+	if (r == 0 && tot->truncated)
+		r = buf_printf(out, "truncated: %" PRIu64 " samples went to [truncated] stacks "
+			       "(the profile hit its size limit)\n", tot->truncated_samples);
+	(void)st;
+	return r;
+}
+
+int textreport_render(const struct store *st, const struct export_meta *meta,
+		      const struct export_options *opt, struct buf *out)
+{
+	static const struct export_meta no_meta;
+	struct textreport_fn *fns = NULL;
+	uint32_t *leaves = NULL, i, node, nkeys;
+	struct store_totals tot;
+	struct calltree *t = NULL;
+	size_t n, nleaves = 0, k, shown;
+	int r;
+
+	if (!meta)
+		meta = &no_meta;
+	store_get_totals(st, &tot);
+	r = textreport_header(st, meta, &tot, out);
+	if (r < 0 || !tot.samples)
+		goto out;
+	r = calltree_build(st, opt, &t);
+	if (r < 0)
+		goto out;
+	n = calltree_count(t);
+	nkeys = calltree_key_count(t);
+	leaves = malloc(n * sizeof(*leaves));
+	fns = calloc(nkeys, sizeof(*fns));
+	if (!leaves || !fns) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < nkeys; i++)
+		fns[i].key = i;
+	for (i = 1; i < n; i++) {
+		const struct calltree_node *nd = calltree_node(t, i);
+
+		if (!nd->self)
+			continue;
+		leaves[nleaves++] = i;
+		fns[nd->key].self += nd->self;
+	}
+	qsort_r(leaves, nleaves, sizeof(*leaves), textreport_cmp_self, t);
+	qsort(fns, nkeys, sizeof(*fns), textreport_cmp_fn);
+
+	shown = nleaves < TEXTREPORT_TOP_STACKS ? nleaves : TEXTREPORT_TOP_STACKS;
+	r = buf_printf(out, "\n=== top %zu of %zu stacks, leaf first ===\n", shown, nleaves);
+	for (k = 0; r == 0 && k < shown; k++) {
+		const struct calltree_node *leaf = calltree_node(t, leaves[k]);
+
+		r = buf_printf(out, "\n--- %zu: %" PRIu64 " sample%s (%.2f%%)\n", k + 1, leaf->self,
+			       leaf->self == 1 ? "" : "s", textreport_pct(leaf->self, tot.samples));
+		for (node = leaves[k]; r == 0 && node != 0; node = calltree_node(t, node)->parent) {
+			r = buf_puts(out, "  ");
+			if (r == 0)
+				r = calltree_key_text(t, calltree_node(t, node)->key, EXPORT_NAME_SUFFIX, out);
+			if (r == 0)
+				r = buf_putc(out, '\n');
+		}
+	}
+	if (r < 0)
+		goto out;
+
+	r = buf_printf(out, "\n=== top functions by self samples ===\n\n"
+		       "  %10s  %8s  %s\n", "self", "percent", "function");
+	for (k = 0; r == 0 && k < nkeys && k < TEXTREPORT_TOP_FUNCTIONS && fns[k].self; k++) {
+		r = buf_printf(out, "  %10" PRIu64 "  %7.2f%%  ", fns[k].self,
+			       textreport_pct(fns[k].self, tot.samples));
+		if (r == 0)
+			r = calltree_key_text(t, fns[k].key, EXPORT_NAME_SUFFIX, out);
+		if (r == 0)
+			r = buf_putc(out, '\n');
+	}
+out:
+	free(leaves);
+	free(fns);
+	calltree_free(t);
+	return r;
+}

@@ -1,0 +1,179 @@
+// Opens a jprofd flame graph page in headless Chromium (Debian's, driven by
+// playwright-core) and checks what a person would see. Prints one JSON
+// object with the measurements; exits 0 when every check passed, 1 when one
+// failed, 77 when Chromium cannot run here.
+//
+//   node flamegraph_check.js --html FILE [--expect NAME] [--empty]
+//        [--screenshot OUT.png] [--names-json FILE]
+//
+// --expect NAME   a frame that must be drawn, found by search and highlighted
+// --empty         the page must say "no samples"
+// --names-json    a JSON array of names that must all be in the page's frames
+"use strict";
+const fs = require("fs");
+const os = require("os");
+const path = require("path");
+
+const CHROMIUM = process.env.JPROF_CHROMIUM || "/usr/bin/chromium";
+
+function parseArgs(argv) {
+  const a = { html: null, expect: null, empty: false, screenshot: null, namesJson: null };
+  for (let i = 0; i < argv.length; i++) {
+    const k = argv[i];
+    if (k === "--html") a.html = argv[++i];
+    else if (k === "--expect") a.expect = argv[++i];
+    else if (k === "--empty") a.empty = true;
+    else if (k === "--screenshot") a.screenshot = argv[++i];
+    else if (k === "--names-json") a.namesJson = argv[++i];
+    else throw new Error("unknown argument " + k);
+  }
+  if (!a.html) throw new Error("--html FILE is required");
+  return a;
+}
+
+async function main() {
+  const args = parseArgs(process.argv.slice(2));
+  let playwright;
+  try {
+    playwright = require("playwright-core");
+  } catch (e) {
+    console.log(JSON.stringify({ skip: "playwright-core not installed (npm ci in tests/browser): " + e.message }));
+    return 77;
+  }
+  if (!fs.existsSync(CHROMIUM)) {
+    console.log(JSON.stringify({ skip: CHROMIUM + " not found (apt-get install chromium)" }));
+    return 77;
+  }
+  const failures = [];
+  const check = (cond, msg) => { if (!cond) failures.push(msg); };
+  const result = { html: args.html, bytes: fs.statSync(args.html).size };
+  const profileDir = fs.mkdtempSync(path.join(os.tmpdir(), "jprof-chromium-"));
+  const context = await playwright.chromium.launchPersistentContext(profileDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: { width: 1200, height: 700 },
+    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--disable-component-update", "--no-first-run"],
+  });
+  try {
+    const page = context.pages()[0] || await context.newPage();
+    const errors = [], requests = [];
+    page.on("console", (m) => { if (m.type() === "error") errors.push("console: " + m.text()); });
+    page.on("pageerror", (e) => errors.push("page error: " + e.message));
+    // A self-contained page loads nothing: every request but the file is a failure.
+    await page.route("**/*", (route) => {
+      const url = route.request().url();
+      if (url.startsWith("file:")) return route.continue();
+      requests.push(url);
+      return route.abort();
+    });
+    const t0 = Date.now();
+    await page.goto("file://" + path.resolve(args.html), { waitUntil: "load", timeout: 120000 });
+    await page.waitForFunction(() => window.jprofFlame !== undefined, null, { timeout: 120000 });
+    result.load_ms = Date.now() - t0;
+    result.title = await page.title();
+    result.nodes = await page.evaluate(() => window.jprofFlame.nodes);
+    result.total = await page.evaluate(() => window.jprofFlame.total);
+
+    if (args.empty) {
+      const text = await page.evaluate(() => document.body.innerText);
+      check(/no samples/.test(result.title), "title does not say 'no samples': " + result.title);
+      check(/no samples/.test(text), "the page does not say 'no samples'");
+      check(result.total === 0, "empty page total is " + result.total);
+    } else {
+      const frames = await page.evaluate(() => window.jprofFlame.frames());
+      result.frames_drawn = frames.length;
+      const root = frames.find((f) => f.name === "all" && f.depth === 0);
+      check(root && root.w > 1000, "root frame 'all' is not drawn full width: " + JSON.stringify(root));
+      check(root && root.total === result.total, "root frame total differs from the page total");
+      if (args.expect) {
+        const hot = frames.filter((f) => f.name === args.expect);
+        check(hot.length > 0, "frame '" + args.expect + "' is not drawn");
+        result.expect_width_px = hot.reduce((s, f) => s + f.w, 0);
+        const t1 = Date.now();
+        const s = await page.evaluate((q) => window.jprofFlame.search(q), args.expect);
+        result.search_ms = Date.now() - t1;
+        result.search = s;
+        check(s.matches > 0 && s.percent > 0, "search found nothing: " + JSON.stringify(s));
+        const after = await page.evaluate(() => window.jprofFlame.frames());
+        const hi = after.filter((f) => f.name === args.expect);
+        check(hi.length > 0 && hi.every((f) => f.highlighted), "search did not highlight '" + args.expect + "'");
+        check(after.filter((f) => f.highlighted).every((f) => f.name.toLowerCase().includes(args.expect.toLowerCase())),
+              "search highlighted frames that do not match");
+        const shown = await page.evaluate(() => window.jprofFlame.matchedText());
+        result.matched_text = shown;
+        check(shown.includes(s.percent.toFixed(2) + "%"), "matched percentage not shown: " + shown);
+        // Zoom into the hot frame: it then spans the whole width.
+        const t2 = Date.now();
+        await page.evaluate((q) => window.jprofFlame.zoom(q), args.expect);
+        result.zoom_ms = Date.now() - t2;
+        const z = (await page.evaluate(() => window.jprofFlame.frames())).filter((f) => f.name === args.expect);
+        check(z.some((f) => f.w > 1000), "zoom did not widen '" + args.expect + "'");
+        await page.evaluate(() => window.jprofFlame.reset());
+        await page.evaluate(() => window.jprofFlame.setInverted(true));
+        const inv = await page.evaluate(() => window.jprofFlame.frames());
+        const invRoot = inv.find((f) => f.depth === 0);
+        check(invRoot && invRoot.y === 0, "icicle view does not put the root at the top");
+        await page.evaluate(() => window.jprofFlame.setInverted(false));
+        // Hovering the hot frame shows a tooltip with its name and samples.
+        const f0 = frames.filter((f) => f.name === args.expect).sort((a, b) => b.w - a.w)[0];
+        if (f0) {
+          // Bring the frame into the viewport first: deep graphs are taller.
+          await page.evaluate((y) => {
+            const top = document.getElementById("canvas").getBoundingClientRect().top + window.scrollY;
+            window.scrollTo(0, Math.max(0, top + y - 200));
+          }, f0.y);
+          const box = await page.locator("#canvas").boundingBox();
+          await page.mouse.move(box.x + f0.x + f0.w / 2, box.y + f0.y + 5);
+          const tipText = await page.locator("#tip").innerText();
+          result.tooltip = tipText;
+          check(tipText.includes(args.expect) && /samples/.test(tipText) && /%/.test(tipText),
+                "tooltip does not show name, samples and percent: " + tipText);
+        }
+        await page.evaluate(() => window.jprofFlame.search(""));
+      }
+      if (args.namesJson) {
+        const want = JSON.parse(fs.readFileSync(args.namesJson, "utf8"));
+        const have = new Set(frames.map((f) => f.name));
+        for (const n of want) check(have.has(n), "name not in the page's frames: " + JSON.stringify(n));
+      }
+    }
+
+    // Screenshot, decoded by Chromium itself: count distinct colours.
+    // Crop below the graph: the docs show the page, not empty space.
+    const bottom = await page.evaluate(() => {
+      const c = document.getElementById("chart").getBoundingClientRect();
+      return Math.ceil(c.bottom) + 10;
+    });
+    const png = await page.screenshot({ clip: { x: 0, y: 0, width: 1200, height: Math.min(700, Math.max(200, bottom)) } });
+    if (args.screenshot) fs.writeFileSync(args.screenshot, png);
+    result.colours = await page.evaluate(async (b64) => {
+      const img = new Image();
+      img.src = "data:image/png;base64," + b64;
+      await img.decode();
+      const c = document.createElement("canvas");
+      c.width = img.width; c.height = img.height;
+      const g = c.getContext("2d");
+      g.drawImage(img, 0, 0);
+      const px = g.getImageData(0, 0, c.width, c.height).data, seen = new Set();
+      for (let i = 0; i < px.length; i += 4) seen.add((px[i] << 16) | (px[i + 1] << 8) | px[i + 2]);
+      return seen.size;
+    }, png.toString("base64"));
+    check(result.colours >= (args.empty ? 2 : 8), "screenshot looks blank: " + result.colours + " colours");
+    result.errors = errors;
+    result.requests = requests;
+    check(errors.length === 0, "console errors: " + errors.join("; "));
+    check(requests.length === 0, "the page made network requests: " + requests.join(", "));
+  } finally {
+    await context.close();
+    fs.rmSync(profileDir, { recursive: true, force: true });
+  }
+  result.failures = failures;
+  console.log(JSON.stringify(result));
+  return failures.length ? 1 : 0;
+}
+
+main().then((code) => process.exit(code), (e) => {
+  console.log(JSON.stringify({ failures: ["exception: " + (e && e.stack || e)] }));
+  process.exit(1);
+});
