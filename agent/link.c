@@ -308,8 +308,10 @@ static int link_arm(int fd, uint32_t tid)
 	/* Marked before O_ASYNC: the first signal must find its fd known. */
 	ring_mark_fd(fd, true);
 	if (fcntl(fd, F_SETFL, fl | O_ASYNC) < 0) {
+		int ret = -errno;
+
 		ring_mark_fd(fd, false);
-		return -errno;
+		return ret;
 	}
 	return 0;
 }

@@ -136,6 +136,8 @@ static void ring_write(const struct ring_state *r, void *uc)
 	slot = (struct jpring_slot *)(r->base + JPRING_HEADER_BYTES +
 				      (size_t)(w % r->nslots) * JPRING_SLOT_BYTES);
 	slot->time_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	/* Not the armed fd's owner tid: a signal still pending from a closed
+	 * fd whose number was re-armed for another thread would lie. */
 	slot->tid = (uint32_t)syscall(SYS_gettid);
 	slot->reserved = 0;
 
@@ -223,7 +225,8 @@ int ring_activate(int memfd, uint64_t ring_bytes, uint32_t nslots)
 		return -errno;
 	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size < ring_bytes)
 		return -EINVAL;
-	map = mmap(NULL, ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	/* Populated now: no page fault in the handler on a slot's first use. */
+	map = mmap(NULL, ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, memfd, 0);
 	if (map == MAP_FAILED)
 		return -errno;
 	h = map;

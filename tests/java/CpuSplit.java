@@ -1,8 +1,12 @@
 // CPU work split between alpha() (about 70 %) and beta() (about 30 %), in
 // rounds of about 10 ms. The program measures the true split itself.
 // Usage: java CpuSplit SECONDS
-// Prints {"alpha_ns":..,"beta_ns":..,"rounds":..,"work":..} (work: loop
-// iterations done, for throughput comparisons).
+// Prints {"alpha_ns":..,"beta_ns":..,"rounds":..,"work":..,"cpu_ns":..}
+// (work: loop iterations done; cpu_ns: CPU time of the main thread, which
+// also pays for a profiler's signal handler: work per cpu_ns compares
+// overhead even on a busy machine).
+import java.lang.management.ManagementFactory;
+
 public class CpuSplit {
     static final long ALPHA_TARGET_NS = 7_000_000;
     static final long BETA_TARGET_NS = 3_000_000;
@@ -62,7 +66,8 @@ public class CpuSplit {
             bIters = adapt(bIters, t2 - t1, BETA_TARGET_NS);
             rounds++;
         }
+        long cpuNs = ManagementFactory.getThreadMXBean().getCurrentThreadCpuTime();
         System.out.println("{\"alpha_ns\":" + alphaNs + ",\"beta_ns\":" + betaNs
-                + ",\"rounds\":" + rounds + ",\"work\":" + work + "}");
+                + ",\"rounds\":" + rounds + ",\"work\":" + work + ",\"cpu_ns\":" + cpuNs + "}");
     }
 }
