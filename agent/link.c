@@ -55,6 +55,7 @@ static int link_kicked;                  /* atomic: reconnect now */
 static JNIEnv *link_jni;
 static bool link_rec_on;
 static int link_rec_signal;
+static bool link_refusal_logged;
 static struct map link_tids;             /* tid -> packed fd/state */
 static unsigned char link_rx[JPAG_MAX_PAYLOAD] __attribute__((aligned(16)));
 static unsigned char link_tx[JPAG_MAX_PAYLOAD] __attribute__((aligned(16)));
@@ -487,8 +488,10 @@ static int link_on_start(int sock, const struct jpag_start *st, int memfd)
 	return link_rescan(sock);
 
 refuse:
-	agent_warn("refusing recording (signal %u, ring %u bytes, %u slots): %s",
+	if (!link_refusal_logged)
+		agent_warn("refusing recording (signal %u, ring %u bytes, %u slots): %s",
 		   st->signal, st->ring_bytes, st->nslots, strerror(-ret));
+	link_refusal_logged = true;
 	if (memfd >= 0)
 		close(memfd);
 	/* No fds were handed out for it: tell the daemon it is over. */
