@@ -490,7 +490,7 @@ static int link_on_start(int sock, const struct jpag_start *st, int memfd)
 refuse:
 	if (!link_refusal_logged)
 		agent_warn("refusing recording (signal %u, ring %u bytes, %u slots): %s",
-		   st->signal, st->ring_bytes, st->nslots, strerror(-ret));
+			   st->signal, st->ring_bytes, st->nslots, strerror(-ret));
 	link_refusal_logged = true;
 	if (memfd >= 0)
 		close(memfd);
@@ -703,6 +703,8 @@ static void *link_main(void *arg)
 	bool logged_connect = false, ready;
 	int sock, ret;
 
+	/* Visible as such in /proc/PID/task/TID/comm and in profiles. */
+	pthread_setname_np(pthread_self(), "jprofagent");
 	if ((*agent_vm)->AttachCurrentThreadAsDaemon(agent_vm, (void **)&link_jni, &args) != JNI_OK) {
 		agent_warn("cannot attach the agent thread to the JVM");
 		return NULL;
