@@ -1,0 +1,19 @@
+/* Shared by the agent's modules: logging and the process-wide JVM handles. */
+#ifndef JPROF_AGENT_AGENT_H
+#define JPROF_AGENT_AGENT_H
+
+#include <jni.h>
+#include <jvmti.h>
+#include <stdbool.h>
+
+
+extern JavaVM *agent_vm;
+extern jvmtiEnv *agent_jvmti;
+extern bool agent_verbose;
+
+/* One line to stderr prefixed "jprofagent:". agent_warn is for real
+ * problems (callers log them once); agent_debug only with verbose=1. */
+void agent_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void agent_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

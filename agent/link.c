@@ -1,0 +1,781 @@
+/* The agent thread. All socket I/O, fd arming and JVMTI method resolution
+ * happen here; JVMTI callbacks only queue work and wake it through an
+ * eventfd. When no recording runs it holds no perf fd and sleeps in poll. */
+#include "link.h"
+
+#include "agent.h"
+#include "jprof_agent.h"
+#include "map.h"
+#include "methods.h"
+#include "ring.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LINK_IO_TIMEOUT_S 5          /* a stalled daemon: give up the connection */
+#define LINK_WELCOME_TIMEOUT_MS 5000
+#define LINK_RESCAN_MS 1000          /* /proc/self/task while recording (threads
+				      * without a JVMTI ThreadStart) */
+#define LINK_BACKOFF_MIN_MS 1000
+#define LINK_BACKOFF_MAX_MS 30000
+
+/* tid table values: fd in the low 32 bits, state above. */
+enum link_tid_state { TID_REQUESTED = 1, TID_ARMED = 2, TID_FAILED = 3 };
+
+struct link_tevent {
+	uint32_t tid;
+	bool started;
+};
+
+/* Shared with other threads. */
+static pthread_mutex_t link_lock = PTHREAD_MUTEX_INITIALIZER;
+static char link_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+static struct link_tevent *link_queue;  /* ThreadStart/End while recording */
+static size_t link_queue_len, link_queue_cap;
+static bool link_queue_oom;
+static bool link_dying;                  /* VMDeath seen */
+static bool link_started;
+static int link_evfd = -1;
+static int link_recording;               /* atomic: queue thread events */
+static int link_kicked;                  /* atomic: reconnect now */
+
+/* Owned by the agent thread. */
+static JNIEnv *link_jni;
+static bool link_rec_on;
+static int link_rec_signal;
+static bool link_refusal_logged;
+static struct map link_tids;             /* tid -> packed fd/state */
+static unsigned char link_rx[JPAG_MAX_PAYLOAD] __attribute__((aligned(16)));
+static unsigned char link_tx[JPAG_MAX_PAYLOAD] __attribute__((aligned(16)));
+
+static uint64_t link_pack(int fd, enum link_tid_state st)
+{
+	return (uint64_t)(uint32_t)fd | ((uint64_t)st << 32);
+}
+
+static int link_unpack_fd(uint64_t v)
+{
+	return (int)(uint32_t)v;
+}
+
+static enum link_tid_state link_unpack_state(uint64_t v)
+{
+	return (enum link_tid_state)(v >> 32);
+}
+
+static void link_wake(void)
+{
+	uint64_t one = 1;
+	ssize_t n = write(link_evfd, &one, sizeof(one));
+
+	(void)n;   /* EAGAIN: the counter is already non-zero */
+}
+
+int link_init(const char *socket_path)
+{
+	if (strlen(socket_path) >= sizeof(link_path))
+		return -ENAMETOOLONG;
+	strcpy(link_path, socket_path);
+	map_init(&link_tids, true);
+	link_evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	return link_evfd < 0 ? -errno : 0;
+}
+
+void link_kick(const char *socket_path)
+{
+	pthread_mutex_lock(&link_lock);
+	if (socket_path && strlen(socket_path) < sizeof(link_path))
+		strcpy(link_path, socket_path);
+	pthread_mutex_unlock(&link_lock);
+	__atomic_store_n(&link_kicked, 1, __ATOMIC_SEQ_CST);
+	link_wake();
+}
+
+void link_thread_event(uint32_t tid, bool started)
+{
+	struct link_tevent *q;
+
+	if (!__atomic_load_n(&link_recording, __ATOMIC_SEQ_CST))
+		return;
+	pthread_mutex_lock(&link_lock);
+	if (link_queue_len == link_queue_cap) {
+		size_t cap = link_queue_cap ? link_queue_cap * 2 : 64;
+
+		q = realloc(link_queue, cap * sizeof(*q));
+		if (!q) {
+			/* The periodic /proc/self/task rescan catches up. */
+			link_queue_oom = true;
+			goto out;
+		}
+		link_queue = q;
+		link_queue_cap = cap;
+	}
+	link_queue[link_queue_len++] = (struct link_tevent){ .tid = tid, .started = started };
+out:
+	pthread_mutex_unlock(&link_lock);
+	link_wake();
+}
+
+void link_vm_death(void)
+{
+	pthread_mutex_lock(&link_lock);
+	link_dying = true;
+	/* No handler calls AsyncGetCallTrace from here on; the mapping stays
+	 * until the agent thread retires it. */
+	ring_quiesce();
+	pthread_mutex_unlock(&link_lock);
+	link_wake();
+}
+
+static bool link_is_dying(void)
+{
+	bool dying;
+
+	pthread_mutex_lock(&link_lock);
+	dying = link_dying;
+	pthread_mutex_unlock(&link_lock);
+	return dying;
+}
+
+/* ---- framing ------------------------------------------------------------ */
+
+static int link_send(int sock, uint16_t type, const void *payload, size_t len)
+{
+	struct jpag_hdr hdr = {
+		.magic = JPAG_MAGIC,
+		.version = JPAG_VERSION,
+		.type = type,
+		.len = (uint32_t)len,
+	};
+	struct iovec iov[2] = {
+		{ .iov_base = &hdr, .iov_len = sizeof(hdr) },
+		{ .iov_base = (void *)payload, .iov_len = len },
+	};
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
+	ssize_t n;
+
+	while (msg.msg_iovlen) {
+		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno == EAGAIN ? -ETIMEDOUT : -errno;
+		}
+		while (n > 0 && msg.msg_iovlen) {
+			size_t k = (size_t)n < msg.msg_iov->iov_len ? (size_t)n : msg.msg_iov->iov_len;
+
+			msg.msg_iov->iov_base = (char *)msg.msg_iov->iov_base + k;
+			msg.msg_iov->iov_len -= k;
+			n -= (ssize_t)k;
+			if (!msg.msg_iov->iov_len) {
+				msg.msg_iov++;
+				msg.msg_iovlen--;
+			}
+		}
+	}
+	return 0;
+}
+
+/* Reads exactly len bytes. The first SCM_RIGHTS fd goes to *fd (if fd is
+ * not NULL and *fd is -1); any other received fd is closed. */
+static int link_recv_full(int sock, void *buf, size_t len, int *fd)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+	} ctl;
+	size_t got = 0;
+
+	while (got < len) {
+		struct iovec iov = { .iov_base = (char *)buf + got, .iov_len = len - got };
+		struct msghdr msg = {
+			.msg_iov = &iov,
+			.msg_iovlen = 1,
+			.msg_control = ctl.buf,
+			.msg_controllen = sizeof(ctl.buf),
+		};
+		ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno == EAGAIN ? -ETIMEDOUT : -errno;
+		}
+		if (n == 0)
+			return -ECONNRESET;
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+			size_t nfd;
+
+			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+				continue;
+			nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (size_t i = 0; i < nfd; i++) {
+				int f;
+
+				memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(f));
+				if (fd && *fd < 0)
+					*fd = f;
+				else
+					close(f);
+			}
+		}
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+/* Reads one frame into link_rx. *fd: the fd sent with it, or -1. */
+static int link_recv_frame(int sock, struct jpag_hdr *hdr, int *fd)
+{
+	int ret;
+
+	*fd = -1;
+	ret = link_recv_full(sock, hdr, sizeof(*hdr), fd);
+	if (ret < 0)
+		goto out;
+	if (hdr->magic != JPAG_MAGIC || hdr->version != JPAG_VERSION ||
+	    hdr->len > JPAG_MAX_PAYLOAD) {
+		ret = -EPROTO;
+		goto out;
+	}
+	ret = link_recv_full(sock, link_rx, hdr->len, fd);
+out:
+	if (ret < 0 && *fd >= 0) {
+		close(*fd);
+		*fd = -1;
+	}
+	return ret;
+}
+
+/* ---- per-thread perf fds -------------------------------------------------- */
+
+static void link_disarm(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl & ~O_ASYNC);
+	ring_mark_fd(fd, false);
+	close(fd);
+}
+
+/* Forgets tid, disarming its fd if it has one. */
+static void link_drop_tid(uint32_t tid)
+{
+	uint64_t v;
+
+	if (!map_get(&link_tids, tid, &v))
+		return;
+	if (link_unpack_state(v) == TID_ARMED)
+		link_disarm(link_unpack_fd(v));
+	map_del(&link_tids, tid);
+}
+
+static int link_request_tid(int sock, uint32_t tid)
+{
+	struct jpag_perf_fd_req req = { .tid = tid };
+	int ret;
+
+	ret = map_put(&link_tids, tid, link_pack(-1, TID_REQUESTED));
+	if (ret < 0)
+		return 0;   /* no memory: this thread goes unsampled */
+	return link_send(sock, JPAG_PERF_FD_REQ, &req, sizeof(req));
+}
+
+static int link_arm(int fd, uint32_t tid)
+{
+	struct f_owner_ex owner = { .type = F_OWNER_TID, .pid = (pid_t)tid };
+	int fl;
+
+	if (fd >= RING_MAX_FD)
+		return -EMFILE;
+	if (fcntl(fd, F_SETSIG, link_rec_signal) < 0 || fcntl(fd, F_SETOWN_EX, &owner) < 0)
+		return -errno;
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0)
+		return -errno;
+	/* Marked before O_ASYNC: the first signal must find its fd known. */
+	ring_mark_fd(fd, true);
+	if (fcntl(fd, F_SETFL, fl | O_ASYNC) < 0) {
+		int ret = -errno;
+
+		ring_mark_fd(fd, false);
+		return ret;
+	}
+	return 0;
+}
+
+static void link_on_perf_fd(const struct jpag_perf_fd *pf, int fd)
+{
+	uint64_t v;
+	int ret;
+
+	if (!link_rec_on || !map_get(&link_tids, pf->tid, &v) ||
+	    link_unpack_state(v) != TID_REQUESTED) {
+		/* Late answer for a thread that ended or a recording that
+		 * stopped. */
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	if (pf->status != 0 || fd < 0) {
+		agent_debug("no perf fd for tid %u: %s", pf->tid,
+			    pf->status ? strerror(-pf->status) : "no fd sent");
+		if (fd >= 0)
+			close(fd);
+		map_put(&link_tids, pf->tid, link_pack(-1, TID_FAILED));
+		return;
+	}
+	ret = link_arm(fd, pf->tid);
+	if (ret < 0) {
+		agent_debug("cannot arm perf fd for tid %u: %s", pf->tid, strerror(-ret));
+		close(fd);
+		if (ret == -ESRCH)
+			map_del(&link_tids, pf->tid);
+		else
+			map_put(&link_tids, pf->tid, link_pack(-1, TID_FAILED));
+		return;
+	}
+	map_put(&link_tids, pf->tid, link_pack(fd, TID_ARMED));
+}
+
+/* Requests an fd for every thread of the process we have none for, and
+ * forgets threads that are gone (native threads have no ThreadEnd). */
+static int link_rescan(int sock)
+{
+	uint32_t *gone = NULL;
+	size_t ngone = 0;
+	struct map now;
+	struct dirent *de;
+	DIR *dir;
+	int ret = 0;
+
+	map_init(&now, false);
+	dir = opendir("/proc/self/task");
+	if (!dir)
+		return 0;
+	while ((de = readdir(dir))) {
+		char *end;
+		unsigned long tid = strtoul(de->d_name, &end, 10);
+
+		if (*end || !tid || tid > UINT32_MAX)
+			continue;
+		map_put(&now, tid, 0);
+	}
+	closedir(dir);
+	if (!now.len)
+		goto out;
+	gone = calloc(link_tids.len + 1, sizeof(*gone));
+	for (size_t i = 0; gone && i < link_tids.cap; i++)
+		if (link_tids.keys[i] && !map_get(&now, link_tids.keys[i], NULL))
+			gone[ngone++] = (uint32_t)link_tids.keys[i];
+	for (size_t i = 0; i < ngone; i++)
+		link_drop_tid(gone[i]);
+	free(gone);
+	for (size_t i = 0; i < now.cap && ret == 0; i++)
+		if (now.keys[i] && !map_get(&link_tids, now.keys[i], NULL))
+			ret = link_request_tid(sock, (uint32_t)now.keys[i]);
+out:
+	map_fini(&now);
+	return ret;
+}
+
+static int link_drain_thread_events(int sock)
+{
+	struct link_tevent *q;
+	size_t n;
+	bool oom;
+	int ret = 0;
+
+	pthread_mutex_lock(&link_lock);
+	q = link_queue;
+	n = link_queue_len;
+	oom = link_queue_oom;
+	link_queue = NULL;
+	link_queue_len = link_queue_cap = 0;
+	link_queue_oom = false;
+	pthread_mutex_unlock(&link_lock);
+
+	for (size_t i = 0; i < n && ret == 0 && link_rec_on; i++) {
+		uint64_t v;
+
+		if (!q[i].started) {
+			link_drop_tid(q[i].tid);
+			continue;
+		}
+		if (map_get(&link_tids, q[i].tid, &v) && link_unpack_state(v) == TID_REQUESTED)
+			continue;
+		/* A known tid starting again is a reused tid: its old event
+		 * followed the old thread. */
+		link_drop_tid(q[i].tid);
+		ret = link_request_tid(sock, q[i].tid);
+	}
+	free(q);
+	if (oom && ret == 0 && link_rec_on)
+		ret = link_rescan(sock);
+	return ret;
+}
+
+/* ---- recording lifecycle ------------------------------------------------------ */
+
+static void link_stop_recording(void)
+{
+	if (!link_rec_on)
+		return;
+	__atomic_store_n(&link_recording, 0, __ATOMIC_SEQ_CST);
+	/* Disarm first, so no new signal comes, then retire the ring. */
+	for (size_t i = 0; i < link_tids.cap; i++) {
+		uint64_t v = link_tids.vals ? link_tids.vals[i] : 0;
+
+		if (link_tids.keys[i] && link_unpack_state(v) == TID_ARMED)
+			link_disarm(link_unpack_fd(v));
+	}
+	map_fini(&link_tids);
+	ring_retire();
+	link_rec_on = false;
+	pthread_mutex_lock(&link_lock);
+	free(link_queue);
+	link_queue = NULL;
+	link_queue_len = link_queue_cap = 0;
+	pthread_mutex_unlock(&link_lock);
+	agent_debug("recording stopped");
+}
+
+static int link_on_start(int sock, const struct jpag_start *st, int memfd)
+{
+	int ret;
+
+	/* A START without STOP (a restarted recording): end the old one. */
+	link_stop_recording();
+	if (memfd < 0) {
+		ret = -EBADF;
+		goto refuse;
+	}
+	if (st->slot_bytes != JPRING_SLOT_BYTES || st->max_frames != JPRING_MAX_FRAMES ||
+	    st->signal >= _NSIG || !ring_signal_usable((int)st->signal)) {
+		ret = -EINVAL;
+		goto refuse;
+	}
+	ret = ring_install_signal((int)st->signal);
+	if (ret < 0)
+		goto refuse;
+	pthread_mutex_lock(&link_lock);
+	ret = link_dying ? -ESHUTDOWN : ring_activate(memfd, st->ring_bytes, st->nslots);
+	pthread_mutex_unlock(&link_lock);
+	if (ret < 0)
+		goto refuse;
+	/* The mapping keeps the memory; the fd is not needed any more. */
+	close(memfd);
+	link_rec_on = true;
+	link_rec_signal = (int)st->signal;
+	map_init(&link_tids, true);
+	/* Before the scan: a thread starting now is either listed or queued. */
+	__atomic_store_n(&link_recording, 1, __ATOMIC_SEQ_CST);
+	agent_debug("recording: signal %u, interval %llu ns, %u slots", st->signal,
+		    (unsigned long long)st->interval_ns, st->nslots);
+	return link_rescan(sock);
+
+refuse:
+	if (!link_refusal_logged)
+		agent_warn("refusing recording (signal %u, ring %u bytes, %u slots): %s",
+			   st->signal, st->ring_bytes, st->nslots, strerror(-ret));
+	link_refusal_logged = true;
+	if (memfd >= 0)
+		close(memfd);
+	/* No fds were handed out for it: tell the daemon it is over. */
+	return link_send(sock, JPAG_STOPPED, NULL, 0);
+}
+
+static int link_on_resolve(int sock, const struct jpag_resolve *rs, size_t len)
+{
+	int ret = 0;
+
+	if (len < sizeof(*rs) || rs->count > JPAG_RESOLVE_MAX ||
+	    len != sizeof(*rs) + (size_t)rs->count * sizeof(uint64_t))
+		return -EPROTO;
+	for (uint32_t i = 0; i < rs->count && ret == 0; i++) {
+		uint64_t id;
+		int n;
+
+		memcpy(&id, (const unsigned char *)rs + sizeof(*rs) + i * sizeof(id), sizeof(id));
+		n = methods_describe(agent_jvmti, link_jni, id, link_tx, sizeof(link_tx));
+		if (n >= 0) {
+			ret = link_send(sock, JPAG_METHOD, link_tx, (size_t)n);
+		} else {
+			struct jpag_method_unknown u = { .id = id };
+
+			ret = link_send(sock, JPAG_METHOD_UNKNOWN, &u, sizeof(u));
+		}
+	}
+	return ret;
+}
+
+static int link_dispatch(int sock, const struct jpag_hdr *hdr, int fd)
+{
+	int ret = 0;
+
+	switch (hdr->type) {
+	case JPAG_START:
+		if (hdr->len != sizeof(struct jpag_start)) {
+			ret = -EPROTO;
+			break;
+		}
+		ret = link_on_start(sock, (const struct jpag_start *)link_rx, fd);
+		fd = -1;
+		break;
+	case JPAG_PERF_FD:
+		if (hdr->len != sizeof(struct jpag_perf_fd)) {
+			ret = -EPROTO;
+			break;
+		}
+		link_on_perf_fd((const struct jpag_perf_fd *)link_rx, fd);
+		fd = -1;
+		break;
+	case JPAG_RESOLVE:
+		ret = link_on_resolve(sock, (const struct jpag_resolve *)link_rx, hdr->len);
+		break;
+	case JPAG_STOP:
+		link_stop_recording();
+		ret = link_send(sock, JPAG_STOPPED, NULL, 0);
+		break;
+	case JPAG_ERROR:
+		if (hdr->len == sizeof(struct jpag_error)) {
+			const struct jpag_error *e = (const struct jpag_error *)link_rx;
+
+			agent_debug("daemon error %d: %.*s", e->code, (int)sizeof(e->message),
+				    e->message);
+		}
+		break;
+	default:
+		/* Unknown or misplaced (WELCOME again): ignored. */
+		break;
+	}
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
+/* ---- connection ------------------------------------------------------------ */
+
+static int link_connect(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv = { .tv_sec = LINK_IO_TIMEOUT_S };
+	int sock, ret;
+
+	pthread_mutex_lock(&link_lock);
+	memcpy(sa.sun_path, link_path, sizeof(sa.sun_path));
+	pthread_mutex_unlock(&link_lock);
+	sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (sock < 0)
+		return -errno;
+	if (setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+	    setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
+	    connect(sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		ret = -errno;
+		close(sock);
+		return ret;
+	}
+	return sock;
+}
+
+static void link_jvm_name(char *buf, size_t cap)
+{
+	char *name = NULL, *version = NULL;
+
+	(*agent_jvmti)->GetSystemProperty(agent_jvmti, "java.vm.name", &name);
+	(*agent_jvmti)->GetSystemProperty(agent_jvmti, "java.vm.version", &version);
+	snprintf(buf, cap, "%s %s", name ? name : "?", version ? version : "?");
+	if (name)
+		(*agent_jvmti)->Deallocate(agent_jvmti, (unsigned char *)name);
+	if (version)
+		(*agent_jvmti)->Deallocate(agent_jvmti, (unsigned char *)version);
+}
+
+/* Polls sock and the eventfd; *sock_ready / returns -ESHUTDOWN on VMDeath. */
+static int link_wait(int sock, int timeout_ms, bool *sock_ready)
+{
+	struct pollfd p[2] = {
+		{ .fd = link_evfd, .events = POLLIN },
+		{ .fd = sock, .events = POLLIN },
+	};
+	uint64_t cnt;
+	int n;
+
+	*sock_ready = false;
+	n = poll(p, sock >= 0 ? 2 : 1, timeout_ms);
+	if (n < 0)
+		return errno == EINTR ? 0 : -errno;
+	if (p[0].revents & POLLIN) {
+		if (read(link_evfd, &cnt, sizeof(cnt)) < 0 && errno != EAGAIN)
+			return -errno;
+	}
+	if (link_is_dying())
+		return -ESHUTDOWN;
+	*sock_ready = sock >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR));
+	return 0;
+}
+
+/* One connection: handshake, then serve until EOF, error or VMDeath.
+ * Returns 0 if the daemon welcomed us (the backoff restarts). */
+static int link_session(int sock, bool *welcomed)
+{
+	struct jpag_hello hello = { .agent_version = JPAG_VERSION, .pid = (uint32_t)getpid() };
+	struct timespec t0, t1;
+	struct pollfd p = { .fd = sock, .events = POLLIN };
+	struct jpag_hdr hdr;
+	bool ready;
+	int fd = -1, ret;
+
+	link_jvm_name(hello.jvm, sizeof(hello.jvm));
+	ret = link_send(sock, JPAG_HELLO, &hello, sizeof(hello));
+	if (ret < 0)
+		goto out;
+	do {
+		ret = poll(&p, 1, LINK_WELCOME_TIMEOUT_MS);
+	} while (ret < 0 && errno == EINTR);
+	if (ret <= 0) {
+		ret = ret ? -errno : -ETIMEDOUT;
+		goto out;
+	}
+	ret = link_recv_frame(sock, &hdr, &fd);
+	if (ret < 0)
+		goto out;
+	if (fd >= 0)
+		close(fd);
+	if (hdr.type != JPAG_WELCOME || hdr.len != sizeof(struct jpag_welcome) ||
+	    ((const struct jpag_welcome *)link_rx)->version != JPAG_VERSION) {
+		ret = -EPROTO;
+		goto out;
+	}
+	*welcomed = true;
+	agent_debug("connected, %zu methods known", methods_count());
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		int timeout = link_rec_on ? LINK_RESCAN_MS : -1;
+
+		ret = link_wait(sock, timeout, &ready);
+		if (ret < 0)
+			goto out;
+		if (ready) {
+			ret = link_recv_frame(sock, &hdr, &fd);
+			if (ret < 0)
+				goto out;
+			ret = link_dispatch(sock, &hdr, fd);
+			if (ret < 0)
+				goto out;
+		}
+		if (!link_rec_on)
+			continue;
+		ret = link_drain_thread_events(sock);
+		if (ret < 0)
+			goto out;
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 >=
+		    LINK_RESCAN_MS) {
+			t0 = t1;
+			ret = link_rescan(sock);
+			if (ret < 0)
+				goto out;
+		}
+	}
+out:
+	return ret;
+}
+
+static void *link_main(void *arg)
+{
+	JavaVMAttachArgs args = { .version = JNI_VERSION_1_6, .name = "jprofagent" };
+	int backoff = LINK_BACKOFF_MIN_MS;
+	bool logged_connect = false, ready;
+	int sock, ret;
+
+	/* Visible as such in /proc/PID/task/TID/comm and in profiles. */
+	pthread_setname_np(pthread_self(), "jprofagent");
+	if ((*agent_vm)->AttachCurrentThreadAsDaemon(agent_vm, (void **)&link_jni, &args) != JNI_OK) {
+		agent_warn("cannot attach the agent thread to the JVM");
+		return NULL;
+	}
+	/* ClassPrepare is already enabled, so no class falls in between. */
+	methods_add_loaded(agent_jvmti, link_jni);
+
+	while (!link_is_dying()) {
+		bool welcomed = false;
+
+		__atomic_store_n(&link_kicked, 0, __ATOMIC_SEQ_CST);
+		sock = link_connect();
+		if (sock >= 0) {
+			ret = link_session(sock, &welcomed);
+			link_stop_recording();
+			close(sock);
+			if (ret != -ESHUTDOWN)
+				agent_debug("disconnected from jprofd: %s",
+					    ret == -ECONNRESET ? "closed" : strerror(-ret));
+		} else if (!logged_connect) {
+			agent_debug("cannot connect to jprofd: %s (retrying)", strerror(-sock));
+			logged_connect = true;
+		}
+		if (welcomed)
+			backoff = LINK_BACKOFF_MIN_MS;
+		/* Wait out the backoff unless kicked (a new attach) or dying. */
+		struct timespec start, now;
+		clock_gettime(CLOCK_MONOTONIC, &start);
+		for (;;) {
+			long waited;
+
+			if (link_wait(-1, backoff, &ready) == -ESHUTDOWN)
+				break;
+			if (__atomic_load_n(&link_kicked, __ATOMIC_SEQ_CST)) {
+				backoff = LINK_BACKOFF_MIN_MS;
+				break;
+			}
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			waited = (now.tv_sec - start.tv_sec) * 1000 +
+				 (now.tv_nsec - start.tv_nsec) / 1000000;
+			if (waited >= backoff) {
+				backoff = backoff * 2 > LINK_BACKOFF_MAX_MS ? LINK_BACKOFF_MAX_MS
+									     : backoff * 2;
+				break;
+			}
+		}
+	}
+	/* VMDeath: the process is exiting; stay parked, holding nothing. */
+	link_stop_recording();
+	for (;;)
+		pause();
+	return NULL;
+}
+
+int link_start(void)
+{
+	pthread_attr_t attr;
+	pthread_t th;
+	int ret;
+
+	pthread_mutex_lock(&link_lock);
+	if (link_started) {
+		pthread_mutex_unlock(&link_lock);
+		return 0;
+	}
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	ret = -pthread_create(&th, &attr, link_main, NULL);
+	pthread_attr_destroy(&attr);
+	if (ret == 0)
+		link_started = true;
+	pthread_mutex_unlock(&link_lock);
+	return ret;
+}

@@ -1,0 +1,264 @@
+/* The signal handler and the ring it writes.
+ *
+ * Everything reachable from ring_on_signal is async-signal-safe: atomics on
+ * static or shared memory, clock_gettime, syscall(SYS_gettid), the JavaVM's
+ * GetEnv lookup and AsyncGetCallTrace (made for this). No malloc, no locks,
+ * no stdio, no thread-local storage of this library (a dlopen'd library's
+ * TLS may be allocated lazily, which is not signal-safe).
+ */
+#include "ring.h"
+
+#include "agent.h"
+#include "jprof_agent.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* AsyncGetCallTrace's interface (HotSpot, not in any JDK header). */
+struct asgct_frame {
+	jint lineno;           /* bci, or -3 for a native method */
+	jmethodID method_id;
+};
+
+struct asgct_trace {
+	JNIEnv *env;
+	jint num_frames;       /* out: frames, or < 0 error */
+	struct asgct_frame *frames;
+};
+
+typedef void (*asgct_fn)(struct asgct_trace *trace, jint depth, void *ucontext);
+
+/* ASGCT writes straight into the slot's frames. */
+_Static_assert(sizeof(struct asgct_frame) == sizeof(struct jpring_frame), "frame size");
+_Static_assert(offsetof(struct asgct_frame, lineno) == offsetof(struct jpring_frame, bci),
+	       "frame bci");
+_Static_assert(offsetof(struct asgct_frame, method_id) ==
+	       offsetof(struct jpring_frame, method_id), "frame method_id");
+_Static_assert(sizeof(jmethodID) == sizeof(uint64_t), "jmethodID is 64-bit");
+
+struct ring_state {
+	unsigned char *base;   /* the mapping: header page, then slots */
+	size_t bytes;
+	uint32_t nslots;       /* our validated copy, never reread from the ring */
+};
+
+static asgct_fn ring_asgct;
+static struct ring_state ring_slot_state;       /* owned by the activating thread */
+static struct ring_state *ring_active;          /* what handlers see; NULL = off */
+static unsigned long ring_inflight;             /* handlers inside the ring */
+static unsigned char ring_armed[RING_MAX_FD];   /* atomic bytes: fd is ours */
+static struct sigaction ring_prev[_NSIG];
+static bool ring_installed[_NSIG];
+static pthread_mutex_t ring_install_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int ring_init(void)
+{
+	Dl_info info;
+	void *jvm;
+
+	ring_asgct = (asgct_fn)dlsym(RTLD_DEFAULT, "AsyncGetCallTrace");
+	if (ring_asgct)
+		return 0;
+	/* libjvm may not be global: find it through one of its JNI functions. */
+	if (dladdr((void *)(*agent_vm)->GetEnv, &info) && info.dli_fname) {
+		jvm = dlopen(info.dli_fname, RTLD_NOLOAD | RTLD_LAZY);
+		if (jvm)
+			ring_asgct = (asgct_fn)dlsym(jvm, "AsyncGetCallTrace");
+		/* Keep the reference: libjvm is never unloaded anyway. */
+	}
+	return ring_asgct ? 0 : -ENOENT;
+}
+
+bool ring_signal_usable(int sig)
+{
+	/* HotSpot owns SEGV, BUS, ILL, FPE, QUIT, USR2, PIPE, XFSZ, TRAP; the
+	 * rest of the classic signals mean something to the application. */
+	if (sig == SIGPROF || sig == SIGVTALRM || sig == SIGIO)
+		return true;
+	return sig >= SIGRTMIN && sig <= SIGRTMAX;
+}
+
+static void ring_chain(int sig, siginfo_t *si, void *uc)
+{
+	const struct sigaction *prev = &ring_prev[sig];
+
+	if (prev->sa_flags & SA_SIGINFO) {
+		if (prev->sa_sigaction)
+			prev->sa_sigaction(sig, si, uc);
+	} else if (prev->sa_handler != SIG_DFL && prev->sa_handler != SIG_IGN && prev->sa_handler) {
+		prev->sa_handler(sig);
+	}
+	/* SIG_DFL is not re-raised: a stray pending signal after a recording
+	 * must not kill the JVM (the default for SIGPROF and SIGIO is to
+	 * terminate). */
+}
+
+static bool ring_is_ours(const siginfo_t *si)
+{
+	if (si->si_code < POLL_IN || si->si_code > POLL_HUP)
+		return false;
+	if (si->si_fd < 0 || si->si_fd >= RING_MAX_FD)
+		return false;
+	return __atomic_load_n(&ring_armed[si->si_fd], __ATOMIC_RELAXED);
+}
+
+static void ring_write(const struct ring_state *r, void *uc)
+{
+	struct jpring_header *h = (struct jpring_header *)r->base;
+	struct jpring_slot *slot;
+	struct timespec ts;
+	uint64_t w, rd;
+	JNIEnv *env;
+	int32_t n;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	w = __atomic_load_n(&h->write_idx, __ATOMIC_RELAXED);
+	for (;;) {
+		rd = __atomic_load_n(&h->read_idx, __ATOMIC_ACQUIRE);
+		/* Also drops when the reader's index is ahead of ours (garbage). */
+		if (w - rd >= r->nslots) {
+			__atomic_add_fetch(&h->dropped, 1, __ATOMIC_RELAXED);
+			return;
+		}
+		if (__atomic_compare_exchange_n(&h->write_idx, &w, w + 1, false,
+						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			break;
+	}
+	slot = (struct jpring_slot *)(r->base + JPRING_HEADER_BYTES +
+				      (size_t)(w % r->nslots) * JPRING_SLOT_BYTES);
+	slot->time_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	/* Not the armed fd's owner tid: a signal still pending from a closed
+	 * fd whose number was re-armed for another thread would lie. */
+	slot->tid = (uint32_t)syscall(SYS_gettid);
+	slot->reserved = 0;
+
+	if (!ring_asgct) {
+		n = JPRING_UNKNOWN_STATE;
+	} else if ((*agent_vm)->GetEnv(agent_vm, (void **)&env, JNI_VERSION_1_6) != JNI_OK) {
+		/* GC, compiler-support and foreign threads: no JavaThread. */
+		n = JPRING_UNKNOWN_NOT_JAVA;
+	} else {
+		struct asgct_trace trace = {
+			.env = env,
+			.frames = (struct asgct_frame *)(void *)slot->frames,
+		};
+
+		ring_asgct(&trace, JPRING_MAX_FRAMES, uc);
+		n = trace.num_frames;
+		if (n > JPRING_MAX_FRAMES)
+			n = JPRING_MAX_FRAMES;
+		/* ASGCT leaves the padding alone. */
+		for (int32_t i = 0; i < n; i++)
+			slot->frames[i].reserved = 0;
+	}
+	slot->num_frames = n;
+	__atomic_store_n(&slot->seq, w + 1, __ATOMIC_RELEASE);
+}
+
+static void ring_on_signal(int sig, siginfo_t *si, void *uc)
+{
+	int saved_errno = errno;
+	struct ring_state *r;
+
+	if (!si || !ring_is_ours(si)) {
+		ring_chain(sig, si, uc);
+		goto out;
+	}
+	/* seq_cst pairs with ring_quiesce: either it sees us in flight, or we
+	 * see its NULL. */
+	__atomic_add_fetch(&ring_inflight, 1, __ATOMIC_SEQ_CST);
+	r = __atomic_load_n(&ring_active, __ATOMIC_SEQ_CST);
+	if (r)
+		ring_write(r, uc);
+	__atomic_sub_fetch(&ring_inflight, 1, __ATOMIC_SEQ_CST);
+out:
+	errno = saved_errno;
+}
+
+int ring_install_signal(int sig)
+{
+	struct sigaction sa;
+	int ret = 0;
+
+	if (sig <= 0 || sig >= _NSIG || !ring_signal_usable(sig))
+		return -EINVAL;
+	pthread_mutex_lock(&ring_install_lock);
+	if (ring_installed[sig])
+		goto out;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = ring_on_signal;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	/* Read the previous action first so the handler never chains to an
+	 * unset one, then swap. */
+	if (sigaction(sig, NULL, &ring_prev[sig]) < 0 || sigaction(sig, &sa, NULL) < 0) {
+		ret = -errno;
+		goto out;
+	}
+	ring_installed[sig] = true;
+out:
+	pthread_mutex_unlock(&ring_install_lock);
+	return ret;
+}
+
+int ring_activate(int memfd, uint64_t ring_bytes, uint32_t nslots)
+{
+	const struct jpring_header *h;
+	struct stat st;
+	void *map;
+
+	if (ring_slot_state.base)
+		return -EBUSY;
+	if (nslots == 0 ||
+	    ring_bytes != JPRING_HEADER_BYTES + (uint64_t)nslots * JPRING_SLOT_BYTES)
+		return -EINVAL;
+	if (fstat(memfd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size < ring_bytes)
+		return -EINVAL;
+	/* Populated now: no page fault in the handler on a slot's first use. */
+	map = mmap(NULL, ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, memfd, 0);
+	if (map == MAP_FAILED)
+		return -errno;
+	h = map;
+	if (h->magic != JPRING_MAGIC || h->version != JPRING_VERSION ||
+	    h->slot_bytes != JPRING_SLOT_BYTES || h->nslots != nslots) {
+		munmap(map, ring_bytes);
+		return -EPROTO;
+	}
+	ring_slot_state = (struct ring_state){ .base = map, .bytes = ring_bytes, .nslots = nslots };
+	__atomic_store_n(&ring_active, &ring_slot_state, __ATOMIC_SEQ_CST);
+	return 0;
+}
+
+void ring_quiesce(void)
+{
+	const struct timespec tick = { .tv_nsec = 200000 };
+
+	__atomic_store_n(&ring_active, NULL, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&ring_inflight, __ATOMIC_SEQ_CST))
+		nanosleep(&tick, NULL);
+}
+
+void ring_retire(void)
+{
+	ring_quiesce();
+	if (ring_slot_state.base)
+		munmap(ring_slot_state.base, ring_slot_state.bytes);
+	ring_slot_state = (struct ring_state){ 0 };
+}
+
+void ring_mark_fd(int fd, bool armed)
+{
+	if (fd >= 0 && fd < RING_MAX_FD)
+		__atomic_store_n(&ring_armed[fd], armed, __ATOMIC_SEQ_CST);
+}

@@ -1,0 +1,73 @@
+// CPU work split between alpha() (about 70 %) and beta() (about 30 %), in
+// rounds of about 10 ms. The program measures the true split itself.
+// Usage: java CpuSplit SECONDS
+// Prints {"alpha_ns":..,"beta_ns":..,"rounds":..,"work":..,"cpu_ns":..}
+// (work: loop iterations done; cpu_ns: CPU time of the main thread, which
+// also pays for a profiler's signal handler: work per cpu_ns compares
+// overhead even on a busy machine).
+import java.lang.management.ManagementFactory;
+
+public class CpuSplit {
+    static final long ALPHA_TARGET_NS = 7_000_000;
+    static final long BETA_TARGET_NS = 3_000_000;
+    static final long[] alphaData = new long[4096];
+    static final double[] betaData = new double[4096];
+    static volatile long sink;
+
+    static long alpha(long iters) {
+        long[] a = alphaData;
+        long x = sink | 1;
+        for (long i = 0; i < iters; i++) {
+            int k = (int) (i & (a.length - 1));
+            x ^= x << 13;
+            x ^= x >>> 7;
+            x ^= x << 17;
+            a[k] += x;
+        }
+        sink = x;
+        return iters;
+    }
+
+    static long beta(long iters) {
+        double[] b = betaData;
+        double y = (sink & 0xff) + 1.5;
+        for (long i = 0; i < iters; i++) {
+            int k = (int) ((i * 7) & (b.length - 1));
+            y = y * 1.0000001 + b[k];
+            b[k] = y * 0.5;
+        }
+        sink = (long) y;
+        return iters;
+    }
+
+    // Per-call iteration count that hits target given the last call.
+    static long adapt(long iters, long took, long target) {
+        if (took <= 0)
+            return iters * 2;
+        long next = (long) ((double) iters * target / took);
+        return Math.max(1000, Math.min(next, iters * 4));
+    }
+
+    public static void main(String[] args) {
+        long seconds = args.length > 0 ? Long.parseLong(args[0]) : 10;
+        long end = System.nanoTime() + seconds * 1_000_000_000L;
+        long alphaNs = 0, betaNs = 0, rounds = 0, work = 0;
+        long aIters = 100_000, bIters = 100_000;
+
+        while (System.nanoTime() < end) {
+            long t0 = System.nanoTime();
+            work += alpha(aIters);
+            long t1 = System.nanoTime();
+            work += beta(bIters);
+            long t2 = System.nanoTime();
+            alphaNs += t1 - t0;
+            betaNs += t2 - t1;
+            aIters = adapt(aIters, t1 - t0, ALPHA_TARGET_NS);
+            bIters = adapt(bIters, t2 - t1, BETA_TARGET_NS);
+            rounds++;
+        }
+        long cpuNs = ManagementFactory.getThreadMXBean().getCurrentThreadCpuTime();
+        System.out.println("{\"alpha_ns\":" + alphaNs + ",\"beta_ns\":" + betaNs
+                + ",\"rounds\":" + rounds + ",\"work\":" + work + ",\"cpu_ns\":" + cpuNs + "}");
+    }
+}
