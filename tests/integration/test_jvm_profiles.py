@@ -36,9 +36,14 @@ def main(t):
             jt.check(jt.samples_matching(stacks, lambda fr: jt.has_seq(fr, ["CpuSplit.main", "CpuSplit.alpha"])) > 0,
                      "no CpuSplit.main;CpuSplit.alpha stack:\n%s" % jt.top_stacks(stacks))
             truth = jvm.result(60)
-            want = truth["alpha_ns"] / float(truth["alpha_ns"] + truth["beta_ns"])
+            # The program times each call itself: thread CPU time is what a
+            # CPU profiler sees (the wall split also counts run-queue waits
+            # on a busy machine; it is logged for comparison).
+            want = truth["alpha_cpu_ns"] / float(truth["alpha_cpu_ns"] + truth["beta_cpu_ns"])
+            wall = truth["alpha_ns"] / float(truth["alpha_ns"] + truth["beta_ns"])
             got = alpha / float(alpha + beta)
-            jt.log("JDK %s: alpha share profiled %.3f, measured %.3f" % (jdk, got, want))
+            jt.log("JDK %s: alpha share profiled %.3f, measured CPU %.3f (wall %.3f)"
+                   % (jdk, got, want, wall))
             jt.check(abs(got - want) <= 0.03, "alpha share %.3f vs measured %.3f" % (got, want))
 
         with t.case("JDK %s: I/O stacks read Java -> native -> kernel" % jdk):
