@@ -62,6 +62,23 @@ struct {
 	__type(value, __u32);
 } watched SEC(".maps");
 
+/* source -> least time between two records of one thread. An agent holds
+ * copies of its record events and could shorten their period; this keeps
+ * it from flooding the ring buffer that other recordings share. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u64);
+} source_min_gap SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u64);
+} thread_last SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 22);
@@ -223,10 +240,22 @@ int sample_thread(struct bpf_perf_event_data *ctx)
 	owner = bpf_map_lookup_elem(&covered, &tid);
 	if (owner && *owner == source)
 		flags |= JP_KEY_HOST_FEED;
-	if (cookie & JP_COOKIE_RECORD)
+	if (cookie & JP_COOKIE_RECORD) {
+		__u64 now = bpf_ktime_get_ns(), *gap, *last;
+
+		gap = bpf_map_lookup_elem(&source_min_gap, &source);
+		if (gap) {
+			last = bpf_map_lookup_elem(&thread_last, &tid);
+			if (last && now - *last < *gap) {
+				c->throttled++;
+				return 0;  /* no record, and no signal either */
+			}
+			bpf_map_update_elem(&thread_last, &tid, &now, BPF_ANY);
+		}
 		emit_record(ctx, c, tgid, tid, source, flags);
-	else
+	} else {
 		aggregate(ctx, c, tgid, tid, source, flags);
+	}
 	return (cookie & JP_COOKIE_SIGNAL) ? 1 : 0;
 }
 

@@ -39,6 +39,7 @@ struct jp_counters {
 	__u64 collision;        /* stack map bucket held another stack */
 	__u64 map_full;         /* count map full: sample dropped */
 	__u64 ringbuf_full;     /* ring reserve failed: record dropped */
+	__u64 throttled;        /* record event fired faster than its source allows */
 };
 
 /* Ring buffer messages. */

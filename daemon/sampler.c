@@ -19,7 +19,7 @@
 #include "../bpf/sampler.h"
 
 _Static_assert(sizeof(struct jp_count_key) == 24, "jp_count_key layout");
-_Static_assert(sizeof(struct jp_counters) == 64, "jp_counters layout");
+_Static_assert(sizeof(struct jp_counters) == 72, "jp_counters layout");
 _Static_assert(sizeof(struct jp_msg_new_thread) == 24, "jp_msg_new_thread layout");
 _Static_assert(sizeof(struct jp_msg_sample) == 40, "jp_msg_sample layout");
 
@@ -624,6 +624,15 @@ void sampler_uncover_tid(struct sampler *s, uint32_t tid, uint32_t source)
 		bpf_map_delete_elem(fd, &tid);
 }
 
+int sampler_set_min_gap(struct sampler *s, uint32_t source, uint64_t gap_ns)
+{
+	int fd = bpf_map__fd(s->skel->maps.source_min_gap);
+
+	if (!gap_ns)
+		return bpf_map_delete_elem(fd, &source) < 0 && errno != ENOENT ? -errno : 0;
+	return bpf_map_update_elem(fd, &source, &gap_ns, BPF_ANY) < 0 ? -errno : 0;
+}
+
 void sampler_get_stats(const struct sampler *s, struct sampler_stats *out)
 {
 	struct jp_counters *per = calloc(s->possible_cpus, sizeof(*per));
@@ -640,6 +649,7 @@ void sampler_get_stats(const struct sampler *s, struct sampler_stats *out)
 			out->collision += per[i].collision;
 			out->map_full += per[i].map_full;
 			out->ringbuf_full += per[i].ringbuf_full;
+			out->throttled += per[i].throttled;
 		}
 	}
 	free(per);

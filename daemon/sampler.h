@@ -39,7 +39,7 @@ struct sampler_sample {
 
 struct sampler_stats {
 	uint64_t samples, idle, skipped_covered;
-	uint64_t kstack_err, ustack_err, collision, map_full, ringbuf_full;
+	uint64_t kstack_err, ustack_err, collision, map_full, ringbuf_full, throttled;
 	uint64_t stack_missing;    /* id counted but the stack was gone (should stay 0) */
 	uint64_t drains;
 	uint64_t drain_ns_total;   /* time spent draining */
@@ -90,6 +90,10 @@ void sampler_unwatch_tgid(struct sampler *s, uint32_t tgid);
  * skip it. */
 int sampler_cover_tid(struct sampler *s, uint32_t tid, uint32_t source);
 void sampler_uncover_tid(struct sampler *s, uint32_t tid, uint32_t source);
+
+/* Record events of source fire at most once per gap_ns per thread (0 lifts
+ * the limit); faster ones are dropped in BPF and counted as throttled. */
+int sampler_set_min_gap(struct sampler *s, uint32_t source, uint64_t gap_ns);
 
 void sampler_get_stats(const struct sampler *s, struct sampler_stats *out);
 

@@ -756,6 +756,9 @@ static void bind_agent(struct session *s, struct agent *a)
 		java_fail(s, JAVA_FAILED, r == -EBUSY ? "agent_busy" : "internal", msg);
 		return;
 	}
+	/* cpu-clock samples of one thread are an interval of CPU time apart;
+	 * half of it leaves room for jitter and none for a shortened period. */
+	sampler_set_min_gap(s->mgr->sampler, s->id, interval_ns(s) / 2);
 	s->agent = a;
 	s->java = JAVA_ACTIVE;
 	s->java_code[0] = s->java_msg[0] = '\0';
@@ -949,6 +952,8 @@ static void session_free(struct session *s)
 	if (!s)
 		return;
 	close_events(s);
+	if (s->join)
+		sampler_set_min_gap(s->mgr->sampler, s->id, 0);
 	attach_cancel(s->attach);
 	agent_stop(s->agent);
 	loop_remove(s->ring_timer);

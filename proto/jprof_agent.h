@@ -62,7 +62,9 @@ struct jpag_welcome {
  * thread (JPAG_PERF_FD_REQ) for every thread it has and every new one. */
 struct jpag_start {
 	uint64_t interval_ns;
-	uint32_t signal;         /* signal to arm fds with (F_SETSIG) */
+	uint32_t signal;         /* signal to arm fds with (F_SETSIG); the agent accepts
+				    SIGPROF, SIGVTALRM, SIGIO or a real-time signal only
+				    and answers anything else with JPAG_STOPPED */
 	uint32_t ring_bytes;     /* size of the memfd */
 	uint32_t slot_bytes;     /* JPRING_SLOT_BYTES */
 	uint32_t nslots;

@@ -1,0 +1,111 @@
+#!/bin/bash
+# Overhead of profiling a JVM: CpuSplit's throughput with no profiler, with
+# jprofd at 100 Hz and at 1 kHz (agent attached at run time), and with the
+# JDK's own JFR (profile settings), in interleaved rounds so the machine's
+# noise hits every configuration alike. Also reports attach latency: from the
+# record request to the first sample with Java frames (summary.java).
+# Not a pass/fail test. Run as root after building (build/).
+#   BENCH_SECONDS=20  length of one workload run
+#   BENCH_ROUNDS=3    interleaved rounds
+#   BENCH_JAVA=path   java binary (default JDK 17)
+set -euo pipefail
+
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${BUILD_DIR:-$src/build}
+secs=${BENCH_SECONDS:-20}
+rounds=${BENCH_ROUNDS:-3}
+java=${BENCH_JAVA:-/usr/lib/jvm/java-17-openjdk-amd64/bin/java}
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "jvm_overhead.sh: run as root (it starts jprofd)" >&2
+	exit 1
+fi
+for f in "$build/jprofd" "$build/jprofctl" "$build/agent/libjprofagent.so" "$build/tests/java/CpuSplit.class"; do
+	[ -e "$f" ] || { echo "jvm_overhead.sh: $f missing; build first" >&2; exit 1; }
+done
+
+tmp=$(mktemp -d /tmp/jprof-jvmbench.XXXXXX)
+chmod 755 "$tmp"
+daemon_pid=""
+cleanup() {
+	if [ -n "$daemon_pid" ]; then
+		kill -TERM "$daemon_pid" 2>/dev/null || true
+	fi
+	pkill -f "$tmp/classes" 2>/dev/null || true
+	wait 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mkdir -p "$tmp/classes" "$tmp/out"
+cp "$build"/tests/java/*.class "$tmp/classes/"
+cp "$build/jprofctl" "$build/agent/libjprofagent.so" "$tmp/"
+chmod -R a+rX "$tmp"
+chown nobody "$tmp/out"
+
+"$build/jprofd" --socket "$tmp/jprofd.sock" --agent "$tmp/libjprofagent.so" --rate 19 \
+	2>"$tmp/jprofd.log" &
+daemon_pid=$!
+for _ in $(seq 100); do [ -S "$tmp/jprofd.sock" ] && break; sleep 0.1; done
+
+as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$@"; }
+
+# run CONFIG ROUND: prints "config work_per_cpu_ns attach_ms first_java_ms"
+run() {
+	local cfg=$1 r=$2 out="$tmp/out/$1.$2" opts=() interval="" pid
+	case $cfg in
+	jfr) opts=("-XX:StartFlightRecording=settings=profile,filename=$tmp/out/rec.$r.jfr") ;;
+	jprofd-100hz) interval=10ms ;;
+	jprofd-1khz) interval=1ms ;;
+	esac
+	as_nobody "$java" "${opts[@]}" -cp "$tmp/classes" CpuSplit "$secs" >"$out.stdout" 2>&1 &
+	pid=$!
+	if [ -n "$interval" ]; then
+		# Record the whole run: it ends when the JVM exits.
+		as_nobody "$tmp/jprofctl" --socket "$tmp/jprofd.sock" record --pid "$pid" \
+			-d $((secs + 10))s -i "$interval" --java require --no-progress --json-events \
+			-o "$tmp/out/p.$cfg.$r.collapsed" 2>"$out.events" || true
+	fi
+	wait "$pid"
+	python3 - "$cfg" "$out.stdout" "$out.events" <<'PY'
+import json, re, sys
+cfg, stdout, events = sys.argv[1:4]
+res = json.loads([l for l in open(stdout) if l.startswith("{")][-1])
+att = first = "-"
+try:
+    for line in open(events):
+        if line.startswith("{") and '"profile"' in line:
+            j = json.loads(line).get("summary", {}).get("java", {})
+            att, first = j.get("attach_ms", "-"), j.get("first_java_sample_ms", "-")
+except OSError:
+    pass
+print(cfg, res["work"] / res["cpu_ns"], att, first)
+PY
+}
+
+configs=(none jprofd-100hz jprofd-1khz jfr)
+echo "CpuSplit ${secs}s x $rounds rounds, $("$java" -version 2>&1 | head -1)"
+: >"$tmp/results"
+for r in $(seq "$rounds"); do
+	for cfg in "${configs[@]}"; do
+		run "$cfg" "$r" | tee -a "$tmp/results"
+	done
+done
+python3 - "$tmp/results" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+by = {}
+for cfg, thr, att, first in rows:
+    by.setdefault(cfg, []).append((float(thr), att, first))
+base = statistics.median(t for t, _, _ in by["none"])
+print()
+print("%-14s %14s %10s %s" % ("config", "work/cpu-ns", "vs none", "attach ms / first Java sample ms"))
+for cfg in ("none", "jprofd-100hz", "jprofd-1khz", "jfr"):
+    vals = by.get(cfg, [])
+    if not vals:
+        continue
+    med = statistics.median(t for t, _, _ in vals)
+    lat = ", ".join("%s/%s" % (a, f) for _, a, f in vals if a != "-")
+    print("%-14s %14.4f %9.2f%% %s" % (cfg, med, (med / base - 1) * 100, lat))
+PY
