@@ -1,4 +1,4 @@
-/* jprofd: argv, sd_listen_fds / sd_notify, signals, and wiring of modules. */
+/* jprofd: argv, configuration, sd_listen_fds / sd_notify, signals, and wiring of modules. */
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
@@ -13,6 +13,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "control.h"
 #include "jprof_proto.h"
 #include "log.h"
@@ -22,11 +23,10 @@
 #include "symbols.h"
 
 struct options {
-	const char *socket_path;
-	const char *group;
-	unsigned rate_hz;
-	unsigned max_sessions;
-	unsigned max_clients;
+	struct config cli;           /* flags given; cli.set says which */
+	const char *config_path;
+	bool config_given;
+	bool check_config;
 };
 
 static void usage(FILE *f)
@@ -36,9 +36,12 @@ static void usage(FILE *f)
 		"\n"
 		"System-wide eBPF profiler daemon. Runs as root in the foreground, samples\n"
 		"every process with eBPF and serves profiles over a JSON Unix socket\n"
-		"(see jprofctl(1) and docs/protocol.md).\n"
+		"(see jprofd(8), jprofctl(1) and docs/protocol.md).\n"
 		"\n"
-		"Options:\n"
+		"Options (each overrides the same key of the configuration file):\n"
+		"  -c, --config PATH      configuration file (default %s;\n"
+		"                         a missing default file means built-in defaults)\n"
+		"  -t, --check-config     check the configuration, print the result and exit\n"
 		"  -s, --socket PATH      listen on PATH (default %s; ignored when\n"
 		"                         started by systemd socket activation)\n"
 		"  -g, --group NAME       members of NAME may record any process (default jprof;\n"
@@ -49,26 +52,15 @@ static void usage(FILE *f)
 		"  -l, --log-level LEVEL  err, warning, notice, info (default) or debug\n"
 		"  -h, --help             show this help\n"
 		"  -V, --version          show the version\n",
-		JPROF_DEFAULT_SOCKET);
-}
-
-static int parse_uint(const char *s, unsigned max, unsigned *out)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || *end || end == s || s[0] == '-' || v > max)
-		return -EINVAL;
-	*out = (unsigned)v;
-	return 0;
+		CONFIG_DEFAULT_PATH, JPROF_DEFAULT_SOCKET);
 }
 
 static int parse_args(int argc, char **argv, struct options *o)
 {
 	enum { OPT_MAX_SESSIONS = 256, OPT_MAX_CLIENTS };
 	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "check-config", no_argument, NULL, 't' },
 		{ "socket", required_argument, NULL, 's' },
 		{ "group", required_argument, NULL, 'g' },
 		{ "rate", required_argument, NULL, 'r' },
@@ -79,39 +71,24 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
 	};
-	int c, lvl;
+	char err[CONFIG_ERR_MAX];
+	int c, k;
 
-	while ((c = getopt_long(argc, argv, "s:g:r:l:hV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:ts:g:r:l:hV", longopts, NULL)) != -1) {
 		switch (c) {
-		case 's':
-			o->socket_path = optarg;
-			break;
-		case 'g':
-			o->group = optarg;
-			break;
-		case 'r':
-			if (parse_uint(optarg, 10000, &o->rate_hz) < 0) {
-				fprintf(stderr, "jprofd: --rate wants 0..10000 Hz, not \"%s\"\n", optarg);
-				return 2;
-			}
-			break;
-		case OPT_MAX_SESSIONS:
-		case OPT_MAX_CLIENTS:
-			if (parse_uint(optarg, 100000, c == OPT_MAX_SESSIONS ? &o->max_sessions : &o->max_clients) < 0 ||
-			    (c == OPT_MAX_SESSIONS ? o->max_sessions : o->max_clients) == 0) {
-				fprintf(stderr, "jprofd: %s wants a positive number, not \"%s\"\n",
-					c == OPT_MAX_SESSIONS ? "--max-sessions" : "--max-clients", optarg);
-				return 2;
-			}
-			break;
-		case 'l':
-			lvl = log_level_parse(optarg);
-			if (lvl < 0) {
-				fprintf(stderr, "jprofd: unknown log level \"%s\"\n", optarg);
-				return 2;
-			}
-			log_set_level((enum log_level)lvl);
-			break;
+		case 'c':
+			o->config_path = optarg;
+			o->config_given = true;
+			continue;
+		case 't':
+			o->check_config = true;
+			continue;
+		case 's': k = CONFIG_SOCKET; break;
+		case 'g': k = CONFIG_GROUP; break;
+		case 'r': k = CONFIG_RATE; break;
+		case OPT_MAX_SESSIONS: k = CONFIG_MAX_SESSIONS; break;
+		case OPT_MAX_CLIENTS: k = CONFIG_MAX_CLIENTS; break;
+		case 'l': k = CONFIG_LOG_LEVEL; break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -122,6 +99,10 @@ static int parse_args(int argc, char **argv, struct options *o)
 			usage(stderr);
 			return 2;
 		}
+		if (config_set(&o->cli, (enum config_key)k, optarg, err, sizeof(err)) < 0) {
+			fprintf(stderr, "jprofd: command line: %s\n", err);
+			return 2;
+		}
 	}
 	if (optind < argc) {
 		fprintf(stderr, "jprofd: unexpected argument \"%s\"\n", argv[optind]);
@@ -129,6 +110,34 @@ static int parse_args(int argc, char **argv, struct options *o)
 		return 2;
 	}
 	return -1;
+}
+
+/* File, then flags over it. Returns 0, or 1 after saying why not to start. */
+static int load_config(const struct options *o, struct config *cfg)
+{
+	char err[CONFIG_ERR_MAX];
+
+	config_defaults(cfg);
+	if (config_load(cfg, o->config_path, o->config_given, err, sizeof(err)) < 0) {
+		log_err("%s; not starting", err);
+		return 1;
+	}
+	config_override(cfg, &o->cli);
+	if (cfg->http[0]) {
+		log_err("http = %s: the HTTP listener is not supported yet (reserved for a later version); "
+			"remove the http setting to start", cfg->http);
+		return 1;
+	}
+	if (o->check_config) {
+		printf("config %s: ok\n", o->config_path);
+		for (int k = 0; k < CONFIG_NKEYS; k++) {
+			char v[sizeof(cfg->http)];
+
+			config_format(cfg, (enum config_key)k, v, sizeof(v));
+			printf("%s = %s\n", config_key_name((enum config_key)k), v);
+		}
+	}
+	return 0;
 }
 
 static void on_signal(struct loop_source *src, int fd, uint32_t events, void *arg)
@@ -164,7 +173,8 @@ static void raise_fd_limit(void)
 
 int main(int argc, char **argv)
 {
-	struct options o = { .socket_path = JPROF_DEFAULT_SOCKET, .group = "jprof", .rate_hz = 19 };
+	struct options o = { .config_path = CONFIG_DEFAULT_PATH };
+	struct config cfg;
 	struct control_config ccfg = { .group = (gid_t)-1 };
 	struct sampler_config scfg = { 0 };
 	struct session_limits slim = { 0 };
@@ -180,10 +190,17 @@ int main(int argc, char **argv)
 	sigset_t mask;
 	int sfd = -1, ret = 1, r, nfds;
 
+	config_defaults(&o.cli);
+	o.cli.set = 0;
 	r = parse_args(argc, argv, &o);
 	if (r >= 0)
 		return r;
 	setvbuf(stderr, NULL, _IOLBF, 0);
+	if (load_config(&o, &cfg) != 0)
+		return 1;
+	if (o.check_config)
+		return 0;
+	log_set_level((enum log_level)cfg.log_level);
 	if (geteuid() != 0) {
 		fprintf(stderr, "jprofd: must run as root (it loads BPF programs and opens perf events for any process)\n");
 		return 1;
@@ -197,20 +214,20 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 
-	if (o.group && *o.group) {
-		struct group *g = getgrnam(o.group);
+	if (cfg.group[0]) {
+		struct group *g = getgrnam(cfg.group);
 
 		if (g) {
 			ccfg.group = g->gr_gid;
-			ccfg.group_name = o.group;
+			ccfg.group_name = cfg.group;
 		} else {
 			log_notice("group \"%s\" does not exist; only root may record other users' processes",
-				   o.group);
+				   cfg.group);
 		}
 	}
-	ccfg.max_clients = o.max_clients;
-	slim.max_sessions = o.max_sessions;
-	scfg.host_rate_hz = o.rate_hz;
+	ccfg.max_clients = cfg.max_clients;
+	slim.max_sessions = cfg.max_sessions;
+	scfg.host_rate_hz = cfg.rate_hz;
 
 	r = loop_new(&loop);
 	if (r < 0)
@@ -259,9 +276,9 @@ int main(int argc, char **argv)
 	} else {
 		int fd;
 
-		r = control_listen_unix(o.socket_path, &fd);
+		r = control_listen_unix(cfg.socket, &fd);
 		if (r < 0) {
-			log_err("cannot listen on %s: %s", o.socket_path,
+			log_err("cannot listen on %s: %s", cfg.socket,
 				r == -EEXIST ? "a file that is not a socket is in the way" : strerror(-r));
 			goto out;
 		}
@@ -282,9 +299,9 @@ int main(int argc, char **argv)
 			goto out;
 	}
 	log_info("jprofd %s ready on %s (host sampling %u Hz)", JPROF_VERSION,
-		 nfds > 0 ? "systemd sockets" : o.socket_path, o.rate_hz);
-	sd_notifyf(0, "READY=1\nSTATUS=Sampling at %u Hz, listening on %s\nMAINPID=%d", o.rate_hz,
-		   nfds > 0 ? "systemd sockets" : o.socket_path, (int)getpid());
+		 nfds > 0 ? "systemd sockets" : cfg.socket, cfg.rate_hz);
+	sd_notifyf(0, "READY=1\nSTATUS=Sampling at %u Hz, listening on %s\nMAINPID=%d", cfg.rate_hz,
+		   nfds > 0 ? "systemd sockets" : cfg.socket, (int)getpid());
 
 	r = loop_run(loop);
 	if (r < 0) {
@@ -304,7 +321,7 @@ out:
 	symbols_free(symbols);
 	loop_free(loop);
 	if (own_socket)
-		unlink(o.socket_path);
+		unlink(cfg.socket);
 	if (ret == 0)
 		log_info("jprofd stopped");
 	return ret;
