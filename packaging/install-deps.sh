@@ -20,6 +20,8 @@ packages=(
 	libjson-c-dev libsystemd-dev libiberty-dev
 	check                                  # unit tests
 	python3 util-linux binutils            # integration tests: setpriv, strip/objcopy
+	dpkg-dev debhelper fakeroot lintian    # the .deb (packaging/build-deb.sh)
+	debootstrap systemd-container          # system test: Debian 12 root booted by systemd-nspawn
 )
 
 echo "install-deps.sh: apt-get update"
