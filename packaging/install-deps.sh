@@ -21,7 +21,7 @@ packages=(
 	check                                  # unit tests
 	python3 util-linux binutils            # integration tests: setpriv, strip/objcopy
 	dpkg-dev debhelper fakeroot lintian    # the .deb (packaging/build-deb.sh)
-	debootstrap systemd-container          # system test: Debian 12 root booted by systemd-nspawn
+	debootstrap systemd-container procps   # system test: Debian 12 root booted by systemd-nspawn (pgrep)
 )
 
 echo "install-deps.sh: apt-get update"
