@@ -276,7 +276,8 @@ static void on_method(struct agent *a, const char *p, uint32_t len, bool unknown
 		m.name_len = hm.name_len;
 		m.sig = m.name + hm.name_len;
 		m.sig_len = hm.sig_len;
-		memcpy(lines, m.sig + hm.sig_len, (size_t)hm.nlines * sizeof(struct jpag_line));
+		if (hm.nlines)
+			memcpy(lines, m.sig + hm.sig_len, (size_t)hm.nlines * sizeof(struct jpag_line));
 		m.lines = lines;
 		m.nlines = hm.nlines;
 	}

@@ -64,6 +64,13 @@ struct jvm_join {
 	struct jvm_join_stats st;
 };
 
+/* memmove that accepts (NULL, 0): empty queues have no storage yet. */
+static void move(void *dst, const void *src, size_t n)
+{
+	if (n)
+		memmove(dst, src, n);
+}
+
 static size_t hash64(uint64_t x)
 {
 	x ^= x >> 33;
@@ -303,14 +310,14 @@ void jvm_join_add_bpf(struct jvm_join *j, uint32_t tid, uint64_t time_ns, const 
 		j->st.dropped++;
 		return;
 	}
-	memcpy(r.ips, kips, nk * sizeof(uint64_t));
-	memcpy(r.ips + nk, uips, nu * sizeof(uint64_t));
+	move(r.ips, kips, nk * sizeof(uint64_t));
+	move(r.ips + nk, uips, nu * sizeof(uint64_t));
 	/* Keep the queue in time order (records of one thread arrive in order;
 	 * this only guards against the exception). */
 	pos = t->nb;
 	while (pos > 0 && t->b[pos - 1].time > time_ns)
 		pos--;
-	memmove(&t->b[pos + 1], &t->b[pos], (t->nb - pos) * sizeof(*t->b));
+	move(&t->b[pos + 1], &t->b[pos], (t->nb - pos) * sizeof(*t->b));
 	t->b[pos] = r;
 	t->nb++;
 	j->pending++;
@@ -343,7 +350,7 @@ void jvm_join_add_agent(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, i
 	pos = t->na;
 	while (pos > 0 && t->a[pos - 1].time > time_ns)
 		pos--;
-	memmove(&t->a[pos + 1], &t->a[pos], (t->na - pos) * sizeof(*t->a));
+	move(&t->a[pos + 1], &t->a[pos], (t->na - pos) * sizeof(*t->a));
 	t->a[pos] = r;
 	t->na++;
 	j->pending++;
@@ -593,9 +600,9 @@ static void join_tid(struct jvm_join *j, struct tidq *t, uint64_t horizon, uint6
 	while (bi < t->nb && (final || t->b[bi].time + j->o.late_ns < horizon))
 		unmatched(j, t->tid, &t->b[bi++], emit, arg);
 	j->pending -= bi + ai;
-	memmove(t->b, t->b + bi, (t->nb - bi) * sizeof(*t->b));
+	move(t->b, t->b + bi, (t->nb - bi) * sizeof(*t->b));
 	t->nb -= bi;
-	memmove(t->a, t->a + ai, (t->na - ai) * sizeof(*t->a));
+	move(t->a, t->a + ai, (t->na - ai) * sizeof(*t->a));
 	t->na -= ai;
 }
 
@@ -628,8 +635,8 @@ unsigned jvm_join_wanted(struct jvm_join *j, uint64_t *ids, unsigned max)
 {
 	unsigned n = j->nwanted < max ? (unsigned)j->nwanted : max;
 
-	memcpy(ids, j->wanted, n * sizeof(uint64_t));
-	memmove(j->wanted, j->wanted + n, (j->nwanted - n) * sizeof(uint64_t));
+	move(ids, j->wanted, n * sizeof(uint64_t));
+	move(j->wanted, j->wanted + n, (j->nwanted - n) * sizeof(uint64_t));
 	j->nwanted -= n;
 	return n;
 }

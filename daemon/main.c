@@ -1,4 +1,4 @@
-/* jprofd: argv, sd_listen_fds / sd_notify, signals, and wiring of modules. */
+/* jprofd: argv, configuration, sd_listen_fds / sd_notify, signals, and wiring of modules. */
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "agentlink.h"
+#include "config.h"
 #include "control.h"
 #include "jprof_proto.h"
 #include "log.h"
@@ -24,12 +25,10 @@
 #include "symbols.h"
 
 struct options {
-	const char *socket_path;
-	const char *agent_path;
-	const char *group;
-	unsigned rate_hz;
-	unsigned max_sessions;
-	unsigned max_clients;
+	struct config cli;           /* flags given; cli.set says which */
+	const char *config_path;
+	bool config_given;
+	bool check_config;
 };
 
 static void usage(FILE *f)
@@ -39,40 +38,33 @@ static void usage(FILE *f)
 		"\n"
 		"System-wide eBPF profiler daemon. Runs as root in the foreground, samples\n"
 		"every process with eBPF and serves profiles over a JSON Unix socket\n"
-		"(see jprofctl(1) and docs/protocol.md).\n"
+		"(see jprofd(8), jprofctl(1) and docs/protocol.md).\n"
 		"\n"
-		"Options:\n"
+		"Options (each overrides the same key of the configuration file):\n"
+		"  -c, --config PATH      configuration file (default %s;\n"
+		"                         a missing default file means built-in defaults)\n"
+		"  -t, --check-config     check the configuration, print the result and exit\n"
 		"  -s, --socket PATH      listen on PATH (default %s; ignored when\n"
 		"                         started by systemd socket activation)\n"
 		"  -g, --group NAME       members of NAME may record any process (default jprof;\n"
 		"                         \"\" for none); root always may\n"
 		"  -r, --rate HZ          always-on host sampling rate, 0 disables (default 19)\n"
-		"  -a, --agent PATH       JVMTI agent loaded into JVMs (default %s)\n"
+		"  -a, --agent PATH       JVMTI agent loaded into JVMs (default\n"
+		"                         " JPROF_AGENT_PATH ")\n"
 		"      --max-sessions N   concurrent recordings (default 64)\n"
 		"      --max-clients N    concurrent connections (default 1024)\n"
 		"  -l, --log-level LEVEL  err, warning, notice, info (default) or debug\n"
 		"  -h, --help             show this help\n"
 		"  -V, --version          show the version\n",
-		JPROF_DEFAULT_SOCKET, JPROF_AGENT_PATH);
-}
-
-static int parse_uint(const char *s, unsigned max, unsigned *out)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || *end || end == s || s[0] == '-' || v > max)
-		return -EINVAL;
-	*out = (unsigned)v;
-	return 0;
+		CONFIG_DEFAULT_PATH, JPROF_DEFAULT_SOCKET);
 }
 
 static int parse_args(int argc, char **argv, struct options *o)
 {
 	enum { OPT_MAX_SESSIONS = 256, OPT_MAX_CLIENTS };
 	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "check-config", no_argument, NULL, 't' },
 		{ "socket", required_argument, NULL, 's' },
 		{ "group", required_argument, NULL, 'g' },
 		{ "rate", required_argument, NULL, 'r' },
@@ -84,46 +76,25 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
 	};
-	int c, lvl;
+	char err[CONFIG_ERR_MAX];
+	int c, k;
 
-	while ((c = getopt_long(argc, argv, "s:g:r:a:l:hV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:ts:g:r:a:l:hV", longopts, NULL)) != -1) {
 		switch (c) {
-		case 's':
-			o->socket_path = optarg;
-			break;
-		case 'g':
-			o->group = optarg;
-			break;
-		case 'a':
-			if (optarg[0] != '/') {
-				fprintf(stderr, "jprofd: --agent wants an absolute path, not \"%s\"\n", optarg);
-				return 2;
-			}
-			o->agent_path = optarg;
-			break;
-		case 'r':
-			if (parse_uint(optarg, 10000, &o->rate_hz) < 0) {
-				fprintf(stderr, "jprofd: --rate wants 0..10000 Hz, not \"%s\"\n", optarg);
-				return 2;
-			}
-			break;
-		case OPT_MAX_SESSIONS:
-		case OPT_MAX_CLIENTS:
-			if (parse_uint(optarg, 100000, c == OPT_MAX_SESSIONS ? &o->max_sessions : &o->max_clients) < 0 ||
-			    (c == OPT_MAX_SESSIONS ? o->max_sessions : o->max_clients) == 0) {
-				fprintf(stderr, "jprofd: %s wants a positive number, not \"%s\"\n",
-					c == OPT_MAX_SESSIONS ? "--max-sessions" : "--max-clients", optarg);
-				return 2;
-			}
-			break;
-		case 'l':
-			lvl = log_level_parse(optarg);
-			if (lvl < 0) {
-				fprintf(stderr, "jprofd: unknown log level \"%s\"\n", optarg);
-				return 2;
-			}
-			log_set_level((enum log_level)lvl);
-			break;
+		case 'c':
+			o->config_path = optarg;
+			o->config_given = true;
+			continue;
+		case 't':
+			o->check_config = true;
+			continue;
+		case 's': k = CONFIG_SOCKET; break;
+		case 'g': k = CONFIG_GROUP; break;
+		case 'r': k = CONFIG_RATE; break;
+		case 'a': k = CONFIG_AGENT; break;
+		case OPT_MAX_SESSIONS: k = CONFIG_MAX_SESSIONS; break;
+		case OPT_MAX_CLIENTS: k = CONFIG_MAX_CLIENTS; break;
+		case 'l': k = CONFIG_LOG_LEVEL; break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -134,6 +105,10 @@ static int parse_args(int argc, char **argv, struct options *o)
 			usage(stderr);
 			return 2;
 		}
+		if (config_set(&o->cli, (enum config_key)k, optarg, err, sizeof(err)) < 0) {
+			fprintf(stderr, "jprofd: command line: %s\n", err);
+			return 2;
+		}
 	}
 	if (optind < argc) {
 		fprintf(stderr, "jprofd: unexpected argument \"%s\"\n", argv[optind]);
@@ -141,6 +116,34 @@ static int parse_args(int argc, char **argv, struct options *o)
 		return 2;
 	}
 	return -1;
+}
+
+/* File, then flags over it. Returns 0, or 1 after saying why not to start. */
+static int load_config(const struct options *o, struct config *cfg)
+{
+	char err[CONFIG_ERR_MAX];
+
+	config_defaults(cfg);
+	if (config_load(cfg, o->config_path, o->config_given, err, sizeof(err)) < 0) {
+		log_err("%s; not starting", err);
+		return 1;
+	}
+	config_override(cfg, &o->cli);
+	if (cfg->http[0]) {
+		log_err("http = %s: the HTTP listener is not supported yet (reserved for a later version); "
+			"remove the http setting to start", cfg->http);
+		return 1;
+	}
+	if (o->check_config) {
+		printf("config %s: ok\n", o->config_path);
+		for (int k = 0; k < CONFIG_NKEYS; k++) {
+			char v[sizeof(cfg->http)];
+
+			config_format(cfg, (enum config_key)k, v, sizeof(v));
+			printf("%s = %s\n", config_key_name((enum config_key)k), v);
+		}
+	}
+	return 0;
 }
 
 static void on_signal(struct loop_source *src, int fd, uint32_t events, void *arg)
@@ -176,10 +179,8 @@ static void raise_fd_limit(void)
 
 int main(int argc, char **argv)
 {
-	struct options o = { .socket_path = JPROF_DEFAULT_SOCKET, .agent_path = JPROF_AGENT_PATH,
-			     .group = "jprof", .rate_hz = 19 };
-	struct sockaddr_un listen_addr = { 0 };
-	struct agentlink *agents = NULL;
+	struct options o = { .config_path = CONFIG_DEFAULT_PATH };
+	struct config cfg;
 	struct control_config ccfg = { .group = (gid_t)-1 };
 	struct sampler_config scfg = { 0 };
 	struct session_limits slim = { 0 };
@@ -188,6 +189,8 @@ int main(int argc, char **argv)
 	struct sampler *sampler = NULL;
 	struct symbols *symbols = NULL;
 	struct control *control = NULL;
+	struct agentlink *agents = NULL;
+	struct sockaddr_un listen_addr = { 0 };
 	struct loop *loop = NULL;
 	struct loop_source *wd = NULL;
 	bool own_socket = false;
@@ -195,10 +198,17 @@ int main(int argc, char **argv)
 	sigset_t mask;
 	int sfd = -1, ret = 1, r, nfds;
 
+	config_defaults(&o.cli);
+	o.cli.set = 0;
 	r = parse_args(argc, argv, &o);
 	if (r >= 0)
 		return r;
 	setvbuf(stderr, NULL, _IOLBF, 0);
+	if (load_config(&o, &cfg) != 0)
+		return 1;
+	if (o.check_config)
+		return 0;
+	log_set_level((enum log_level)cfg.log_level);
 	if (geteuid() != 0) {
 		fprintf(stderr, "jprofd: must run as root (it loads BPF programs and opens perf events for any process)\n");
 		return 1;
@@ -212,20 +222,20 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 
-	if (o.group && *o.group) {
-		struct group *g = getgrnam(o.group);
+	if (cfg.group[0]) {
+		struct group *g = getgrnam(cfg.group);
 
 		if (g) {
 			ccfg.group = g->gr_gid;
-			ccfg.group_name = o.group;
+			ccfg.group_name = cfg.group;
 		} else {
 			log_notice("group \"%s\" does not exist; only root may record other users' processes",
-				   o.group);
+				   cfg.group);
 		}
 	}
-	ccfg.max_clients = o.max_clients;
-	slim.max_sessions = o.max_sessions;
-	scfg.host_rate_hz = o.rate_hz;
+	ccfg.max_clients = cfg.max_clients;
+	slim.max_sessions = cfg.max_sessions;
+	scfg.host_rate_hz = cfg.rate_hz;
 
 	r = loop_new(&loop);
 	if (r < 0)
@@ -286,23 +296,23 @@ int main(int argc, char **argv)
 	} else {
 		int fd;
 
-		r = control_listen_unix(o.socket_path, &fd);
+		r = control_listen_unix(cfg.socket, &fd);
 		if (r < 0) {
-			log_err("cannot listen on %s: %s", o.socket_path,
+			log_err("cannot listen on %s: %s", cfg.socket,
 				r == -EEXIST ? "a file that is not a socket is in the way" : strerror(-r));
 			goto out;
 		}
 		own_socket = true;
-		snprintf(listen_addr.sun_path, sizeof(listen_addr.sun_path), "%s", o.socket_path);
+		snprintf(listen_addr.sun_path, sizeof(listen_addr.sun_path), "%s", cfg.socket);
 		r = control_add_listener(control, fd);
 		if (r < 0)
 			goto out;
 	}
 
-	session_mgr_set_jvm(sessions, agents, o.agent_path, listen_addr.sun_path);
-	if (access(o.agent_path, R_OK) < 0)
+	session_mgr_set_jvm(sessions, agents, cfg.agent, listen_addr.sun_path);
+	if (access(cfg.agent, R_OK) < 0)
 		log_warn("agent %s is not readable (%s): JVM recordings will have native frames only",
-			 o.agent_path, strerror(errno));
+			 cfg.agent, strerror(errno));
 
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0 || loop_add_io(loop, sfd, EPOLLIN, on_signal, loop, NULL) < 0) {
@@ -315,9 +325,9 @@ int main(int argc, char **argv)
 			goto out;
 	}
 	log_info("jprofd %s ready on %s (host sampling %u Hz)", JPROF_VERSION,
-		 nfds > 0 ? "systemd sockets" : o.socket_path, o.rate_hz);
-	sd_notifyf(0, "READY=1\nSTATUS=Sampling at %u Hz, listening on %s\nMAINPID=%d", o.rate_hz,
-		   nfds > 0 ? "systemd sockets" : o.socket_path, (int)getpid());
+		 nfds > 0 ? "systemd sockets" : cfg.socket, cfg.rate_hz);
+	sd_notifyf(0, "READY=1\nSTATUS=Sampling at %u Hz, listening on %s\nMAINPID=%d", cfg.rate_hz,
+		   nfds > 0 ? "systemd sockets" : cfg.socket, (int)getpid());
 
 	r = loop_run(loop);
 	if (r < 0) {
@@ -338,7 +348,7 @@ out:
 	symbols_free(symbols);
 	loop_free(loop);
 	if (own_socket)
-		unlink(o.socket_path);
+		unlink(cfg.socket);
 	if (ret == 0)
 		log_info("jprofd stopped");
 	return ret;

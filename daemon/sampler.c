@@ -334,7 +334,7 @@ static void deliver(struct sampler *s, unsigned gen, const struct jp_count_key *
 	if (k->kstack >= 0) {
 		/* Copy: the user lookup below may reuse the spill buffer. */
 		p = get_stack(s, gen, k->kstack, &n);
-		if (p) {
+		if (p && n) {
 			memcpy(kcopy, p, n * sizeof(uint64_t));
 			smp.kips = kcopy;
 			smp.nk = n;

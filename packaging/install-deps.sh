@@ -22,6 +22,8 @@ packages=(
 	protobuf-c-compiler libprotobuf-c-dev  # pprof output (zlib1g-dev above gzips it)
 	golang-go chromium                     # format consumers: go tool pprof, headless Chromium
 	python3 util-linux binutils            # integration tests: setpriv, strip/objcopy
+	dpkg-dev debhelper fakeroot lintian    # the .deb (packaging/build-deb.sh)
+	debootstrap systemd-container procps   # system test: Debian 12 root booted by systemd-nspawn (pgrep)
 )
 
 # The browser test drives Chromium from node (playwright-core, tests/browser).

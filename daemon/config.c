@@ -1,0 +1,284 @@
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "jprof_proto.h"
+#include "log.h"
+
+static const char *const key_names[CONFIG_NKEYS] = {
+	[CONFIG_SOCKET] = "socket",
+	[CONFIG_GROUP] = "group",
+	[CONFIG_RATE] = "rate",
+	[CONFIG_MAX_SESSIONS] = "max_sessions",
+	[CONFIG_MAX_CLIENTS] = "max_clients",
+	[CONFIG_LOG_LEVEL] = "log_level",
+	[CONFIG_HTTP] = "http",
+	[CONFIG_AGENT] = "agent",
+};
+
+void config_defaults(struct config *c)
+{
+	memset(c, 0, sizeof(*c));
+	snprintf(c->socket, sizeof(c->socket), "%s", JPROF_DEFAULT_SOCKET);
+	snprintf(c->group, sizeof(c->group), "jprof");
+	c->rate_hz = 19;
+	c->max_sessions = 64;
+	c->max_clients = 1024;
+	c->log_level = LOG_LVL_INFO;
+	snprintf(c->agent, sizeof(c->agent), "%s", JPROF_AGENT_PATH);
+}
+
+const char *config_key_name(enum config_key k)
+{
+	return (unsigned)k < CONFIG_NKEYS ? key_names[k] : NULL;
+}
+
+int config_key_lookup(const char *name)
+{
+	for (int k = 0; k < CONFIG_NKEYS; k++)
+		if (strcmp(name, key_names[k]) == 0)
+			return k;
+	return -ENOENT;
+}
+
+static int parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
+{
+	unsigned long v;
+	char *end;
+
+	if (!isdigit((unsigned char)s[0]))
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return -EINVAL;
+	*out = (unsigned)v;
+	return 0;
+}
+
+/* Group names as useradd accepts them; rules out spaces and quotes, which
+ * here would only be typos. */
+static bool valid_group(const char *s)
+{
+	if (strlen(s) > 32)
+		return false;
+	for (const char *p = s; *p; p++)
+		if (!isalnum((unsigned char)*p) && !strchr("_.-", *p))
+			return false;
+	return true;
+}
+
+static bool has_space(const char *s)
+{
+	for (; *s; s++)
+		if (isspace((unsigned char)*s))
+			return true;
+	return false;
+}
+
+int config_set(struct config *c, enum config_key k, const char *v, char *err, size_t errlen)
+{
+	int lvl;
+
+	switch (k) {
+	case CONFIG_SOCKET:
+		if (v[0] != '/' || strlen(v) >= sizeof(c->socket) || has_space(v)) {
+			snprintf(err, errlen, "socket wants an absolute path of at most %zu bytes, not \"%s\"",
+				 sizeof(c->socket) - 1, v);
+			return -EINVAL;
+		}
+		snprintf(c->socket, sizeof(c->socket), "%s", v);
+		break;
+	case CONFIG_GROUP:
+		if (!valid_group(v)) {
+			snprintf(err, errlen, "group wants a group name (or nothing for none), not \"%s\"", v);
+			return -EINVAL;
+		}
+		snprintf(c->group, sizeof(c->group), "%s", v);
+		break;
+	case CONFIG_RATE:
+		if (parse_uint(v, 0, 10000, &c->rate_hz) < 0) {
+			snprintf(err, errlen, "rate wants 0..10000 Hz (0 = off), not \"%s\"", v);
+			return -EINVAL;
+		}
+		break;
+	case CONFIG_MAX_SESSIONS:
+	case CONFIG_MAX_CLIENTS:
+		if (parse_uint(v, 1, 100000, k == CONFIG_MAX_SESSIONS ? &c->max_sessions : &c->max_clients) < 0) {
+			snprintf(err, errlen, "%s wants 1..100000, not \"%s\"", key_names[k], v);
+			return -EINVAL;
+		}
+		break;
+	case CONFIG_LOG_LEVEL:
+		lvl = log_level_parse(v);
+		if (lvl < 0) {
+			snprintf(err, errlen, "log_level wants err, warning, notice, info or debug, not \"%s\"", v);
+			return -EINVAL;
+		}
+		c->log_level = lvl;
+		break;
+	case CONFIG_HTTP:
+		if (strlen(v) >= sizeof(c->http) || has_space(v)) {
+			snprintf(err, errlen, "http wants an address such as 127.0.0.1:9464 (or nothing for off), not \"%s\"", v);
+			return -EINVAL;
+		}
+		snprintf(c->http, sizeof(c->http), "%s", v);
+		break;
+	case CONFIG_AGENT:
+		if (v[0] != '/' || strlen(v) >= sizeof(c->agent) || has_space(v)) {
+			snprintf(err, errlen, "agent wants an absolute path of at most %zu bytes, not \"%s\"",
+				 sizeof(c->agent) - 1, v);
+			return -EINVAL;
+		}
+		snprintf(c->agent, sizeof(c->agent), "%s", v);
+		break;
+	default:
+		snprintf(err, errlen, "no such key");
+		return -EINVAL;
+	}
+	c->set |= 1u << k;
+	return 0;
+}
+
+static char *trim(char *s)
+{
+	char *e;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+int config_load(struct config *c, const char *path, bool must_exist, char *err, size_t errlen)
+{
+	char msg[CONFIG_ERR_MAX], *line = NULL;
+	struct config tmp = *c;
+	unsigned seen = 0, lineno = 0;
+	size_t cap = 0;
+	struct stat st;
+	ssize_t len;
+	FILE *f;
+	int r = 0;
+
+	f = fopen(path, "re");
+	if (!f) {
+		r = -errno;
+		if (r == -ENOENT && !must_exist)
+			return 0;
+		snprintf(err, errlen, "%s: %s", path, strerror(-r));
+		return r;
+	}
+	/* fopen() opens a directory; reading it would only say "I/O error". */
+	if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+		r = -EISDIR;
+		snprintf(err, errlen, "%s: %s", path, strerror(-r));
+		goto out;
+	}
+	while ((len = getline(&line, &cap, f)) >= 0) {
+		char *s, *eq, *key, *val;
+		int k;
+
+		lineno++;
+		if (len && line[len - 1] == '\n')
+			line[--len] = '\0';
+		if (len > CONFIG_LINE_MAX) {
+			snprintf(err, errlen, "%s:%u: line longer than %d bytes", path, lineno, CONFIG_LINE_MAX);
+			r = -EINVAL;
+			goto out;
+		}
+		if (memchr(line, '\0', (size_t)len)) {
+			snprintf(err, errlen, "%s:%u: NUL byte in line", path, lineno);
+			r = -EINVAL;
+			goto out;
+		}
+		s = trim(line);
+		if (!*s || *s == '#')
+			continue;
+		eq = strchr(s, '=');
+		if (!eq) {
+			snprintf(err, errlen, "%s:%u: expected \"key = value\", got \"%.60s\"", path, lineno, s);
+			r = -EINVAL;
+			goto out;
+		}
+		*eq = '\0';
+		key = trim(s);
+		val = trim(eq + 1);
+		k = config_key_lookup(key);
+		if (k < 0) {
+			snprintf(err, errlen, "%s:%u: unknown key \"%.60s\"", path, lineno, key);
+			r = -EINVAL;
+			goto out;
+		}
+		if (seen & (1u << k)) {
+			snprintf(err, errlen, "%s:%u: duplicate key \"%s\"", path, lineno, key);
+			r = -EINVAL;
+			goto out;
+		}
+		seen |= 1u << k;
+		if (config_set(&tmp, (enum config_key)k, val, msg, sizeof(msg)) < 0) {
+			snprintf(err, errlen, "%s:%u: %s", path, lineno, msg);
+			r = -EINVAL;
+			goto out;
+		}
+	}
+	if (ferror(f)) {
+		snprintf(err, errlen, "%s: read error", path);
+		r = -EIO;
+		goto out;
+	}
+	*c = tmp;
+out:
+	free(line);
+	fclose(f);
+	return r;
+}
+
+void config_format(const struct config *c, enum config_key k, char *buf, size_t len)
+{
+	static const char *const levels[] = { [LOG_LVL_ERR] = "err", [LOG_LVL_WARNING] = "warning",
+		[LOG_LVL_NOTICE] = "notice", [LOG_LVL_INFO] = "info", [LOG_LVL_DEBUG] = "debug" };
+
+	switch (k) {
+	case CONFIG_SOCKET: snprintf(buf, len, "%s", c->socket); break;
+	case CONFIG_GROUP: snprintf(buf, len, "%s", c->group); break;
+	case CONFIG_RATE: snprintf(buf, len, "%u", c->rate_hz); break;
+	case CONFIG_MAX_SESSIONS: snprintf(buf, len, "%u", c->max_sessions); break;
+	case CONFIG_MAX_CLIENTS: snprintf(buf, len, "%u", c->max_clients); break;
+	case CONFIG_LOG_LEVEL:
+		snprintf(buf, len, "%s", c->log_level >= LOG_LVL_ERR && c->log_level <= LOG_LVL_DEBUG ?
+			 levels[c->log_level] : "?");
+		break;
+	case CONFIG_HTTP: snprintf(buf, len, "%s", c->http); break;
+	case CONFIG_AGENT: snprintf(buf, len, "%s", c->agent); break;
+	default: snprintf(buf, len, "?"); break;
+	}
+}
+
+void config_override(struct config *dst, const struct config *src)
+{
+	if (src->set & (1u << CONFIG_SOCKET))
+		memcpy(dst->socket, src->socket, sizeof(dst->socket));
+	if (src->set & (1u << CONFIG_GROUP))
+		memcpy(dst->group, src->group, sizeof(dst->group));
+	if (src->set & (1u << CONFIG_RATE))
+		dst->rate_hz = src->rate_hz;
+	if (src->set & (1u << CONFIG_MAX_SESSIONS))
+		dst->max_sessions = src->max_sessions;
+	if (src->set & (1u << CONFIG_MAX_CLIENTS))
+		dst->max_clients = src->max_clients;
+	if (src->set & (1u << CONFIG_LOG_LEVEL))
+		dst->log_level = src->log_level;
+	if (src->set & (1u << CONFIG_HTTP))
+		memcpy(dst->http, src->http, sizeof(dst->http));
+	if (src->set & (1u << CONFIG_AGENT))
+		memcpy(dst->agent, src->agent, sizeof(dst->agent));
+	dst->set |= src->set;
+}

@@ -1,0 +1,62 @@
+/* jprofd's configuration: defaults, /etc/jprofd/jprofd.conf ("key = value"
+ * lines, whole-line "#" comments) and command-line overrides, all validated
+ * by the same per-key parser so a value means the same in both places. */
+#ifndef JPROF_CONFIG_H
+#define JPROF_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define CONFIG_DEFAULT_PATH "/etc/jprofd/jprofd.conf"
+#define CONFIG_LINE_MAX 1024         /* bytes per line, newline excluded */
+#define CONFIG_ERR_MAX 512           /* a buffer this big holds every message */
+
+enum config_key {
+	CONFIG_SOCKET,
+	CONFIG_GROUP,
+	CONFIG_RATE,
+	CONFIG_MAX_SESSIONS,
+	CONFIG_MAX_CLIENTS,
+	CONFIG_LOG_LEVEL,
+	CONFIG_HTTP,
+	CONFIG_AGENT,
+	CONFIG_NKEYS,
+};
+
+struct config {
+	char socket[108];            /* sun_path size */
+	char group[64];              /* "" = no authorized group */
+	unsigned rate_hz;            /* host sampling, 0 = off */
+	unsigned max_sessions;
+	unsigned max_clients;
+	int log_level;               /* enum log_level */
+	char http[256];              /* reserved: HTTP listen address, "" = off */
+	char agent[256];             /* JVMTI agent loaded into JVMs (absolute path) */
+	unsigned set;                /* bit (1 << key) for every key given */
+};
+
+/* Fills every key with its built-in default; set = 0. */
+void config_defaults(struct config *c);
+
+/* The key's name in the file ("max_sessions"), or NULL. */
+const char *config_key_name(enum config_key k);
+/* The key for a name, or -ENOENT. */
+int config_key_lookup(const char *name);
+
+/* Validates value for key k and stores it, marking the key set. On failure
+ * returns -EINVAL and writes a message (without a location) to err. */
+int config_set(struct config *c, enum config_key k, const char *value, char *err, size_t errlen);
+
+/* Reads path into c (on top of what c holds). A missing file is fine when
+ * !must_exist (returns 0, c untouched). Every error is -errno with a
+ * message "PATH:LINE: what" (or "PATH: what") in err: unknown key, bad
+ * value, duplicate key, line without "=", overlong line, unreadable file. */
+int config_load(struct config *c, const char *path, bool must_exist, char *err, size_t errlen);
+
+/* The value of key k as the file would spell it. */
+void config_format(const struct config *c, enum config_key k, char *buf, size_t len);
+
+/* Copies into dst every key set in src (command-line flags over the file). */
+void config_override(struct config *dst, const struct config *src);
+
+#endif

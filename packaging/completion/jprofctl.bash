@@ -1,0 +1,52 @@
+# bash completion for jprofctl(1)
+
+_jprofctl()
+{
+	local cur prev cmd i
+	COMPREPLY=()
+	cur=${COMP_WORDS[COMP_CWORD]}
+	prev=${COMP_WORDS[COMP_CWORD-1]}
+
+	# The command is the first word that is not an option or its argument.
+	cmd=
+	for ((i = 1; i < COMP_CWORD; i++)); do
+		case ${COMP_WORDS[i]} in
+		--socket) ((i++)) ;;
+		-*) ;;
+		*) cmd=${COMP_WORDS[i]}; break ;;
+		esac
+	done
+
+	case $prev in
+	--socket|-o|--output)
+		compopt -o filenames 2>/dev/null
+		COMPREPLY=($(compgen -f -- "$cur"))
+		return
+		;;
+	-p|--pid)
+		COMPREPLY=($(compgen -W "$(ps -o pid= -u "$(id -u)" 2>/dev/null)" -- "$cur"))
+		return
+		;;
+	-f|--format)
+		COMPREPLY=($(compgen -W "collapsed json html pprof text" -- "$cur"))
+		return
+		;;
+	-d|--duration|-i|--interval)
+		return
+		;;
+	esac
+
+	case $cmd in
+	"")
+		COMPREPLY=($(compgen -W "status record --socket --help --version" -- "$cur"))
+		;;
+	status)
+		COMPREPLY=($(compgen -W "--json --socket --help" -- "$cur"))
+		;;
+	record)
+		COMPREPLY=($(compgen -W "--pid --all --duration --interval --output --format
+			--threads --no-progress --json-events --socket --help" -- "$cur"))
+		;;
+	esac
+}
+complete -F _jprofctl jprofctl
