@@ -1,0 +1,80 @@
+/* The always-on host profile: every host-view sample (the per-CPU host
+ * events, and per-thread recording samples flagged host_feed, which stand in
+ * for threads the host events skip) goes into rolling time buckets under a
+ * memory cap. A query merges the buckets of a time range that match a filter
+ * into a store that any exporter renders. */
+#ifndef JPROF_HOSTVIEW_H
+#define JPROF_HOSTVIEW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "frame.h"
+
+struct symbols;
+struct sampler_sample;
+struct store;
+struct hostview;
+
+struct hostview_config {
+	unsigned bucket_s;         /* default 10 */
+	unsigned retention_s;      /* default 600 */
+	size_t max_bytes;          /* memory cap for all buckets; default 64 MiB */
+};
+
+/* Any member left 0 / NULL matches everything. */
+struct hostview_filter {
+	pid_t pid;
+	const char *comm;          /* process name, exact */
+	const char *unit;          /* systemd unit, exact ("nginx.service") */
+	const char *cgroup;        /* cgroup path prefix ("/system.slice/...") or container id */
+};
+
+/* Labels of one process, as attached to its samples. */
+struct hostview_labels {
+	const char *comm;
+	const char *cgroup;        /* cgroup v2 path, "" if unknown */
+	const char *container;     /* container id parsed from the cgroup path, "" if none */
+	const char *unit;          /* systemd unit from the cgroup path, "" if none */
+};
+
+struct hostview_stats {
+	uint64_t samples;          /* added since start */
+	uint64_t buckets;          /* retained now */
+	uint64_t bytes;            /* approx. memory of retained buckets */
+	uint64_t evicted_age;      /* buckets dropped for retention */
+	uint64_t evicted_memory;   /* buckets dropped for the memory cap */
+	uint64_t oldest_ns, newest_ns;  /* CLOCK_MONOTONIC span retained */
+};
+
+int hostview_new(const struct hostview_config *cfg, struct symbols *symbols,
+		 struct hostview **out);
+void hostview_free(struct hostview *hv);
+
+/* A drained host-view sample (sampler callback context); symbolizes it. */
+void hostview_add_sample(struct hostview *hv, const struct sampler_sample *smp,
+			 uint64_t weight_ns, uint64_t now_ns);
+/* A sample whose frames a recording already built (e.g. joined JVM stacks):
+ * frames root first, as (kind, name, module) triples. */
+void hostview_add_frames(struct hostview *hv, uint32_t pid, uint32_t tid, const enum frame_kind *kinds,
+			 const char *const *names, const char *const *modules, size_t n,
+			 uint64_t count, uint64_t weight_ns, uint64_t now_ns);
+
+/* Rotates buckets and evicts by age and memory; call about once a second. */
+void hostview_tick(struct hostview *hv, uint64_t now_ns);
+
+/* Merges the buckets overlapping [from_ns, to_ns] (CLOCK_MONOTONIC) whose
+ * samples match filter into a new store (caller frees). *span_from/*span_to
+ * get the range actually covered. -ENOENT when nothing is retained there. */
+int hostview_query(struct hostview *hv, uint64_t from_ns, uint64_t to_ns,
+		   const struct hostview_filter *filter, struct store **out,
+		   uint64_t *span_from, uint64_t *span_to);
+
+/* Labels of pid (cached; read from /proc on first use). */
+int hostview_labels(struct hostview *hv, pid_t pid, struct hostview_labels *out);
+
+void hostview_get_stats(const struct hostview *hv, struct hostview_stats *out);
+
+#endif
