@@ -19,6 +19,11 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* Active generation (0 or 1), written by userspace. */
 volatile __u32 jp_gen;
+/* The daemon's pid namespace (nsfs dev and inode), set before any event is
+ * attached when the daemon does not run in the initial one (a container):
+ * then ids are taken in that namespace, which is what its /proc speaks. */
+volatile __u64 jp_pidns_dev;
+volatile __u64 jp_pidns_ino;
 
 struct counts_map {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -83,6 +88,26 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 22);
 } events SEC(".maps");
+
+/* Current tgid/tid as the daemon sees them; -1 for a task outside its pid
+ * namespace. */
+static __always_inline int current_ids(__u32 *tgid, __u32 *tid)
+{
+	struct bpf_pidns_info ns = {};
+	__u64 id;
+
+	if (!jp_pidns_ino) {
+		id = bpf_get_current_pid_tgid();
+		*tgid = id >> 32;
+		*tid = (__u32)id;
+		return 0;
+	}
+	if (bpf_get_ns_current_pid_tgid(jp_pidns_dev, jp_pidns_ino, &ns, sizeof(ns)))
+		return -1;
+	*tgid = ns.tgid;
+	*tid = ns.pid;
+	return 0;
+}
 
 static __always_inline struct jp_counters *get_counters(void)
 {
@@ -205,15 +230,18 @@ static __always_inline void emit_record(struct bpf_perf_event_data *ctx, struct 
 SEC("perf_event")
 int sample_cpu(struct bpf_perf_event_data *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = (__u32)id;
+	__u32 tgid, tid;
 	__u32 source = (__u32)bpf_get_attach_cookie(ctx);
 	struct jp_counters *c = get_counters();
 
 	if (!c)
 		return 0;
-	if (tid == 0) {
+	if ((__u32)bpf_get_current_pid_tgid() == 0) {
 		c->idle++;
+		return 0;
+	}
+	if (current_ids(&tgid, &tid)) {
+		c->foreign_ns++;
 		return 0;
 	}
 	if (source == JP_SRC_HOST && bpf_map_lookup_elem(&covered, &tid)) {
@@ -228,14 +256,17 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 SEC("perf_event")
 int sample_thread(struct bpf_perf_event_data *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = (__u32)id;
+	__u32 tgid, tid;
 	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u32 source = (__u32)cookie, flags = 0, *owner;
 	struct jp_counters *c = get_counters();
 
 	if (!c)
 		return 0;
+	if (current_ids(&tgid, &tid)) {
+		c->foreign_ns++;
+		return 0;
+	}
 	c->samples++;
 	owner = bpf_map_lookup_elem(&covered, &tid);
 	if (owner && *owner == source)
@@ -263,11 +294,19 @@ SEC("tp_btf/task_newtask")
 int BPF_PROG(on_fork, struct task_struct *task, __u64 clone_flags)
 {
 	struct jp_msg_new_thread *m;
-	__u32 tgid;
+	__u32 tgid, tid = task->pid, ctid;
 
 	if (!(clone_flags & CLONE_THREAD))
 		return 0;
 	tgid = task->tgid;
+	if (jp_pidns_ino) {
+		/* The creator is a thread of the same process: its tgid in our
+		 * namespace is the new thread's. The new tid we cannot name
+		 * here, so userspace rescans the process. */
+		if (current_ids(&tgid, &ctid))
+			return 0;
+		tid = 0;
+	}
 	if (!bpf_map_lookup_elem(&watched, &tgid))
 		return 0;
 	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
@@ -280,7 +319,7 @@ int BPF_PROG(on_fork, struct task_struct *task, __u64 clone_flags)
 	}
 	m->type = JP_MSG_NEW_THREAD;
 	m->tgid = tgid;
-	m->tid = task->pid;
+	m->tid = tid;
 	m->pad = 0;
 	m->time_ns = bpf_ktime_get_ns();
 	bpf_ringbuf_submit(m, 0);

@@ -40,6 +40,7 @@ struct jp_counters {
 	__u64 map_full;         /* count map full: sample dropped */
 	__u64 ringbuf_full;     /* ring reserve failed: record dropped */
 	__u64 throttled;        /* record event fired faster than its source allows */
+	__u64 foreign_ns;       /* task outside the daemon's pid namespace: not stored */
 };
 
 /* Ring buffer messages. */
@@ -51,7 +52,7 @@ enum jp_msg_type {
 struct jp_msg_new_thread {
 	__u32 type;      /* JP_MSG_NEW_THREAD */
 	__u32 tgid;
-	__u32 tid;
+	__u32 tid;       /* 0: unknown (daemon in a pid namespace): rescan the process */
 	__u32 pad;
 	__u64 time_ns;   /* CLOCK_MONOTONIC */
 };

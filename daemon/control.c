@@ -266,6 +266,7 @@ static void handle_status(struct client *c, const struct jprof_request *req)
 	ADD_U64(lost, "map_full", ss.map_full);
 	ADD_U64(lost, "ringbuf", ss.ringbuf_full);
 	ADD_U64(lost, "throttled", ss.throttled);
+	ADD_U64(lost, "foreign_namespace", ss.foreign_ns);
 	ADD_U64(lost, "stack_missing", ss.stack_missing);
 	json_object_object_add(smp, "lost", lost);
 	json_object_object_add(st, "sampler", smp);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,7 +20,7 @@
 #include "../bpf/sampler.h"
 
 _Static_assert(sizeof(struct jp_count_key) == 24, "jp_count_key layout");
-_Static_assert(sizeof(struct jp_counters) == 72, "jp_counters layout");
+_Static_assert(sizeof(struct jp_counters) == 80, "jp_counters layout");
 _Static_assert(sizeof(struct jp_msg_new_thread) == 24, "jp_msg_new_thread layout");
 _Static_assert(sizeof(struct jp_msg_sample) == 40, "jp_msg_sample layout");
 
@@ -56,6 +57,7 @@ struct sampler {
 	unsigned ncpus;
 	unsigned possible_cpus;
 	bool membarrier_ok;
+	bool in_pid_ns;
 	struct watch *watches;
 	size_t nwatches;
 	unsigned cpu_event_sets;
@@ -144,6 +146,24 @@ static int perf_open(pid_t pid, int cpu, uint64_t period_ns)
 
 static int handle_ring_msg(void *ctx, void *data, size_t size);
 
+/* The kernel's initial pid namespace always has this inode (PROC_PID_INIT_INO). */
+#define INIT_PID_NS_INO 0xEFFFFFFCu
+
+/* In a container, ids from BPF must be those of the daemon's own pid
+ * namespace, or /proc lookups (symbols, threads, names) miss. */
+static void set_pid_namespace(struct sampler *s)
+{
+	struct stat st;
+
+	if (stat("/proc/self/ns/pid", &st) < 0 || st.st_ino == INIT_PID_NS_INO)
+		return;
+	s->skel->bss->jp_pidns_dev = st.st_dev;
+	s->skel->bss->jp_pidns_ino = st.st_ino;
+	s->in_pid_ns = true;
+	log_notice("sampler: running in a pid namespace (inode %lu): only its processes are profiled",
+		   (unsigned long)st.st_ino);
+}
+
 int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks *cb,
 		struct sampler **out)
 {
@@ -182,6 +202,7 @@ int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks
 	bpf_map__set_max_entries(s->skel->maps.stacks1, stack_entries);
 	bpf_map__set_max_entries(s->skel->maps.counts0, count_entries);
 	bpf_map__set_max_entries(s->skel->maps.counts1, count_entries);
+	set_pid_namespace(s);
 	r = sampler_bpf__load(s->skel);
 	if (r < 0) {
 		log_err("sampler: cannot load BPF programs: %s (root and a BTF kernel >= 5.15 are needed)",
@@ -650,6 +671,7 @@ void sampler_get_stats(const struct sampler *s, struct sampler_stats *out)
 			out->map_full += per[i].map_full;
 			out->ringbuf_full += per[i].ringbuf_full;
 			out->throttled += per[i].throttled;
+			out->foreign_ns += per[i].foreign_ns;
 		}
 	}
 	free(per);

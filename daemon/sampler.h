@@ -40,6 +40,7 @@ struct sampler_sample {
 struct sampler_stats {
 	uint64_t samples, idle, skipped_covered;
 	uint64_t kstack_err, ustack_err, collision, map_full, ringbuf_full, throttled;
+	uint64_t foreign_ns;       /* tasks outside the daemon's pid namespace */
 	uint64_t stack_missing;    /* id counted but the stack was gone (should stay 0) */
 	uint64_t drains;
 	uint64_t drain_ns_total;   /* time spent draining */
@@ -52,7 +53,8 @@ struct sampler_stats {
 struct sampler_callbacks {
 	/* One aggregated entry (or one ring record) of a drain. */
 	void (*sample)(const struct sampler_sample *s, void *arg);
-	/* A new thread of a watched tgid was created. */
+	/* A new thread of a watched tgid was created (tid 0: not known, the
+	 * daemon runs in a pid namespace; rescan the process). */
 	void (*new_thread)(uint32_t tgid, uint32_t tid, void *arg);
 	void *arg;
 };

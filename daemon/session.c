@@ -384,9 +384,14 @@ void session_mgr_on_new_thread(uint32_t tgid, uint32_t tid, void *arg)
 {
 	struct session_mgr *m = arg;
 
-	for (struct session *s = m->sessions; s; s = s->next)
-		if (!s->p.all && !s->finishing && (uint32_t)s->p.pid == tgid)
+	for (struct session *s = m->sessions; s; s = s->next) {
+		if (s->p.all || s->finishing || (uint32_t)s->p.pid != tgid)
+			continue;
+		if (tid)
 			add_thread(s, (pid_t)tid);
+		else
+			rescan_threads(s);
+	}
 }
 
 /* ---- messages ---- */
