@@ -1,9 +1,11 @@
 #include "buf.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int buf_reserve(struct buf *b, size_t extra)
 {
@@ -116,4 +118,33 @@ char *buf_steal(struct buf *b, size_t *len)
 	b->data = NULL;
 	b->len = b->cap = 0;
 	return p;
+}
+
+int buf_read_file(struct buf *b, const char *path, size_t chunk)
+{
+	int fd, ret = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		ssize_t n;
+
+		ret = buf_reserve(b, chunk);
+		if (ret < 0)
+			break;
+		n = read(fd, b->data + b->len, b->cap - b->len - 1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			ret = -errno;
+			break;
+		}
+		if (n == 0)
+			break;
+		b->len += (size_t)n;
+		b->data[b->len] = '\0';
+	}
+	close(fd);
+	return ret;
 }

@@ -20,6 +20,9 @@ int buf_puts(struct buf *b, const char *s);
 int buf_putc(struct buf *b, char c);
 int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int buf_vprintf(struct buf *b, const char *fmt, va_list ap);
+/* Appends the whole content of the file at path (read in chunks of `chunk`
+ * bytes; /proc files report no size). 0 or -errno. */
+int buf_read_file(struct buf *b, const char *path, size_t chunk);
 /* Drops the first n bytes. */
 void buf_consume(struct buf *b, size_t n);
 void buf_reset(struct buf *b);

@@ -179,36 +179,12 @@ out:
 int kallsyms_load(const char *path, struct kallsyms **out)
 {
 	struct buf b = BUF_INIT;
-	int fd, ret;
+	int ret;
 
 	*out = NULL;
-	fd = open(path ? path : "/proc/kallsyms", O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		ret = -errno;
-		goto out;
-	}
-	for (;;) {
-		ssize_t n;
-
-		ret = buf_reserve(&b, 65536);
-		if (ret < 0)
-			goto out;
-		n = read(fd, b.data + b.len, b.cap - b.len - 1);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			ret = -errno;
-			goto out;
-		}
-		if (n == 0)
-			break;
-		b.len += (size_t)n;
-		b.data[b.len] = '\0';
-	}
-	ret = kallsyms_parse(b.data ? b.data : "", b.len, out);
-out:
-	if (fd >= 0)
-		close(fd);
+	ret = buf_read_file(&b, path ? path : "/proc/kallsyms", 65536);
+	if (ret == 0)
+		ret = kallsyms_parse(b.data ? b.data : "", b.len, out);
 	buf_release(&b);
 	return ret;
 }
