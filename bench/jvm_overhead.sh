@@ -59,13 +59,33 @@ run() {
 	jprofd-100hz) interval=10ms ;;
 	jprofd-1khz) interval=1ms ;;
 	esac
-	as_nobody "$java" "${opts[@]}" -cp "$tmp/classes" CpuSplit "$secs" >"$out.stdout" 2>&1 &
+	# Not through as_nobody: a backgrounded function is a subshell, and $!
+	# would be that root shell, not the JVM.
+	setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
+		"$java" "${opts[@]}" -cp "$tmp/classes" CpuSplit "$secs" >"$out.stdout" 2>&1 &
 	pid=$!
 	if [ -n "$interval" ]; then
+		# setpriv has to become nobody and exec java before nobody may
+		# record it: wait for libjvm to be mapped.
+		for _ in $(seq 200); do
+			grep -q libjvm.so "/proc/$pid/maps" 2>/dev/null && break
+			sleep 0.01
+		done
+		# Profile a running JVM, not one in its first moments (before its
+		# signal handlers exist it cannot be attached; -agentpath is the
+		# way to profile startup).
+		sleep 1
 		# Record the whole run: it ends when the JVM exits.
 		as_nobody "$tmp/jprofctl" --socket "$tmp/jprofd.sock" record --pid "$pid" \
 			-d $((secs + 10))s -i "$interval" --java require --no-progress --json-events \
 			-o "$tmp/out/p.$cfg.$r.collapsed" 2>"$out.events" || true
+		if ! grep -q "CpuSplit.alpha" "$tmp/out/p.$cfg.$r.collapsed" 2>/dev/null; then
+			echo "jvm_overhead.sh: the $cfg recording has no Java frames:" >&2
+			tail -n 3 "$out.events" >&2
+			echo "jprofd's log:" >&2
+			tail -n 20 "$tmp/jprofd.log" >&2
+			exit 1
+		fi
 	fi
 	wait "$pid"
 	python3 - "$cfg" "$out.stdout" "$out.events" <<'PY'

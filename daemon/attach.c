@@ -423,7 +423,7 @@ int attach_probe(pid_t pid, struct attach_result *res)
 	if (!(cgt & (1ull << (SIGQUIT - 1)))) {
 		r = -EPERM;
 		res_set(res, r, "no_sigquit_handler",
-			"JVM %d does not handle SIGQUIT (started with -Xrs?): attaching would need it",
+			"JVM %d does not handle SIGQUIT (started with -Xrs, or still starting up): attaching would need it",
 			(int)pid);
 		goto out;
 	}

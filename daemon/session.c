@@ -33,6 +33,8 @@
 #define JVM_CONNECT_WAIT_MS 5000       /* from a loaded agent to its connection */
 #define JVM_NAME_WAIT_MS 1000          /* at the end, for the last method names */
 #define JVM_SIGNAL SIGPROF
+#define SYMBOLS_EXPIRE_EVERY 30        /* drains */
+#define SYMBOLS_IDLE_S 120
 
 enum java_state {
 	JAVA_NONE = 0,       /* not a JVM recording (or java off) */
@@ -106,6 +108,7 @@ struct session_mgr {
 	struct agentlink *agents;
 	const char *agent_path;
 	const char *agent_socket;
+	uint64_t drains;
 };
 
 static uint64_t clock_ns(clockid_t id)
@@ -772,7 +775,8 @@ static void bind_agent(struct session *s, struct agent *a)
 	if (!s->ring_timer)
 		loop_add_timer(s->mgr->loop, JVM_RING_PERIOD_MS, JVM_RING_PERIOD_MS, on_ring_timer, s,
 			       &s->ring_timer);
-	log_info("session %u: bound to the agent of pid %d (%s)", s->id, (int)s->p.pid, agent_jvm(a));
+	log_info("session %u: bound to the agent of pid %d (%s) %llu ms after the request", s->id,
+		 (int)s->p.pid, agent_jvm(a), (unsigned long long)elapsed_ms(s));
 }
 
 void session_mgr_on_agent(struct agent *a, pid_t pid, void *arg)
@@ -1084,6 +1088,10 @@ static void on_drain(struct loop_source *src, void *arg)
 	uint64_t horizon = clock_ns(CLOCK_MONOTONIC) - 1000000ull;
 
 	sampler_drain(m->sampler);
+	/* Processes come and go: drop their cached maps and unused ELF tables
+	 * once idle for a while, so memory follows the live set, not history. */
+	if (++m->drains % SYMBOLS_EXPIRE_EVERY == 0)
+		symbols_expire(m->symbols, SYMBOLS_IDLE_S);
 	for (struct session *s = m->sessions; s; s = s->next) {
 		if (s->finishing)
 			continue;
