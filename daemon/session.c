@@ -592,11 +592,13 @@ static void add_jvm_sample(const struct jvm_sample *js, void *arg)
 		s->stacks_lost++;
 	s->samples++;
 	store_add(s->store, pid, js->tid, ids, n, 1, interval_ns(s));
-	if (js->njava && !s->first_java_ms && js->time_ns > s->start_mono_ns) {
-		/* When the sample was taken, not when the drain got to it. */
-		s->first_java_ms = (js->time_ns - s->start_mono_ns + 999999) / 1000000;
-		log_info("session %u: first sample with Java frames taken %llu ms after the request",
-			 s->id, (unsigned long long)s->first_java_ms);
+	if (js->njava && js->time_ns > s->start_mono_ns) {
+		/* The earliest sample taken, not the first one emitted: samples
+		 * waiting for method names come out later than newer ones. */
+		uint64_t ms = (js->time_ns - s->start_mono_ns + 999999) / 1000000;
+
+		if (!s->first_java_ms || ms < s->first_java_ms)
+			s->first_java_ms = ms;
 	}
 }
 
@@ -992,6 +994,9 @@ static void complete(struct session *s, const char *status)
 	log_info("session %u: %s after %llu ms, %llu samples, %zu stacks%s", s->id, status,
 		 (unsigned long long)elapsed_ms(s), (unsigned long long)tot.samples, tot.stacks,
 		 tot.truncated ? " (truncated)" : "");
+	if (s->first_java_ms)
+		log_info("session %u: first sample with Java frames taken %llu ms after the request",
+			 s->id, (unsigned long long)s->first_java_ms);
 	send_profile(s, status);
 	unlink_session(s);
 	if (s->sink.done)
