@@ -1,5 +1,9 @@
 // CPU work split between alpha() (about 70 %) and beta() (about 30 %), in
-// rounds of about 10 ms. The program measures the true split itself.
+// rounds of 5 to 15 ms. The program measures the true split itself.
+// Round lengths are random: a workload with a fixed period sampled at a
+// fixed interval that divides it (10 ms rounds, 5 ms samples) puts every
+// sample at the same phase of the round, and the profiled split then
+// depends on that phase, not on where the time goes.
 // Usage: java CpuSplit SECONDS
 // Prints {"alpha_ns":..,"beta_ns":..,"alpha_cpu_ns":..,"beta_cpu_ns":..,
 // "rounds":..,"work":..,"cpu_ns":..}: wall time (System.nanoTime) and thread
@@ -57,6 +61,7 @@ public class CpuSplit {
         java.lang.management.ThreadMXBean tmx = ManagementFactory.getThreadMXBean();
         long alphaNs = 0, betaNs = 0, alphaCpu = 0, betaCpu = 0, rounds = 0, work = 0;
         long aIters = 100_000, bIters = 100_000;
+        java.util.Random rnd = new java.util.Random(42);
 
         while (System.nanoTime() < end) {
             long c0 = tmx.getCurrentThreadCpuTime();
@@ -71,8 +76,9 @@ public class CpuSplit {
             betaNs += t2 - t1;
             alphaCpu += c1 - c0;
             betaCpu += c2 - c1;
-            aIters = adapt(aIters, t1 - t0, ALPHA_TARGET_NS);
-            bIters = adapt(bIters, t2 - t1, BETA_TARGET_NS);
+            double f = 0.5 + rnd.nextDouble();
+            aIters = adapt(aIters, t1 - t0, (long) (ALPHA_TARGET_NS * f));
+            bIters = adapt(bIters, t2 - t1, (long) (BETA_TARGET_NS * f));
             rounds++;
         }
         long cpuNs = ManagementFactory.getThreadMXBean().getCurrentThreadCpuTime();
