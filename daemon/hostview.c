@@ -19,9 +19,10 @@
 #define HV_MAX_FRAMES (2 * JP_MAX_STACK_DEPTH + 8)
 #define HV_MIN_BYTES ((size_t)1 << 20)
 #define HV_LABEL_TTL_NS (2ull * 1000000000ull)     /* cgroups change: re-read this often */
-#define HV_LABEL_IDLE_NS (60ull * 1000000000ull)   /* drop cached labels unused this long */
-#define HV_LABEL_MAX 65536                          /* cached processes */
-#define HV_SYMBOLS_EXPIRE_S 120
+#define HV_LABEL_IDLE_NS (30ull * 1000000000ull)   /* drop cached labels unused this long */
+#define HV_LABEL_MAX 32768                          /* cached processes */
+#define HV_EXPIRE_NS (10ull * 1000000000ull)       /* how often caches are trimmed */
+#define HV_SYMBOLS_EXPIRE_S 30                      /* short-lived processes churn pids */
 #define HV_CGROUP_MAX 1024
 
 struct hv_bucket {
@@ -36,10 +37,10 @@ struct hv_proc {
 	pid_t pid;                  /* 0 = empty slot */
 	uint64_t fetched_ns;
 	uint64_t used_ns;
-	char comm[64];
-	char cgroup[HV_CGROUP_MAX];
-	char unit[256];
-	char container[72];
+	char comm[32];
+	char *cgroup;               /* one allocation: cgroup, unit, container, each */
+	const char *unit;           /* NUL-terminated; "" when unknown */
+	const char *container;
 };
 
 struct hostview {
@@ -191,6 +192,16 @@ static struct hv_proc *hv_proc_slot(struct hostview *hv, pid_t pid)
 	return NULL;
 }
 
+static const char hv_empty[3] = "";
+
+static void hv_proc_clear(struct hv_proc *p)
+{
+	if (p->cgroup != hv_empty)
+		free(p->cgroup);
+	p->cgroup = (char *)hv_empty;
+	p->unit = p->container = hv_empty;
+}
+
 /* Rebuilds the table at cap, keeping entries used since keep_after. */
 static int hv_procs_rebuild(struct hostview *hv, size_t cap, uint64_t keep_after)
 {
@@ -205,8 +216,12 @@ static int hv_procs_rebuild(struct hostview *hv, size_t cap, uint64_t keep_after
 	for (size_t i = 0; i < old_cap; i++) {
 		struct hv_proc *p;
 
-		if (!old[i].pid || old[i].used_ns < keep_after)
+		if (!old[i].pid)
 			continue;
+		if (old[i].used_ns < keep_after) {
+			hv_proc_clear(&old[i]);
+			continue;
+		}
 		p = hv_proc_slot(hv, old[i].pid);
 		*p = old[i];
 		hv->nprocs++;
@@ -217,35 +232,50 @@ static int hv_procs_rebuild(struct hostview *hv, size_t cap, uint64_t keep_after
 
 static void hv_proc_fill(struct hv_proc *p, pid_t pid, uint64_t now)
 {
-	char path[64], text[4096];
-	ssize_t n;
+	char path[64], text[4096], cg[HV_CGROUP_MAX], unit[256], cont[72];
+	size_t lc, lu, lk;
+	ssize_t n = -1;
 	int fd;
 
 	p->pid = pid;
 	p->fetched_ns = now;
 	if (proc_read_comm(pid, 0, p->comm, sizeof(p->comm)) < 0)
 		snprintf(p->comm, sizeof(p->comm), "[exited]");
-	p->cgroup[0] = p->unit[0] = p->container[0] = '\0';
+	hv_proc_clear(p);
 	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	n = read(fd, text, sizeof(text) - 1);
-	close(fd);
+	if (fd >= 0) {
+		n = read(fd, text, sizeof(text) - 1);
+		close(fd);
+	}
 	if (n <= 0)
 		return;
 	text[n] = '\0';
-	if (hostview_parse_cgroup(text, p->cgroup, sizeof(p->cgroup)) < 0) {
-		p->cgroup[0] = '\0';
+	if (hostview_parse_cgroup(text, cg, sizeof(cg)) < 0)
+		return;
+	if (hostview_parse_unit(cg, unit, sizeof(unit)) < 0)
+		unit[0] = '\0';
+	if (hostview_parse_container(cg, cont, sizeof(cont)) < 0)
+		cont[0] = '\0';
+	lc = strlen(cg) + 1;
+	lu = strlen(unit) + 1;
+	lk = strlen(cont) + 1;
+	p->cgroup = malloc(lc + lu + lk);
+	if (!p->cgroup) {
+		p->cgroup = (char *)hv_empty;
 		return;
 	}
-	hostview_parse_unit(p->cgroup, p->unit, sizeof(p->unit));
-	hostview_parse_container(p->cgroup, p->container, sizeof(p->container));
+	memcpy(p->cgroup, cg, lc);
+	memcpy(p->cgroup + lc, unit, lu);
+	memcpy(p->cgroup + lc + lu, cont, lk);
+	p->unit = p->cgroup + lc;
+	p->container = p->cgroup + lc + lu;
 }
 
 static const struct hv_proc *hv_proc_get(struct hostview *hv, pid_t pid, uint64_t now)
 {
-	static struct hv_proc scratch;  /* table full: labels read but not kept */
+	/* Table full: labels read but not kept. */
+	static struct hv_proc scratch = { .cgroup = (char *)hv_empty };
 	struct hv_proc *p;
 
 	if ((hv->nprocs + 1) * 2 > hv->procs_cap) {
@@ -266,6 +296,7 @@ static const struct hv_proc *hv_proc_get(struct hostview *hv, pid_t pid, uint64_
 	if (!p) {
 		p = &scratch;
 	} else {
+		p->cgroup = (char *)hv_empty;
 		hv->nprocs++;
 	}
 	hv_proc_fill(p, pid, now);
@@ -476,7 +507,7 @@ void hostview_tick(struct hostview *hv, uint64_t now_ns)
 		hv->st.evicted_age++;
 	}
 	hv_enforce_cap(hv);
-	if (now_ns - hv->last_expire_ns >= 60ull * 1000000000ull) {
+	if (now_ns - hv->last_expire_ns >= HV_EXPIRE_NS) {
 		uint64_t keep = now_ns > HV_LABEL_IDLE_NS ? now_ns - HV_LABEL_IDLE_NS : 0;
 
 		hv->last_expire_ns = now_ns;
@@ -764,6 +795,9 @@ void hostview_free(struct hostview *hv)
 		hv->oldest = b->next;
 		hv_bucket_free(b);
 	}
+	for (size_t i = 0; i < hv->procs_cap; i++)
+		if (hv->procs[i].pid)
+			hv_proc_clear(&hv->procs[i]);
 	free(hv->procs);
 	free(hv);
 }
