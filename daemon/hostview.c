@@ -288,7 +288,7 @@ static const struct hv_proc *hv_proc_get(struct hostview *hv, pid_t pid, uint64_
 	}
 	p = hv->procs_cap && (hv->nprocs + 1) * 2 <= hv->procs_cap ? hv_proc_slot(hv, pid) : NULL;
 	if (p && p->pid == pid) {
-		if (now - p->fetched_ns > HV_LABEL_TTL_NS)
+		if (now < p->fetched_ns || now - p->fetched_ns > HV_LABEL_TTL_NS)
 			hv_proc_fill(p, pid, now);
 		p->used_ns = now;
 		return p;

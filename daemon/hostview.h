@@ -106,7 +106,8 @@ int hostview_parse_container(const char *cgroup, char *id, size_t len);
 /* The effective configuration (defaults filled in, max_bytes at least 1 MiB). */
 void hostview_get_config(const struct hostview *hv, struct hostview_config *out);
 
-/* Labels of pid (cached; read from /proc on first use, refreshed every 2 s). */
+/* Labels of pid (cached; read from /proc on first use, refreshed every 2 s).
+ * The strings stay valid until the next call into hv. */
 int hostview_labels(struct hostview *hv, pid_t pid, struct hostview_labels *out);
 
 void hostview_get_stats(const struct hostview *hv, struct hostview_stats *out);

@@ -144,12 +144,14 @@ START_TEST(test_filters)
 	struct leaf_count lc = { 0 };
 	struct store *st = NULL;
 	uint64_t from, to;
-	char comm[64];
+	char comm[64], cgroup[1024];
 
+	/* The labels' strings live until the next call: keep copies. */
 	ck_assert_int_eq(hostview_labels(hv, (pid_t)me, &lab), 0);
 	snprintf(comm, sizeof(comm), "%s", lab.comm);
+	snprintf(cgroup, sizeof(cgroup), "%s", lab.cgroup);
 	ck_assert_str_ne(comm, "[exited]");
-	ck_assert_int_eq(lab.cgroup[0], '/');
+	ck_assert_int_eq(cgroup[0], '/');
 	for (int i = 0; i < 5; i++)
 		add(hv, me, me, "mine", T0 + S);
 	for (int i = 0; i < 3; i++)
@@ -176,7 +178,7 @@ START_TEST(test_filters)
 
 	/* Our own cgroup path selects us; a sibling path that merely shares a
 	 * prefix does not. */
-	f = (struct hostview_filter){ .cgroup = lab.cgroup };
+	f = (struct hostview_filter){ .cgroup = cgroup };
 	ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, &f, &st, NULL, NULL), 0);
 	ck_assert_uint_ge(total_samples(st), 5);
 	store_free(st);
@@ -184,7 +186,7 @@ START_TEST(test_filters)
 		char sib[1100];
 		struct store_labels sl;
 
-		snprintf(sib, sizeof(sib), "%sx", lab.cgroup[1] ? lab.cgroup : "/nonexistent");
+		snprintf(sib, sizeof(sib), "%sx", cgroup[1] ? cgroup : "/nonexistent");
 		f = (struct hostview_filter){ .cgroup = sib };
 		ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, &f, &st, NULL, NULL), 0);
 		ck_assert_uint_eq(total_samples(st), 0);
@@ -192,7 +194,7 @@ START_TEST(test_filters)
 		f = (struct hostview_filter){ .pid = (pid_t)me };
 		ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, &f, &st, NULL, NULL), 0);
 		ck_assert(store_process_labels(st, me, &sl));
-		ck_assert_str_eq(sl.cgroup, lab.cgroup);
+		ck_assert_str_eq(sl.cgroup, cgroup);
 		store_free(st);
 	}
 
