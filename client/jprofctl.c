@@ -1301,6 +1301,228 @@ out:
 	return r;
 }
 
+/* ---- profile (the continuous host profile) --------------------------------- */
+
+static void ctl_profile_help(void)
+{
+	printf("Usage: jprofctl profile [--last TIME | --from AGO [--to AGO]] [filters] [options]\n"
+	       "\n"
+	       "Write the continuous host profile that jprofd keeps all the time (no new\n"
+	       "recording): the last TIME of it, or the range from AGO to AGO before now.\n"
+	       "\n"
+	       "  -l, --last TIME        how far back: 60s, 5m, 1h or seconds (default 60s,\n"
+	       "                         whole seconds up to 24h)\n"
+	       "      --from AGO         start of a range, e.g. 10m (ten minutes ago)\n"
+	       "      --to AGO           end of the range (default now), e.g. 5m\n"
+	       "  -p, --pid PID          only this process (yours, unless you are root or in\n"
+	       "                         group jprof; the whole host needs one of those)\n"
+	       "  -c, --comm NAME        only processes named NAME\n"
+	       "  -u, --unit UNIT        only processes of the systemd unit (nginx.service)\n"
+	       "  -g, --cgroup CGROUP    only processes in the cgroup path (and below), or\n"
+	       "                         of the container id (at least 12 digits)\n"
+	       "      --group-by KEY     root frame per none, comm, pid, thread, unit or\n"
+	       "                         cgroup (default comm; none with --pid)\n"
+	       "  -o, --output FILE      write the profile to FILE (atomically) instead of\n"
+	       "                         stdout\n"
+	       "  -f, --format FMT       collapsed, json, html, pprof, text, raw; default as\n"
+	       "                         for record\n"
+	       "      --json-events      print the response on stderr as a JSON line (the\n"
+	       "                         profile's data left out)\n"
+	       "      --socket PATH      daemon socket (default $%s or %s)\n"
+	       "  -h, --help             show this help\n"
+	       "\n"
+	       "Exit status: 0 profile written (an empty one if nothing matched), 1 error,\n"
+	       "2 usage, 3 daemon not running, 4 permission denied, 5 no such process.\n",
+	       JPROF_SOCKET_ENV, JPROF_DEFAULT_SOCKET);
+}
+
+/* A span back from now, in whole milliseconds of at most 24 h. */
+static int ctl_parse_ago_ms(const char *s, int64_t *ms)
+{
+	uint64_t us;
+	int r = ctl_parse_time_us(s, 1000000, &us);
+
+	if (r < 0)
+		return r;
+	if (us % 1000 != 0 || us / 1000 > (uint64_t)JPROF_RANGE_MS_MAX)
+		return -ERANGE;
+	*ms = (int64_t)(us / 1000);
+	return 0;
+}
+
+static int ctl_copy_filter(const char *opt, const char *v, char *dst, size_t size)
+{
+	if (!*v || strlen(v) >= size)
+		return ctl_usage_err("profile", "%s wants a non-empty value of at most %zu bytes", opt,
+				     size - 1);
+	memcpy(dst, v, strlen(v) + 1);
+	return 0;
+}
+
+static int ctl_cmd_profile(int argc, char **argv, const char *socket_path)
+{
+	enum { OPT_FROM = 256, OPT_TO, OPT_GROUP_BY, OPT_JSON_EVENTS, OPT_SOCKET };
+	static const struct option opts[] = {
+		{ "last", required_argument, NULL, 'l' },
+		{ "from", required_argument, NULL, OPT_FROM },
+		{ "to", required_argument, NULL, OPT_TO },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "comm", required_argument, NULL, 'c' },
+		{ "unit", required_argument, NULL, 'u' },
+		{ "cgroup", required_argument, NULL, 'g' },
+		{ "group-by", required_argument, NULL, OPT_GROUP_BY },
+		{ "output", required_argument, NULL, 'o' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "json-events", no_argument, NULL, OPT_JSON_EVENTS },
+		{ "socket", required_argument, NULL, OPT_SOCKET },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct jprof_profile_req *pr;
+	struct ctl_conn conn = { .fd = -1 };
+	struct jprof_response resp = { 0 };
+	struct ctl_record rec = { 0 };
+	const char *format = NULL;
+	bool has_last = false, has_from = false, has_to = false;
+	int64_t from = 0, to = 0, last = 0;
+	int r = 0, o;
+
+	jprof_request_init(&rec.req, JPROF_CMD_PROFILE, CTL_ID_COMMAND);
+	pr = &rec.req.profile;
+	while ((o = getopt_long(argc, argv, ":l:p:c:u:g:o:f:h", opts, NULL)) != -1) {
+		switch (o) {
+		case 'l':
+			if (ctl_parse_ago_ms(optarg, &last) < 0 || last % 1000 || last < 1000) {
+				r = ctl_usage_err("profile", "invalid --last '%s': use e.g. 60s, 5m, 1h "
+						  "(whole seconds, 1s to 24h)", optarg);
+				goto out;
+			}
+			has_last = true;
+			break;
+		case OPT_FROM:
+		case OPT_TO:
+			if (ctl_parse_ago_ms(optarg, o == OPT_FROM ? &from : &to) < 0) {
+				r = ctl_usage_err("profile", "invalid %s '%s': use e.g. 10m, 90s (before now, "
+						  "up to 24h)", o == OPT_FROM ? "--from" : "--to", optarg);
+				goto out;
+			}
+			*(o == OPT_FROM ? &has_from : &has_to) = true;
+			break;
+		case 'p':
+			if (ctl_parse_pid(optarg, &pr->pid) < 0) {
+				r = ctl_usage_err("profile", "invalid pid '%s'", optarg);
+				goto out;
+			}
+			break;
+		case 'c':
+			r = ctl_copy_filter("--comm", optarg, pr->comm, sizeof(pr->comm));
+			if (r)
+				goto out;
+			break;
+		case 'u':
+			r = ctl_copy_filter("--unit", optarg, pr->unit, sizeof(pr->unit));
+			if (r)
+				goto out;
+			break;
+		case 'g':
+			r = ctl_copy_filter("--cgroup", optarg, pr->cgroup, sizeof(pr->cgroup));
+			if (r)
+				goto out;
+			break;
+		case OPT_GROUP_BY:
+			r = ctl_copy_filter("--group-by", optarg, pr->group_by, sizeof(pr->group_by));
+			if (r)
+				goto out;
+			break;
+		case 'o':
+			if (!*optarg) {
+				r = ctl_usage_err("profile", "empty output file name");
+				goto out;
+			}
+			rec.output = optarg;
+			break;
+		case 'f':
+			if (!ctl_format_name_ok(optarg)) {
+				r = ctl_usage_err("profile", "invalid format '%s'", optarg);
+				goto out;
+			}
+			format = optarg;
+			break;
+		case OPT_JSON_EVENTS:
+			rec.json_events = true;
+			break;
+		case OPT_SOCKET:
+			socket_path = optarg;
+			break;
+		case 'h':
+			ctl_profile_help();
+			r = CTL_EXIT_OK;
+			goto out;
+		default:
+			r = ctl_bad_option("profile", argv, o);
+			goto out;
+		}
+	}
+	if (optind < argc) {
+		r = ctl_usage_err("profile", "unexpected argument '%s'", argv[optind]);
+		goto out;
+	}
+	if (has_last && (has_from || has_to)) {
+		r = ctl_usage_err("profile", "give --last or --from/--to, not both");
+		goto out;
+	}
+	if (has_to && !has_from) {
+		r = ctl_usage_err("profile", "--to needs --from");
+		goto out;
+	}
+	if (has_from) {
+		if (from <= to) {
+			r = ctl_usage_err("profile", "--from must be further back than --to");
+			goto out;
+		}
+		pr->has_range = true;
+		pr->last_s = 0;
+		pr->from_ms = -from;
+		pr->to_ms = -to;
+	} else if (has_last) {
+		pr->last_s = (uint32_t)(last / 1000);
+	}
+	if (!format)
+		format = rec.output ? ctl_format_for_path(rec.output)
+				    : isatty(STDOUT_FILENO) ? "text" : "collapsed";
+	snprintf(pr->format, sizeof(pr->format), "%s", format);
+	if (pr->pid)
+		snprintf(rec.target, sizeof(rec.target), "pid %d", pr->pid);
+	else
+		snprintf(rec.target, sizeof(rec.target), "the host");
+
+	r = ctl_handshake(&conn, socket_path);
+	if (r)
+		goto out;
+	r = ctl_send_request(&conn, &rec.req);
+	if (r)
+		goto out;
+	r = ctl_recv(&conn, CTL_REPLY_TIMEOUT_MS * 6, &resp);
+	if (r)
+		goto out;
+	if (!ctl_is_answer(&resp, CTL_ID_COMMAND)) {
+		ctl_err("malformed response from jprofd (unexpected id)");
+		r = CTL_EXIT_ERROR;
+	} else if (!resp.ok) {
+		r = ctl_report_error(&resp);
+	} else if (strcmp(resp.type, "profile") != 0) {
+		ctl_err("malformed response from jprofd (type \"%s\" instead of \"profile\")",
+			resp.type);
+		r = CTL_EXIT_ERROR;
+	} else {
+		r = ctl_record_finish(&rec, &resp);
+	}
+out:
+	jprof_response_free(&resp);
+	ctl_conn_close(&conn);
+	return r;
+}
+
 /* ---- main -------------------------------------------------------------------- */
 
 static void ctl_help(void)
@@ -1312,6 +1534,7 @@ static void ctl_help(void)
 	       "Commands:\n"
 	       "  status     show the daemon's state (--json for the raw response)\n"
 	       "  record     record a profile of a process (--pid) or the host (--all)\n"
+	       "  profile    the continuous host profile of the last minutes (--last)\n"
 	       "\n"
 	       "Options:\n"
 	       "  --socket PATH    daemon socket (default $%s, else %s)\n"
@@ -1373,6 +1596,8 @@ int main(int argc, char **argv)
 		return ctl_cmd_status(argc, argv, socket_path);
 	if (strcmp(cmd, "record") == 0)
 		return ctl_cmd_record(argc, argv, socket_path);
+	if (strcmp(cmd, "profile") == 0)
+		return ctl_cmd_profile(argc, argv, socket_path);
 	if (strcmp(cmd, "help") == 0) {
 		ctl_help();
 		return CTL_EXIT_OK;

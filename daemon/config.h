@@ -20,6 +20,9 @@ enum config_key {
 	CONFIG_LOG_LEVEL,
 	CONFIG_HTTP,
 	CONFIG_AGENT,
+	CONFIG_HOST_BUCKET,
+	CONFIG_HOST_RETENTION,
+	CONFIG_HOST_MAX_MEMORY,
 	CONFIG_NKEYS,
 };
 
@@ -32,6 +35,9 @@ struct config {
 	int log_level;               /* enum log_level */
 	char http[256];              /* reserved: HTTP listen address, "" = off */
 	char agent[256];             /* JVMTI agent loaded into JVMs (absolute path) */
+	unsigned host_bucket_s;      /* continuous profile: window length */
+	unsigned host_retention_s;   /* how long windows are kept */
+	unsigned long long host_max_memory;  /* bytes for all windows */
 	unsigned set;                /* bit (1 << key) for every key given */
 };
 

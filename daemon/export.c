@@ -489,6 +489,7 @@ static int export_json_strfield(struct buf *out, const char *key, const char *v,
 struct json_list {
 	struct buf *out;
 	bool first;
+	const struct store *st;
 };
 
 static int export_json_thread(uint32_t pid, uint32_t tid, const char *name, void *arg)
@@ -515,6 +516,7 @@ static int export_json_thread(uint32_t pid, uint32_t tid, const char *name, void
 static int export_json_process(uint32_t pid, const char *comm, void *arg)
 {
 	struct json_list *l = arg;
+	struct store_labels pl;
 	int r = 0;
 
 	if (!l->first)
@@ -526,6 +528,15 @@ static int export_json_process(uint32_t pid, const char *comm, void *arg)
 		r = export_json_u64(l->out, "pid", pid, true);
 	if (r == 0)
 		r = export_json_strfield(l->out, "comm", comm, false);
+	if (r == 0 && l->st && store_process_labels(l->st, pid, &pl)) {
+		/* Only continuous profiles carry labels; "" members are left out. */
+		if (*pl.cgroup)
+			r = export_json_strfield(l->out, "cgroup", pl.cgroup, false);
+		if (r == 0 && *pl.unit)
+			r = export_json_strfield(l->out, "unit", pl.unit, false);
+		if (r == 0 && *pl.container)
+			r = export_json_strfield(l->out, "container", pl.container, false);
+	}
 	if (r == 0)
 		r = buf_putc(l->out, '}');
 	return r;
@@ -571,7 +582,7 @@ static int export_json_stack(const struct store_stack *s, void *arg)
 static int export_raw(const struct store *st, const struct export_meta *meta, struct buf *out)
 {
 	static const struct export_meta no_meta;
-	struct json_list list = { out, true };
+	struct json_list list = { out, true, st };
 	struct store_totals t;
 	size_t i, n;
 	int r;

@@ -17,6 +17,7 @@
 #include "agentlink.h"
 #include "config.h"
 #include "control.h"
+#include "hostview.h"
 #include "jprof_proto.h"
 #include "log.h"
 #include "loop.h"
@@ -51,6 +52,9 @@ static void usage(FILE *f)
 		"  -r, --rate HZ          always-on host sampling rate, 0 disables (default 19)\n"
 		"  -a, --agent PATH       JVMTI agent loaded into JVMs (default\n"
 		"                         " JPROF_AGENT_PATH ")\n"
+		"      --host-bucket S    continuous profile window, seconds (default 10)\n"
+		"      --host-retention S how long windows are kept, seconds (default 600)\n"
+		"      --host-max-memory BYTES  memory for all windows, K/M/G suffix (default 64M)\n"
 		"      --max-sessions N   concurrent recordings (default 64)\n"
 		"      --max-clients N    concurrent connections (default 1024)\n"
 		"  -l, --log-level LEVEL  err, warning, notice, info (default) or debug\n"
@@ -61,7 +65,8 @@ static void usage(FILE *f)
 
 static int parse_args(int argc, char **argv, struct options *o)
 {
-	enum { OPT_MAX_SESSIONS = 256, OPT_MAX_CLIENTS };
+	enum { OPT_MAX_SESSIONS = 256, OPT_MAX_CLIENTS, OPT_HOST_BUCKET, OPT_HOST_RETENTION,
+	       OPT_HOST_MAX_MEMORY };
 	static const struct option longopts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "check-config", no_argument, NULL, 't' },
@@ -71,6 +76,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "agent", required_argument, NULL, 'a' },
 		{ "max-sessions", required_argument, NULL, OPT_MAX_SESSIONS },
 		{ "max-clients", required_argument, NULL, OPT_MAX_CLIENTS },
+		{ "host-bucket", required_argument, NULL, OPT_HOST_BUCKET },
+		{ "host-retention", required_argument, NULL, OPT_HOST_RETENTION },
+		{ "host-max-memory", required_argument, NULL, OPT_HOST_MAX_MEMORY },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -94,6 +102,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case 'a': k = CONFIG_AGENT; break;
 		case OPT_MAX_SESSIONS: k = CONFIG_MAX_SESSIONS; break;
 		case OPT_MAX_CLIENTS: k = CONFIG_MAX_CLIENTS; break;
+		case OPT_HOST_BUCKET: k = CONFIG_HOST_BUCKET; break;
+		case OPT_HOST_RETENTION: k = CONFIG_HOST_RETENTION; break;
+		case OPT_HOST_MAX_MEMORY: k = CONFIG_HOST_MAX_MEMORY; break;
 		case 'l': k = CONFIG_LOG_LEVEL; break;
 		case 'h':
 			usage(stdout);
@@ -188,6 +199,7 @@ int main(int argc, char **argv)
 	struct session_mgr *sessions = NULL;
 	struct sampler *sampler = NULL;
 	struct symbols *symbols = NULL;
+	struct hostview *hostview = NULL;
 	struct control *control = NULL;
 	struct agentlink *agents = NULL;
 	struct sockaddr_un listen_addr = { 0 };
@@ -248,6 +260,18 @@ int main(int argc, char **argv)
 	r = session_mgr_new(loop, symbols, &slim, &sessions);
 	if (r < 0)
 		goto out;
+	if (cfg.rate_hz) {
+		struct hostview_config hcfg = {
+			.bucket_s = cfg.host_bucket_s,
+			.retention_s = cfg.host_retention_s,
+			.max_bytes = (size_t)cfg.host_max_memory,
+		};
+
+		r = hostview_new(&hcfg, symbols, &hostview);
+		if (r < 0)
+			goto out;
+		session_mgr_set_hostview(sessions, hostview, cfg.rate_hz);
+	}
 	cb = (struct sampler_callbacks){ .sample = session_mgr_on_sample,
 					 .new_thread = session_mgr_on_new_thread, .arg = sessions };
 	r = sampler_new(&scfg, &cb, &sampler);
@@ -265,6 +289,7 @@ int main(int argc, char **argv)
 	r = control_new(loop, sessions, sampler, agents, &ccfg, &control);
 	if (r < 0)
 		goto out;
+	control_set_hostview(control, hostview);
 
 	nfds = sd_listen_fds(1);
 	if (nfds < 0) {
@@ -345,6 +370,7 @@ out:
 	if (sfd >= 0)
 		close(sfd);
 	sampler_free(sampler);
+	hostview_free(hostview);
 	symbols_free(symbols);
 	loop_free(loop);
 	if (own_socket)

@@ -334,8 +334,8 @@ int pprof_render(const struct store *st, const struct export_meta *meta, struct 
 	c.loc_of_frame = calloc(slots, sizeof(*c.loc_of_frame));
 	c.samples = calloc(nstacks + 1, sizeof(*c.samples));
 	c.samplep = calloc(nstacks + 1, sizeof(*c.samplep));
-	c.labels = calloc(nstacks * 4 + 1, sizeof(*c.labels));
-	c.labelp = calloc(nstacks * 4 + 1, sizeof(*c.labelp));
+	c.labels = calloc(nstacks * 7 + 1, sizeof(*c.labels));
+	c.labelp = calloc(nstacks * 7 + 1, sizeof(*c.labelp));
 	c.locids = calloc(nlocids + 1, sizeof(*c.locids));
 	c.values = calloc(nstacks * 2 + 1, sizeof(*c.values));
 	if (!c.funcs || !c.funcp || !c.locs || !c.locp || !c.lines || !c.linep || !c.loc_of_frame ||
@@ -360,6 +360,7 @@ int pprof_render(const struct store *st, const struct export_meta *meta, struct 
 		Perftools__Profiles__Label *lab = &c.labels[nlabels];
 		const char *tname = store_thread_name(st, s->pid, s->tid);
 		const char *comm = store_process_name(st, s->pid);
+		struct store_labels pl;
 		size_t nl = 0;
 
 		perftools__profiles__sample__init(smp);
@@ -396,6 +397,15 @@ int pprof_render(const struct store *st, const struct export_meta *meta, struct 
 			r = pprof_label_num(&c, &lab[nl++], "pid", s->pid);
 		if (r == 0 && comm && *comm)
 			r = pprof_label_str(&c, &lab[nl++], "comm", comm);
+		if (r == 0 && store_process_labels(st, s->pid, &pl)) {
+			/* Continuous profiles know where the process ran. */
+			if (*pl.cgroup)
+				r = pprof_label_str(&c, &lab[nl++], "cgroup", pl.cgroup);
+			if (r == 0 && *pl.unit)
+				r = pprof_label_str(&c, &lab[nl++], "unit", pl.unit);
+			if (r == 0 && *pl.container)
+				r = pprof_label_str(&c, &lab[nl++], "container", pl.container);
+		}
 		if (r < 0)
 			goto out;
 		for (j = 0; j < nl; j++)

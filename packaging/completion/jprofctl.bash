@@ -31,14 +31,18 @@ _jprofctl()
 		COMPREPLY=($(compgen -W "collapsed json html pprof text" -- "$cur"))
 		return
 		;;
-	-d|--duration|-i|--interval)
+	-d|--duration|-i|--interval|-l|--last|--from|--to|-c|--comm|-u|--unit|-g|--cgroup)
+		return
+		;;
+	--group-by)
+		COMPREPLY=($(compgen -W "none comm pid thread unit cgroup" -- "$cur"))
 		return
 		;;
 	esac
 
 	case $cmd in
 	"")
-		COMPREPLY=($(compgen -W "status record --socket --help --version" -- "$cur"))
+		COMPREPLY=($(compgen -W "status record profile --socket --help --version" -- "$cur"))
 		;;
 	status)
 		COMPREPLY=($(compgen -W "--json --socket --help" -- "$cur"))
@@ -46,6 +50,10 @@ _jprofctl()
 	record)
 		COMPREPLY=($(compgen -W "--pid --all --duration --interval --output --format
 			--threads --no-progress --json-events --socket --help" -- "$cur"))
+		;;
+	profile)
+		COMPREPLY=($(compgen -W "--last --from --to --pid --comm --unit --cgroup --group-by
+			--output --format --json-events --socket --help" -- "$cur"))
 		;;
 	esac
 }

@@ -574,6 +574,92 @@ START_TEST(test_base64_invalid)
 }
 END_TEST
 
+START_TEST(test_profile_request)
+{
+	struct jprof_request in, out;
+	struct jprof_error err;
+
+	/* Defaults: the last minute, collapsed, whole host, default grouping. */
+	ck_assert_int_eq(parse_str("{\"v\":1,\"id\":4,\"cmd\":\"profile\"}", &out, &err), 0);
+	ck_assert_int_eq(out.cmd, JPROF_CMD_PROFILE);
+	ck_assert_uint_eq(out.profile.last_s, 60);
+	ck_assert(!out.profile.has_range);
+	ck_assert_int_eq(out.profile.pid, 0);
+	ck_assert_str_eq(out.profile.format, "collapsed");
+	ck_assert_str_eq(out.profile.group_by, "");
+
+	jprof_request_init(&in, JPROF_CMD_PROFILE, 9);
+	in.profile.last_s = 0;
+	in.profile.has_range = true;
+	in.profile.from_ms = -120000;
+	in.profile.to_ms = -60000;
+	in.profile.pid = 77;
+	snprintf(in.profile.comm, sizeof(in.profile.comm), "nginx");
+	snprintf(in.profile.unit, sizeof(in.profile.unit), "nginx.service");
+	snprintf(in.profile.cgroup, sizeof(in.profile.cgroup), "/system.slice/nginx.service");
+	snprintf(in.profile.format, sizeof(in.profile.format), "pprof");
+	snprintf(in.profile.group_by, sizeof(in.profile.group_by), "unit");
+	round_trip(&in, &out);
+	ck_assert_int_eq(out.cmd, JPROF_CMD_PROFILE);
+	ck_assert(out.profile.has_range);
+	ck_assert_int_eq(out.profile.from_ms, -120000);
+	ck_assert_int_eq(out.profile.to_ms, -60000);
+	ck_assert_int_eq(out.profile.pid, 77);
+	ck_assert_str_eq(out.profile.comm, "nginx");
+	ck_assert_str_eq(out.profile.unit, "nginx.service");
+	ck_assert_str_eq(out.profile.cgroup, "/system.slice/nginx.service");
+	ck_assert_str_eq(out.profile.format, "pprof");
+	ck_assert_str_eq(out.profile.group_by, "unit");
+
+	jprof_request_init(&in, JPROF_CMD_PROFILE, 10);
+	in.profile.last_s = 600;
+	round_trip(&in, &out);
+	ck_assert_uint_eq(out.profile.last_s, 600);
+	ck_assert(!out.profile.has_range);
+
+	/* from_ms alone runs up to now. */
+	ck_assert_int_eq(parse_str("{\"v\":1,\"id\":4,\"cmd\":\"profile\",\"from_ms\":-5000}", &out, &err), 0);
+	ck_assert(out.profile.has_range);
+	ck_assert_int_eq(out.profile.to_ms, 0);
+	ck_assert_str_eq(jprof_cmd_name(JPROF_CMD_PROFILE), "profile");
+}
+END_TEST
+
+START_TEST(test_profile_strict)
+{
+	static const struct { const char *line, *code, *needle; } cases[] = {
+		{ "{\"v\":1,\"id\":5,\"cmd\":\"profile\",\"duration_ms\":1000}", JPROF_E_UNKNOWN_FIELD, "duration_ms" },
+		{ "{\"v\":1,\"id\":5,\"cmd\":\"profile\",\"all\":true}", JPROF_E_UNKNOWN_FIELD, "all" },
+		{ "{\"v\":1,\"id\":5,\"cmd\":\"profile\",\"last_s\":0}", JPROF_E_BAD_REQUEST, "last_s" },
+		{ "{\"v\":1,\"id\":5,\"cmd\":\"profile\",\"last_s\":86401}", JPROF_E_BAD_REQUEST, "last_s" },
+		{ "{\"v\":1,\"id\":5,\"cmd\":\"profile\",\"last_s\":\"60s\"}", JPROF_E_BAD_REQUEST, "last_s" },
+		{ "{\"v\":1,\"id\":5,\"cmd\":\"profile\",\"last_s\":1.5}", JPROF_E_BAD_REQUEST, "last_s" },
+		{ "{\"v\":1,\"id\":5,\"cmd\":\"profile\",\"from_ms\":0}", JPROF_E_BAD_REQUEST, "from_ms" },
+		{ "{\"v\":1,\"id\":5,\"cmd\":\"profile\",\"from_ms\":1000}", JPROF_E_BAD_REQUEST, "from_ms" },
+		{ "{\"v\":1,\"id\":5,\"cmd\":\"profile\",\"from_ms\":-86400001}", JPROF_E_BAD_REQUEST, "from_ms" },
+		{ "{\"v\":1,\"id\":5,\"cmd\":\"profile\",\"from_ms\":-1000,\"to_ms\":1}", JPROF_E_BAD_REQUEST, "to_ms" },
+		{ "{\"v\":1,\"id\":5,\"cmd\":\"profile\",\"from_ms\":-1000,\"to_ms\":-1000}", JPROF_E_BAD_REQUEST, "before" },
+		{ "{\"v\":1,\"id\":5,\"cmd\":\"profile\",\"from_ms\":-1000,\"to_ms\":-2000}", JPROF_E_BAD_REQUEST, "before" },
+		{ "{\"v\":1,\"id\":5,\"cmd\":\"profile\",\"to_ms\":-1000}", JPROF_E_BAD_REQUEST, "from_ms" },
+		{ "{\"v\":1,\"id\":5,\"cmd\":\"profile\",\"last_s\":10,\"from_ms\":-1000}", JPROF_E_BAD_REQUEST, "exclusive" },
+		{ "{\"v\":1,\"id\":5,\"cmd\":\"profile\",\"pid\":0}", JPROF_E_BAD_REQUEST, "pid" },
+		{ "{\"v\":1,\"id\":5,\"cmd\":\"profile\",\"pid\":\"1\"}", JPROF_E_BAD_REQUEST, "pid" },
+		{ "{\"v\":1,\"id\":5,\"cmd\":\"profile\",\"comm\":\"\"}", JPROF_E_BAD_REQUEST, "comm" },
+		{ "{\"v\":1,\"id\":5,\"cmd\":\"profile\",\"unit\":\"\"}", JPROF_E_BAD_REQUEST, "unit" },
+		{ "{\"v\":1,\"id\":5,\"cmd\":\"profile\",\"cgroup\":7}", JPROF_E_BAD_REQUEST, "cgroup" },
+		{ "{\"v\":1,\"id\":5,\"cmd\":\"profile\",\"group_by\":\"host\"}", JPROF_E_BAD_REQUEST, "group_by" },
+		{ "{\"v\":1,\"id\":5,\"cmd\":\"profile\",\"format\":\"Pprof\"}", JPROF_E_BAD_REQUEST, "format" },
+		{ "{\"v\":1,\"id\":5,\"cmd\":\"profile\",\"last_s\":5,\"last_s\":6}", JPROF_E_BAD_REQUEST, "duplicate" },
+	};
+	char longcomm[200];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		expect_error(cases[i].line, cases[i].code, true, 5, cases[i].needle);
+	snprintf(longcomm, sizeof(longcomm), "{\"v\":1,\"id\":5,\"cmd\":\"profile\",\"comm\":\"%0100d\"}", 0);
+	expect_error(longcomm, JPROF_E_BAD_REQUEST, true, 5, "comm");
+}
+END_TEST
+
 START_TEST(test_cmd_names)
 {
 	ck_assert_str_eq(jprof_cmd_name(JPROF_CMD_HELLO), "hello");
@@ -614,6 +700,8 @@ static Suite *proto_suite(void)
 	tcase_add_test(tc, test_base64_round_trip);
 	tcase_add_test(tc, test_base64_invalid);
 	tcase_add_test(tc, test_cmd_names);
+	tcase_add_test(tc, test_profile_request);
+	tcase_add_test(tc, test_profile_strict);
 	suite_add_tcase(s, tc);
 	return s;
 }
