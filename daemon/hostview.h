@@ -66,7 +66,7 @@ void hostview_add_frames(struct hostview *hv, uint32_t pid, uint32_t tid, const 
 void hostview_tick(struct hostview *hv, uint64_t now_ns);
 
 /* Merges the buckets overlapping [from_ns, to_ns] (CLOCK_MONOTONIC) whose
- * samples match filter into a new store (caller frees). *span_from/*span_to
+ * samples match filter into a new store (caller frees). *span_from and *span_to
  * get the range actually covered. -ENOENT when nothing is retained there. */
 int hostview_query(struct hostview *hv, uint64_t from_ns, uint64_t to_ns,
 		   const struct hostview_filter *filter, struct store **out,
