@@ -17,6 +17,7 @@
 #include "agentlink.h"
 #include "config.h"
 #include "control.h"
+#include "http.h"
 #include "jprof_proto.h"
 #include "log.h"
 #include "loop.h"
@@ -53,6 +54,11 @@ static void usage(FILE *f)
 		"                         " JPROF_AGENT_PATH ")\n"
 		"      --max-sessions N   concurrent recordings (default 64)\n"
 		"      --max-clients N    concurrent connections (default 1024)\n"
+		"      --http ADDR:PORT   serve /metrics and /debug/pprof/profile over HTTP\n"
+		"                         (off by default; \":9464\" means 127.0.0.1:9464)\n"
+		"      --http-token-file PATH\n"
+		"                         bearer token HTTP clients must send; required\n"
+		"                         when ADDR is not a loopback address\n"
 		"  -l, --log-level LEVEL  err, warning, notice, info (default) or debug\n"
 		"  -h, --help             show this help\n"
 		"  -V, --version          show the version\n",
@@ -61,7 +67,7 @@ static void usage(FILE *f)
 
 static int parse_args(int argc, char **argv, struct options *o)
 {
-	enum { OPT_MAX_SESSIONS = 256, OPT_MAX_CLIENTS };
+	enum { OPT_MAX_SESSIONS = 256, OPT_MAX_CLIENTS, OPT_HTTP, OPT_HTTP_TOKEN_FILE };
 	static const struct option longopts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "check-config", no_argument, NULL, 't' },
@@ -71,6 +77,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "agent", required_argument, NULL, 'a' },
 		{ "max-sessions", required_argument, NULL, OPT_MAX_SESSIONS },
 		{ "max-clients", required_argument, NULL, OPT_MAX_CLIENTS },
+		{ "http", required_argument, NULL, OPT_HTTP },
+		{ "http-token-file", required_argument, NULL, OPT_HTTP_TOKEN_FILE },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -94,6 +102,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case 'a': k = CONFIG_AGENT; break;
 		case OPT_MAX_SESSIONS: k = CONFIG_MAX_SESSIONS; break;
 		case OPT_MAX_CLIENTS: k = CONFIG_MAX_CLIENTS; break;
+		case OPT_HTTP: k = CONFIG_HTTP; break;
+		case OPT_HTTP_TOKEN_FILE: k = CONFIG_HTTP_TOKEN_FILE; break;
 		case 'l': k = CONFIG_LOG_LEVEL; break;
 		case 'h':
 			usage(stdout);
@@ -129,9 +139,8 @@ static int load_config(const struct options *o, struct config *cfg)
 		return 1;
 	}
 	config_override(cfg, &o->cli);
-	if (cfg->http[0]) {
-		log_err("http = %s: the HTTP listener is not supported yet (reserved for a later version); "
-			"remove the http setting to start", cfg->http);
+	if (config_check(cfg, o->config_path, err, sizeof(err)) < 0) {
+		log_err("%s; not starting", err);
 		return 1;
 	}
 	if (o->check_config) {
@@ -190,6 +199,9 @@ int main(int argc, char **argv)
 	struct symbols *symbols = NULL;
 	struct control *control = NULL;
 	struct agentlink *agents = NULL;
+	struct hostview *hostview = NULL;
+	struct http *http = NULL;
+	char *http_token = NULL;
 	struct sockaddr_un listen_addr = { 0 };
 	struct loop *loop = NULL;
 	struct loop_source *wd = NULL;
@@ -266,6 +278,26 @@ int main(int argc, char **argv)
 	if (r < 0)
 		goto out;
 
+	if (cfg.http[0]) {
+		struct http_config hcfg = { .listen = cfg.http };
+		struct http_sources hsrc = { .sampler = sampler, .symbols = symbols, .agents = agents,
+					     .hostview = hostview, .sessions = sessions, .control = control,
+					     .host_rate_hz = cfg.rate_hz };
+		char err[CONFIG_ERR_MAX];
+
+		if (cfg.http_token_file[0]) {
+			r = http_token_read(cfg.http_token_file, &http_token, err, sizeof(err));
+			if (r < 0) {
+				log_err("%s; not starting", err);
+				goto out;
+			}
+			hcfg.token = http_token;
+		}
+		r = http_new(loop, &hcfg, &hsrc, &http);
+		if (r < 0)
+			goto out;
+	}
+
 	nfds = sd_listen_fds(1);
 	if (nfds < 0) {
 		log_err("sd_listen_fds failed: %s", strerror(-nfds));
@@ -337,7 +369,14 @@ int main(int argc, char **argv)
 	sd_notify(0, "STOPPING=1\nSTATUS=Shutting down");
 	ret = 0;
 out:
-	/* Sessions first: they tell their clients, then the clients are flushed. */
+	/* Waiting HTTP profile requests are answered (503) before the modules
+	 * they read go. Sessions next: they tell their clients, then the
+	 * clients are flushed. */
+	http_free(http);
+	if (http_token) {
+		explicit_bzero(http_token, strlen(http_token));
+		free(http_token);
+	}
 	session_mgr_free(sessions);
 	control_free(control);
 	agentlink_free(agents);
