@@ -53,7 +53,8 @@ int hostview_new(const struct hostview_config *cfg, struct symbols *symbols,
 		 struct hostview **out);
 void hostview_free(struct hostview *hv);
 
-/* A drained host-view sample (sampler callback context); symbolizes it. */
+/* A drained host-view sample (sampler callback context); symbolizes it.
+ * weight_ns is the weight of all smp->count samples together. */
 void hostview_add_sample(struct hostview *hv, const struct sampler_sample *smp,
 			 uint64_t weight_ns, uint64_t now_ns);
 /* A sample whose frames a recording already built (e.g. joined JVM stacks):
@@ -72,7 +73,40 @@ int hostview_query(struct hostview *hv, uint64_t from_ns, uint64_t to_ns,
 		   const struct hostview_filter *filter, struct store **out,
 		   uint64_t *span_from, uint64_t *span_to);
 
-/* Labels of pid (cached; read from /proc on first use). */
+/* Group frames a query may add at the root of every stack: the process
+ * name, "[comm pid=N]", "[thread tid=N]", the unit ("[no unit]") or the
+ * cgroup path ("[no cgroup]"). */
+enum hostview_group {
+	HOSTVIEW_GROUP_NONE = 0,
+	HOSTVIEW_GROUP_COMM,
+	HOSTVIEW_GROUP_PID,
+	HOSTVIEW_GROUP_THREAD,
+	HOSTVIEW_GROUP_UNIT,
+	HOSTVIEW_GROUP_CGROUP,
+	HOSTVIEW_GROUP_COUNT
+};
+
+/* "none", "comm", "pid", "thread", "unit", "cgroup". */
+const char *hostview_group_name(enum hostview_group g);
+int hostview_group_parse(const char *name);  /* -EINVAL if unknown */
+
+/* hostview_query with a group frame at the root of every stack. */
+int hostview_query_grouped(struct hostview *hv, uint64_t from_ns, uint64_t to_ns,
+			   const struct hostview_filter *filter, enum hostview_group group,
+			   struct store **out, uint64_t *span_from, uint64_t *span_to);
+
+/* Label parsers (exposed for tests). cgroup: the path from /proc/PID/cgroup
+ * text (the "0::" line, else "name=systemd", else the first). unit: the
+ * deepest ".service"/".scope" component of a cgroup path. container: the
+ * deepest 64-hex-digit id in a cgroup path. 0, -ENOENT, -ENAMETOOLONG. */
+int hostview_parse_cgroup(const char *text, char *path, size_t len);
+int hostview_parse_unit(const char *cgroup, char *unit, size_t len);
+int hostview_parse_container(const char *cgroup, char *id, size_t len);
+
+/* The effective configuration (defaults filled in, max_bytes at least 1 MiB). */
+void hostview_get_config(const struct hostview *hv, struct hostview_config *out);
+
+/* Labels of pid (cached; read from /proc on first use, refreshed every 2 s). */
 int hostview_labels(struct hostview *hv, pid_t pid, struct hostview_labels *out);
 
 void hostview_get_stats(const struct hostview *hv, struct hostview_stats *out);

@@ -79,6 +79,9 @@ struct store {
 
 	struct name_map threads;
 	struct name_map procs;
+	struct name_map cgroups;     /* per pid, "" never stored */
+	struct name_map units;
+	struct name_map containers;
 
 	uint32_t trunc_frame;
 	uint64_t samples;
@@ -626,6 +629,41 @@ int store_set_process_name(struct store *st, uint32_t pid, const char *comm)
 	return name_map_set(st, &st->procs, pid, comm);
 }
 
+int store_set_process_labels(struct store *st, uint32_t pid, const struct store_labels *l)
+{
+	int r = 0;
+
+	if (!st || !l)
+		return -EINVAL;
+	if (l->cgroup && *l->cgroup)
+		r = name_map_set(st, &st->cgroups, pid, l->cgroup);
+	if (r == 0 && l->unit && *l->unit)
+		r = name_map_set(st, &st->units, pid, l->unit);
+	if (r == 0 && l->container && *l->container)
+		r = name_map_set(st, &st->containers, pid, l->container);
+	return r;
+}
+
+bool store_process_labels(const struct store *st, uint32_t pid, struct store_labels *out)
+{
+	uint32_t hash = (uint32_t)store_mix64(pid);
+	const struct name_ent *c, *u, *k;
+
+	*out = (struct store_labels){ "", "", "" };
+	if (!st)
+		return false;
+	c = name_map_find(&st->cgroups, pid, hash);
+	u = name_map_find(&st->units, pid, hash);
+	k = name_map_find(&st->containers, pid, hash);
+	if (c)
+		out->cgroup = c->name;
+	if (u)
+		out->unit = u->name;
+	if (k)
+		out->container = k->name;
+	return c || u || k;
+}
+
 const char *store_thread_name(const struct store *st, uint32_t pid, uint32_t tid)
 {
 	uint64_t key = (uint64_t)pid << 32 | tid;
@@ -741,5 +779,8 @@ void store_free(struct store *st)
 	table_release(&st->stack_tab);
 	name_map_release(&st->threads);
 	name_map_release(&st->procs);
+	name_map_release(&st->cgroups);
+	name_map_release(&st->units);
+	name_map_release(&st->containers);
 	free(st);
 }

@@ -69,6 +69,17 @@ int store_set_process_name(struct store *st, uint32_t pid, const char *comm);
 const char *store_thread_name(const struct store *st, uint32_t pid, uint32_t tid);   /* NULL if unknown */
 const char *store_process_name(const struct store *st, uint32_t pid);               /* NULL if unknown */
 
+/* Labels of a process (continuous profiles): cgroup v2 path, systemd unit,
+ * container id. Empty or NULL members are not stored. */
+struct store_labels {
+	const char *cgroup;
+	const char *unit;
+	const char *container;
+};
+int store_set_process_labels(struct store *st, uint32_t pid, const struct store_labels *l);
+/* Fills out ("" for unknown members); false when pid has no label at all. */
+bool store_process_labels(const struct store *st, uint32_t pid, struct store_labels *out);
+
 size_t store_frame_count(const struct store *st);
 const struct store_frame *store_frame_get(const struct store *st, uint32_t id);  /* NULL if out of range */
 
