@@ -20,6 +20,9 @@ static const char *const key_names[CONFIG_NKEYS] = {
 	[CONFIG_LOG_LEVEL] = "log_level",
 	[CONFIG_HTTP] = "http",
 	[CONFIG_AGENT] = "agent",
+	[CONFIG_HOST_BUCKET] = "host_bucket",
+	[CONFIG_HOST_RETENTION] = "host_retention",
+	[CONFIG_HOST_MAX_MEMORY] = "host_max_memory",
 	[CONFIG_HTTP_TOKEN_FILE] = "http_token_file",
 };
 
@@ -33,6 +36,9 @@ void config_defaults(struct config *c)
 	c->max_clients = 1024;
 	c->log_level = LOG_LVL_INFO;
 	snprintf(c->agent, sizeof(c->agent), "%s", JPROF_AGENT_PATH);
+	c->host_bucket_s = 10;
+	c->host_retention_s = 600;
+	c->host_max_memory = 64ull << 20;
 }
 
 const char *config_key_name(enum config_key k)
@@ -60,6 +66,34 @@ static int parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
 	if (errno || *end || v < min || v > max)
 		return -EINVAL;
 	*out = (unsigned)v;
+	return 0;
+}
+
+/* Bytes with an optional K, M or G suffix (powers of 1024). */
+static int parse_bytes(const char *s, unsigned long long min, unsigned long long max,
+		       unsigned long long *out)
+{
+	unsigned long long v;
+	unsigned shift = 0;
+	char *end;
+
+	if (!isdigit((unsigned char)s[0]))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	if (*end == 'K')
+		shift = 10;
+	else if (*end == 'M')
+		shift = 20;
+	else if (*end == 'G')
+		shift = 30;
+	if (shift)
+		end++;
+	if (*end || v > (max >> shift) || (v << shift) < min)
+		return -EINVAL;
+	*out = v << shift;
 	return 0;
 }
 
@@ -145,6 +179,24 @@ int config_set(struct config *c, enum config_key k, const char *v, char *err, si
 			return -EINVAL;
 		}
 		snprintf(c->agent, sizeof(c->agent), "%s", v);
+		break;
+	case CONFIG_HOST_BUCKET:
+		if (parse_uint(v, 1, 3600, &c->host_bucket_s) < 0) {
+			snprintf(err, errlen, "host_bucket wants 1..3600 seconds, not \"%s\"", v);
+			return -EINVAL;
+		}
+		break;
+	case CONFIG_HOST_RETENTION:
+		if (parse_uint(v, 1, 7 * 86400, &c->host_retention_s) < 0) {
+			snprintf(err, errlen, "host_retention wants 1..604800 seconds, not \"%s\"", v);
+			return -EINVAL;
+		}
+		break;
+	case CONFIG_HOST_MAX_MEMORY:
+		if (parse_bytes(v, 1ull << 20, 1ull << 40, &c->host_max_memory) < 0) {
+			snprintf(err, errlen, "host_max_memory wants 1M..1024G (bytes, or K/M/G), not \"%s\"", v);
+			return -EINVAL;
+		}
 		break;
 	case CONFIG_HTTP_TOKEN_FILE:
 		if ((v[0] && v[0] != '/') || strlen(v) >= sizeof(c->http_token_file) || has_space(v)) {
@@ -276,6 +328,18 @@ void config_format(const struct config *c, enum config_key k, char *buf, size_t 
 		break;
 	case CONFIG_HTTP: snprintf(buf, len, "%s", c->http); break;
 	case CONFIG_AGENT: snprintf(buf, len, "%s", c->agent); break;
+	case CONFIG_HOST_BUCKET: snprintf(buf, len, "%u", c->host_bucket_s); break;
+	case CONFIG_HOST_RETENTION: snprintf(buf, len, "%u", c->host_retention_s); break;
+	case CONFIG_HOST_MAX_MEMORY:
+		if (c->host_max_memory % (1ull << 30) == 0)
+			snprintf(buf, len, "%lluG", c->host_max_memory >> 30);
+		else if (c->host_max_memory % (1ull << 20) == 0)
+			snprintf(buf, len, "%lluM", c->host_max_memory >> 20);
+		else if (c->host_max_memory % (1ull << 10) == 0)
+			snprintf(buf, len, "%lluK", c->host_max_memory >> 10);
+		else
+			snprintf(buf, len, "%llu", c->host_max_memory);
+		break;
 	case CONFIG_HTTP_TOKEN_FILE: snprintf(buf, len, "%s", c->http_token_file); break;
 	default: snprintf(buf, len, "?"); break;
 	}
@@ -299,6 +363,12 @@ void config_override(struct config *dst, const struct config *src)
 		memcpy(dst->http, src->http, sizeof(dst->http));
 	if (src->set & (1u << CONFIG_AGENT))
 		memcpy(dst->agent, src->agent, sizeof(dst->agent));
+	if (src->set & (1u << CONFIG_HOST_BUCKET))
+		dst->host_bucket_s = src->host_bucket_s;
+	if (src->set & (1u << CONFIG_HOST_RETENTION))
+		dst->host_retention_s = src->host_retention_s;
+	if (src->set & (1u << CONFIG_HOST_MAX_MEMORY))
+		dst->host_max_memory = src->host_max_memory;
 	if (src->set & (1u << CONFIG_HTTP_TOKEN_FILE))
 		memcpy(dst->http_token_file, src->http_token_file, sizeof(dst->http_token_file));
 	for (int k = 0; k < CONFIG_NKEYS; k++)

@@ -20,6 +20,9 @@ enum config_key {
 	CONFIG_LOG_LEVEL,
 	CONFIG_HTTP,
 	CONFIG_AGENT,
+	CONFIG_HOST_BUCKET,
+	CONFIG_HOST_RETENTION,
+	CONFIG_HOST_MAX_MEMORY,
 	CONFIG_HTTP_TOKEN_FILE,
 	CONFIG_NKEYS,
 };
@@ -33,6 +36,9 @@ struct config {
 	int log_level;               /* enum log_level */
 	char http[256];              /* HTTP listen address (http.h), "" = off */
 	char agent[256];             /* JVMTI agent loaded into JVMs (absolute path) */
+	unsigned host_bucket_s;      /* continuous profile: window length */
+	unsigned host_retention_s;   /* how long windows are kept */
+	unsigned long long host_max_memory;  /* bytes for all windows */
 	char http_token_file[256];   /* bearer token for HTTP, "" = none (absolute path) */
 	unsigned set;                /* bit (1 << key) for every key given */
 	unsigned line[CONFIG_NKEYS]; /* file line a key came from; 0 = default or flag */

@@ -20,9 +20,11 @@
 #include "authz.h"
 #include "buf.h"
 #include "export.h"
+#include "hostview.h"
 #include "jprof_proto.h"
 #include "log.h"
 #include "loop.h"
+#include "proc.h"
 #include "sampler.h"
 #include "session.h"
 
@@ -60,6 +62,7 @@ struct control {
 	struct agentlink *agents;
 	struct session_mgr *sessions;
 	struct sampler *sampler;
+	struct hostview *hostview;
 	struct control_config cfg;
 	struct listener listeners[8];
 	unsigned nlisteners;
@@ -191,6 +194,7 @@ static void handle_hello(struct client *c, const struct jprof_request *req)
 	json_object_array_add(cmds, json_object_new_string("status"));
 	json_object_array_add(cmds, json_object_new_string("record"));
 	json_object_array_add(cmds, json_object_new_string("cancel"));
+	json_object_array_add(cmds, json_object_new_string("profile"));
 	json_object_object_add(o, "commands", cmds);
 	send_obj(c, o);
 }
@@ -226,6 +230,32 @@ static int status_session(struct session *s, void *arg)
 }
 
 #define ADD_U64(obj, key, v) json_object_object_add(obj, key, json_object_new_int64((int64_t)(v)))
+
+static void add_hostview_status(struct control *ctl, struct json_object *st)
+{
+	struct json_object *h = json_object_new_object();
+	struct hostview_config hc;
+	struct hostview_stats hs;
+
+	if (!h)
+		return;
+	json_object_object_add(h, "enabled", json_object_new_boolean(ctl->hostview != NULL));
+	if (ctl->hostview) {
+		hostview_get_config(ctl->hostview, &hc);
+		hostview_get_stats(ctl->hostview, &hs);
+		ADD_U64(h, "bucket_s", hc.bucket_s);
+		ADD_U64(h, "retention_s", hc.retention_s);
+		ADD_U64(h, "max_bytes", hc.max_bytes);
+		ADD_U64(h, "bytes", hs.bytes);
+		ADD_U64(h, "buckets", hs.buckets);
+		ADD_U64(h, "samples", hs.samples);
+		ADD_U64(h, "evicted_age", hs.evicted_age);
+		ADD_U64(h, "evicted_memory", hs.evicted_memory);
+		ADD_U64(h, "span_ms", hs.newest_ns > hs.oldest_ns ?
+			(hs.newest_ns - hs.oldest_ns) / 1000000ull : 0);
+	}
+	json_object_object_add(st, "hostview", h);
+}
 
 static void handle_status(struct client *c, const struct jprof_request *req)
 {
@@ -273,6 +303,7 @@ static void handle_status(struct client *c, const struct jprof_request *req)
 	ADD_U64(sess, "active", session_count(ctl->sessions));
 	json_object_object_add(sess, "list", sc.list);
 	json_object_object_add(st, "sessions", sess);
+	add_hostview_status(ctl, st);
 	ADD_U64(st, "clients", ctl->nclients);
 	ADD_U64(peer, "uid", c->peer.uid);
 	json_object_object_add(peer, "authorized_all", json_object_new_boolean(c->peer.privileged));
@@ -397,6 +428,191 @@ static void handle_record(struct client *c, const struct jprof_request *req)
 	c->sessions[c->nsessions++] = (struct client_session){ .req_id = req->id, .s = s };
 }
 
+/* A continuous profile of pid needs the same right as recording it; the
+ * pidfd pins the process during the check. -errno after the error was sent. */
+static int profile_authorize(struct client *c, const struct jprof_request *req, pid_t pid)
+{
+	char why[512];
+	int fd, r;
+
+	if (!pid) {
+		if (c->peer.privileged)
+			return 0;
+		log_audit("denied: uid %u (pid %d) asked for the whole host's profile",
+			  (unsigned)c->peer.uid, (int)c->peer.pid);
+		send_error(c, req, JPROF_E_PERMISSION_DENIED,
+			   "the whole host's profile needs root or membership in group %s; "
+			   "others may ask for \"pid\" of their own processes",
+			   c->ctl->cfg.group_name ? c->ctl->cfg.group_name : "jprof");
+		return -EPERM;
+	}
+	if (c->peer.privileged)
+		return 0;  /* also for processes that have exited since */
+	fd = pidfd_open_checked(pid);
+	if (fd < 0) {
+		send_error(c, req, JPROF_E_NO_SUCH_PROCESS, "no process with pid %d", (int)pid);
+		return -ESRCH;
+	}
+	r = authz_check_pid(&c->peer, pid, why, sizeof(why));
+	if (r == 0 && syscall(SYS_pidfd_send_signal, fd, 0, NULL, 0) < 0)
+		r = -ESRCH;
+	close(fd);
+	if (r == -ESRCH) {
+		send_error(c, req, JPROF_E_NO_SUCH_PROCESS, "no process with pid %d", (int)pid);
+	} else if (r < 0) {
+		log_audit("denied: uid %u (pid %d) asked for the profile of pid %d: %s",
+			  (unsigned)c->peer.uid, (int)c->peer.pid, (int)pid, why);
+		send_error(c, req, JPROF_E_PERMISSION_DENIED, "%s", why);
+	}
+	return r;
+}
+
+/* Monotonic time pid started, so an unprivileged caller never sees samples
+ * of an earlier process that had the same pid; UINT64_MAX if unknown. */
+static uint64_t process_start_mono(pid_t pid, uint64_t now_mono)
+{
+	struct timespec ts;
+	uint64_t start_boot, now_boot;
+
+	if (proc_read_start_boottime(pid, &start_boot) < 0 ||
+	    clock_gettime(CLOCK_BOOTTIME, &ts) < 0)
+		return UINT64_MAX;  /* cannot tell: show nothing */
+	now_boot = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	if (now_boot < start_boot || now_boot - start_boot > now_mono)
+		return 0;
+	return now_mono - (now_boot - start_boot);
+}
+
+static void handle_profile(struct client *c, const struct jprof_request *req)
+{
+	const struct jprof_profile_req *pr = &req->profile;
+	struct control *ctl = c->ctl;
+	struct hostview_filter f = {
+		.pid = pr->pid,
+		.comm = pr->comm[0] ? pr->comm : NULL,
+		.unit = pr->unit[0] ? pr->unit : NULL,
+		.cgroup = pr->cgroup[0] ? pr->cgroup : NULL,
+	};
+	struct export_meta meta = { .event = "cpu-clock", .status = "complete" };
+	struct export_options opt = { 0 };
+	struct json_object *o = NULL, *sum = NULL;
+	uint64_t now = mono_ns(), from, to, span_from = 0, span_to = 0, back;
+	struct timespec rt;
+	struct sampler_stats ss;
+	struct store_totals tot;
+	struct buf out = BUF_INIT;
+	struct store *st = NULL;
+	int fmt, group, r;
+
+	fmt = export_format_parse(pr->format);
+	if (fmt < 0) {
+		send_error(c, req, JPROF_E_BAD_REQUEST,
+			   "unknown format \"%s\" (supported: " EXPORT_FORMAT_NAMES ")", pr->format);
+		goto out;
+	}
+	/* Whole-host profiles start with the process, as record --all does. */
+	group = pr->group_by[0] ? hostview_group_parse(pr->group_by) :
+				  (pr->pid ? HOSTVIEW_GROUP_NONE : HOSTVIEW_GROUP_COMM);
+	if (group < 0) {
+		send_error(c, req, JPROF_E_BAD_REQUEST, "unknown group_by \"%s\"", pr->group_by);
+		goto out;
+	}
+	if (profile_authorize(c, req, pr->pid) < 0)
+		goto out;
+	if (!ctl->hostview) {
+		send_error(c, req, JPROF_E_UNAVAILABLE,
+			   "the continuous host profile is off (jprofd runs with rate = 0)");
+		goto out;
+	}
+	if (pr->has_range) {
+		back = (uint64_t)-pr->from_ms * 1000000ull;
+		from = now > back ? now - back : 0;
+		back = (uint64_t)-pr->to_ms * 1000000ull;
+		to = now > back ? now - back : 0;
+	} else {
+		back = (uint64_t)pr->last_s * 1000000000ull;
+		from = now > back ? now - back : 0;
+		to = now;
+	}
+	if (!c->peer.privileged) {
+		uint64_t born = process_start_mono(pr->pid, now);
+
+		if (born > from)
+			from = born;
+	}
+	r = from <= to ? hostview_query_grouped(ctl->hostview, from, to, &f,
+						(enum hostview_group)group, &st, &span_from, &span_to) :
+			 -ENOENT;
+	if (r == -ENOENT) {
+		/* Nothing retained there: a valid, empty profile. */
+		st = store_new(NULL);
+		span_from = span_to = 0;
+		r = st ? 0 : -ENOMEM;
+	}
+	if (r < 0) {
+		log_err("profile query failed: %s", strerror(-r));
+		send_error(c, req, JPROF_E_INTERNAL, "querying the host view failed: %s", strerror(-r));
+		goto out;
+	}
+	sampler_get_stats(ctl->sampler, &ss);
+	clock_gettime(CLOCK_REALTIME, &rt);
+	meta.pid = (uint32_t)pr->pid;
+	meta.comm = pr->pid ? store_process_name(st, (uint32_t)pr->pid) : NULL;
+	meta.interval_ns = ss.host_rate_hz ? 1000000000ull / ss.host_rate_hz : 0;
+	meta.duration_ns = span_to - span_from;
+	meta.start_unix_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec -
+			     (span_from ? now - span_from : 0);
+	opt.thread_frames = false;
+	r = export_render(st, &meta, &opt, (enum export_format)fmt, &out);
+	if (r < 0) {
+		log_err("rendering a %s host profile failed: %s", export_format_name(fmt), strerror(-r));
+		send_error(c, req, JPROF_E_INTERNAL, "rendering the profile failed");
+		goto out;
+	}
+	store_get_totals(st, &tot);
+	o = jprof_response_new(req->id, "profile");
+	sum = json_object_new_object();
+	if (!o || !sum) {
+		send_error(c, req, JPROF_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	json_object_object_add(o, "status", json_object_new_string("complete"));
+	json_object_object_add(o, "format", json_object_new_string(export_format_name(fmt)));
+	if (export_format_is_binary(fmt)) {
+		char *b64 = jprof_base64_encode(out.data ? out.data : "", out.len);
+
+		json_object_object_add(o, "encoding", json_object_new_string("base64"));
+		json_object_object_add(o, "data", b64 ? json_object_new_string(b64) : NULL);
+		free(b64);
+	} else {
+		json_object_object_add(o, "encoding", json_object_new_string("utf-8"));
+		json_object_object_add(o, "data",
+				       json_object_new_string_len(out.data ? out.data : "", (int)out.len));
+	}
+	ADD_U64(sum, "samples", tot.samples);
+	ADD_U64(sum, "weight_ns", tot.weight_ns);
+	ADD_U64(sum, "stacks", tot.stacks);
+	json_object_object_add(sum, "truncated", json_object_new_boolean(tot.truncated));
+	ADD_U64(sum, "duration_ms", (span_to - span_from) / 1000000ull);
+	ADD_U64(sum, "span_ms", (span_to - span_from) / 1000000ull);
+	/* Where the data starts and ends, in ms relative to now (<= 0). */
+	json_object_object_add(sum, "from_ms", json_object_new_int64(
+		span_from ? -(int64_t)((now - span_from) / 1000000ull) : 0));
+	json_object_object_add(sum, "to_ms", json_object_new_int64(
+		span_to ? -(int64_t)((now - span_to) / 1000000ull) : 0));
+	json_object_object_add(sum, "group_by",
+			       json_object_new_string(hostview_group_name((enum hostview_group)group)));
+	json_object_object_add(o, "summary", sum);
+	sum = NULL;
+	send_obj(c, o);
+	o = NULL;
+out:
+	json_object_put(o);
+	json_object_put(sum);
+	buf_release(&out);
+	store_free(st);
+}
+
 static void handle_cancel(struct client *c, const struct jprof_request *req)
 {
 	struct json_object *o;
@@ -448,6 +664,9 @@ static void handle_line(struct client *c, const char *line, size_t len)
 		break;
 	case JPROF_CMD_CANCEL:
 		handle_cancel(c, &req);
+		break;
+	case JPROF_CMD_PROFILE:
+		handle_profile(c, &req);
 		break;
 	default:
 		send_error(c, &req, JPROF_E_UNKNOWN_COMMAND, "unknown command");
@@ -687,6 +906,11 @@ void control_free(struct control *c)
 		close(c->listeners[i].fd);
 	}
 	free(c);
+}
+
+void control_set_hostview(struct control *c, struct hostview *hv)
+{
+	c->hostview = hv;
 }
 
 unsigned control_client_count(const struct control *c)

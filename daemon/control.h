@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 struct agentlink;
+struct hostview;
 struct loop;
 struct sampler;
 struct session_mgr;
@@ -37,6 +38,9 @@ int control_add_listener(struct control *c, int fd);
  * creating the parent directory (0755) if missing and replacing a stale
  * socket. Refuses to replace anything that is not a socket. */
 int control_listen_unix(const char *path, int *out_fd);
+
+/* Serves "profile" requests from hv (NULL: the host view is off). */
+void control_set_hostview(struct control *c, struct hostview *hv);
 
 unsigned control_client_count(const struct control *c);
 

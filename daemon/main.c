@@ -17,6 +17,7 @@
 #include "agentlink.h"
 #include "config.h"
 #include "control.h"
+#include "hostview.h"
 #include "http.h"
 #include "jprof_proto.h"
 #include "log.h"
@@ -52,6 +53,9 @@ static void usage(FILE *f)
 		"  -r, --rate HZ          always-on host sampling rate, 0 disables (default 19)\n"
 		"  -a, --agent PATH       JVMTI agent loaded into JVMs (default\n"
 		"                         " JPROF_AGENT_PATH ")\n"
+		"      --host-bucket S    continuous profile window, seconds (default 10)\n"
+		"      --host-retention S how long windows are kept, seconds (default 600)\n"
+		"      --host-max-memory BYTES  memory for all windows, K/M/G suffix (default 64M)\n"
 		"      --max-sessions N   concurrent recordings (default 64)\n"
 		"      --max-clients N    concurrent connections (default 1024)\n"
 		"      --http ADDR:PORT   serve /metrics and /debug/pprof/profile over HTTP\n"
@@ -67,7 +71,8 @@ static void usage(FILE *f)
 
 static int parse_args(int argc, char **argv, struct options *o)
 {
-	enum { OPT_MAX_SESSIONS = 256, OPT_MAX_CLIENTS, OPT_HTTP, OPT_HTTP_TOKEN_FILE };
+	enum { OPT_MAX_SESSIONS = 256, OPT_MAX_CLIENTS, OPT_HOST_BUCKET, OPT_HOST_RETENTION,
+	       OPT_HOST_MAX_MEMORY, OPT_HTTP, OPT_HTTP_TOKEN_FILE };
 	static const struct option longopts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "check-config", no_argument, NULL, 't' },
@@ -77,6 +82,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "agent", required_argument, NULL, 'a' },
 		{ "max-sessions", required_argument, NULL, OPT_MAX_SESSIONS },
 		{ "max-clients", required_argument, NULL, OPT_MAX_CLIENTS },
+		{ "host-bucket", required_argument, NULL, OPT_HOST_BUCKET },
+		{ "host-retention", required_argument, NULL, OPT_HOST_RETENTION },
+		{ "host-max-memory", required_argument, NULL, OPT_HOST_MAX_MEMORY },
 		{ "http", required_argument, NULL, OPT_HTTP },
 		{ "http-token-file", required_argument, NULL, OPT_HTTP_TOKEN_FILE },
 		{ "log-level", required_argument, NULL, 'l' },
@@ -102,6 +110,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case 'a': k = CONFIG_AGENT; break;
 		case OPT_MAX_SESSIONS: k = CONFIG_MAX_SESSIONS; break;
 		case OPT_MAX_CLIENTS: k = CONFIG_MAX_CLIENTS; break;
+		case OPT_HOST_BUCKET: k = CONFIG_HOST_BUCKET; break;
+		case OPT_HOST_RETENTION: k = CONFIG_HOST_RETENTION; break;
+		case OPT_HOST_MAX_MEMORY: k = CONFIG_HOST_MAX_MEMORY; break;
 		case OPT_HTTP: k = CONFIG_HTTP; break;
 		case OPT_HTTP_TOKEN_FILE: k = CONFIG_HTTP_TOKEN_FILE; break;
 		case 'l': k = CONFIG_LOG_LEVEL; break;
@@ -197,9 +208,9 @@ int main(int argc, char **argv)
 	struct session_mgr *sessions = NULL;
 	struct sampler *sampler = NULL;
 	struct symbols *symbols = NULL;
+	struct hostview *hostview = NULL;
 	struct control *control = NULL;
 	struct agentlink *agents = NULL;
-	struct hostview *hostview = NULL;
 	struct http *http = NULL;
 	char *http_token = NULL;
 	struct sockaddr_un listen_addr = { 0 };
@@ -260,6 +271,18 @@ int main(int argc, char **argv)
 	r = session_mgr_new(loop, symbols, &slim, &sessions);
 	if (r < 0)
 		goto out;
+	if (cfg.rate_hz) {
+		struct hostview_config hcfg = {
+			.bucket_s = cfg.host_bucket_s,
+			.retention_s = cfg.host_retention_s,
+			.max_bytes = (size_t)cfg.host_max_memory,
+		};
+
+		r = hostview_new(&hcfg, symbols, &hostview);
+		if (r < 0)
+			goto out;
+		session_mgr_set_hostview(sessions, hostview, cfg.rate_hz);
+	}
 	cb = (struct sampler_callbacks){ .sample = session_mgr_on_sample,
 					 .new_thread = session_mgr_on_new_thread, .arg = sessions };
 	r = sampler_new(&scfg, &cb, &sampler);
@@ -277,6 +300,7 @@ int main(int argc, char **argv)
 	r = control_new(loop, sessions, sampler, agents, &ccfg, &control);
 	if (r < 0)
 		goto out;
+	control_set_hostview(control, hostview);
 
 	if (cfg.http[0]) {
 		struct http_config hcfg = { .listen = cfg.http };
@@ -384,6 +408,7 @@ out:
 	if (sfd >= 0)
 		close(sfd);
 	sampler_free(sampler);
+	hostview_free(hostview);
 	symbols_free(symbols);
 	loop_free(loop);
 	if (own_socket)

@@ -173,3 +173,39 @@ int proc_ns_tid_to_host(pid_t pid, pid_t ns_tid, pid_t *host)
 	*host = sc.found;
 	return 0;
 }
+
+int proc_read_start_boottime(pid_t pid, uint64_t *out_ns)
+{
+	char path[64], text[1024], *p;
+	unsigned long long ticks;
+	long hz = sysconf(_SC_CLK_TCK);
+	ssize_t n;
+	int fd, r = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, text, sizeof(text) - 1);
+	if (n < 0)
+		r = -errno;
+	close(fd);
+	if (r < 0)
+		return r;
+	text[n] = '\0';
+	/* The name may hold spaces and ')': fields follow the last ')'. Field 3
+	 * is the state; starttime is field 22, i.e. the 20th after the name. */
+	p = strrchr(text, ')');
+	if (!p || hz <= 0)
+		return -EINVAL;
+	p++;
+	for (int field = 3; field < 22; field++) {
+		p = strchr(p + 1, ' ');
+		if (!p)
+			return -EINVAL;
+	}
+	if (sscanf(p, " %llu", &ticks) != 1)
+		return -EINVAL;
+	*out_ns = ticks * (1000000000ull / (unsigned long long)hz);
+	return 0;
+}

@@ -25,4 +25,7 @@ int proc_dump_owner(pid_t pid, uid_t *out);
  * namespace. -ESRCH when pid has no such thread. */
 int proc_ns_tid_to_host(pid_t pid, pid_t ns_tid, pid_t *host);
 
+/* When pid started, as CLOCK_BOOTTIME nanoseconds (/proc/PID/stat). */
+int proc_read_start_boottime(pid_t pid, uint64_t *out_ns);
+
 #endif

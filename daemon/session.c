@@ -13,6 +13,7 @@
 
 #include "agentlink.h"
 #include "attach.h"
+#include "hostview.h"
 #include "jprof_proto.h"
 #include "jring.h"
 #include "jvmjoin.h"
@@ -106,6 +107,8 @@ struct session_mgr {
 	struct agentlink *agents;
 	const char *agent_path;
 	const char *agent_socket;
+	struct hostview *hostview;
+	uint64_t host_period_ns;
 };
 
 static uint64_t clock_ns(clockid_t id)
@@ -332,6 +335,27 @@ static size_t append_kernel(struct session *s, uint32_t *ids, size_t n, const ui
 	return n;
 }
 
+/* A recorded thread's stack also stands for it in the host view (its
+ * events are covered, so the host events skip it). ids: frames in s->store. */
+static void feed_hostview(struct session *s, uint32_t pid, uint32_t tid, const uint32_t *ids,
+			  size_t n, uint64_t count, uint64_t weight_ns)
+{
+	enum frame_kind kinds[JVM_MAX_FRAMES];
+	const char *names[JVM_MAX_FRAMES], *modules[JVM_MAX_FRAMES];
+
+	if (!s->mgr->hostview || n > JVM_MAX_FRAMES)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		const struct store_frame *f = store_frame_get(s->store, ids[i]);
+
+		kinds[i] = f->kind;
+		names[i] = f->name;
+		modules[i] = f->module;
+	}
+	hostview_add_frames(s->mgr->hostview, pid, tid, kinds, names, modules, n, count, weight_ns,
+			    clock_ns(CLOCK_MONOTONIC));
+}
+
 static void add_sample(struct session *s, const struct sampler_sample *smp)
 {
 	struct symbols *sym = s->mgr->symbols;
@@ -362,15 +386,23 @@ static void add_sample(struct session *s, const struct sampler_sample *smp)
 		s->stacks_lost += smp->count;
 	s->samples += smp->count;
 	store_add(s->store, smp->tgid, smp->tid, ids, n, smp->count, smp->count * interval_ns(s));
+	if (smp->host_feed && !s->p.all)
+		feed_hostview(s, smp->tgid, smp->tid, ids, n, smp->count, smp->count * interval_ns(s));
 }
 
 void session_mgr_on_sample(const struct sampler_sample *smp, void *arg)
 {
+	struct session_mgr *m = arg;
 	struct session *s;
 
-	if (smp->source == JP_SRC_HOST)
-		return;  /* the host view has no consumer yet */
-	s = find_by_source(arg, smp->source);
+	if (smp->source == JP_SRC_HOST) {
+		/* Symbolized now: the process may be gone when someone asks. */
+		if (m->hostview)
+			hostview_add_sample(m->hostview, smp, smp->count * m->host_period_ns,
+					    clock_ns(CLOCK_MONOTONIC));
+		return;
+	}
+	s = find_by_source(m, smp->source);
 	if (!s)
 		return;
 	if (smp->time_ns && s->join)
@@ -584,6 +616,9 @@ static void add_jvm_sample(const struct jvm_sample *js, void *arg)
 		s->stacks_lost++;
 	s->samples++;
 	store_add(s->store, pid, js->tid, ids, n, 1, interval_ns(s));
+	/* Every thread of a recording is covered: the host view gets the
+	 * joined stack, Java frames included. */
+	feed_hostview(s, pid, js->tid, ids, n, 1, interval_ns(s));
 	if (js->njava && !s->first_java_ms && js->time_ns > s->start_mono_ns) {
 		/* When the sample was taken, not when the drain got to it. */
 		s->first_java_ms = (js->time_ns - s->start_mono_ns + 999999) / 1000000;
@@ -1079,6 +1114,7 @@ static void on_drain(struct loop_source *src, void *arg)
 	uint64_t horizon = clock_ns(CLOCK_MONOTONIC) - 1000000ull;
 
 	sampler_drain(m->sampler);
+	hostview_tick(m->hostview, clock_ns(CLOCK_MONOTONIC));
 	for (struct session *s = m->sessions; s; s = s->next) {
 		if (s->finishing)
 			continue;
@@ -1217,6 +1253,12 @@ void session_mgr_set_jvm(struct session_mgr *m, struct agentlink *agents, const 
 	m->agents = agents;
 	m->agent_path = agent_path;
 	m->agent_socket = agent_socket;
+}
+
+void session_mgr_set_hostview(struct session_mgr *m, struct hostview *hv, unsigned rate_hz)
+{
+	m->hostview = hv;
+	m->host_period_ns = rate_hz ? 1000000000ull / rate_hz : 0;
 }
 
 int session_mgr_set_sampler(struct session_mgr *m, struct sampler *sampler)

@@ -16,6 +16,7 @@
 #include "export.h"
 
 struct agent;
+struct hostview;
 struct agentlink;
 struct loop;
 struct sampler;
@@ -80,6 +81,11 @@ void session_mgr_set_jvm(struct session_mgr *m, struct agentlink *agents, const 
 			 const char *agent_socket);
 /* The agent link's connect callback. */
 void session_mgr_on_agent(struct agent *a, pid_t pid, void *mgr);
+
+/* The continuous host profile: host-view samples (weighted at 1/rate_hz)
+ * and the samples of recorded threads that stand in for them go there;
+ * ticked after every drain. NULL: host-view samples are dropped. */
+void session_mgr_set_hostview(struct session_mgr *m, struct hostview *hv, unsigned rate_hz);
 
 /* The sampler's callbacks; wire them to sampler_new(). */
 void session_mgr_on_sample(const struct sampler_sample *s, void *mgr);

@@ -22,6 +22,7 @@ static const char *const cmd_names[] = {
 	[JPROF_CMD_STATUS] = "status",
 	[JPROF_CMD_RECORD] = "record",
 	[JPROF_CMD_CANCEL] = "cancel",
+	[JPROF_CMD_PROFILE] = "profile",
 };
 
 const char *jprof_cmd_name(enum jprof_cmd cmd)
@@ -221,6 +222,10 @@ void jprof_request_init(struct jprof_request *req, enum jprof_cmd cmd, int64_t i
 		req->record.progress = true;
 		req->record.thread_frames = false;
 		break;
+	case JPROF_CMD_PROFILE:
+		req->profile.last_s = JPROF_LAST_S_DEFAULT;
+		snprintf(req->profile.format, sizeof(req->profile.format), "collapsed");
+		break;
 	case JPROF_CMD_STATUS:
 	case JPROF_CMD_CANCEL:
 		break;
@@ -343,6 +348,84 @@ out:
 	return r;
 }
 
+static bool proto_group_ok(const char *g)
+{
+	static const char *const groups[] = { "none", "comm", "pid", "thread", "unit", "cgroup", NULL };
+
+	for (const char *const *p = groups; *p; p++)
+		if (!strcmp(g, *p))
+			return true;
+	return false;
+}
+
+static int proto_parse_profile(struct json_object *root, struct jprof_profile_req *p,
+			       struct jprof_error *err)
+{
+	bool has_last = false, has_from = false, has_to = false;
+	int64_t x;
+	int r = 0;
+
+	json_object_object_foreach(root, key, val) {
+		if (strcmp(key, "last_s") == 0) {
+			r = proto_get_int_member(val, key, 1, JPROF_LAST_S_MAX, &x, err);
+			p->last_s = (uint32_t)x;
+			has_last = true;
+		} else if (strcmp(key, "from_ms") == 0) {
+			r = proto_get_int_member(val, key, -JPROF_RANGE_MS_MAX, -1, &p->from_ms, err);
+			has_from = true;
+		} else if (strcmp(key, "to_ms") == 0) {
+			r = proto_get_int_member(val, key, -JPROF_RANGE_MS_MAX, 0, &p->to_ms, err);
+			has_to = true;
+		} else if (strcmp(key, "pid") == 0) {
+			r = proto_get_int_member(val, key, 1, INT32_MAX, &x, err);
+			p->pid = (int32_t)x;
+		} else if (strcmp(key, "comm") == 0) {
+			r = proto_get_string_member(val, key, p->comm, sizeof(p->comm), err);
+		} else if (strcmp(key, "unit") == 0) {
+			r = proto_get_string_member(val, key, p->unit, sizeof(p->unit), err);
+		} else if (strcmp(key, "cgroup") == 0) {
+			r = proto_get_string_member(val, key, p->cgroup, sizeof(p->cgroup), err);
+		} else if (strcmp(key, "format") == 0) {
+			r = proto_get_string_member(val, key, p->format, sizeof(p->format), err);
+			if (r == 0 && !proto_format_name_ok(p->format))
+				r = proto_fail(err, JPROF_E_BAD_REQUEST,
+					       "member \"format\" must be a non-empty name of a-z, 0-9, '_' or '-'");
+		} else if (strcmp(key, "group_by") == 0) {
+			r = proto_get_string_member(val, key, p->group_by, sizeof(p->group_by), err);
+			if (r == 0 && !proto_group_ok(p->group_by))
+				r = proto_fail(err, JPROF_E_BAD_REQUEST,
+					       "member \"group_by\" must be \"none\", \"comm\", \"pid\", \"thread\", \"unit\" or \"cgroup\"");
+		}
+		if (r < 0)
+			goto out;
+	}
+	if (has_last && (has_from || has_to)) {
+		r = proto_fail(err, JPROF_E_BAD_REQUEST,
+			       "member \"last_s\" and the range \"from_ms\"/\"to_ms\" are mutually exclusive");
+	} else if (has_to && !has_from) {
+		r = proto_fail(err, JPROF_E_BAD_REQUEST, "member \"to_ms\" needs \"from_ms\"");
+	} else if (has_from && p->from_ms >= p->to_ms) {
+		r = proto_fail(err, JPROF_E_BAD_REQUEST,
+			       "member \"from_ms\" (%" PRId64 ") must be before \"to_ms\" (%" PRId64 ")",
+			       p->from_ms, p->to_ms);
+	} else if (has_from) {
+		p->has_range = true;
+		p->last_s = 0;
+	}
+	if (r == 0) {
+		/* An empty filter string would silently match everything. */
+		const char *empty = !p->comm[0] && json_object_object_get_ex(root, "comm", NULL) ? "comm" :
+				    !p->unit[0] && json_object_object_get_ex(root, "unit", NULL) ? "unit" :
+				    !p->cgroup[0] && json_object_object_get_ex(root, "cgroup", NULL) ? "cgroup" :
+				    NULL;
+
+		if (empty)
+			r = proto_fail(err, JPROF_E_BAD_REQUEST, "member \"%s\" must not be empty", empty);
+	}
+out:
+	return r;
+}
+
 static int proto_parse_cancel(struct json_object *root, struct jprof_cancel_req *c,
 			      struct jprof_error *err)
 {
@@ -367,6 +450,8 @@ static bool proto_member_known(enum jprof_cmd cmd, const char *key)
 					      "format", "progress", "thread_frames", "java",
 					      "java_lines", "java_signatures", NULL };
 	static const char *const cancel[] = { "target", NULL };
+	static const char *const profile[] = { "last_s", "from_ms", "to_ms", "pid", "comm", "unit",
+					       "cgroup", "format", "group_by", NULL };
 	const char *const *list = NULL;
 
 	if (!strcmp(key, "v") || !strcmp(key, "id") || !strcmp(key, "cmd"))
@@ -380,6 +465,9 @@ static bool proto_member_known(enum jprof_cmd cmd, const char *key)
 		break;
 	case JPROF_CMD_CANCEL:
 		list = cancel;
+		break;
+	case JPROF_CMD_PROFILE:
+		list = profile;
 		break;
 	case JPROF_CMD_STATUS:
 		break;
@@ -465,7 +553,7 @@ int jprof_request_parse(const char *line, size_t len, struct jprof_request *req,
 	if (cmd < 0 || strlen(json_object_get_string(v)) !=
 			       (size_t)json_object_get_string_len(v)) {
 		r = proto_fail(err, JPROF_E_UNKNOWN_COMMAND,
-			       "unknown command \"%.64s\"; known: hello, status, record, cancel",
+			       "unknown command \"%.64s\"; known: hello, status, record, cancel, profile",
 			       json_object_get_string(v));
 		goto out;
 	}
@@ -493,6 +581,9 @@ int jprof_request_parse(const char *line, size_t len, struct jprof_request *req,
 		break;
 	case JPROF_CMD_CANCEL:
 		r = proto_parse_cancel(root, &req->cancel, err);
+		break;
+	case JPROF_CMD_PROFILE:
+		r = proto_parse_profile(root, &req->profile, err);
 		break;
 	case JPROF_CMD_STATUS:
 		break;
@@ -568,6 +659,29 @@ char *jprof_request_encode(const struct jprof_request *req)
 	case JPROF_CMD_CANCEL:
 		proto_add(root, "target", json_object_new_int64(req->cancel.target), &failed);
 		break;
+	case JPROF_CMD_PROFILE: {
+		const struct jprof_profile_req *p = &req->profile;
+
+		if (p->has_range) {
+			proto_add(root, "from_ms", json_object_new_int64(p->from_ms), &failed);
+			proto_add(root, "to_ms", json_object_new_int64(p->to_ms), &failed);
+		} else {
+			proto_add(root, "last_s", json_object_new_int64(p->last_s), &failed);
+		}
+		if (p->pid)
+			proto_add(root, "pid", json_object_new_int(p->pid), &failed);
+		if (p->comm[0])
+			proto_add(root, "comm", json_object_new_string(p->comm), &failed);
+		if (p->unit[0])
+			proto_add(root, "unit", json_object_new_string(p->unit), &failed);
+		if (p->cgroup[0])
+			proto_add(root, "cgroup", json_object_new_string(p->cgroup), &failed);
+		if (p->format[0])
+			proto_add(root, "format", json_object_new_string(p->format), &failed);
+		if (p->group_by[0])
+			proto_add(root, "group_by", json_object_new_string(p->group_by), &failed);
+		break;
+	}
 	case JPROF_CMD_STATUS:
 		break;
 	}

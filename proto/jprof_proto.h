@@ -41,6 +41,7 @@ struct json_object;
 #define JPROF_E_SHUTTING_DOWN "shutting_down"
 #define JPROF_E_NOT_A_JVM "not_a_jvm"                /* "java":"require" on a process that is not one */
 #define JPROF_E_ATTACH_FAILED "attach_failed"        /* "java":"require" and the agent could not be loaded */
+#define JPROF_E_UNAVAILABLE "unavailable"          /* "profile" while the host view is off */
 #define JPROF_E_INTERNAL "internal"
 
 enum jprof_cmd {
@@ -48,6 +49,7 @@ enum jprof_cmd {
 	JPROF_CMD_STATUS,
 	JPROF_CMD_RECORD,
 	JPROF_CMD_CANCEL,
+	JPROF_CMD_PROFILE,
 };
 
 struct jprof_hello_req {
@@ -81,6 +83,26 @@ struct jprof_record_req {
 	bool java_signatures;   /* Java frames with their JVM signature; default false */
 };
 
+/* Continuous host profile limits. */
+#define JPROF_LAST_S_DEFAULT 60
+#define JPROF_LAST_S_MAX 86400
+#define JPROF_RANGE_MS_MAX (86400LL * 1000)
+
+/* "profile": the retained host view of the last last_s seconds, or of
+ * [from_ms, to_ms] relative to now (both <= 0), optionally filtered. */
+struct jprof_profile_req {
+	uint32_t last_s;        /* default 60; 0 when a range is given */
+	bool has_range;
+	int64_t from_ms;        /* -86400000..-1 */
+	int64_t to_ms;          /* from_ms+1..0; default 0 */
+	int32_t pid;            /* 0 = any */
+	char comm[64];          /* "" = any */
+	char unit[256];
+	char cgroup[1024];      /* path prefix ("/system.slice/x.service") or container id */
+	char format[32];        /* default "collapsed" */
+	char group_by[16];      /* "none", "comm", "pid", "thread", "unit", "cgroup"; "" = default */
+};
+
 struct jprof_cancel_req {
 	int64_t target;         /* id of the record request to stop */
 };
@@ -94,6 +116,7 @@ struct jprof_request {
 		struct jprof_hello_req hello;
 		struct jprof_record_req record;
 		struct jprof_cancel_req cancel;
+		struct jprof_profile_req profile;
 	};
 };
 
@@ -102,7 +125,7 @@ struct jprof_error {
 	char message[256];
 };
 
-/* "hello", "status", "record", "cancel"; NULL for anything else. */
+/* "hello", "status", "record", "cancel", "profile"; NULL for anything else. */
 const char *jprof_cmd_name(enum jprof_cmd cmd);
 /* The enum jprof_cmd value for a name, or -ENOENT. */
 int jprof_cmd_from_name(const char *name);

@@ -90,8 +90,14 @@ START_TEST(test_every_key)
 				   "log_level = debug\n"
 				   "http = 127.0.0.1:9464\n"
 				   "agent = /opt/jprofd/libjprofagent.so\n"
+				   "host_bucket = 5\n"
+				   "host_retention = 120\n"
+				   "host_max_memory = 3M\n"
 				   "http_token_file = /etc/jprofd/http.token\n",
 				   &c, err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.host_bucket_s, 5);
+	ck_assert_uint_eq(c.host_retention_s, 120);
+	ck_assert_uint_eq(c.host_max_memory, 3ull << 20);
 	ck_assert_str_eq(c.socket, "/run/x/y.sock");
 	ck_assert_str_eq(c.group, "profilers");
 	ck_assert_uint_eq(c.rate_hz, 99);
@@ -103,7 +109,7 @@ START_TEST(test_every_key)
 	ck_assert_str_eq(c.http_token_file, "/etc/jprofd/http.token");
 	ck_assert_uint_eq(c.set, (1u << CONFIG_NKEYS) - 1);
 	ck_assert_uint_eq(c.line[CONFIG_HTTP], 7);
-	ck_assert_uint_eq(c.line[CONFIG_HTTP_TOKEN_FILE], 9);
+	ck_assert_uint_eq(c.line[CONFIG_HTTP_TOKEN_FILE], 12);
 }
 END_TEST
 
@@ -187,6 +193,11 @@ END_TEST
 START_TEST(test_bad_values)
 {
 	assert_error_at("rate = fast\n", 1, "rate wants 0..10000");
+	assert_error_at("host_bucket = 0\n", 1, "host_bucket wants");
+	assert_error_at("host_retention = 1w\n", 1, "host_retention wants");
+	assert_error_at("host_max_memory = 1000K\n", 1, "host_max_memory wants");
+	assert_error_at("host_max_memory = 2T\n", 1, "host_max_memory wants");
+	assert_error_at("host_max_memory = 99999999999999999999G\n", 1, "host_max_memory wants");
 	assert_error_at("# x\nrate = 10001\n", 2, "rate wants");
 	assert_error_at("rate = -1\n", 1, "rate wants");
 	assert_error_at("rate = 19hz\n", 1, "rate wants");
