@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "http.h"
 #include "jprof_proto.h"
 #include "log.h"
 
@@ -22,6 +23,7 @@ static const char *const key_names[CONFIG_NKEYS] = {
 	[CONFIG_HOST_BUCKET] = "host_bucket",
 	[CONFIG_HOST_RETENTION] = "host_retention",
 	[CONFIG_HOST_MAX_MEMORY] = "host_max_memory",
+	[CONFIG_HTTP_TOKEN_FILE] = "http_token_file",
 };
 
 void config_defaults(struct config *c)
@@ -156,13 +158,20 @@ int config_set(struct config *c, enum config_key k, const char *v, char *err, si
 		}
 		c->log_level = lvl;
 		break;
-	case CONFIG_HTTP:
-		if (strlen(v) >= sizeof(c->http) || has_space(v)) {
-			snprintf(err, errlen, "http wants an address such as 127.0.0.1:9464 (or nothing for off), not \"%s\"", v);
+	case CONFIG_HTTP: {
+		struct sockaddr_storage ss;
+		socklen_t slen;
+		bool loopback;
+
+		if (strlen(v) >= sizeof(c->http) ||
+		    (v[0] && http_addr_parse(v, &ss, &slen, &loopback) < 0)) {
+			snprintf(err, errlen, "http wants ADDR:PORT with a numeric address, such as "
+				 "127.0.0.1:9464, [::1]:9464 or :9464 (loopback), or nothing for off; not \"%s\"", v);
 			return -EINVAL;
 		}
 		snprintf(c->http, sizeof(c->http), "%s", v);
 		break;
+	}
 	case CONFIG_AGENT:
 		if (v[0] != '/' || strlen(v) >= sizeof(c->agent) || has_space(v)) {
 			snprintf(err, errlen, "agent wants an absolute path of at most %zu bytes, not \"%s\"",
@@ -188,6 +197,14 @@ int config_set(struct config *c, enum config_key k, const char *v, char *err, si
 			snprintf(err, errlen, "host_max_memory wants 1M..1024G (bytes, or K/M/G), not \"%s\"", v);
 			return -EINVAL;
 		}
+		break;
+	case CONFIG_HTTP_TOKEN_FILE:
+		if ((v[0] && v[0] != '/') || strlen(v) >= sizeof(c->http_token_file) || has_space(v)) {
+			snprintf(err, errlen, "http_token_file wants an absolute path of at most %zu bytes "
+				 "(or nothing for none), not \"%s\"", sizeof(c->http_token_file) - 1, v);
+			return -EINVAL;
+		}
+		snprintf(c->http_token_file, sizeof(c->http_token_file), "%s", v);
 		break;
 	default:
 		snprintf(err, errlen, "no such key");
@@ -280,6 +297,7 @@ int config_load(struct config *c, const char *path, bool must_exist, char *err, 
 			r = -EINVAL;
 			goto out;
 		}
+		tmp.line[k] = lineno;
 	}
 	if (ferror(f)) {
 		snprintf(err, errlen, "%s: read error", path);
@@ -322,6 +340,7 @@ void config_format(const struct config *c, enum config_key k, char *buf, size_t 
 		else
 			snprintf(buf, len, "%llu", c->host_max_memory);
 		break;
+	case CONFIG_HTTP_TOKEN_FILE: snprintf(buf, len, "%s", c->http_token_file); break;
 	default: snprintf(buf, len, "?"); break;
 	}
 }
@@ -350,5 +369,31 @@ void config_override(struct config *dst, const struct config *src)
 		dst->host_retention_s = src->host_retention_s;
 	if (src->set & (1u << CONFIG_HOST_MAX_MEMORY))
 		dst->host_max_memory = src->host_max_memory;
+	if (src->set & (1u << CONFIG_HTTP_TOKEN_FILE))
+		memcpy(dst->http_token_file, src->http_token_file, sizeof(dst->http_token_file));
+	for (int k = 0; k < CONFIG_NKEYS; k++)
+		if (src->set & (1u << k))
+			dst->line[k] = src->line[k];
 	dst->set |= src->set;
+}
+
+int config_check(const struct config *c, const char *path, char *err, size_t errlen)
+{
+	struct sockaddr_storage ss;
+	socklen_t slen;
+	bool loopback = true;
+
+	if (!c->http[0] || c->http_token_file[0])
+		return 0;
+	if (http_addr_parse(c->http, &ss, &slen, &loopback) < 0 || loopback)
+		return 0;  /* a bad address was refused by config_set already */
+	if (c->line[CONFIG_HTTP])
+		snprintf(err, errlen, "%s:%u: http = %s is not a loopback address, and anyone who can "
+			 "reach it could read every process's profile: set http_token_file to a file "
+			 "holding a bearer token (or listen on 127.0.0.1)", path, c->line[CONFIG_HTTP], c->http);
+	else
+		snprintf(err, errlen, "--http %s is not a loopback address, and anyone who can reach it "
+			 "could read every process's profile: add --http-token-file PATH naming a file "
+			 "holding a bearer token (or listen on 127.0.0.1)", c->http);
+	return -EINVAL;
 }

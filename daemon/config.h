@@ -23,6 +23,7 @@ enum config_key {
 	CONFIG_HOST_BUCKET,
 	CONFIG_HOST_RETENTION,
 	CONFIG_HOST_MAX_MEMORY,
+	CONFIG_HTTP_TOKEN_FILE,
 	CONFIG_NKEYS,
 };
 
@@ -33,12 +34,14 @@ struct config {
 	unsigned max_sessions;
 	unsigned max_clients;
 	int log_level;               /* enum log_level */
-	char http[256];              /* reserved: HTTP listen address, "" = off */
+	char http[256];              /* HTTP listen address (http.h), "" = off */
 	char agent[256];             /* JVMTI agent loaded into JVMs (absolute path) */
 	unsigned host_bucket_s;      /* continuous profile: window length */
 	unsigned host_retention_s;   /* how long windows are kept */
 	unsigned long long host_max_memory;  /* bytes for all windows */
+	char http_token_file[256];   /* bearer token for HTTP, "" = none (absolute path) */
 	unsigned set;                /* bit (1 << key) for every key given */
+	unsigned line[CONFIG_NKEYS]; /* file line a key came from; 0 = default or flag */
 };
 
 /* Fills every key with its built-in default; set = 0. */
@@ -64,5 +67,10 @@ void config_format(const struct config *c, enum config_key k, char *buf, size_t 
 
 /* Copies into dst every key set in src (command-line flags over the file). */
 void config_override(struct config *dst, const struct config *src);
+
+/* Rules across keys, checked on the final configuration (file, then flags):
+ * an http address that is not loopback needs http_token_file. -EINVAL with
+ * a message naming the file and line (path) or the flag in err. */
+int config_check(const struct config *c, const char *path, char *err, size_t errlen);
 
 #endif

@@ -18,6 +18,7 @@
 #include "config.h"
 #include "control.h"
 #include "hostview.h"
+#include "http.h"
 #include "jprof_proto.h"
 #include "log.h"
 #include "loop.h"
@@ -57,6 +58,11 @@ static void usage(FILE *f)
 		"      --host-max-memory BYTES  memory for all windows, K/M/G suffix (default 64M)\n"
 		"      --max-sessions N   concurrent recordings (default 64)\n"
 		"      --max-clients N    concurrent connections (default 1024)\n"
+		"      --http ADDR:PORT   serve /metrics and /debug/pprof/profile over HTTP\n"
+		"                         (off by default; \":9464\" means 127.0.0.1:9464)\n"
+		"      --http-token-file PATH\n"
+		"                         bearer token HTTP clients must send; required\n"
+		"                         when ADDR is not a loopback address\n"
 		"  -l, --log-level LEVEL  err, warning, notice, info (default) or debug\n"
 		"  -h, --help             show this help\n"
 		"  -V, --version          show the version\n",
@@ -66,7 +72,7 @@ static void usage(FILE *f)
 static int parse_args(int argc, char **argv, struct options *o)
 {
 	enum { OPT_MAX_SESSIONS = 256, OPT_MAX_CLIENTS, OPT_HOST_BUCKET, OPT_HOST_RETENTION,
-	       OPT_HOST_MAX_MEMORY };
+	       OPT_HOST_MAX_MEMORY, OPT_HTTP, OPT_HTTP_TOKEN_FILE };
 	static const struct option longopts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "check-config", no_argument, NULL, 't' },
@@ -79,6 +85,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "host-bucket", required_argument, NULL, OPT_HOST_BUCKET },
 		{ "host-retention", required_argument, NULL, OPT_HOST_RETENTION },
 		{ "host-max-memory", required_argument, NULL, OPT_HOST_MAX_MEMORY },
+		{ "http", required_argument, NULL, OPT_HTTP },
+		{ "http-token-file", required_argument, NULL, OPT_HTTP_TOKEN_FILE },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -105,6 +113,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case OPT_HOST_BUCKET: k = CONFIG_HOST_BUCKET; break;
 		case OPT_HOST_RETENTION: k = CONFIG_HOST_RETENTION; break;
 		case OPT_HOST_MAX_MEMORY: k = CONFIG_HOST_MAX_MEMORY; break;
+		case OPT_HTTP: k = CONFIG_HTTP; break;
+		case OPT_HTTP_TOKEN_FILE: k = CONFIG_HTTP_TOKEN_FILE; break;
 		case 'l': k = CONFIG_LOG_LEVEL; break;
 		case 'h':
 			usage(stdout);
@@ -140,9 +150,8 @@ static int load_config(const struct options *o, struct config *cfg)
 		return 1;
 	}
 	config_override(cfg, &o->cli);
-	if (cfg->http[0]) {
-		log_err("http = %s: the HTTP listener is not supported yet (reserved for a later version); "
-			"remove the http setting to start", cfg->http);
+	if (config_check(cfg, o->config_path, err, sizeof(err)) < 0) {
+		log_err("%s; not starting", err);
 		return 1;
 	}
 	if (o->check_config) {
@@ -202,6 +211,8 @@ int main(int argc, char **argv)
 	struct hostview *hostview = NULL;
 	struct control *control = NULL;
 	struct agentlink *agents = NULL;
+	struct http *http = NULL;
+	char *http_token = NULL;
 	struct sockaddr_un listen_addr = { 0 };
 	struct loop *loop = NULL;
 	struct loop_source *wd = NULL;
@@ -291,6 +302,26 @@ int main(int argc, char **argv)
 		goto out;
 	control_set_hostview(control, hostview);
 
+	if (cfg.http[0]) {
+		struct http_config hcfg = { .listen = cfg.http };
+		struct http_sources hsrc = { .sampler = sampler, .symbols = symbols, .agents = agents,
+					     .hostview = hostview, .sessions = sessions, .control = control,
+					     .host_rate_hz = cfg.rate_hz };
+		char err[CONFIG_ERR_MAX];
+
+		if (cfg.http_token_file[0]) {
+			r = http_token_read(cfg.http_token_file, &http_token, err, sizeof(err));
+			if (r < 0) {
+				log_err("%s; not starting", err);
+				goto out;
+			}
+			hcfg.token = http_token;
+		}
+		r = http_new(loop, &hcfg, &hsrc, &http);
+		if (r < 0)
+			goto out;
+	}
+
 	nfds = sd_listen_fds(1);
 	if (nfds < 0) {
 		log_err("sd_listen_fds failed: %s", strerror(-nfds));
@@ -362,7 +393,14 @@ int main(int argc, char **argv)
 	sd_notify(0, "STOPPING=1\nSTATUS=Shutting down");
 	ret = 0;
 out:
-	/* Sessions first: they tell their clients, then the clients are flushed. */
+	/* Waiting HTTP profile requests are answered (503) before the modules
+	 * they read go. Sessions next: they tell their clients, then the
+	 * clients are flushed. */
+	http_free(http);
+	if (http_token) {
+		explicit_bzero(http_token, strlen(http_token));
+		free(http_token);
+	}
 	session_mgr_free(sessions);
 	control_free(control);
 	agentlink_free(agents);

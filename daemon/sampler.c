@@ -63,6 +63,7 @@ struct sampler {
 	unsigned cpu_event_sets;
 	unsigned thread_events;
 	uint64_t drains, drain_ns_total, stack_missing;
+	uint64_t last_drain_counts, last_drain_stacks;
 	/* drain scratch */
 	struct jp_count_key *keys;
 	uint64_t *values;
@@ -429,6 +430,7 @@ static int drain_counts(struct sampler *s, unsigned gen)
 		r = 0;
 		for (__u32 i = 0; i < n; i++)
 			deliver(s, gen, &s->keys[i], s->values[i], 0);
+		s->last_drain_counts += n;
 		in = out_batch;
 		first = false;
 	}
@@ -459,6 +461,7 @@ static int clear_stacks(struct sampler *s, unsigned gen)
 	}
 	for (size_t i = 0; i < n; i++)
 		bpf_map_delete_elem(fd, &s->stack_ids[i]);
+	s->last_drain_stacks = n;
 	return 0;
 }
 
@@ -471,6 +474,7 @@ int sampler_drain(struct sampler *s)
 	__atomic_store_n(&s->skel->bss->jp_gen, old ^ 1, __ATOMIC_SEQ_CST);
 	wait_for_programs(s);
 	ring_buffer__consume(s->ring);
+	s->last_drain_counts = 0;
 	r = drain_counts(s, old);
 	if (r == 0)
 		r = clear_stacks(s, old);
@@ -678,6 +682,10 @@ void sampler_get_stats(const struct sampler *s, struct sampler_stats *out)
 	out->stack_missing = s->stack_missing;
 	out->drains = s->drains;
 	out->drain_ns_total = s->drain_ns_total;
+	out->last_drain_counts = s->last_drain_counts;
+	out->last_drain_stacks = s->last_drain_stacks;
+	out->count_capacity = bpf_map__max_entries(s->skel->maps.counts0);
+	out->stack_capacity = bpf_map__max_entries(s->skel->maps.stacks0);
 	out->cpus = s->ncpus;
 	out->host_rate_hz = s->host_rate_hz;
 	out->cpu_event_sets = s->cpu_event_sets;

@@ -44,6 +44,10 @@ struct sampler_stats {
 	uint64_t stack_missing;    /* id counted but the stack was gone (should stay 0) */
 	uint64_t drains;
 	uint64_t drain_ns_total;   /* time spent draining */
+	uint64_t last_drain_counts;  /* count map entries the last drain took */
+	uint64_t last_drain_stacks;  /* stack map entries the last drain freed */
+	uint64_t count_capacity;     /* entries of one count map generation */
+	uint64_t stack_capacity;     /* buckets of one stack map generation */
 	unsigned cpus;
 	unsigned host_rate_hz;
 	unsigned cpu_event_sets;

@@ -21,6 +21,7 @@ packages=(
 	check                                  # unit tests
 	protobuf-c-compiler libprotobuf-c-dev  # pprof output (zlib1g-dev above gzips it)
 	golang-go chromium                     # format consumers: go tool pprof, headless Chromium
+	libmicrohttpd-dev prometheus           # HTTP listener; its consumers: prometheus, promtool
 	python3 util-linux binutils            # integration tests: setpriv, strip/objcopy
 	dpkg-dev debhelper fakeroot lintian    # the .deb (packaging/build-deb.sh)
 	debootstrap systemd-container procps   # system test: Debian 12 root booted by systemd-nspawn (pgrep)

@@ -1,4 +1,6 @@
+#include <arpa/inet.h>
 #include <check.h>
+#include <sys/stat.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,6 +8,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "http.h"
 #include "jprof_proto.h"
 #include "log.h"
 
@@ -89,7 +92,8 @@ START_TEST(test_every_key)
 				   "agent = /opt/jprofd/libjprofagent.so\n"
 				   "host_bucket = 5\n"
 				   "host_retention = 120\n"
-				   "host_max_memory = 3M\n",
+				   "host_max_memory = 3M\n"
+				   "http_token_file = /etc/jprofd/http.token\n",
 				   &c, err, sizeof(err)), 0);
 	ck_assert_uint_eq(c.host_bucket_s, 5);
 	ck_assert_uint_eq(c.host_retention_s, 120);
@@ -102,7 +106,10 @@ START_TEST(test_every_key)
 	ck_assert_int_eq(c.log_level, LOG_LVL_DEBUG);
 	ck_assert_str_eq(c.http, "127.0.0.1:9464");
 	ck_assert_str_eq(c.agent, "/opt/jprofd/libjprofagent.so");
+	ck_assert_str_eq(c.http_token_file, "/etc/jprofd/http.token");
 	ck_assert_uint_eq(c.set, (1u << CONFIG_NKEYS) - 1);
+	ck_assert_uint_eq(c.line[CONFIG_HTTP], 7);
+	ck_assert_uint_eq(c.line[CONFIG_HTTP_TOKEN_FILE], 12);
 }
 END_TEST
 
@@ -207,6 +214,12 @@ START_TEST(test_bad_values)
 	assert_error_at("group = \"jprof\"\n", 1, "group wants a group name");
 	assert_error_at("group = two words\n", 1, "group wants");
 	assert_error_at("http = 127.0.0.1 9464\n", 1, "http wants");
+	assert_error_at("http = localhost:9464\n", 1, "http wants ADDR:PORT with a numeric address");
+	assert_error_at("http = 127.0.0.1:65536\n", 1, "http wants");
+	assert_error_at("http = ::1:9464\n", 1, "http wants");
+	assert_error_at("http = [::1]9464\n", 1, "http wants");
+	assert_error_at("http = 127.0.0.1:\n", 1, "http wants");
+	assert_error_at("http_token_file = token\n", 1, "http_token_file wants an absolute path");
 	assert_error_at("just some words\n", 1, "expected \"key = value\"");
 	assert_error_at("= 5\n", 1, "unknown key \"\"");
 }
@@ -291,6 +304,110 @@ START_TEST(test_flags_override_file)
 }
 END_TEST
 
+START_TEST(test_http_addresses)
+{
+	static const struct { const char *s; int family; unsigned port; bool loopback; } ok[] = {
+		{ "127.0.0.1:9464", AF_INET, 9464, true },
+		{ ":9464", AF_INET, 9464, true },         /* loopback by default */
+		{ "9464", AF_INET, 9464, true },
+		{ "127.1.2.3:80", AF_INET, 80, true },
+		{ "0.0.0.0:9464", AF_INET, 9464, false },
+		{ "192.0.2.7:1", AF_INET, 1, false },
+		{ "[::1]:9464", AF_INET6, 9464, true },
+		{ "[::]:9464", AF_INET6, 9464, false },
+		{ "[::ffff:127.0.0.1]:9", AF_INET6, 9, true },
+		{ "[2001:db8::1]:9464", AF_INET6, 9464, false },
+	};
+	struct sockaddr_storage ss;
+	socklen_t len;
+	bool lo;
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		ck_assert_msg(http_addr_parse(ok[i].s, &ss, &len, &lo) == 0, "%s", ok[i].s);
+		ck_assert_int_eq(ss.ss_family, ok[i].family);
+		ck_assert_uint_eq(ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port :
+					((struct sockaddr_in6 *)&ss)->sin6_port), ok[i].port);
+		ck_assert_msg(lo == ok[i].loopback, "%s: loopback %d", ok[i].s, lo);
+	}
+	ck_assert_int_eq(http_addr_parse("[::1]", &ss, &len, &lo), -EINVAL);
+	ck_assert_int_eq(http_addr_parse("1.2.3.4:x", &ss, &len, &lo), -EINVAL);
+	ck_assert_int_eq(http_addr_parse("", &ss, &len, &lo), -EINVAL);
+}
+END_TEST
+
+/* A non-loopback listener without a token refuses to start, naming the
+ * line it came from, or the flag. */
+START_TEST(test_http_needs_token)
+{
+	struct config c, cli;
+	char err[CONFIG_ERR_MAX], want[400];
+
+	ck_assert_int_eq(load_text("rate = 19\nhttp = 0.0.0.0:9464\n", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(config_check(&c, path, err, sizeof(err)), -EINVAL);
+	snprintf(want, sizeof(want), "%s:2: http = 0.0.0.0:9464 is not a loopback address", path);
+	ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "%s", err);
+	ck_assert_msg(strstr(err, "http_token_file"), "%s", err);
+
+	/* The token by flag makes it fine. */
+	config_defaults(&cli);
+	cli.set = 0;
+	ck_assert_int_eq(config_set(&cli, CONFIG_HTTP_TOKEN_FILE, "/etc/t", err, sizeof(err)), 0);
+	config_override(&c, &cli);
+	ck_assert_int_eq(config_check(&c, path, err, sizeof(err)), 0);
+
+	/* The address by flag: the message names the flags. */
+	ck_assert_int_eq(load_text("http = 127.0.0.1:1\n", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(config_check(&c, path, err, sizeof(err)), 0);
+	config_defaults(&cli);
+	cli.set = 0;
+	ck_assert_int_eq(config_set(&cli, CONFIG_HTTP, "[::]:9464", err, sizeof(err)), 0);
+	config_override(&c, &cli);
+	ck_assert_int_eq(config_check(&c, path, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strncmp(err, "--http [::]:9464 is not a loopback address", 41) == 0, "%s", err);
+	ck_assert_msg(strstr(err, "--http-token-file PATH"), "%s", err);
+
+	/* Off, or loopback: no token needed. */
+	config_defaults(&c);
+	ck_assert_int_eq(config_check(&c, path, err, sizeof(err)), 0);
+}
+END_TEST
+
+START_TEST(test_http_token_file)
+{
+	char *tok = NULL, err[CONFIG_ERR_MAX];
+	static const char good[] = "s3cr3t-t0ken-0123456789\n";
+
+	write_file(good, strlen(good));
+	ck_assert_int_eq(chmod(path, 0600), 0);
+	ck_assert_msg(http_token_read(path, &tok, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_str_eq(tok, "s3cr3t-t0ken-0123456789");
+	free(tok);
+	/* Readable by others: refused, naming the file. */
+	ck_assert_int_eq(chmod(path, 0644), 0);
+	ck_assert_int_eq(http_token_read(path, &tok, err, sizeof(err)), -EPERM);
+	ck_assert_ptr_null(tok);
+	ck_assert_msg(strstr(err, path) && strstr(err, "other users"), "%s", err);
+	ck_assert_int_eq(chmod(path, 0640), 0);
+	write_file("short\n", 6);
+	ck_assert_int_eq(http_token_read(path, &tok, err, sizeof(err)), -EINVAL);
+	write_file("two words in a token file\n", 26);
+	ck_assert_int_eq(http_token_read(path, &tok, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(http_token_read(tmpdir, &tok, err, sizeof(err)), -EINVAL);  /* a directory */
+	ck_assert_int_lt(http_token_read("/nonexistent/token", &tok, err, sizeof(err)), 0);
+}
+END_TEST
+
+START_TEST(test_token_compare)
+{
+	ck_assert(http_token_equal("abcdefghijklmnop", "abcdefghijklmnop"));
+	ck_assert(!http_token_equal("abcdefghijklmnop", "abcdefghijklmnoq"));
+	ck_assert(!http_token_equal("abcdefghijklmnop", "abcdefghijklmno"));
+	ck_assert(!http_token_equal("abcdefghijklmnop", "abcdefghijklmnopq"));
+	ck_assert(!http_token_equal("abcdefghijklmnop", ""));
+	ck_assert(!http_token_equal("abcdefghijklmnop", "Abcdefghijklmnop"));
+}
+END_TEST
+
 START_TEST(test_key_names)
 {
 	for (int k = 0; k < CONFIG_NKEYS; k++)
@@ -319,6 +436,10 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_missing_file);
 	tcase_add_test(tc, test_flags_override_file);
 	tcase_add_test(tc, test_key_names);
+	tcase_add_test(tc, test_http_addresses);
+	tcase_add_test(tc, test_http_needs_token);
+	tcase_add_test(tc, test_http_token_file);
+	tcase_add_test(tc, test_token_compare);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,212 @@
+#include "metrics.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+/* The renderer keeps the first failure and skips the rest, so the body reads
+ * as a list of families. */
+struct out {
+	struct buf *b;
+	int err;
+};
+
+static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (o->err)
+		return;
+	va_start(ap, fmt);
+	o->err = buf_vprintf(o->b, fmt, ap);
+	va_end(ap);
+}
+
+static void family(struct out *o, const char *name, const char *type, const char *help)
+{
+	put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void counter(struct out *o, const char *name, const char *help, uint64_t v)
+{
+	family(o, name, "counter", help);
+	put(o, "%s %llu\n", name, (unsigned long long)v);
+}
+
+static void gauge(struct out *o, const char *name, const char *help, uint64_t v)
+{
+	family(o, name, "gauge", help);
+	put(o, "%s %llu\n", name, (unsigned long long)v);
+}
+
+/* %.9g keeps nanosecond resolution for seconds without trailing noise. */
+static void fcounter(struct out *o, const char *name, const char *help, double v)
+{
+	family(o, name, "counter", help);
+	put(o, "%s %.9g\n", name, v);
+}
+
+static void sampler_metrics(struct out *o, const struct sampler_stats *s)
+{
+	gauge(o, "jprofd_host_rate_hertz", "Always-on host sampling rate per CPU (0 = off).",
+	      s->host_rate_hz);
+	gauge(o, "jprofd_cpus", "CPUs with a host sampling event.", s->cpus);
+	counter(o, "jprofd_samples_total", "Samples taken by the BPF programs (all sources, idle excluded).",
+		s->samples);
+	counter(o, "jprofd_idle_samples_total", "Samples of idle CPUs, counted but not stored.", s->idle);
+	counter(o, "jprofd_samples_skipped_covered_total",
+		"Host samples skipped because the thread has its own recording event.", s->skipped_covered);
+	family(o, "jprofd_samples_lost_total", "counter",
+	       "Samples or stack parts lost, by cause (see docs/architecture.md).");
+	put(o, "jprofd_samples_lost_total{cause=\"kernel_stack\"} %llu\n", (unsigned long long)s->kstack_err);
+	put(o, "jprofd_samples_lost_total{cause=\"user_stack\"} %llu\n", (unsigned long long)s->ustack_err);
+	put(o, "jprofd_samples_lost_total{cause=\"stack_collision\"} %llu\n", (unsigned long long)s->collision);
+	put(o, "jprofd_samples_lost_total{cause=\"map_full\"} %llu\n", (unsigned long long)s->map_full);
+	put(o, "jprofd_samples_lost_total{cause=\"ringbuf_full\"} %llu\n", (unsigned long long)s->ringbuf_full);
+	put(o, "jprofd_samples_lost_total{cause=\"throttled\"} %llu\n", (unsigned long long)s->throttled);
+	put(o, "jprofd_samples_lost_total{cause=\"stack_missing\"} %llu\n", (unsigned long long)s->stack_missing);
+	counter(o, "jprofd_drains_total", "Drains of the BPF maps.", s->drains);
+	fcounter(o, "jprofd_drain_seconds_total", "Time spent draining the BPF maps.",
+		 (double)s->drain_ns_total / 1e9);
+	family(o, "jprofd_bpf_map_entries", "gauge",
+	       "Entries the last drain found in one generation of a BPF map.");
+	put(o, "jprofd_bpf_map_entries{map=\"counts\"} %llu\n", (unsigned long long)s->last_drain_counts);
+	put(o, "jprofd_bpf_map_entries{map=\"stacks\"} %llu\n", (unsigned long long)s->last_drain_stacks);
+	family(o, "jprofd_bpf_map_capacity", "gauge", "Capacity of one generation of a BPF map.");
+	put(o, "jprofd_bpf_map_capacity{map=\"counts\"} %llu\n", (unsigned long long)s->count_capacity);
+	put(o, "jprofd_bpf_map_capacity{map=\"stacks\"} %llu\n", (unsigned long long)s->stack_capacity);
+	gauge(o, "jprofd_perf_cpu_event_sets", "Per-CPU perf event sets open (host view and --all recordings).",
+	      s->cpu_event_sets);
+	gauge(o, "jprofd_perf_thread_events", "Per-thread perf events open.", s->thread_events);
+}
+
+static void agent_metrics(struct out *o, const struct agentlink_stats *a)
+{
+	gauge(o, "jprofd_agents", "JVM agents connected now.", a->connected);
+	counter(o, "jprofd_agents_accepted_total", "JVM agent connections accepted.", a->accepted);
+	counter(o, "jprofd_agents_rejected_total", "JVM agent connections rejected.", a->rejected);
+	counter(o, "jprofd_agent_fds_passed_total", "Perf fds passed to JVM agents.", a->fds_passed);
+	counter(o, "jprofd_agent_fds_denied_total", "Perf fd requests of JVM agents denied.", a->fds_denied);
+	counter(o, "jprofd_agent_protocol_errors_total", "JVM agents dropped for protocol errors.",
+		a->protocol_errors);
+}
+
+static void hostview_metrics(struct out *o, const struct hostview_stats *h)
+{
+	counter(o, "jprofd_hostview_samples_total", "Samples added to the host view windows.", h->samples);
+	gauge(o, "jprofd_hostview_buckets", "Host view time buckets retained.", h->buckets);
+	gauge(o, "jprofd_hostview_bytes", "Approximate memory of the retained host view buckets.", h->bytes);
+	family(o, "jprofd_hostview_evictions_total", "counter", "Host view buckets dropped, by reason.");
+	put(o, "jprofd_hostview_evictions_total{reason=\"age\"} %llu\n", (unsigned long long)h->evicted_age);
+	put(o, "jprofd_hostview_evictions_total{reason=\"memory\"} %llu\n",
+	    (unsigned long long)h->evicted_memory);
+	family(o, "jprofd_hostview_retained_seconds", "gauge", "Time span the host view holds.");
+	put(o, "jprofd_hostview_retained_seconds %.3f\n",
+	    h->newest_ns > h->oldest_ns ? (double)(h->newest_ns - h->oldest_ns) / 1e9 : 0.0);
+}
+
+static void symbols_metrics(struct out *o, const struct symbols_stats *s)
+{
+	counter(o, "jprofd_symbols_cache_hits_total", "ELF symbol table lookups served from the cache.",
+		s->elf_cache_hits);
+	counter(o, "jprofd_symbols_cache_misses_total", "ELF symbol table lookups that loaded a file.",
+		s->elf_cache_misses);
+	counter(o, "jprofd_symbols_elf_errors_total", "ELF files that could not be read.", s->elf_errors);
+	counter(o, "jprofd_symbols_maps_reads_total", "/proc/PID/maps files parsed.", s->maps_reads);
+	gauge(o, "jprofd_symbols_cached_elfs", "ELF symbol tables cached.", s->cached_elfs);
+	gauge(o, "jprofd_symbols_cached_pids", "Processes whose maps are cached.", s->cached_pids);
+}
+
+static void http_metrics(struct out *o, const struct metrics_http *h)
+{
+	counter(o, "jprofd_http_requests_total", "HTTP requests answered.", h->requests);
+	counter(o, "jprofd_http_unauthorized_total", "HTTP requests refused for a missing or wrong token.",
+		h->unauthorized);
+	counter(o, "jprofd_http_profiles_rejected_total",
+		"Profile requests refused because too many were waiting.", h->rejected_busy);
+	gauge(o, "jprofd_http_profiles_in_flight", "Profile requests waiting for their duration to pass.",
+	      h->profiles_in_flight);
+}
+
+static void self_metrics(struct out *o, const struct metrics_self *s)
+{
+	family(o, "jprofd_process_cpu_seconds_total", "counter", "CPU time used by the daemon, by mode.");
+	put(o, "jprofd_process_cpu_seconds_total{mode=\"user\"} %.6f\n", s->cpu_user_s);
+	put(o, "jprofd_process_cpu_seconds_total{mode=\"system\"} %.6f\n", s->cpu_system_s);
+	gauge(o, "jprofd_process_resident_memory_bytes", "Resident memory of the daemon.", s->rss_bytes);
+	gauge(o, "jprofd_process_virtual_memory_bytes", "Virtual memory of the daemon.", s->virtual_bytes);
+	gauge(o, "jprofd_process_open_fds", "File descriptors the daemon has open.", s->open_fds);
+	family(o, "jprofd_process_start_time_seconds", "gauge", "Start of the daemon, Unix time.");
+	put(o, "jprofd_process_start_time_seconds %.3f\n", s->start_time_s);
+}
+
+int metrics_render(const struct metrics_input *in, struct buf *out)
+{
+	struct out o = { .b = out };
+
+	family(&o, "jprofd_build_info", "gauge", "Version of the running daemon (always 1).");
+	put(&o, "jprofd_build_info{version=\"%s\"} 1\n", in->version ? in->version : "unknown");
+	if (in->sampler)
+		sampler_metrics(&o, in->sampler);
+	gauge(&o, "jprofd_sessions", "Recordings running now.", in->sessions);
+	gauge(&o, "jprofd_clients", "Control socket connections now.", in->clients);
+	if (in->agents)
+		agent_metrics(&o, in->agents);
+	if (in->hostview)
+		hostview_metrics(&o, in->hostview);
+	if (in->symbols)
+		symbols_metrics(&o, in->symbols);
+	if (in->http)
+		http_metrics(&o, in->http);
+	if (in->self)
+		self_metrics(&o, in->self);
+	return o.err;
+}
+
+int metrics_read_self(struct metrics_self *out)
+{
+	unsigned long long size, resident;
+	struct rusage ru;
+	struct dirent *de;
+	long page = sysconf(_SC_PAGESIZE);
+	double start = out->start_time_s;
+	int r = 0;
+	FILE *f;
+	DIR *d;
+
+	memset(out, 0, sizeof(*out));
+	out->start_time_s = start;
+	if (getrusage(RUSAGE_SELF, &ru) == 0) {
+		out->cpu_user_s = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6;
+		out->cpu_system_s = (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+	} else {
+		r = -errno;
+	}
+	f = fopen("/proc/self/statm", "re");
+	if (f) {
+		if (fscanf(f, "%llu %llu", &size, &resident) == 2 && page > 0) {
+			out->virtual_bytes = size * (uint64_t)page;
+			out->rss_bytes = resident * (uint64_t)page;
+		} else {
+			r = -EIO;
+		}
+		fclose(f);
+	} else {
+		r = -errno;
+	}
+	d = opendir("/proc/self/fd");
+	if (d) {
+		while ((de = readdir(d)))
+			if (de->d_name[0] != '.')
+				out->open_fds++;
+		out->open_fds--;  /* the directory's own fd */
+		closedir(d);
+	} else {
+		r = -errno;
+	}
+	return r;
+}

@@ -1,0 +1,284 @@
+"""The HTTP listener, read by the real scrapers (only 127.0.0.1 is contacted):
+
+- a real Prometheus server (Debian prometheus) scrapes /metrics every second;
+  its query API shows up == 1 for the target and jprofd_samples_total
+  increasing; `promtool check metrics` accepts the exposition;
+- `go tool pprof -top http://127.0.0.1:PORT/debug/pprof/profile?seconds=3`
+  (the real Go client of the pprof scrape contract) prints a profile whose
+  top entry is the busy workload's `spin`; the pid filter keeps only it;
+- the contract's errors: text/plain with X-Go-Pprof: 1 (bad seconds, bad
+  pid), 503 once 8 profile requests wait;
+- the index page lists the endpoints;
+- a non-loopback listener without a token refuses to start, naming the
+  flag; a world-readable token file refuses to start; with a token, no or a
+  wrong Authorization header gets 401 and the right one 200."""
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import jproftest as jt  # noqa: E402
+
+TOKEN = "test-token-0123456789abcdef"
+
+
+def consumers():
+    """Skip (77) only when a consumer is truly missing, and say which."""
+    missing = []
+    for tool, pkg in (("go", "golang-go"), ("prometheus", "prometheus"), ("promtool", "prometheus")):
+        if not shutil.which(tool):
+            missing.append("%s (apt-get install %s; packaging/install-deps.sh does it)" % (tool, pkg))
+    if missing:
+        raise jt.Skip("consumers not installed: " + ", ".join(missing))
+
+
+def free_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def get(url, headers=None, timeout=30):
+    """(status, headers, body bytes); HTTP errors are results, not exceptions."""
+    req = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.headers, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
+
+
+def go_env(t):
+    home = t.mkdtemp("gohome-")
+    return dict(os.environ, HOME=home, PPROF_TMPDIR=home, GOCACHE=os.path.join(home, "cache"),
+                GOTOOLCHAIN="local", GOFLAGS="", GOPROXY="off", GOTELEMETRY="off")
+
+
+def pprof_top(t, url, env):
+    r = subprocess.run(["go", "tool", "pprof", "-top", "-sample_index=samples", url],
+                       capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+    jt.check(r.returncode == 0, "go tool pprof -top %s failed (%d):\n%s%s"
+             % (url, r.returncode, r.stdout, r.stderr))
+    m = re.search(r"of (\d+) total", r.stdout)
+    jt.check(m, "no total in go tool pprof -top output:\n%s%s" % (r.stdout, r.stderr))
+    rows = [ln.split() for ln in r.stdout.splitlines() if re.match(r"\s+\d+\s+[\d.]+%", ln)]
+    jt.check(rows, "no rows in go tool pprof -top output:\n%s" % r.stdout)
+    return int(m.group(1)), rows, r.stdout
+
+
+class Prometheus:
+    def __init__(self, t, target_port):
+        self.dir = t.mkdtemp("prometheus-")
+        self.port = free_port()
+        cfg = os.path.join(self.dir, "prometheus.yml")
+        with open(cfg, "w") as f:
+            f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+                    "scrape_configs:\n  - job_name: jprofd\n    static_configs:\n"
+                    "      - targets: ['127.0.0.1:%d']\n" % target_port)
+        self.log = os.path.join(self.dir, "prometheus.log")
+        argv = ["prometheus", "--config.file=" + cfg,
+                "--storage.tsdb.path=" + os.path.join(self.dir, "data"),
+                "--web.listen-address=127.0.0.1:%d" % self.port]
+        jt.log("starting %s" % " ".join(argv))
+        with open(self.log, "wb") as out:
+            self.proc = jt.Proc(jt.as_user_argv(None, argv), "prometheus", stdout=out,
+                                stderr=subprocess.STDOUT)
+
+    def logs(self):
+        with open(self.log, errors="replace") as f:
+            return f.read()[-3000:]
+
+    def query(self, q):
+        """Instant query: [(labels, float value)]; [] while not ready."""
+        url = "http://127.0.0.1:%d/api/v1/query?%s" % (self.port, urllib.parse.urlencode({"query": q}))
+        try:
+            status, _, body = get(url, timeout=5)
+        except OSError:
+            return []
+        if status != 200:
+            return []
+        doc = json.loads(body)
+        jt.check_eq(doc.get("status"), "success", "prometheus query status for %s" % q)
+        return [(r["metric"], float(r["value"][1])) for r in doc["data"]["result"]]
+
+
+def main(t):
+    consumers()
+    port = free_port()
+    base = "http://127.0.0.1:%d" % port
+    d = t.start_daemon("--http", "127.0.0.1:%d" % port, "--rate", "99")
+    w = t.workload("spin_chain", 300)
+    env = go_env(t)
+
+    with t.case("index page lists the endpoints"):
+        status, hdr, body = get(base + "/")
+        jt.check_eq(status, 200, "GET / status")
+        jt.check(hdr["Content-Type"].startswith("text/html"), "index Content-Type %r" % hdr["Content-Type"])
+        text = body.decode()
+        jt.check("/metrics" in text and "/debug/pprof/profile" in text, "index page:\n%s" % text)
+        status, _, _ = get(base + "/nope")
+        jt.check_eq(status, 404, "GET /nope status")
+
+    with t.case("/metrics: promtool check metrics accepts it"):
+        status, hdr, body = get(base + "/metrics")
+        jt.check_eq(status, 200, "GET /metrics status")
+        jt.check(hdr["Content-Type"].startswith("text/plain; version=0.0.4"),
+                 "metrics Content-Type %r" % hdr["Content-Type"])
+        r = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True,
+                           timeout=60)
+        jt.check(r.returncode == 0, "promtool check metrics failed (%d):\n%s%s"
+                 % (r.returncode, r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace")))
+        text = body.decode()
+        for fam in ("jprofd_samples_total", "jprofd_samples_lost_total{cause=\"map_full\"}",
+                    "jprofd_sessions", "jprofd_agents", "jprofd_hostview_buckets",
+                    "jprofd_symbols_cache_hits_total", "jprofd_process_resident_memory_bytes",
+                    "jprofd_process_cpu_seconds_total{mode=\"user\"}", "jprofd_drain_seconds_total"):
+            jt.check(re.search(r"^%s [0-9.e+]+$" % re.escape(fam), text, re.M),
+                     "%s missing from /metrics:\n%s" % (fam, text))
+
+    with t.case("a real Prometheus scrapes it: up == 1, samples counter increases"):
+        prom = Prometheus(t, port)
+        try:
+            up = jt.wait_until(lambda: [v for m, v in prom.query('up{job="jprofd"}') if v == 1.0],
+                               60, 0.5, "prometheus to report up == 1 for jprofd")
+            jt.log("prometheus: up = %r" % up)
+            first = jt.wait_until(lambda: prom.query("jprofd_samples_total"), 30, 0.5,
+                                  "jprofd_samples_total in prometheus")
+            v1 = first[0][1]
+            jt.log("prometheus: jprofd_samples_total = %d" % v1)
+            v2 = jt.wait_until(lambda: [v for _, v in prom.query("jprofd_samples_total") if v > v1],
+                               30, 0.5, "jprofd_samples_total to increase in prometheus")[0]
+            jt.log("prometheus: jprofd_samples_total then = %d" % v2)
+            h = prom.query('jprofd_hostview_buckets')
+            jt.check(h and h[0][1] >= 1, "prometheus shows no host view buckets: %r" % h)
+        except jt.TestFailure:
+            jt.log("prometheus log:\n%s" % prom.logs())
+            raise
+        finally:
+            prom.proc.kill()
+
+    with t.case("go tool pprof fetches /debug/pprof/profile?seconds=3: spin on top"):
+        t0 = time.monotonic()
+        total, rows, out = pprof_top(t, base + "/debug/pprof/profile?seconds=3", env)
+        took = time.monotonic() - t0
+        jt.log("go tool pprof -top (%.1f s):\n%s" % (took, out))
+        jt.check(took >= 3, "the profile request returned after %.1f s, before its 3 s" % took)
+        jt.check_eq(rows[0][5] if len(rows[0]) > 5 else None, "spin", "top entry of the host profile")
+        jt.check(total >= 50, "only %d samples in a 3 s host profile at 99 Hz" % total)
+
+    with t.case("pid filter: only the workload's samples"):
+        status, hdr, body = get(base + "/debug/pprof/profile?seconds=1&pid=%d" % w.pid)
+        jt.check_eq(status, 200, "status of a pid-filtered profile")
+        path = os.path.join(t.mkdtemp("pprof-"), "pid.pb.gz")
+        with open(path, "wb") as f:
+            f.write(body)
+        total, rows, out = pprof_top(t, path, env)
+        jt.log("go tool pprof -top, pid %d:\n%s" % (w.pid, out))
+        jt.check_eq(rows[0][5], "spin", "top entry of the pid-filtered profile")
+        r = subprocess.run(["go", "tool", "pprof", "-raw", path], capture_output=True, text=True,
+                           timeout=120, env=env, stdin=subprocess.DEVNULL)
+        jt.check(r.returncode == 0, "go tool pprof -raw failed:\n%s" % r.stderr)
+        pids = set(re.findall(r"pid:\[(\d+)\]", r.stdout))
+        jt.check_eq(pids, {str(w.pid)}, "pid labels of a profile filtered to pid %d" % w.pid)
+
+    with t.case("pprof contract errors: text/plain with X-Go-Pprof: 1"):
+        for q, code in (("seconds=abc", 400), ("pid=-3", 400), ("pid=x", 400)):
+            status, hdr, body = get(base + "/debug/pprof/profile?" + q)
+            jt.check_eq(status, code, "status for ?%s" % q)
+            jt.check_eq(hdr.get("X-Go-Pprof"), "1", "X-Go-Pprof header for ?%s" % q)
+            jt.check(hdr["Content-Type"].startswith("text/plain"), "Content-Type %r" % hdr["Content-Type"])
+            jt.log("?%s -> %d %s" % (q, status, body.decode().strip()))
+
+    with t.case("at most 8 waiting profile requests, then 503"):
+        results = []
+
+        def fetch():
+            results.append(get(base + "/debug/pprof/profile?seconds=3", timeout=60))
+        threads = [threading.Thread(target=fetch) for _ in range(8)]
+        for th in threads:
+            th.start()
+        ok = jt.wait_until(lambda: re.search(r"^jprofd_http_profiles_in_flight 8$",
+                                             get(base + "/metrics")[2].decode(), re.M),
+                           20, 0.1, "8 profile requests in flight")
+        jt.check(ok, "not 8 in flight")
+        status, hdr, body = get(base + "/debug/pprof/profile?seconds=1")
+        jt.check_eq(status, 503, "status of a 9th profile request")
+        jt.check_eq(hdr.get("X-Go-Pprof"), "1", "X-Go-Pprof of the 503")
+        for th in threads:
+            th.join(60)
+        jt.check_eq(sorted(r[0] for r in results), [200] * 8, "statuses of the 8 waiting requests")
+        for r in results:
+            jt.check_eq(r[1]["Content-Type"], "application/octet-stream", "profile Content-Type")
+            jt.check(r[2][:2] == b"\x1f\x8b", "profile is not gzip")
+
+    with t.case("non-loopback without a token refuses to start"):
+        p2 = free_port()
+        argv = [t.jprofd, "--socket", os.path.join(t.mkdtemp("d2-"), "s.sock"),
+                "--http", "0.0.0.0:%d" % p2]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+        jt.log("exit %d: %s" % (r.returncode, r.stderr.strip()))
+        jt.check(r.returncode != 0, "jprofd started on 0.0.0.0 without a token")
+        jt.check("--http 0.0.0.0:%d is not a loopback address" % p2 in r.stderr and
+                 "--http-token-file" in r.stderr, "unclear message: %r" % r.stderr)
+
+    tokdir = t.mkdtemp("token-")
+    tok = os.path.join(tokdir, "token")
+    with open(tok, "w") as f:
+        f.write(TOKEN + "\n")
+
+    with t.case("a token file readable by others refuses to start"):
+        os.chmod(tok, 0o644)
+        r = subprocess.run([t.jprofd, "--socket", os.path.join(t.mkdtemp("d3-"), "s.sock"),
+                            "--http", "127.0.0.1:%d" % free_port(), "--http-token-file", tok],
+                           capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+        jt.log("exit %d: %s" % (r.returncode, r.stderr.strip()))
+        jt.check(r.returncode != 0, "jprofd started with a world-readable token file")
+        jt.check(tok in r.stderr and "other users" in r.stderr, "unclear message: %r" % r.stderr)
+        os.chmod(tok, 0o600)
+
+    with t.case("with a token: none or wrong -> 401, right -> 200"):
+        p4 = free_port()
+        d4 = t.start_daemon("--http", "0.0.0.0:%d" % p4, "--http-token-file", tok, name="jprofd-token")
+        b4 = "http://127.0.0.1:%d" % p4
+        for path in ("/metrics", "/", "/debug/pprof/profile?seconds=1"):
+            status, hdr, _ = get(b4 + path)
+            jt.check_eq(status, 401, "%s without Authorization" % path)
+            jt.check(hdr.get("WWW-Authenticate", "").startswith("Bearer"), "no WWW-Authenticate")
+            status, _, _ = get(b4 + path, {"Authorization": "Bearer " + TOKEN[:-1] + "X"})
+            jt.check_eq(status, 401, "%s with a wrong token" % path)
+            status, _, _ = get(b4 + path, {"Authorization": "Bearer " + TOKEN + "X"})
+            jt.check_eq(status, 401, "%s with a longer token" % path)
+        status, _, body = get(b4 + "/metrics", {"Authorization": "Bearer " + TOKEN})
+        jt.check_eq(status, 200, "/metrics with the token")
+        jt.check(re.search(r"^jprofd_http_unauthorized_total 9$", body.decode(), re.M),
+                 "unauthorized counter:\n%s" % body.decode())
+        jt.check("audit: denied: http GET /metrics from 127.0.0.1" in d4.stderr_text(),
+                 "no audit line for the denial")
+        d4.stop()
+
+    with t.case("SIGTERM with a profile request waiting: answered, clean exit"):
+        results = []
+        th = threading.Thread(target=lambda: results.append(
+            get(base + "/debug/pprof/profile?seconds=60", timeout=60)))
+        th.start()
+        jt.wait_until(lambda: re.search(r"^jprofd_http_profiles_in_flight 1$",
+                                        get(base + "/metrics")[2].decode(), re.M),
+                      20, 0.1, "the profile request to wait")
+        d.stop()
+        th.join(30)
+        jt.check(results, "the waiting request got no answer")
+        jt.check_eq(results[0][0], 503, "status of a profile request cut by shutdown")
+
+
+jt.run(main)
