@@ -42,8 +42,17 @@ struct hv_proc {
 	const char *container;
 };
 
+struct hostview_tap {
+	struct hostview *hv;
+	struct hostview_tap *next;
+	struct store *st;
+	struct hostview_filter f;
+	char comm[64], unit[256], cgroup[512];
+};
+
 struct hostview {
 	struct hostview_config cfg;
+	struct hostview_tap *taps;
 	uint64_t bucket_ns, retention_ns;
 	struct symbols *symbols;
 	struct hv_bucket *oldest, *newest;
@@ -420,12 +429,100 @@ static void hv_name(struct hostview *hv, struct store *st, uint32_t pid, uint32_
 	}
 }
 
+static bool hv_match(const struct store *st, uint32_t pid, const struct hostview_filter *f);
+
+/* One sample, as interned in a bucket's store, copied into a tap's store. */
+static void hv_tap_add(struct hostview_tap *t, const struct store *src, uint32_t pid, uint32_t tid,
+		       const uint32_t *ids, size_t n, uint64_t count, uint64_t weight_ns)
+{
+	uint32_t small[HV_MAX_FRAMES], *out = n <= HV_MAX_FRAMES ? small : malloc(n * sizeof(*out));
+	struct store_labels l;
+	const char *name;
+
+	if (!out || !hv_match(src, pid, &t->f))
+		goto done;
+	for (size_t i = 0; i < n; i++) {
+		const struct store_frame *fr = store_frame_get(src, ids[i]);
+
+		out[i] = fr ? hv_intern(t->st, fr->kind, fr->name, fr->module)
+			    : store_truncated_frame(t->st);
+	}
+	name = store_process_name(src, pid);
+	if (name && !store_process_name(t->st, pid)) {
+		store_set_process_name(t->st, pid, name);
+		if (store_process_labels(src, pid, &l))
+			store_set_process_labels(t->st, pid, &l);
+	}
+	name = store_thread_name(src, pid, tid);
+	if (name && !store_thread_name(t->st, pid, tid))
+		store_set_thread_name(t->st, pid, tid, name);
+	store_add(t->st, pid, tid, out, n, count, weight_ns);
+done:
+	if (out != small)
+		free(out);
+}
+
 static void hv_add_ids(struct hostview *hv, struct hv_bucket *b, uint32_t pid, uint32_t tid,
 		       const uint32_t *ids, size_t n, uint64_t count, uint64_t weight_ns)
 {
 	store_add(b->st, pid, tid, ids, n, count, weight_ns);
+	for (struct hostview_tap *t = hv->taps; t; t = t->next)
+		hv_tap_add(t, b->st, pid, tid, ids, n, count, weight_ns);
 	hv->st.samples += count;
 	hv_enforce_cap(hv);
+}
+
+int hostview_tap_open(struct hostview *hv, const struct hostview_filter *filter,
+		      struct hostview_tap **out)
+{
+	struct hostview_tap *t = calloc(1, sizeof(*t));
+
+	*out = NULL;
+	if (!t)
+		return -ENOMEM;
+	t->st = store_new(NULL);
+	if (!t->st) {
+		free(t);
+		return -ENOMEM;
+	}
+	if (filter) {
+		t->f.pid = filter->pid;
+		if (filter->comm) {
+			snprintf(t->comm, sizeof(t->comm), "%s", filter->comm);
+			t->f.comm = t->comm;
+		}
+		if (filter->unit) {
+			snprintf(t->unit, sizeof(t->unit), "%s", filter->unit);
+			t->f.unit = t->unit;
+		}
+		if (filter->cgroup) {
+			snprintf(t->cgroup, sizeof(t->cgroup), "%s", filter->cgroup);
+			t->f.cgroup = t->cgroup;
+		}
+	}
+	t->hv = hv;
+	t->next = hv->taps;
+	hv->taps = t;
+	*out = t;
+	return 0;
+}
+
+struct store *hostview_tap_close(struct hostview_tap *t)
+{
+	struct hostview_tap **pp;
+	struct store *st;
+
+	if (!t)
+		return NULL;
+	for (pp = &t->hv->taps; *pp; pp = &(*pp)->next) {
+		if (*pp == t) {
+			*pp = t->next;
+			break;
+		}
+	}
+	st = t->st;
+	free(t);
+	return st;
 }
 
 void hostview_add_sample(struct hostview *hv, const struct sampler_sample *smp, uint64_t weight_ns,
@@ -786,6 +883,9 @@ void hostview_free(struct hostview *hv)
 {
 	if (!hv)
 		return;
+	/* Taps belong to their openers, who close them first; be safe anyway. */
+	while (hv->taps)
+		store_free(hostview_tap_close(hv->taps));
 	while (hv->oldest) {
 		struct hv_bucket *b = hv->oldest;
 

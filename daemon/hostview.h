@@ -110,6 +110,18 @@ void hostview_get_config(const struct hostview *hv, struct hostview_config *out)
  * The strings stay valid until the next call into hv. */
 int hostview_labels(struct hostview *hv, pid_t pid, struct hostview_labels *out);
 
+/* A tap collects every host-view sample added while it is open and matching
+ * filter into its own store: an exact time window, as the pprof scrape
+ * contract wants (buckets would merge whole 10 s windows, and consecutive
+ * scrapes would share samples that scrapers then add up twice). A sample
+ * goes to the taps open when it is drained. The filter's strings are copied;
+ * the tap's store is bounded like any store (a "[truncated]" stack beyond). */
+struct hostview_tap;
+int hostview_tap_open(struct hostview *hv, const struct hostview_filter *filter,
+		      struct hostview_tap **out);
+/* Closes the tap; returns its store (the caller frees it), or NULL. NULL-safe. */
+struct store *hostview_tap_close(struct hostview_tap *t);
+
 void hostview_get_stats(const struct hostview *hv, struct hostview_stats *out);
 
 #endif

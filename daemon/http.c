@@ -35,6 +35,7 @@ struct pending {
 	struct MHD_Connection *conn;
 	struct loop_source *timer;
 	uint64_t t0_mono_ns, t0_unix_ns;
+	struct hostview_tap *tap;     /* collects exactly this request's window */
 	unsigned seconds;
 	pid_t pid;
 	char *comm, *unit, *cgroup;
@@ -363,6 +364,7 @@ static void pending_free(struct pending *p)
 	if (!p)
 		return;
 	loop_remove(p->timer);
+	store_free(hostview_tap_close(p->tap));
 	if (p->resp)
 		MHD_destroy_response(p->resp);
 	free(p->comm);
@@ -382,11 +384,10 @@ static void pending_unlink(struct http *h, struct pending *p)
 	}
 }
 
-/* Renders the host view of [t0, now] as gzipped pprof into p->resp. */
+/* Renders what the request's tap collected as gzipped pprof into p->resp. */
 static void profile_render(struct http *h, struct pending *p)
 {
-	struct hostview_filter f = { .pid = p->pid, .comm = p->comm, .unit = p->unit, .cgroup = p->cgroup };
-	uint64_t now = mono_ns(), span_from = p->t0_mono_ns, span_to = now;
+	uint64_t now = mono_ns();
 	struct export_meta meta = {
 		.pid = (uint32_t)(p->pid > 0 ? p->pid : 0),
 		.comm = p->comm,
@@ -402,18 +403,14 @@ static void profile_render(struct http *h, struct pending *p)
 	char *data;
 	int r;
 
-	r = hostview_query(h->src.hostview, p->t0_mono_ns, now, &f, &st, &span_from, &span_to);
-	if (r == -ENOENT) {
-		st = store_new(NULL);  /* nothing retained there: an empty profile */
-		r = st ? 0 : -ENOMEM;
-	}
-	if (r < 0) {
-		log_err("http: host view query for a %u s profile failed: %s", p->seconds, strerror(-r));
+	st = hostview_tap_close(p->tap);
+	p->tap = NULL;
+	if (!st) {
 		p->status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-		p->resp = pprof_error("could not read the host view: %s", strerror(-r));
+		p->resp = pprof_error("out of memory");
 		goto out;
 	}
-	meta.duration_ns = span_to > span_from ? span_to - span_from : 0;
+	meta.duration_ns = now - p->t0_mono_ns;
 	r = export_render(st, &meta, &opt, EXPORT_PPROF, &b);
 	if (r < 0) {
 		log_err("http: rendering a %u s profile failed: %s", p->seconds, strerror(-r));
@@ -529,8 +526,17 @@ static enum MHD_Result handle_profile(struct http *h, struct MHD_Connection *c, 
 	}
 	p->t0_mono_ns = mono_ns();
 	p->t0_unix_ns = unix_ns();
-	r = loop_add_timer(h->loop, (uint64_t)p->seconds * 1000 + h->cfg.drain_lag_ms, 0,
-			   on_profile_due, p, &p->timer);
+	{
+		struct hostview_filter f = { .pid = p->pid, .comm = p->comm, .unit = p->unit,
+					     .cgroup = p->cgroup };
+
+		/* Exactly the samples drained during the next N seconds, so
+		 * back-to-back scrapes never share one. */
+		r = hostview_tap_open(h->src.hostview, &f, &p->tap);
+	}
+	if (r == 0)
+		r = loop_add_timer(h->loop, (uint64_t)p->seconds * 1000, 0, on_profile_due, p,
+				   &p->timer);
 	if (r < 0) {
 		pending_free(p);
 		return queue(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR,
@@ -716,8 +722,6 @@ int http_new(struct loop *loop, const struct http_config *cfg, const struct http
 		h->cfg.default_seconds = 30;
 	if (h->cfg.default_seconds > h->cfg.max_seconds)
 		h->cfg.default_seconds = h->cfg.max_seconds;
-	if (!h->cfg.drain_lag_ms)
-		h->cfg.drain_lag_ms = 1100;
 	if (!h->cfg.max_connections)
 		h->cfg.max_connections = 64;
 	h->self.start_time_s = (double)unix_ns() / 1e9;

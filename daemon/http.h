@@ -37,7 +37,6 @@ struct http_config {
 	unsigned max_profiles;           /* waiting profile requests; default 8, then 503 */
 	unsigned max_seconds;            /* seconds=N is clamped to 1..this; default 600 */
 	unsigned default_seconds;        /* when seconds is missing or <= 0; default 30 */
-	unsigned drain_lag_ms;           /* extra wait so the last samples are drained; default 1100 */
 	unsigned max_connections;        /* default 64 */
 };
 

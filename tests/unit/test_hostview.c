@@ -332,6 +332,41 @@ START_TEST(test_retention)
 }
 END_TEST
 
+/* The pprof scrape window: exactly the samples added while a tap is open. */
+START_TEST(test_taps_are_exact_windows)
+{
+	struct hostview *hv = hv_make(10, 600, 0);
+	uint32_t me = (uint32_t)getpid();
+	struct hostview_filter only_me = { .pid = (pid_t)me };
+	struct hostview_tap *all = NULL, *mine = NULL, *next = NULL;
+	struct store *st;
+
+	add(hv, me, me, "before", T0 + S);                 /* before any tap */
+	ck_assert_int_eq(hostview_tap_open(hv, NULL, &all), 0);
+	ck_assert_int_eq(hostview_tap_open(hv, &only_me, &mine), 0);
+	for (int i = 0; i < 4; i++)
+		add(hv, me, me, "during", T0 + 2 * S);     /* same 10 s bucket as "before" */
+	add(hv, 1, 1, "other", T0 + 3 * S);
+	st = hostview_tap_close(all);
+	ck_assert_uint_eq(total_samples(st), 5);           /* not the earlier sample of the bucket */
+	store_free(st);
+	/* A scrape right after the last one shares nothing with it. */
+	ck_assert_int_eq(hostview_tap_open(hv, NULL, &next), 0);
+	add(hv, me, me, "after", T0 + 4 * S);
+	st = hostview_tap_close(mine);
+	ck_assert_uint_eq(total_samples(st), 5);           /* 4 during + 1 after, pid filtered */
+	ck_assert_ptr_nonnull(store_process_name(st, me));
+	store_free(st);
+	st = hostview_tap_close(next);
+	ck_assert_uint_eq(total_samples(st), 1);
+	store_free(st);
+	ck_assert_ptr_null(hostview_tap_close(NULL));
+	/* An open tap is closed by hostview_free (no leak under ASan). */
+	ck_assert_int_eq(hostview_tap_open(hv, NULL, &all), 0);
+	hostview_free(hv);
+}
+END_TEST
+
 static Suite *hostview_suite(void)
 {
 	Suite *s = suite_create("hostview");
@@ -346,6 +381,7 @@ static Suite *hostview_suite(void)
 	tcase_add_test(tc, test_group_by_pid);
 	tcase_add_test(tc, test_memory_cap_evicts_oldest);
 	tcase_add_test(tc, test_retention);
+	tcase_add_test(tc, test_taps_are_exact_windows);
 	suite_add_tcase(s, tc);
 	return s;
 }
