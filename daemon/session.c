@@ -34,7 +34,7 @@
 #define JVM_CONNECT_WAIT_MS 5000       /* from a loaded agent to its connection */
 #define JVM_NAME_WAIT_MS 1000          /* at the end, for the last method names */
 #define JVM_SIGNAL SIGPROF
-#define SYMBOLS_EXPIRE_EVERY 10        /* drains */
+#define SYMBOLS_EXPIRE_EVERY 2         /* drains */
 #define SYMBOLS_IDLE_S 60
 
 enum java_state {

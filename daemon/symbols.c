@@ -1,6 +1,7 @@
 #include "symbols.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -58,6 +59,8 @@ struct sym_map {
 	bool elf_tried;
 	struct sym_elf *elf;             /* holds one reference */
 };
+
+#define SYM_DEAD_GRACE_MS 2000
 
 struct sym_proc {
 	struct sym_proc *next;
@@ -720,8 +723,13 @@ void symbols_expire(struct symbols *s, unsigned max_idle_s)
 
 		while (*pp) {
 			struct sym_proc *p = *pp;
+			uint64_t idle = now - p->last_used_ms;
 
-			if (now - p->last_used_ms >= idle_ms) {
+			/* A process that has exited needs its maps only until its
+			 * last samples are drained (a second); hosts that spawn
+			 * processes all the time would otherwise hold thousands. */
+			if (idle >= idle_ms ||
+			    (idle >= SYM_DEAD_GRACE_MS && kill(p->pid, 0) < 0 && errno == ESRCH)) {
 				*pp = p->next;
 				s->nprocs--;
 				symbols_proc_free(p);

@@ -64,8 +64,9 @@ int symbols_resolve_kernel(struct symbols *s, uint64_t addr, struct sym_result *
 /* Process pid has exited or been re-exec'd: drop its cached maps. */
 void symbols_forget_pid(struct symbols *s, pid_t pid);
 
-/* Drops per-pid caches not used for max_idle_s seconds and ELF tables no
- * longer referenced; bounds memory on long-running hosts. */
+/* Drops per-pid caches not used for max_idle_s seconds, or for 2 s when the
+ * process has exited, and ELF tables no longer referenced; bounds memory on
+ * long-running hosts and on hosts that spawn processes all the time. */
 void symbols_expire(struct symbols *s, unsigned max_idle_s);
 
 void symbols_get_stats(const struct symbols *s, struct symbols_stats *out);

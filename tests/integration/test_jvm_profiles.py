@@ -46,6 +46,21 @@ def main(t):
                    % (jdk, got, want, wall))
             jt.check(abs(got - want) <= 0.03, "alpha share %.3f vs measured %.3f" % (got, want))
 
+        if jdk == "17":
+            with t.case("JDK 17: while the agent is attached, the host view has the Java frames"):
+                jvm = jv.Jvm(t, jdk, "CpuSplit", 12, settle=1.0)
+                record(t, d, jvm.pid, 4)
+                c = d.client()
+                rid = c.send("profile", pid=jvm.pid, last_s=30, format="collapsed")
+                m = c.recv_for(rid, 20)
+                jt.check(m and m.get("ok") and m.get("type") == "profile",
+                         "profile request failed: %r" % (m,))
+                host = jt.parse_collapsed(m["data"])
+                jt.check(jt.samples_matching(host, lambda fr: "CpuSplit.alpha" in fr) > 0,
+                         "the host view of pid %d has no Java frames:\n%s"
+                         % (jvm.pid, jt.top_stacks(host)))
+                jvm.proc.kill()
+
         with t.case("JDK %s: I/O stacks read Java -> native -> kernel" % jdk):
             jvm = jv.Jvm(t, jdk, "IoRead", 10)
             stacks, _ = record(t, d, jvm.pid, 3)

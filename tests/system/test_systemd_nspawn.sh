@@ -206,6 +206,11 @@ log "apt install ./$(basename "$deb")"
 in_ct apt-get install -y -q "./root/$(basename "$deb")" >"$work/apt.log" 2>&1 ||
 	{ cat "$work/apt.log"; fail "apt install of the .deb failed"; }
 in_ct getent group jprof >/dev/null || fail "group jprof was not created (sysusers.d)"
+# The JVM agent, where every JVM (any user) can read it, and what jprofd loads by default.
+agent=/usr/lib/x86_64-linux-gnu/jprofd/libjprofagent.so
+in_ct runuser -u nobody -- test -r "$agent" || fail "$agent missing or not readable by every user"
+in_ct /usr/sbin/jprofd --check-config 2>&1 | grep -q "agent = $agent" ||
+	fail "jprofd's default agent path is not $agent: $(in_ct /usr/sbin/jprofd --check-config 2>&1)"
 [ "$(in_ct systemctl is-enabled jprofd.socket)" = enabled ] || fail "jprofd.socket is not enabled after install"
 [ "$(in_ct systemctl is-active jprofd.socket)" = active ] || fail "jprofd.socket is not listening after install"
 [ "$(in_ct systemctl is-active jprofd.service)" = inactive ] ||
