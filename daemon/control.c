@@ -578,17 +578,10 @@ static void handle_profile(struct client *c, const struct jprof_request *req)
 		goto out;
 	}
 	json_object_object_add(o, "status", json_object_new_string("complete"));
-	json_object_object_add(o, "format", json_object_new_string(export_format_name(fmt)));
-	if (export_format_is_binary(fmt)) {
-		char *b64 = jprof_base64_encode(out.data ? out.data : "", out.len);
-
-		json_object_object_add(o, "encoding", json_object_new_string("base64"));
-		json_object_object_add(o, "data", b64 ? json_object_new_string(b64) : NULL);
-		free(b64);
-	} else {
-		json_object_object_add(o, "encoding", json_object_new_string("utf-8"));
-		json_object_object_add(o, "data",
-				       json_object_new_string_len(out.data ? out.data : "", (int)out.len));
+	if (jprof_profile_add_data(o, export_format_name(fmt), export_format_is_binary(fmt),
+				   out.data, out.len) < 0) {
+		send_error(c, req, JPROF_E_INTERNAL, "out of memory");
+		goto out;
 	}
 	ADD_U64(sum, "samples", tot.samples);
 	ADD_U64(sum, "weight_ns", tot.weight_ns);

@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,8 @@
 #define HV_LABEL_TTL_NS (2ull * 1000000000ull)     /* cgroups change: re-read this often */
 #define HV_LABEL_IDLE_NS (30ull * 1000000000ull)   /* drop cached labels unused this long */
 #define HV_LABEL_MAX 32768                          /* cached processes */
-#define HV_EXPIRE_NS (10ull * 1000000000ull)       /* how often caches are trimmed */
+#define HV_EXPIRE_NS (2ull * 1000000000ull)        /* how often caches are trimmed */
+#define HV_DEAD_GRACE_NS (2ull * 1000000000ull)    /* labels of an exited process: until drained */
 #define HV_CGROUP_MAX 1024
 
 struct hv_bucket {
@@ -211,7 +213,18 @@ static void hv_proc_clear(struct hv_proc *p)
 }
 
 /* Rebuilds the table at cap, keeping entries used since keep_after. */
+static int hv_procs_rebuild_dead(struct hostview *hv, size_t cap, uint64_t keep_after,
+				 uint64_t dead_before);
+
 static int hv_procs_rebuild(struct hostview *hv, size_t cap, uint64_t keep_after)
+{
+	return hv_procs_rebuild_dead(hv, cap, keep_after, 0);
+}
+
+/* keep_after: drop entries unused since then; dead_before: also drop entries
+ * unused since then whose process has exited (0: no liveness check). */
+static int hv_procs_rebuild_dead(struct hostview *hv, size_t cap, uint64_t keep_after,
+				 uint64_t dead_before)
 {
 	struct hv_proc *old = hv->procs, *n = calloc(cap, sizeof(*n));
 	size_t old_cap = hv->procs_cap;
@@ -226,7 +239,10 @@ static int hv_procs_rebuild(struct hostview *hv, size_t cap, uint64_t keep_after
 
 		if (!old[i].pid)
 			continue;
-		if (old[i].used_ns < keep_after) {
+		/* Hosts that spawn processes all the time would otherwise keep
+		 * the labels of thousands of exited ones for the idle period. */
+		if (old[i].used_ns < keep_after ||
+		    (old[i].used_ns < dead_before && kill(old[i].pid, 0) < 0 && errno == ESRCH)) {
 			hv_proc_clear(&old[i]);
 			continue;
 		}
@@ -605,10 +621,11 @@ void hostview_tick(struct hostview *hv, uint64_t now_ns)
 	hv_enforce_cap(hv);
 	if (now_ns - hv->last_expire_ns >= HV_EXPIRE_NS) {
 		uint64_t keep = now_ns > HV_LABEL_IDLE_NS ? now_ns - HV_LABEL_IDLE_NS : 0;
+		uint64_t dead = now_ns > HV_DEAD_GRACE_NS ? now_ns - HV_DEAD_GRACE_NS : 0;
 
 		hv->last_expire_ns = now_ns;
 		if (hv->procs_cap)
-			hv_procs_rebuild(hv, hv->procs_cap, keep);
+			hv_procs_rebuild_dead(hv, hv->procs_cap, keep, dead);
 	}
 }
 

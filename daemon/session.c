@@ -529,17 +529,12 @@ static void send_profile(struct session *s, const char *status)
 		goto out;
 	}
 	json_object_object_add(o, "status", json_object_new_string(status));
-	json_object_object_add(o, "format", json_object_new_string(export_format_name(s->p.format)));
-	if (export_format_is_binary(s->p.format)) {
-		char *b64 = jprof_base64_encode(out.data ? out.data : "", out.len);
-
-		json_object_object_add(o, "encoding", json_object_new_string("base64"));
-		json_object_object_add(o, "data", b64 ? json_object_new_string(b64) : NULL);
-		free(b64);
-	} else {
-		json_object_object_add(o, "encoding", json_object_new_string("utf-8"));
-		json_object_object_add(o, "data",
-				       json_object_new_string_len(out.data ? out.data : "", (int)out.len));
+	if (jprof_profile_add_data(o, export_format_name(s->p.format),
+				   export_format_is_binary(s->p.format), out.data, out.len) < 0) {
+		json_object_put(o);
+		json_object_put(sum);
+		send_error(s, JPROF_E_INTERNAL, "out of memory");
+		goto out;
 	}
 	json_object_object_add(sum, "samples", json_object_new_int64((int64_t)tot.samples));
 	json_object_object_add(sum, "weight_ns", json_object_new_int64((int64_t)tot.weight_ns));

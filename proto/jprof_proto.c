@@ -922,3 +922,26 @@ out:
 	free(buf);
 	return result;
 }
+
+int jprof_profile_add_data(struct json_object *msg, const char *format, bool binary,
+			   const void *data, size_t len)
+{
+	struct json_object *d;
+
+	if (len > INT32_MAX)
+		return -ENOMEM;
+	if (binary) {
+		char *b64 = jprof_base64_encode(data ? data : "", len);
+
+		d = b64 ? json_object_new_string(b64) : NULL;
+		free(b64);
+	} else {
+		d = json_object_new_string_len(data ? data : "", (int)len);
+	}
+	if (!d)
+		return -ENOMEM;
+	json_object_object_add(msg, "format", json_object_new_string(format));
+	json_object_object_add(msg, "encoding", json_object_new_string(binary ? "base64" : "utf-8"));
+	json_object_object_add(msg, "data", d);
+	return 0;
+}

@@ -155,6 +155,11 @@ struct json_object *jprof_response_new(int64_t id, const char *type);
  * malloc'd; NULL on ENOMEM. */
 char *jprof_error_line(int64_t id, bool has_id, const char *code, const char *message);
 
+/* Adds a rendered profile to a "profile" message: "format", "encoding"
+ * ("base64" when binary, else "utf-8") and "data". 0 or -ENOMEM. */
+int jprof_profile_add_data(struct json_object *msg, const char *format, bool binary,
+			   const void *data, size_t len);
+
 /* Serializes obj compactly as one line ending in '\n'. malloc'd; *len set. */
 char *jprof_json_line(struct json_object *obj, size_t *len);
 
