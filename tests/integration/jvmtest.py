@@ -49,6 +49,7 @@ class Jvm:
         self.proc = jt.Proc(jt.as_user_argv("nobody", argv), cls, stdout=self.out,
                             stderr=subprocess.STDOUT, env=e)
         self.pid = self.proc.pid
+        jt._cleanups.append(self._cleanup)
         jt.log("started JDK %s %s as nobody: pid %d" % (jdk, " ".join([cls] + list(map(str, args))),
                                                       self.pid))
         # Started once libjvm is mapped (setpriv has exec'd java); then give
@@ -58,6 +59,16 @@ class Jvm:
         jt.time.sleep(settle)
         jt.check(self.proc.running(), "%s exited early (%r): %s"
                  % (cls, self.proc.returncode, self.output()[-2000:]))
+
+    def _cleanup(self):
+        """A JVM killed with SIGKILL leaves its attach socket in /tmp; a later
+        process with the same pid would inherit it."""
+        self.proc.kill()
+        for name in (".java_pid%d" % self.pid, ".attach_pid%d" % self.pid):
+            try:
+                os.unlink(os.path.join("/tmp", name))
+            except OSError:
+                pass
 
     def _has_libjvm(self):
         try:

@@ -644,6 +644,10 @@ START_TEST(test_mount_namespace)
 	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)j.pid);
 	ck_assert_int_eq(stat(path, &st_jvm), 0);
 	ck_assert_uint_ne(st_host.st_ino, st_jvm.st_ino);
+	/* A JVM killed with SIGKILL leaves its socket file behind; one that had
+	 * this pid before must not pass for ours in the host's /tmp below. */
+	sock_path(path, sizeof(path), j.pid);
+	unlink(path);
 
 	marker_path(m, sizeof(m), "ns");
 	snprintf(opts, sizeof(opts), "out=%s", m);
