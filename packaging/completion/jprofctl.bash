@@ -49,7 +49,8 @@ _jprofctl()
 		;;
 	record)
 		COMPREPLY=($(compgen -W "--pid --all --duration --interval --output --format
-			--threads --no-progress --json-events --socket --help" -- "$cur"))
+			--threads --java --java-lines --java-signatures --no-progress --json-events
+			--socket --help" -- "$cur"))
 		;;
 	profile)
 		COMPREPLY=($(compgen -W "--last --from --to --pid --comm --unit --cgroup --group-by
