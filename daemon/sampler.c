@@ -43,6 +43,7 @@ struct watch {
 /* Stack ids read during one drain, so each stack is fetched once. */
 struct stack_slot {
 	int32_t id;       /* -1 = empty */
+	uint32_t gen;     /* ids of the two generations' maps are unrelated */
 	uint32_t n;
 	uint64_t *ips;
 };
@@ -225,7 +226,10 @@ int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks
 	}
 	s->keys = calloc(DRAIN_BATCH, sizeof(*s->keys));
 	s->values = calloc(DRAIN_BATCH, sizeof(*s->values));
-	s->nslots = 8192;
+	/* Per drain at most stack_entries distinct ids: keep the cache at most
+	 * half full. */
+	for (s->nslots = 1024; s->nslots < 2 * (size_t)stack_entries; s->nslots *= 2)
+		;
 	s->slots = calloc(s->nslots, sizeof(*s->slots));
 	if (!s->keys || !s->values || !s->slots) {
 		r = -ENOMEM;
@@ -294,16 +298,18 @@ int sampler_poll_ring(struct sampler *s)
 static const uint64_t *get_stack(struct sampler *s, unsigned gen, int32_t id, uint32_t *n)
 {
 	uint64_t raw[JP_MAX_STACK_DEPTH];
-	size_t h = ((uint32_t)id * 2654435761u) % s->nslots;
+	size_t mask = s->nslots - 1, h = (((uint32_t)id * 2654435761u) ^ gen) & mask;
 	int fd = gen ? bpf_map__fd(s->skel->maps.stacks1) : bpf_map__fd(s->skel->maps.stacks0);
 	struct stack_slot *slot = NULL;
 	uint32_t cnt = 0;
 
 	*n = 0;
+	/* Twice as many slots as the stack map has entries: never full, so the
+	 * probe always ends at the id or at a free slot. */
 	for (size_t i = 0; i < s->nslots; i++) {
-		struct stack_slot *c = &s->slots[(h + i) % s->nslots];
+		struct stack_slot *c = &s->slots[(h + i) & mask];
 
-		if (c->id == id) {
+		if (c->id == id && c->gen == gen) {
 			*n = c->n;
 			return c->ips;
 		}
@@ -318,20 +324,14 @@ static const uint64_t *get_stack(struct sampler *s, unsigned gen, int32_t id, ui
 	}
 	while (cnt < JP_MAX_STACK_DEPTH && raw[cnt])
 		cnt++;
-	if (!slot) {
-		/* Table full (more distinct stacks than slots in one drain):
-		 * serve from a static copy that lives until the next call. */
-		static uint64_t spill[JP_MAX_STACK_DEPTH];
-
-		memcpy(spill, raw, cnt * sizeof(uint64_t));
-		*n = cnt;
-		return spill;
-	}
+	if (!slot)
+		return NULL;  /* cannot happen: see the table's size */
 	slot->ips = malloc((cnt ? cnt : 1) * sizeof(uint64_t));
 	if (!slot->ips)
 		return NULL;
 	memcpy(slot->ips, raw, cnt * sizeof(uint64_t));
 	slot->id = id;
+	slot->gen = gen;
 	slot->n = cnt;
 	*n = cnt;
 	return slot->ips;
@@ -349,16 +349,13 @@ static void deliver(struct sampler *s, unsigned gen, const struct jp_count_key *
 		.count = count,
 		.time_ns = time_ns,
 	};
-	uint64_t kcopy[JP_MAX_STACK_DEPTH];
 	const uint64_t *p;
 	uint32_t n;
 
 	if (k->kstack >= 0) {
-		/* Copy: the user lookup below may reuse the spill buffer. */
 		p = get_stack(s, gen, k->kstack, &n);
-		if (p && n) {
-			memcpy(kcopy, p, n * sizeof(uint64_t));
-			smp.kips = kcopy;
+		if (p) {
+			smp.kips = p;
 			smp.nk = n;
 		}
 	}
