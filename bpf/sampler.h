@@ -1,4 +1,4 @@
-/* Types shared by sampler.bpf.c and the daemon (daemon/sampler.c).
+/* Types shared by sampler.bpf.c and the daemon (daemon/collect/sampler.c).
  * Only __u32/__u64/__s32, explicit padding; sizes are pinned with
  * _Static_assert on the userspace side. */
 #ifndef JPROF_BPF_SAMPLER_H

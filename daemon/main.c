@@ -236,7 +236,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "jprofd: must run as root (it loads BPF programs and opens perf events for any process)\n");
 		return 1;
 	}
-	log_setup_libbpf();
+	sampler_setup_logging();
 	raise_fd_limit();
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&mask);

@@ -15,7 +15,7 @@
 #include "store.h"
 #include "symbols.h"
 #include <linux/types.h>
-#include "../bpf/sampler.h"
+#include "bpf/sampler.h"
 
 #define HV_MAX_FRAMES (2 * JP_MAX_STACK_DEPTH + 8)
 #define HV_MIN_BYTES ((size_t)1 << 20)

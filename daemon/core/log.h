@@ -19,8 +19,6 @@ enum log_level log_get_level(void);
 int log_level_parse(const char *s);
 void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void log_vmsg(enum log_level lvl, const char *fmt, va_list ap);
-/* Routes libbpf's own messages through log_msg. */
-void log_setup_libbpf(void);
 
 #define log_err(...) log_msg(LOG_LVL_ERR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_LVL_WARNING, __VA_ARGS__)

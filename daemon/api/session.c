@@ -24,7 +24,7 @@
 #include "store.h"
 #include "symbols.h"
 #include <linux/types.h>
-#include "../bpf/sampler.h"
+#include "bpf/sampler.h"
 
 #define MAX_FRAMES (2 * JP_MAX_STACK_DEPTH + 4)
 #define JVM_MAX_FRAMES (MAX_FRAMES + JPRING_MAX_FRAMES)

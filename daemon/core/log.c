@@ -1,6 +1,5 @@
 #include "log.h"
 
-#include <bpf/libbpf.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,20 +69,3 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 	va_end(ap);
 }
 
-static int log_libbpf(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-	enum log_level lvl = level == LIBBPF_WARN ? LOG_LVL_WARNING :
-			     level == LIBBPF_INFO ? LOG_LVL_INFO : LOG_LVL_DEBUG;
-	char prefixed[512];
-
-	if (lvl > log_max)
-		return 0;
-	snprintf(prefixed, sizeof(prefixed), "libbpf: %s", fmt);
-	log_vmsg(lvl, prefixed, ap);
-	return 0;
-}
-
-void log_setup_libbpf(void)
-{
-	libbpf_set_print(log_libbpf);
-}

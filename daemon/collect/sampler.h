@@ -103,4 +103,7 @@ int sampler_set_min_gap(struct sampler *s, uint32_t source, uint64_t gap_ns);
 
 void sampler_get_stats(const struct sampler *s, struct sampler_stats *out);
 
+/* Routes libbpf's own messages through the daemon's log. */
+void sampler_setup_logging(void);
+
 #endif

@@ -17,7 +17,7 @@
 #include "log.h"
 #include "sampler.h"
 #include "sampler.skel.h"
-#include "../bpf/sampler.h"
+#include "bpf/sampler.h"
 
 _Static_assert(sizeof(struct jp_count_key) == 24, "jp_count_key layout");
 _Static_assert(sizeof(struct jp_counters) == 80, "jp_counters layout");
@@ -687,4 +687,22 @@ void sampler_get_stats(const struct sampler *s, struct sampler_stats *out)
 	out->host_rate_hz = s->host_rate_hz;
 	out->cpu_event_sets = s->cpu_event_sets;
 	out->thread_events = s->thread_events;
+}
+
+static int log_libbpf(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	enum log_level lvl = level == LIBBPF_WARN ? LOG_LVL_WARNING :
+			     level == LIBBPF_INFO ? LOG_LVL_INFO : LOG_LVL_DEBUG;
+	char prefixed[512];
+
+	if (lvl > log_get_level())
+		return 0;
+	snprintf(prefixed, sizeof(prefixed), "libbpf: %s", fmt);
+	log_vmsg(lvl, prefixed, ap);
+	return 0;
+}
+
+void sampler_setup_logging(void)
+{
+	libbpf_set_print(log_libbpf);
 }
