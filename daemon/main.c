@@ -22,6 +22,7 @@
 #include "jprof_proto.h"
 #include "log.h"
 #include "loop.h"
+#include "pipeline.h"
 #include "sampler.h"
 #include "session.h"
 #include "symbols.h"
@@ -206,6 +207,7 @@ int main(int argc, char **argv)
 	struct session_limits slim = { 0 };
 	struct sampler_callbacks cb;
 	struct session_mgr *sessions = NULL;
+	struct pipeline *pipeline = NULL;
 	struct sampler *sampler = NULL;
 	struct symbols *symbols = NULL;
 	struct hostview *hostview = NULL;
@@ -268,7 +270,10 @@ int main(int argc, char **argv)
 		log_err("cannot set up symbolization");
 		goto out;
 	}
-	r = session_mgr_new(loop, symbols, &slim, &sessions);
+	r = pipeline_new(loop, symbols, NULL, &pipeline);
+	if (r < 0)
+		goto out;
+	r = session_mgr_new(loop, pipeline, &slim, &sessions);
 	if (r < 0)
 		goto out;
 	if (cfg.rate_hz) {
@@ -278,17 +283,22 @@ int main(int argc, char **argv)
 			.max_bytes = (size_t)cfg.host_max_memory,
 		};
 
-		r = hostview_new(&hcfg, symbols, &hostview);
+		r = hostview_new(&hcfg, &hostview);
 		if (r < 0)
 			goto out;
-		session_mgr_set_hostview(sessions, hostview, cfg.rate_hz);
+		pipeline_set_host(pipeline, &(struct pipeline_consumer){ hostview_consume, hostview });
+		r = pipeline_add_tick(pipeline, hostview_on_tick, hostview);
+		if (r < 0)
+			goto out;
 	}
-	cb = (struct sampler_callbacks){ .sample = session_mgr_on_sample,
-					 .new_thread = session_mgr_on_new_thread, .arg = sessions };
+	cb = (struct sampler_callbacks){ .sample = pipeline_on_sample, .sample_arg = pipeline,
+					 .new_thread = session_mgr_on_new_thread,
+					 .new_thread_arg = sessions };
 	r = sampler_new(&scfg, &cb, &sampler);
 	if (r < 0)
 		goto out;
-	r = session_mgr_set_sampler(sessions, sampler);
+	session_mgr_set_sampler(sessions, sampler);
+	r = pipeline_set_sampler(pipeline, sampler);
 	if (r < 0)
 		goto out;
 	r = loop_add_io(loop, sampler_ring_fd(sampler), EPOLLIN, on_ring, sampler, NULL);
@@ -408,6 +418,7 @@ out:
 	if (sfd >= 0)
 		close(sfd);
 	sampler_free(sampler);
+	pipeline_free(pipeline);
 	hostview_free(hostview);
 	symbols_free(symbols);
 	loop_free(loop);

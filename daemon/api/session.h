@@ -3,8 +3,9 @@
  * of symbolized stacks, and its timers; it reports progress and finally the
  * rendered profile through its sink.
  *
- * The session manager also owns the periodic drain of the sampler, so every
- * sample reaches its session (by source id) within about a second. */
+ * A session is a pipeline source: the pipeline delivers its built samples
+ * (Java frames joined) to the session's store, and runs the manager's tick
+ * after every drain (JVM join steps, thread rescans, progress). */
 #ifndef JPROF_SESSION_H
 #define JPROF_SESSION_H
 
@@ -16,12 +17,10 @@
 #include "export.h"
 
 struct agent;
-struct hostview;
 struct agentlink;
 struct loop;
+struct pipeline;
 struct sampler;
-struct sampler_sample;
-struct symbols;
 struct session;
 struct session_mgr;
 
@@ -64,14 +63,13 @@ struct session_info {
 struct session_limits {
 	unsigned max_sessions;           /* total; default 64 */
 	unsigned max_threads;            /* per-thread events per session; default 8192 */
-	uint64_t drain_ms;               /* default 1000 */
 };
 
-int session_mgr_new(struct loop *loop, struct symbols *symbols, const struct session_limits *lim,
+int session_mgr_new(struct loop *loop, struct pipeline *pipeline, const struct session_limits *lim,
 		    struct session_mgr **out);
-/* The sampler is created with the manager's callbacks, so it comes second;
- * this also starts the periodic drain. */
-int session_mgr_set_sampler(struct session_mgr *m, struct sampler *sampler);
+/* The sampler is created with the manager's new-thread callback, so it
+ * comes second. */
+void session_mgr_set_sampler(struct session_mgr *m, struct sampler *sampler);
 /* Ends every session with a shutting_down error to its client; NULL-safe. */
 void session_mgr_free(struct session_mgr *m);
 
@@ -82,13 +80,7 @@ void session_mgr_set_jvm(struct session_mgr *m, struct agentlink *agents, const 
 /* The agent link's connect callback. */
 void session_mgr_on_agent(struct agent *a, pid_t pid, void *mgr);
 
-/* The continuous host profile: host-view samples (weighted at 1/rate_hz)
- * and the samples of recorded threads that stand in for them go there;
- * ticked after every drain. NULL: host-view samples are dropped. */
-void session_mgr_set_hostview(struct session_mgr *m, struct hostview *hv, unsigned rate_hz);
-
-/* The sampler's callbacks; wire them to sampler_new(). */
-void session_mgr_on_sample(const struct sampler_sample *s, void *mgr);
+/* The sampler's new-thread callback. */
 void session_mgr_on_new_thread(uint32_t tgid, uint32_t tid, void *mgr);
 
 /* Starts a recording. On success the "started" line has been sent and *out

@@ -29,6 +29,8 @@ _Static_assert(sizeof(struct jp_msg_sample) == 40, "jp_msg_sample layout");
 
 struct sampler_events {
 	struct sampler *owner;
+	uint32_t source;
+	bool has_period;          /* counted in the owner's periods */
 	bool is_thread;
 	unsigned n;
 	int *fds;
@@ -38,6 +40,13 @@ struct sampler_events {
 struct watch {
 	uint32_t tgid;
 	uint32_t refs;
+};
+
+/* The sampling period of each source's events: a sample's weight. */
+struct source_period {
+	uint32_t source;
+	uint32_t refs;
+	uint64_t period_ns;
 };
 
 /* Stack ids read during one drain, so each stack is fetched once. */
@@ -61,6 +70,8 @@ struct sampler {
 	bool in_pid_ns;
 	struct watch *watches;
 	size_t nwatches;
+	struct source_period *periods;  /* one per open source: a few dozen at most */
+	size_t nperiods;
 	unsigned cpu_event_sets;
 	unsigned thread_events;
 	uint64_t drains, drain_ns_total, stack_missing;
@@ -278,6 +289,7 @@ void sampler_free(struct sampler *s)
 	free(s->values);
 	free(s->stack_ids);
 	free(s->watches);
+	free(s->periods);
 	free(s);
 }
 
@@ -337,21 +349,63 @@ static const uint64_t *get_stack(struct sampler *s, unsigned gen, int32_t id, ui
 	return slot->ips;
 }
 
+static uint64_t source_period(const struct sampler *s, uint32_t source)
+{
+	if (source == JP_SRC_HOST)
+		return s->host_rate_hz ? 1000000000ull / s->host_rate_hz : 0;
+	for (size_t i = 0; i < s->nperiods; i++)
+		if (s->periods[i].source == source)
+			return s->periods[i].period_ns;
+	return 0;
+}
+
+static int source_period_ref(struct sampler *s, uint32_t source, uint64_t period_ns)
+{
+	struct source_period *n;
+
+	for (size_t i = 0; i < s->nperiods; i++) {
+		if (s->periods[i].source == source) {
+			s->periods[i].refs++;
+			s->periods[i].period_ns = period_ns;
+			return 0;
+		}
+	}
+	n = realloc(s->periods, (s->nperiods + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	s->periods = n;
+	s->periods[s->nperiods++] = (struct source_period){ source, 1, period_ns };
+	return 0;
+}
+
+static void source_period_unref(struct sampler *s, uint32_t source)
+{
+	for (size_t i = 0; i < s->nperiods; i++) {
+		if (s->periods[i].source == source) {
+			if (--s->periods[i].refs == 0)
+				s->periods[i] = s->periods[--s->nperiods];
+			return;
+		}
+	}
+}
+
 static void deliver(struct sampler *s, unsigned gen, const struct jp_count_key *k, uint64_t count,
 		    uint64_t time_ns)
 {
-	struct sampler_sample smp = {
-		.tgid = k->tgid,
+	struct raw_sample smp = {
+		.event = EVENT_CPU,
+		.pid = k->tgid,
 		.tid = k->tid,
 		.source = k->source,
 		.host_feed = k->flags & JP_KEY_HOST_FEED,
 		.kernel_mode = k->flags & JP_KEY_KERNEL_MODE,
-		.count = count,
+		.kernel_thread = k->flags & JP_KEY_KTHREAD,
 		.time_ns = time_ns,
 	};
 	const uint64_t *p;
 	uint32_t n;
 
+	event_values_periodic(event_get(EVENT_CPU), count, source_period(s, k->source), smp.values);
 	if (k->kstack >= 0) {
 		p = get_stack(s, gen, k->kstack, &n);
 		if (p) {
@@ -367,9 +421,9 @@ static void deliver(struct sampler *s, unsigned gen, const struct jp_count_key *
 			smp.nu = n;
 		}
 	}
-	smp.ustack_lost = smp.nu == 0 && !(k->flags & JP_KEY_KTHREAD);
+	smp.ustack_lost = smp.nu == 0 && !smp.kernel_thread;
 	if (s->cb.sample)
-		s->cb.sample(&smp, s->cb.arg);
+		s->cb.sample(&smp, s->cb.sample_arg);
 }
 
 static int handle_ring_msg(void *ctx, void *data, size_t size)
@@ -384,7 +438,7 @@ static int handle_ring_msg(void *ctx, void *data, size_t size)
 		const struct jp_msg_new_thread *m = data;
 
 		if (s->cb.new_thread)
-			s->cb.new_thread(m->tgid, m->tid, s->cb.arg);
+			s->cb.new_thread(m->tgid, m->tid, s->cb.new_thread_arg);
 	} else if (type == JP_MSG_SAMPLE && size >= sizeof(struct jp_msg_sample)) {
 		const struct jp_msg_sample *m = data;
 		struct jp_count_key k = {
@@ -533,7 +587,14 @@ int sampler_cpu_events_open(struct sampler *s, uint32_t source, uint64_t period_
 	*out = NULL;
 	if (!ev)
 		return -ENOMEM;
+	ev->source = source;
 	s->cpu_event_sets++;
+	r = source_period_ref(s, source, period_ns);
+	if (r < 0) {
+		sampler_events_close(ev);
+		return r;
+	}
+	ev->has_period = true;
 	for (unsigned i = 0; i < s->ncpus; i++) {
 		r = events_attach(ev, s->skel->progs.sample_cpu, -1, s->cpus[i], period_ns, source);
 		if (r < 0) {
@@ -558,7 +619,14 @@ int sampler_thread_event_open(struct sampler *s, uint32_t source, pid_t tid, uin
 	if (!ev)
 		return -ENOMEM;
 	ev->is_thread = true;
+	ev->source = source;
 	s->thread_events++;
+	r = source_period_ref(s, source, period_ns);
+	if (r < 0) {
+		sampler_events_close(ev);
+		return r;
+	}
+	ev->has_period = true;
 	r = events_attach(ev, s->skel->progs.sample_thread, tid, -1, period_ns, cookie);
 	if (r < 0) {
 		sampler_events_close(ev);
@@ -584,6 +652,8 @@ void sampler_events_close(struct sampler_events *ev)
 		ioctl(ev->fds[i], PERF_EVENT_IOC_DISABLE, 0);
 		bpf_link__destroy(ev->links[i]);
 	}
+	if (ev->has_period)
+		source_period_unref(ev->owner, ev->source);
 	if (ev->is_thread)
 		ev->owner->thread_events--;
 	else

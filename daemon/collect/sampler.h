@@ -1,5 +1,8 @@
 /* The BPF sampler: owns the skeleton, the perf events and the drain.
  *
+ * Samples leave as struct raw_sample (rawsample.h), with the event's typed
+ * values: for cpu-clock, {count, count * the source's period}.
+ *
  * Sources: every perf event carries a source id in its bpf_cookie.
  * JP_SRC_HOST (0) is the always-on host view, opened here at
  * sampler_config.host_rate_hz; recording sessions open their own per-CPU
@@ -12,6 +15,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "rawsample.h"
+
 struct sampler;
 struct sampler_events;
 
@@ -21,21 +26,6 @@ struct sampler_config {
 	unsigned count_entries;    /* per count map generation; 0 = default */
 };
 
-struct sampler_sample {
-	uint32_t tgid;
-	uint32_t tid;
-	uint32_t source;
-	bool host_feed;            /* also stands for the host view */
-	bool kernel_mode;          /* interrupted kernel code */
-	bool kstack_lost;          /* kernel mode but the kernel stack could not be read */
-	bool ustack_lost;          /* user task but the user stack could not be read */
-	uint64_t count;
-	uint64_t time_ns;          /* ring records only (count == 1); else 0 */
-	const uint64_t *kips;      /* leaf first */
-	uint32_t nk;
-	const uint64_t *uips;      /* leaf first */
-	uint32_t nu;
-};
 
 struct sampler_stats {
 	uint64_t samples, idle, skipped_covered;
@@ -56,11 +46,12 @@ struct sampler_stats {
 
 struct sampler_callbacks {
 	/* One aggregated entry (or one ring record) of a drain. */
-	void (*sample)(const struct sampler_sample *s, void *arg);
+	void (*sample)(const struct raw_sample *s, void *arg);
 	/* A new thread of a watched tgid was created (tid 0: not known, the
 	 * daemon runs in a pid namespace; rescan the process). */
 	void (*new_thread)(uint32_t tgid, uint32_t tid, void *arg);
-	void *arg;
+	void *sample_arg;
+	void *new_thread_arg;
 };
 
 int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks *cb,

@@ -19,6 +19,7 @@ struct bpf_rec {
 	uint64_t time;
 	uint32_t nk, nu;
 	bool kernel_mode, kstack_lost, ustack_lost;
+	bool host_feed;
 	uint64_t *ips;            /* nk kernel then nu user, leaf first each */
 };
 
@@ -290,12 +291,12 @@ void jvm_join_free(struct jvm_join *j)
 
 void jvm_join_add_bpf(struct jvm_join *j, uint32_t tid, uint64_t time_ns, const uint64_t *kips,
 		      unsigned nk, const uint64_t *uips, unsigned nu, bool kernel_mode,
-		      bool kstack_lost, bool ustack_lost)
+		      bool kstack_lost, bool ustack_lost, bool host_feed)
 {
 	struct tidq *t;
 	struct bpf_rec r = {
 		.time = time_ns, .nk = nk, .nu = nu, .kernel_mode = kernel_mode,
-		.kstack_lost = kstack_lost, .ustack_lost = ustack_lost,
+		.kstack_lost = kstack_lost, .ustack_lost = ustack_lost, .host_feed = host_feed,
 	};
 	size_t pos;
 
@@ -522,6 +523,7 @@ static void emit_rec(struct jvm_join *j, uint32_t tid, const struct bpf_rec *b,
 		.kernel_mode = b->kernel_mode,
 		.kstack_lost = b->kstack_lost,
 		.ustack_lost = b->ustack_lost,
+		.host_feed = b->host_feed,
 	};
 
 	emit(&s, arg);

@@ -50,6 +50,7 @@ struct jvm_sample {
 	unsigned nk;
 	bool kernel_mode;
 	bool ustack_lost, kstack_lost;
+	bool host_feed;                /* stands for its thread in the host view */
 };
 
 struct jvm_join_stats {
@@ -72,7 +73,7 @@ void jvm_join_map_tid(struct jvm_join *j, uint32_t ns_tid, uint32_t host_tid);
 /* BPF record (copies the stacks). */
 void jvm_join_add_bpf(struct jvm_join *j, uint32_t tid, uint64_t time_ns, const uint64_t *kips,
 		      unsigned nk, const uint64_t *uips, unsigned nu, bool kernel_mode,
-		      bool kstack_lost, bool ustack_lost);
+		      bool kstack_lost, bool ustack_lost, bool host_feed);
 /* Agent record (copies the frames); tid in the agent's namespace. */
 void jvm_join_add_agent(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, int32_t num_frames,
 			const struct jpring_frame *frames);

@@ -10,20 +10,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "proc.h"
-#include "sampler.h"
+#include "sample.h"
 #include "store.h"
-#include "symbols.h"
-#include <linux/types.h>
-#include "bpf/sampler.h"
 
-#define HV_MAX_FRAMES (2 * JP_MAX_STACK_DEPTH + 8)
 #define HV_MIN_BYTES ((size_t)1 << 20)
-#define HV_LABEL_TTL_NS (2ull * 1000000000ull)     /* cgroups change: re-read this often */
-#define HV_LABEL_IDLE_NS (30ull * 1000000000ull)   /* drop cached labels unused this long */
-#define HV_LABEL_MAX 32768                          /* cached processes */
-#define HV_EXPIRE_NS (2ull * 1000000000ull)        /* how often caches are trimmed */
-#define HV_DEAD_GRACE_NS (2ull * 1000000000ull)    /* labels of an exited process: until drained */
 #define HV_CGROUP_MAX 1024
 
 struct hv_bucket {
@@ -32,16 +22,6 @@ struct hv_bucket {
 	uint64_t last_ns;           /* latest sample or tick that touched it */
 	struct store *st;
 	size_t bytes;               /* as of the last rotation (closed buckets) */
-};
-
-struct hv_proc {
-	pid_t pid;                  /* 0 = empty slot */
-	uint64_t fetched_ns;
-	uint64_t used_ns;
-	char comm[32];
-	char *cgroup;               /* one allocation: cgroup, unit, container, each */
-	const char *unit;           /* NUL-terminated; "" when unknown */
-	const char *container;
 };
 
 struct hostview_tap {
@@ -56,290 +36,11 @@ struct hostview {
 	struct hostview_config cfg;
 	struct hostview_tap *taps;
 	uint64_t bucket_ns, retention_ns;
-	struct symbols *symbols;
 	struct hv_bucket *oldest, *newest;
 	size_t closed_bytes;        /* sum of bytes of every bucket but the newest */
 	uint64_t last_now;
-	uint64_t last_expire_ns;
-	struct hv_proc *procs;      /* open addressing, power-of-two capacity */
-	size_t procs_cap, nprocs;
 	struct hostview_stats st;
 };
-
-static uint64_t hv_mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* ---- label parsing ---- */
-
-int hostview_parse_cgroup(const char *text, char *path, size_t len)
-{
-	const char *line = text, *best = NULL;
-	size_t best_len = 0;
-	int best_rank = 0;
-
-	if (!len)
-		return -EINVAL;
-	path[0] = '\0';
-	/* "0::/path" is cgroup v2; on hybrid hosts systemd's own hierarchy
-	 * ("N:name=systemd:/path") carries the same path; else any line. */
-	while (line && *line) {
-		const char *nl = strchr(line, '\n');
-		const char *end = nl ? nl : line + strlen(line);
-		const char *c1 = memchr(line, ':', (size_t)(end - line));
-		const char *c2 = c1 ? memchr(c1 + 1, ':', (size_t)(end - c1 - 1)) : NULL;
-
-		if (c2) {
-			int rank = 1;
-
-			if (c1 - line == 1 && line[0] == '0' && c2 == c1 + 1)
-				rank = 3;
-			else if ((size_t)(c2 - c1 - 1) == strlen("name=systemd") &&
-				 !strncmp(c1 + 1, "name=systemd", strlen("name=systemd")))
-				rank = 2;
-			if (rank > best_rank) {
-				best_rank = rank;
-				best = c2 + 1;
-				best_len = (size_t)(end - c2 - 1);
-			}
-		}
-		line = nl ? nl + 1 : NULL;
-	}
-	if (!best)
-		return -ENOENT;
-	if (best_len >= len)
-		return -ENAMETOOLONG;
-	memcpy(path, best, best_len);
-	path[best_len] = '\0';
-	return 0;
-}
-
-static bool hv_ends_with(const char *s, size_t n, const char *suffix)
-{
-	size_t k = strlen(suffix);
-
-	return n > k && !memcmp(s + n - k, suffix, k);
-}
-
-int hostview_parse_unit(const char *cgroup, char *unit, size_t len)
-{
-	const char *p = cgroup, *best = NULL;
-	size_t best_len = 0;
-
-	if (!len)
-		return -EINVAL;
-	unit[0] = '\0';
-	/* The deepest .service or .scope component: "/system.slice/nginx.service",
-	 * "/user.slice/user-1000.slice/user@1000.service/app.slice/foo.service". */
-	while (*p) {
-		const char *slash = strchr(p, '/');
-		size_t n = slash ? (size_t)(slash - p) : strlen(p);
-
-		if (hv_ends_with(p, n, ".service") || hv_ends_with(p, n, ".scope")) {
-			best = p;
-			best_len = n;
-		}
-		p += n;
-		if (*p == '/')
-			p++;
-	}
-	if (!best)
-		return -ENOENT;
-	if (best_len >= len)
-		return -ENAMETOOLONG;
-	memcpy(unit, best, best_len);
-	unit[best_len] = '\0';
-	return 0;
-}
-
-int hostview_parse_container(const char *cgroup, char *id, size_t len)
-{
-	const char *p = cgroup, *found = NULL;
-
-	if (!len)
-		return -EINVAL;
-	id[0] = '\0';
-	/* Docker, containerd, CRI-O and podman name a container's cgroup after
-	 * its 64-hex-digit id ("docker-<id>.scope", "/docker/<id>",
-	 * "cri-containerd-<id>.scope", "libpod-<id>.scope"); the deepest wins. */
-	while (*p) {
-		size_t n = 0;
-
-		while (isxdigit((unsigned char)p[n]) && !isupper((unsigned char)p[n]))
-			n++;
-		if (n == 64)
-			found = p;
-		p += n ? n : 1;
-	}
-	if (!found)
-		return -ENOENT;
-	if (len <= 64)
-		return -ENAMETOOLONG;
-	memcpy(id, found, 64);
-	id[64] = '\0';
-	return 0;
-}
-
-/* ---- per-process label cache ---- */
-
-static size_t hv_proc_hash(pid_t pid)
-{
-	return (size_t)(uint32_t)pid * 2654435761u;
-}
-
-static struct hv_proc *hv_proc_slot(struct hostview *hv, pid_t pid)
-{
-	for (size_t i = 0, h = hv_proc_hash(pid); i < hv->procs_cap; i++) {
-		struct hv_proc *p = &hv->procs[(h + i) & (hv->procs_cap - 1)];
-
-		if (p->pid == pid || p->pid == 0)
-			return p;
-	}
-	return NULL;
-}
-
-static const char hv_empty[3] = "";
-
-static void hv_proc_clear(struct hv_proc *p)
-{
-	if (p->cgroup != hv_empty)
-		free(p->cgroup);
-	p->cgroup = (char *)hv_empty;
-	p->unit = p->container = hv_empty;
-}
-
-/* Rebuilds the table at cap, keeping entries used since keep_after. */
-static int hv_procs_rebuild_dead(struct hostview *hv, size_t cap, uint64_t keep_after,
-				 uint64_t dead_before);
-
-static int hv_procs_rebuild(struct hostview *hv, size_t cap, uint64_t keep_after)
-{
-	return hv_procs_rebuild_dead(hv, cap, keep_after, 0);
-}
-
-/* keep_after: drop entries unused since then; dead_before: also drop entries
- * unused since then whose process has exited (0: no liveness check). */
-static int hv_procs_rebuild_dead(struct hostview *hv, size_t cap, uint64_t keep_after,
-				 uint64_t dead_before)
-{
-	struct hv_proc *old = hv->procs, *n = calloc(cap, sizeof(*n));
-	size_t old_cap = hv->procs_cap;
-
-	if (!n)
-		return -ENOMEM;
-	hv->procs = n;
-	hv->procs_cap = cap;
-	hv->nprocs = 0;
-	for (size_t i = 0; i < old_cap; i++) {
-		struct hv_proc *p;
-
-		if (!old[i].pid)
-			continue;
-		/* Hosts that spawn processes all the time would otherwise keep
-		 * the labels of thousands of exited ones for the idle period. */
-		if (old[i].used_ns < keep_after ||
-		    (old[i].used_ns < dead_before && kill(old[i].pid, 0) < 0 && errno == ESRCH)) {
-			hv_proc_clear(&old[i]);
-			continue;
-		}
-		p = hv_proc_slot(hv, old[i].pid);
-		*p = old[i];
-		hv->nprocs++;
-	}
-	free(old);
-	return 0;
-}
-
-static void hv_proc_fill(struct hv_proc *p, pid_t pid, uint64_t now)
-{
-	char path[64], text[4096], cg[HV_CGROUP_MAX], unit[256], cont[72];
-	size_t lc, lu, lk;
-	ssize_t n = -1;
-	int fd;
-
-	p->pid = pid;
-	p->fetched_ns = now;
-	if (proc_read_comm(pid, 0, p->comm, sizeof(p->comm)) < 0)
-		snprintf(p->comm, sizeof(p->comm), "[exited]");
-	hv_proc_clear(p);
-	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		n = read(fd, text, sizeof(text) - 1);
-		close(fd);
-	}
-	if (n <= 0)
-		return;
-	text[n] = '\0';
-	if (hostview_parse_cgroup(text, cg, sizeof(cg)) < 0)
-		return;
-	if (hostview_parse_unit(cg, unit, sizeof(unit)) < 0)
-		unit[0] = '\0';
-	if (hostview_parse_container(cg, cont, sizeof(cont)) < 0)
-		cont[0] = '\0';
-	lc = strlen(cg) + 1;
-	lu = strlen(unit) + 1;
-	lk = strlen(cont) + 1;
-	p->cgroup = malloc(lc + lu + lk);
-	if (!p->cgroup) {
-		p->cgroup = (char *)hv_empty;
-		return;
-	}
-	memcpy(p->cgroup, cg, lc);
-	memcpy(p->cgroup + lc, unit, lu);
-	memcpy(p->cgroup + lc + lu, cont, lk);
-	p->unit = p->cgroup + lc;
-	p->container = p->cgroup + lc + lu;
-}
-
-static const struct hv_proc *hv_proc_get(struct hostview *hv, pid_t pid, uint64_t now)
-{
-	/* Table full: labels read but not kept. */
-	static struct hv_proc scratch = { .cgroup = (char *)hv_empty };
-	struct hv_proc *p;
-
-	if ((hv->nprocs + 1) * 2 > hv->procs_cap) {
-		/* Grow up to the limit; past it, forget processes not seen lately. */
-		if (hv->procs_cap < 2 * HV_LABEL_MAX)
-			hv_procs_rebuild(hv, hv->procs_cap ? hv->procs_cap * 2 : 256, 0);
-		else
-			hv_procs_rebuild(hv, hv->procs_cap,
-					 now > HV_LABEL_IDLE_NS ? now - HV_LABEL_IDLE_NS : 0);
-	}
-	p = hv->procs_cap && (hv->nprocs + 1) * 2 <= hv->procs_cap ? hv_proc_slot(hv, pid) : NULL;
-	if (p && p->pid == pid) {
-		if (now < p->fetched_ns || now - p->fetched_ns > HV_LABEL_TTL_NS)
-			hv_proc_fill(p, pid, now);
-		p->used_ns = now;
-		return p;
-	}
-	if (!p) {
-		p = &scratch;
-	} else {
-		p->cgroup = (char *)hv_empty;
-		hv->nprocs++;
-	}
-	hv_proc_fill(p, pid, now);
-	p->used_ns = now;
-	return p;
-}
-
-int hostview_labels(struct hostview *hv, pid_t pid, struct hostview_labels *out)
-{
-	const struct hv_proc *p;
-
-	if (!hv || pid <= 0 || !out)
-		return -EINVAL;
-	p = hv_proc_get(hv, pid, hv_mono_ns());
-	*out = (struct hostview_labels){
-		.comm = p->comm, .cgroup = p->cgroup, .container = p->container, .unit = p->unit,
-	};
-	return 0;
-}
 
 /* ---- buckets ---- */
 
@@ -399,7 +100,7 @@ static struct hv_bucket *hv_current(struct hostview *hv, uint64_t now_ns)
 		return NULL;
 	/* One bucket alone may use all of the cap; the older ones go first. */
 	lim.max_bytes = hv->cfg.max_bytes;
-	b->st = store_new(&lim);
+	b->st = store_new(&lim, NULL, 0);
 	if (!b->st) {
 		free(b);
 		return NULL;
@@ -419,74 +120,8 @@ static struct hv_bucket *hv_current(struct hostview *hv, uint64_t now_ns)
 	return b;
 }
 
-static uint32_t hv_intern(struct store *st, enum frame_kind kind, const char *name, const char *module)
-{
-	int id = store_frame_intern(st, kind, name, module ? module : "");
-
-	return id < 0 ? store_truncated_frame(st) : (uint32_t)id;
-}
-
-/* Process name, labels and thread name into the bucket, once per bucket. */
-static void hv_name(struct hostview *hv, struct store *st, uint32_t pid, uint32_t tid, uint64_t now)
-{
-	char name[64];
-
-	if (!store_process_name(st, pid)) {
-		const struct hv_proc *p = hv_proc_get(hv, (pid_t)pid, now);
-		struct store_labels l = { p->cgroup, p->unit, p->container };
-
-		store_set_process_name(st, pid, p->comm);
-		store_set_process_labels(st, pid, &l);
-	}
-	if (!store_thread_name(st, pid, tid)) {
-		if (proc_read_comm((pid_t)pid, (pid_t)tid, name, sizeof(name)) < 0)
-			snprintf(name, sizeof(name), "[exited]");
-		store_set_thread_name(st, pid, tid, name);
-	}
-}
-
-static bool hv_match(const struct store *st, uint32_t pid, const struct hostview_filter *f);
-
-/* One sample, as interned in a bucket's store, copied into a tap's store. */
-static void hv_tap_add(struct hostview_tap *t, const struct store *src, uint32_t pid, uint32_t tid,
-		       const uint32_t *ids, size_t n, uint64_t count, uint64_t weight_ns)
-{
-	uint32_t small[HV_MAX_FRAMES], *out = n <= HV_MAX_FRAMES ? small : malloc(n * sizeof(*out));
-	struct store_labels l;
-	const char *name;
-
-	if (!out || !hv_match(src, pid, &t->f))
-		goto done;
-	for (size_t i = 0; i < n; i++) {
-		const struct store_frame *fr = store_frame_get(src, ids[i]);
-
-		out[i] = fr ? hv_intern(t->st, fr->kind, fr->name, fr->module)
-			    : store_truncated_frame(t->st);
-	}
-	name = store_process_name(src, pid);
-	if (name && !store_process_name(t->st, pid)) {
-		store_set_process_name(t->st, pid, name);
-		if (store_process_labels(src, pid, &l))
-			store_set_process_labels(t->st, pid, &l);
-	}
-	name = store_thread_name(src, pid, tid);
-	if (name && !store_thread_name(t->st, pid, tid))
-		store_set_thread_name(t->st, pid, tid, name);
-	store_add(t->st, pid, tid, out, n, count, weight_ns);
-done:
-	if (out != small)
-		free(out);
-}
-
-static void hv_add_ids(struct hostview *hv, struct hv_bucket *b, uint32_t pid, uint32_t tid,
-		       const uint32_t *ids, size_t n, uint64_t count, uint64_t weight_ns)
-{
-	store_add(b->st, pid, tid, ids, n, count, weight_ns);
-	for (struct hostview_tap *t = hv->taps; t; t = t->next)
-		hv_tap_add(t, b->st, pid, tid, ids, n, count, weight_ns);
-	hv->st.samples += count;
-	hv_enforce_cap(hv);
-}
+static bool hv_match_names(uint32_t pid, const struct sample_names *n,
+			   const struct hostview_filter *f);
 
 int hostview_tap_open(struct hostview *hv, const struct hostview_filter *filter,
 		      struct hostview_tap **out)
@@ -496,7 +131,7 @@ int hostview_tap_open(struct hostview *hv, const struct hostview_filter *filter,
 	*out = NULL;
 	if (!t)
 		return -ENOMEM;
-	t->st = store_new(NULL);
+	t->st = store_new(NULL, NULL, 0);
 	if (!t->st) {
 		free(t);
 		return -ENOMEM;
@@ -541,63 +176,35 @@ struct store *hostview_tap_close(struct hostview_tap *t)
 	return st;
 }
 
-void hostview_add_sample(struct hostview *hv, const struct sampler_sample *smp, uint64_t weight_ns,
-			 uint64_t now_ns)
+void hostview_add(struct hostview *hv, const struct built_sample *bs, uint64_t now_ns)
 {
-	uint32_t ids[HV_MAX_FRAMES];
 	struct hv_bucket *b;
-	struct sym_result r;
-	size_t n = 0;
 
-	if (!hv || !smp || !smp->tgid || !smp->count)
+	if (!hv || !bs || !bs->pid || !bs->values[0])
 		return;
 	b = hv_current(hv, now_ns);
 	if (!b)
 		return;
-	hv_name(hv, b->st, smp->tgid, smp->tid, now_ns);
-	if (smp->ustack_lost)
-		ids[n++] = hv_intern(b->st, FRAME_MARKER, "[user_stack_lost]", "");
-	for (uint32_t i = smp->nu; i-- > 0 && n < HV_MAX_FRAMES - 1;) {
-		/* Every frame but an interrupted user leaf is a return address. */
-		bool ret = i > 0 || smp->kernel_mode;
-
-		if (symbols_resolve_user(hv->symbols, (pid_t)smp->tgid, smp->uips[i], ret, &r) < 0)
-			continue;
-		ids[n++] = hv_intern(b->st, r.kind, r.name, r.module);
-	}
-	if (smp->kstack_lost && n < HV_MAX_FRAMES)
-		ids[n++] = hv_intern(b->st, FRAME_MARKER, "[kernel_stack_lost]", "");
-	for (uint32_t i = smp->nk; i-- > 0 && n < HV_MAX_FRAMES;) {
-		uint64_t addr = i > 0 ? smp->kips[i] - 1 : smp->kips[i];
-
-		if (symbols_resolve_kernel(hv->symbols, addr, &r) < 0)
-			continue;
-		ids[n++] = hv_intern(b->st, FRAME_KERNEL, r.name, r.module);
-	}
-	hv_add_ids(hv, b, smp->tgid, smp->tid, ids, n, smp->count, weight_ns);
+	sample_store_add(b->st, bs, NULL);
+	for (struct hostview_tap *t = hv->taps; t; t = t->next)
+		if (hv_match_names(bs->pid, bs->names, &t->f))
+			sample_store_add(t->st, bs, NULL);
+	hv->st.samples += bs->values[0];
+	hv_enforce_cap(hv);
 }
 
-void hostview_add_frames(struct hostview *hv, uint32_t pid, uint32_t tid, const enum frame_kind *kinds,
-			 const char *const *names, const char *const *modules, size_t n,
-			 uint64_t count, uint64_t weight_ns, uint64_t now_ns)
+void hostview_consume(const struct built_sample *bs, void *hv)
 {
-	uint32_t *ids, small[HV_MAX_FRAMES];
-	struct hv_bucket *b;
+	struct timespec ts;
 
-	if (!hv || !pid || !count)
-		return;
-	b = hv_current(hv, now_ns);
-	if (!b)
-		return;
-	ids = n <= HV_MAX_FRAMES ? small : malloc(n * sizeof(*ids));
-	if (!ids)
-		return;
-	hv_name(hv, b->st, pid, tid, now_ns);
-	for (size_t i = 0; i < n; i++)
-		ids[i] = hv_intern(b->st, kinds[i], names[i], modules ? modules[i] : "");
-	hv_add_ids(hv, b, pid, tid, ids, n, count, weight_ns);
-	if (ids != small)
-		free(ids);
+	/* The bucket (and the taps) of the drain that delivered it. */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	hostview_add(hv, bs, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
+}
+
+void hostview_on_tick(void *hv, uint64_t now_ns)
+{
+	hostview_tick(hv, now_ns);
 }
 
 void hostview_tick(struct hostview *hv, uint64_t now_ns)
@@ -619,14 +226,6 @@ void hostview_tick(struct hostview *hv, uint64_t now_ns)
 		hv->st.evicted_age++;
 	}
 	hv_enforce_cap(hv);
-	if (now_ns - hv->last_expire_ns >= HV_EXPIRE_NS) {
-		uint64_t keep = now_ns > HV_LABEL_IDLE_NS ? now_ns - HV_LABEL_IDLE_NS : 0;
-		uint64_t dead = now_ns > HV_DEAD_GRACE_NS ? now_ns - HV_DEAD_GRACE_NS : 0;
-
-		hv->last_expire_ns = now_ns;
-		if (hv->procs_cap)
-			hv_procs_rebuild_dead(hv, hv->procs_cap, keep, dead);
-	}
 }
 
 /* ---- queries ---- */
@@ -647,28 +246,32 @@ static bool hv_cgroup_match(const char *want, const struct store_labels *l)
 	return l->container[0] && n >= 12 && !strncmp(l->container, want, n);
 }
 
-static bool hv_match(const struct store *st, uint32_t pid, const struct hostview_filter *f)
+/* comm NULL: unknown. */
+static bool hv_match_labels(uint32_t pid, const char *comm, const struct store_labels *l,
+			    const struct hostview_filter *f)
 {
-	struct store_labels l;
-	const char *comm;
-
 	if (!f)
 		return true;
 	if (f->pid && (uint32_t)f->pid != pid)
 		return false;
-	if (f->comm && *f->comm) {
-		comm = store_process_name(st, pid);
-		if (!comm || strcmp(comm, f->comm))
-			return false;
-	}
-	if ((f->unit && *f->unit) || (f->cgroup && *f->cgroup)) {
-		store_process_labels(st, pid, &l);
-		if (f->unit && *f->unit && strcmp(l.unit, f->unit))
-			return false;
-		if (f->cgroup && *f->cgroup && !hv_cgroup_match(f->cgroup, &l))
-			return false;
-	}
+	if (f->comm && *f->comm && (!comm || strcmp(comm, f->comm)))
+		return false;
+	if (f->unit && *f->unit && strcmp(l->unit, f->unit))
+		return false;
+	if (f->cgroup && *f->cgroup && !hv_cgroup_match(f->cgroup, l))
+		return false;
 	return true;
+}
+
+static bool hv_match_names(uint32_t pid, const struct sample_names *n,
+			   const struct hostview_filter *f)
+{
+	struct store_labels l = { "", "", "" };
+
+	if (n)
+		l = (struct store_labels){ n->cgroup ? n->cgroup : "", n->unit ? n->unit : "",
+					   n->container ? n->container : "" };
+	return hv_match_labels(pid, n ? n->comm : NULL, &l, f);
 }
 
 const char *hostview_group_name(enum hostview_group g)
@@ -690,107 +293,50 @@ int hostview_group_parse(const char *name)
 	return -EINVAL;
 }
 
-/* The root frame a stack gets for group g in out; -1 for none. */
-static int64_t hv_group_frame(struct store *out, const struct store *src, enum hostview_group g,
-			      uint32_t pid, uint32_t tid)
+struct hv_merge {
+	const struct hostview_filter *f;
+	enum hostview_group g;
+};
+
+/* store_merge filter: keeps the stacks matching the filter and gives them
+ * the group frame of their process or thread. */
+static bool hv_merge_stack(const struct store *src, const struct store_stack *s, struct store *dst,
+			   uint32_t *prefix, void *arg)
 {
-	const char *comm = store_process_name(src, pid);
+	const struct hv_merge *m = arg;
+	const char *comm = store_process_name(src, s->pid);
 	struct store_labels l;
 	char name[HV_CGROUP_MAX + 64];
-	int id;
 
+	store_process_labels(src, s->pid, &l);
+	if (!hv_match_labels(s->pid, comm, &l, m->f))
+		return false;
 	if (!comm)
 		comm = "[unknown]";
-	switch (g) {
+	switch (m->g) {
 	case HOSTVIEW_GROUP_COMM:
 		snprintf(name, sizeof(name), "%s", comm);
 		break;
 	case HOSTVIEW_GROUP_PID:
-		snprintf(name, sizeof(name), "[%s pid=%u]", comm, (unsigned)pid);
+		snprintf(name, sizeof(name), "[%s pid=%u]", comm, (unsigned)s->pid);
 		break;
 	case HOSTVIEW_GROUP_THREAD: {
-		const char *t = store_thread_name(src, pid, tid);
+		const char *t = store_thread_name(src, s->pid, s->tid);
 
-		snprintf(name, sizeof(name), "[%s tid=%u]", t ? t : "?", (unsigned)tid);
+		snprintf(name, sizeof(name), "[%s tid=%u]", t ? t : "?", (unsigned)s->tid);
 		break;
 	}
 	case HOSTVIEW_GROUP_UNIT:
-		store_process_labels(src, pid, &l);
 		snprintf(name, sizeof(name), "%s", l.unit[0] ? l.unit : "[no unit]");
 		break;
 	case HOSTVIEW_GROUP_CGROUP:
-		store_process_labels(src, pid, &l);
 		snprintf(name, sizeof(name), "%s", l.cgroup[0] ? l.cgroup : "[no cgroup]");
 		break;
 	default:
-		return -1;
+		return true;
 	}
-	id = store_frame_intern(out, FRAME_MARKER, name, "");
-	return id < 0 ? (int64_t)store_truncated_frame(out) : id;
-}
-
-static int hv_merge_bucket(struct store *out, const struct store *src,
-			   const struct hostview_filter *f, enum hostview_group g)
-{
-	size_t nframes = store_frame_count(src), nstacks = store_stack_count(src);
-	uint32_t *map = NULL, *ids = NULL;
-	size_t ids_cap = 0;
-	int r = 0;
-
-	map = malloc((nframes ? nframes : 1) * sizeof(*map));
-	if (!map)
-		return -ENOMEM;
-	memset(map, 0xff, (nframes ? nframes : 1) * sizeof(*map));
-	for (size_t i = 0; i < nstacks; i++) {
-		const struct store_stack *s = store_stack_get(src, i);
-		const char *name;
-		struct store_labels l;
-		int64_t gid;
-		size_t n = 0;
-
-		if (!hv_match(src, s->pid, f))
-			continue;
-		if (s->nframes + 1 > ids_cap) {
-			uint32_t *nids = realloc(ids, (s->nframes + 1) * sizeof(*ids));
-
-			if (!nids) {
-				r = -ENOMEM;
-				goto out;
-			}
-			ids = nids;
-			ids_cap = s->nframes + 1;
-		}
-		gid = hv_group_frame(out, src, g, s->pid, s->tid);
-		if (gid >= 0)
-			ids[n++] = (uint32_t)gid;
-		for (uint32_t j = 0; j < s->nframes; j++) {
-			uint32_t fid = s->frames[j];
-
-			if (map[fid] == UINT32_MAX) {
-				const struct store_frame *fr = store_frame_get(src, fid);
-
-				map[fid] = hv_intern(out, fr->kind, fr->name, fr->module);
-			}
-			ids[n++] = map[fid];
-		}
-		name = store_process_name(src, s->pid);
-		if (name && !store_process_name(out, s->pid)) {
-			store_set_process_name(out, s->pid, name);
-			if (store_process_labels(src, s->pid, &l))
-				store_set_process_labels(out, s->pid, &l);
-		}
-		name = store_thread_name(src, s->pid, s->tid);
-		if (name && !store_thread_name(out, s->pid, s->tid))
-			store_set_thread_name(out, s->pid, s->tid, name);
-		r = store_add(out, s->pid, s->tid, ids, n, s->samples, s->weight_ns);
-		if (r < 0)
-			goto out;
-		r = 0;
-	}
-out:
-	free(ids);
-	free(map);
-	return r;
+	*prefix = store_frame_ref(dst, FRAME_MARKER, name, "");
+	return true;
 }
 
 int hostview_query_grouped(struct hostview *hv, uint64_t from_ns, uint64_t to_ns,
@@ -813,7 +359,7 @@ int hostview_query_grouped(struct hostview *hv, uint64_t from_ns, uint64_t to_ns
 		if (b->start_ns > to_ns || end < from_ns)
 			continue;
 		if (!st) {
-			st = store_new(NULL);
+			st = store_new(NULL, NULL, 0);
 			if (!st) {
 				r = -ENOMEM;
 				goto out;
@@ -824,7 +370,7 @@ int hostview_query_grouped(struct hostview *hv, uint64_t from_ns, uint64_t to_ns
 			sf = b->start_ns;
 		if (end > stt)
 			stt = end;
-		r = hv_merge_bucket(st, b->st, filter, group);
+		r = store_merge(st, b->st, hv_merge_stack, &(struct hv_merge){ filter, group });
 		if (r < 0)
 			goto out;
 	}
@@ -869,7 +415,7 @@ void hostview_get_config(const struct hostview *hv, struct hostview_config *out)
 	*out = hv->cfg;
 }
 
-int hostview_new(const struct hostview_config *cfg, struct symbols *symbols, struct hostview **out)
+int hostview_new(const struct hostview_config *cfg, struct hostview **out)
 {
 	struct hostview *hv;
 
@@ -891,7 +437,6 @@ int hostview_new(const struct hostview_config *cfg, struct symbols *symbols, str
 		hv->cfg.retention_s = hv->cfg.bucket_s;
 	hv->bucket_ns = hv->cfg.bucket_s * 1000000000ull;
 	hv->retention_ns = hv->cfg.retention_s * 1000000000ull;
-	hv->symbols = symbols;
 	*out = hv;
 	return 0;
 }
@@ -909,9 +454,5 @@ void hostview_free(struct hostview *hv)
 		hv->oldest = b->next;
 		hv_bucket_free(b);
 	}
-	for (size_t i = 0; i < hv->procs_cap; i++)
-		if (hv->procs[i].pid)
-			hv_proc_clear(&hv->procs[i]);
-	free(hv->procs);
 	free(hv);
 }

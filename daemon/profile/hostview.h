@@ -1,8 +1,8 @@
-/* The always-on host profile: every host-view sample (the per-CPU host
- * events, and per-thread recording samples flagged host_feed, which stand in
- * for threads the host events skip) goes into rolling time buckets under a
- * memory cap. A query merges the buckets of a time range that match a filter
- * into a store that any exporter renders. */
+/* The always-on host profile: a consumer of the pipeline's host-view
+ * samples (the per-CPU host events, and per-thread recording samples that
+ * stand in for threads the host events skip), kept in rolling time buckets
+ * under a memory cap. A query merges the buckets of a time range that match
+ * a filter into a store that any exporter renders. */
 #ifndef JPROF_HOSTVIEW_H
 #define JPROF_HOSTVIEW_H
 
@@ -13,8 +13,7 @@
 
 #include "frame.h"
 
-struct symbols;
-struct sampler_sample;
+struct built_sample;
 struct store;
 struct hostview;
 
@@ -32,14 +31,6 @@ struct hostview_filter {
 	const char *cgroup;        /* cgroup path prefix ("/system.slice/...") or container id */
 };
 
-/* Labels of one process, as attached to its samples. */
-struct hostview_labels {
-	const char *comm;
-	const char *cgroup;        /* cgroup v2 path, "" if unknown */
-	const char *container;     /* container id parsed from the cgroup path, "" if none */
-	const char *unit;          /* systemd unit from the cgroup path, "" if none */
-};
-
 struct hostview_stats {
 	uint64_t samples;          /* added since start */
 	uint64_t buckets;          /* retained now */
@@ -49,20 +40,14 @@ struct hostview_stats {
 	uint64_t oldest_ns, newest_ns;  /* CLOCK_MONOTONIC span retained */
 };
 
-int hostview_new(const struct hostview_config *cfg, struct symbols *symbols,
-		 struct hostview **out);
+int hostview_new(const struct hostview_config *cfg, struct hostview **out);
 void hostview_free(struct hostview *hv);
-
-/* A drained host-view sample (sampler callback context); symbolizes it.
- * weight_ns is the weight of all smp->count samples together. */
-void hostview_add_sample(struct hostview *hv, const struct sampler_sample *smp,
-			 uint64_t weight_ns, uint64_t now_ns);
-/* A sample whose frames a recording already built (e.g. joined JVM stacks):
- * frames root first, as (kind, name, module) triples. */
-void hostview_add_frames(struct hostview *hv, uint32_t pid, uint32_t tid, const enum frame_kind *kinds,
-			 const char *const *names, const char *const *modules, size_t n,
-			 uint64_t count, uint64_t weight_ns, uint64_t now_ns);
-
+/* A built host-view sample (the pipeline's host consumer); goes into the
+ * bucket of now_ns and into every open tap whose filter it matches. */
+void hostview_add(struct hostview *hv, const struct built_sample *bs, uint64_t now_ns);
+/* The same as a pipeline consumer (now = CLOCK_MONOTONIC) and tick hook. */
+void hostview_consume(const struct built_sample *bs, void *hv);
+void hostview_on_tick(void *hv, uint64_t now_ns);
 /* Rotates buckets and evicts by age and memory; call about once a second. */
 void hostview_tick(struct hostview *hv, uint64_t now_ns);
 
@@ -95,20 +80,8 @@ int hostview_query_grouped(struct hostview *hv, uint64_t from_ns, uint64_t to_ns
 			   const struct hostview_filter *filter, enum hostview_group group,
 			   struct store **out, uint64_t *span_from, uint64_t *span_to);
 
-/* Label parsers (exposed for tests). cgroup: the path from /proc/PID/cgroup
- * text (the "0::" line, else "name=systemd", else the first). unit: the
- * deepest ".service"/".scope" component of a cgroup path. container: the
- * deepest 64-hex-digit id in a cgroup path. 0, -ENOENT, -ENAMETOOLONG. */
-int hostview_parse_cgroup(const char *text, char *path, size_t len);
-int hostview_parse_unit(const char *cgroup, char *unit, size_t len);
-int hostview_parse_container(const char *cgroup, char *id, size_t len);
-
 /* The effective configuration (defaults filled in, max_bytes at least 1 MiB). */
 void hostview_get_config(const struct hostview *hv, struct hostview_config *out);
-
-/* Labels of pid (cached; read from /proc on first use, refreshed every 2 s).
- * The strings stay valid until the next call into hv. */
-int hostview_labels(struct hostview *hv, pid_t pid, struct hostview_labels *out);
 
 /* A tap collects every host-view sample added while it is open and matching
  * filter into its own store: an exact time window, as the pprof scrape

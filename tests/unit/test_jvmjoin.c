@@ -40,7 +40,7 @@ static const uint64_t uips[3] = { 0x401000, 0x402000, 0x7f0000001000ull };
 
 static void bpf(struct jvm_join *j, uint32_t tid, uint64_t t)
 {
-	jvm_join_add_bpf(j, tid, t, kips, 2, uips, 3, true, false, false);
+	jvm_join_add_bpf(j, tid, t, kips, 2, uips, 3, true, false, false, true);
 }
 
 /* ASGCT writes the leaf first: frames[0] is the innermost method. */

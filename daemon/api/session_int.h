@@ -1,0 +1,130 @@
+/* Internals shared by the recording session's files: session.c (lifecycle,
+ * samples, messages) and session_jvm.c (the JVM agent: attach, binding,
+ * ring, join). Not for other modules. */
+#ifndef JPROF_SESSION_INT_H
+#define JPROF_SESSION_INT_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "jring.h"
+#include "session.h"
+
+struct attach_result;
+struct attach_req;
+struct event_info;
+struct jvm_join;
+struct loop_source;
+struct pipeline_source;
+struct sampler_events;
+struct store;
+struct threadset;
+
+#define JVM_NAME_WAIT_MS 1000          /* at the end, for the last method names */
+
+enum java_state {
+	JAVA_NONE = 0,       /* not a JVM recording (or java off) */
+	JAVA_ATTACHING,      /* loading the agent */
+	JAVA_WAIT_AGENT,     /* loaded, waiting for it to connect */
+	JAVA_ACTIVE,         /* bound to a connected agent */
+	JAVA_FAILED,         /* could not get an agent; native stacks only */
+	JAVA_GONE,           /* the agent went away mid-recording */
+};
+
+struct session {
+	struct session_mgr *mgr;
+	struct session *next;
+	uint32_t id;                /* sampler source id */
+	struct session_params p;
+	struct session_sink sink;
+	uint64_t start_mono_ns;
+	uint64_t start_unix_ns;
+	uint64_t end_mono_ns;       /* set when finished */
+	struct loop_source *end_timer;
+	struct loop_source *pidfd_src;
+	struct pipeline_source *src;
+	const struct event_info *event;
+	struct sampler_events *cpu_events;
+	struct threadset *threads;
+	bool finishing;
+	struct store *store;
+	uint64_t samples;
+	uint64_t stacks_lost;       /* samples with a stack that could not be read */
+	uint64_t threads_over_limit;
+	char comm[64];
+	/* JVM */
+	enum java_state java;
+	bool java_finishing;        /* end reached, waiting for the last names */
+	const char *final_status;
+	char java_code[32];
+	char java_msg[512];
+	struct attach_req *attach;
+	struct agent *agent;
+	struct jvm_join *join;
+	struct loop_source *ring_timer;
+	struct loop_source *java_timer;  /* connect wait, then name wait at the end */
+	uint64_t attach_ms;
+	uint64_t first_java_ms;     /* 0 until the first sample with Java frames */
+	bool ring_corrupt_reported;
+	struct jring_stats ring_st; /* last seen */
+};
+
+struct session_mgr {
+	struct loop *loop;
+	struct sampler *sampler;
+	struct pipeline *pipeline;
+	struct session_limits lim;
+	struct session *sessions;
+	size_t count;
+	struct agentlink *agents;
+	const char *agent_path;
+	const char *agent_socket;
+};
+
+static inline uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+
+static inline uint64_t interval_ns(const struct session *s)
+{
+	return s->p.interval_us * 1000ull;
+}
+
+static inline uint64_t elapsed_ms(const struct session *s)
+{
+	uint64_t end = s->end_mono_ns ? s->end_mono_ns : clock_ns(CLOCK_MONOTONIC);
+
+	return (end - s->start_mono_ns) / 1000000ull;
+}
+
+/* session.c */
+void session_send_obj(struct session *s, struct json_object *o);
+void session_send_error(struct session *s, const char *code, const char *msg);
+void session_send_warning(struct session *s, const char *code, const char *msg);
+/* Renders and sends the profile, then frees the session. */
+void session_complete(struct session *s, const char *status);
+/* Ends a recording with an error instead of a profile. */
+void session_abort(struct session *s, const char *code, const char *msg);
+
+/* session_jvm.c */
+/* Decides, before anything starts, whether a JVM recording can go ahead.
+ * Returns 0 (s->java set) or -errno with the client's error filled in. */
+int session_jvm_check(struct session *s, struct attach_result *res, const char **code, char *msg,
+		      size_t len);
+/* Loop timer: bind, attach or warn as session_jvm_check decided. */
+void session_jvm_on_begin(struct loop_source *src, void *arg);
+/* After a drain: empty the ring, join up to horizon, ask for names. */
+void session_jvm_step(struct session *s, uint64_t horizon);
+void session_jvm_read_ring(struct session *s);
+void session_jvm_request_names(struct session *s);
+/* The "java" member of the profile summary. */
+void session_jvm_summary(struct session *s, struct json_object *sum);
+
+#endif

@@ -1,0 +1,379 @@
+#include "session_int.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+
+#include "agentlink.h"
+#include "attach.h"
+#include "jprof_proto.h"
+#include "jvmjoin.h"
+#include "log.h"
+#include "loop.h"
+#include "pipeline.h"
+#include "proc.h"
+#include "sampler.h"
+#include "threadset.h"
+
+#define JVM_RING_SLOTS 4096            /* 16 MiB: 4096 records between 100 ms reads */
+#define JVM_RING_PERIOD_MS 100
+#define JVM_ATTACH_TIMEOUT_MS 10000
+#define JVM_CONNECT_WAIT_MS 5000       /* from a loaded agent to its connection */
+#define JVM_SIGNAL SIGPROF
+
+static const char *const java_state_names[] = {
+	[JAVA_NONE] = "off", [JAVA_ATTACHING] = "attaching", [JAVA_WAIT_AGENT] = "waiting_for_agent",
+	[JAVA_ACTIVE] = "active", [JAVA_FAILED] = "failed", [JAVA_GONE] = "agent_gone",
+};
+
+/* ---- JVM: agent binding, ring, join ---- */
+
+
+void session_send_warning(struct session *s, const char *code, const char *msg)
+{
+	struct json_object *o = jprof_response_new(s->p.req_id, "warning");
+
+	if (!o)
+		return;
+	json_object_object_add(o, "code", json_object_new_string(code));
+	json_object_object_add(o, "message", json_object_new_string(msg));
+	session_send_obj(s, o);
+}
+
+/* No Java frames for this recording. With "java":"require" that ends it;
+ * otherwise the client is warned and native stacks go on. May free s. */
+static void java_fail(struct session *s, enum java_state st, const char *code, const char *msg)
+{
+	s->java = st;
+	snprintf(s->java_code, sizeof(s->java_code), "%s", code);
+	snprintf(s->java_msg, sizeof(s->java_msg), "%s", msg);
+	log_warn("session %u: pid %d: no Java frames: %s (%s)", s->id, (int)s->p.pid, msg, code);
+	if (s->p.java == JPROF_JAVA_REQUIRE && !s->finishing) {
+		session_abort(s, strcmp(code, "not_a_jvm") == 0 ? JPROF_E_NOT_A_JVM : JPROF_E_ATTACH_FAILED,
+			      msg);
+		return;
+	}
+	session_send_warning(s, code, msg);
+}
+
+static void ring_record(const struct jring_record *rec, void *arg)
+{
+	struct session *s = arg;
+
+	jvm_join_add_agent(s->join, rec->tid, rec->time_ns, rec->num_frames, rec->frames);
+}
+
+void session_jvm_read_ring(struct session *s)
+{
+	struct jring *ring = s->agent ? agent_ring(s->agent) : NULL;
+
+	if (!ring)
+		return;
+	jring_read(ring, jring_nslots(ring), 10, ring_record, s);
+	jring_get_stats(ring, &s->ring_st);
+	if ((s->ring_st.corrupt || s->ring_st.header_corrupt) && !s->ring_corrupt_reported) {
+		char msg[256];
+
+		s->ring_corrupt_reported = true;
+		snprintf(msg, sizeof(msg),
+			 "the agent's sample ring of pid %d is corrupt (%llu bad slots%s); bad records are skipped",
+			 (int)s->p.pid, (unsigned long long)s->ring_st.corrupt,
+			 s->ring_st.header_corrupt ? ", header tampered with" : "");
+		log_warn("session %u: %s", s->id, msg);
+		session_send_warning(s, "ring_corrupt", msg);
+	}
+}
+
+void session_jvm_request_names(struct session *s)
+{
+	uint64_t ids[JPAG_RESOLVE_MAX];
+	unsigned n;
+
+	while (s->agent && (n = jvm_join_wanted(s->join, ids, JPAG_RESOLVE_MAX)) > 0)
+		if (agent_resolve(s->agent, ids, n) < 0)
+			break;
+}
+
+void session_jvm_step(struct session *s, uint64_t horizon)
+{
+	if (!s->join)
+		return;
+	session_jvm_read_ring(s);
+	pipeline_source_join_run(s->src, horizon, false);
+	session_jvm_request_names(s);
+}
+
+static void on_ring_timer(struct loop_source *src, void *arg)
+{
+	/* Only empties the ring into the join queues; joining waits for the
+	 * drain, when the matching BPF records have arrived. */
+	session_jvm_read_ring(arg);
+}
+
+static int jvm_perf_fd(void *ctx, uint32_t ns_tid, int *fd)
+{
+	struct session *s = ctx;
+	pid_t host;
+	int r;
+
+	if (s->finishing || !s->threads)
+		return -ECANCELED;
+	/* Only threads of the agent's own process: the recorded pid. */
+	r = proc_ns_tid_to_host(s->p.pid, (pid_t)ns_tid, &host);
+	if (r < 0) {
+		log_audit("denied: the agent of pid %d asked for an event on tid %u, not one of its threads",
+			  (int)s->p.pid, ns_tid);
+		return -EPERM;
+	}
+	r = threadset_agent_fd(s->threads, host, fd);
+	if (r != 0)
+		return r < 0 ? r : 0;
+	jvm_join_map_tid(s->join, ns_tid, (uint32_t)host);
+	log_audit("perf event of pid %d tid %d handed to its agent (session %u)", (int)s->p.pid,
+		  (int)host, s->id);
+	return 0;
+}
+
+static void jvm_method(void *ctx, const struct agentlink_method *m)
+{
+	struct session *s = ctx;
+
+	jvm_join_method(s->join, m->id, m->cls, m->cls_len, m->name, m->name_len, m->sig,
+			m->sig_len, m->lines, m->nlines, m->unknown);
+	if (s->java_finishing) {
+		pipeline_source_join_run(s->src, UINT64_MAX, true);
+		if (jvm_join_held(s->join) == 0)
+			session_complete(s, s->final_status);
+	}
+}
+
+static void jvm_gone(void *ctx, const char *why)
+{
+	struct session *s = ctx;
+
+	s->agent = NULL;
+	if (s->java_finishing) {
+		session_complete(s, s->final_status);
+		return;
+	}
+	if (s->java == JAVA_ACTIVE) {
+		s->java = JAVA_GONE;
+		snprintf(s->java_code, sizeof(s->java_code), "agent_gone");
+		snprintf(s->java_msg, sizeof(s->java_msg), "the JVM agent went away: %s", why);
+		session_send_warning(s, s->java_code, s->java_msg);
+	}
+}
+
+static const struct agentlink_ops jvm_ops = {
+	.perf_fd = jvm_perf_fd,
+	.method = jvm_method,
+	.gone = jvm_gone,
+};
+
+static void bind_agent(struct session *s, struct agent *a)
+{
+	struct jvm_join_opts jo = {
+		.interval_ns = interval_ns(s),
+		.lines = s->p.java_lines,
+		.signatures = s->p.java_signatures,
+	};
+	char msg[256];
+	int r;
+
+	if (!s->join) {
+		s->join = jvm_join_new(&jo);
+		if (!s->join) {
+			java_fail(s, JAVA_FAILED, "internal", "out of memory");
+			return;
+		}
+		pipeline_source_set_join(s->src, s->join, (uint32_t)s->p.pid, interval_ns(s));
+	}
+	r = agent_start(a, interval_ns(s), JVM_SIGNAL, JVM_RING_SLOTS, &jvm_ops, s);
+	if (r < 0) {
+		snprintf(msg, sizeof(msg), r == -EBUSY ?
+			 "another recording of pid %d is using its agent" :
+			 "cannot start the agent of pid %d: %s", (int)s->p.pid, strerror(-r));
+		java_fail(s, JAVA_FAILED, r == -EBUSY ? "agent_busy" : "internal", msg);
+		return;
+	}
+	/* cpu-clock samples of one thread are an interval of CPU time apart;
+	 * half of it leaves room for jitter and none for a shortened period. */
+	sampler_set_min_gap(s->mgr->sampler, s->id, interval_ns(s) / 2);
+	s->agent = a;
+	s->java = JAVA_ACTIVE;
+	s->java_code[0] = s->java_msg[0] = '\0';
+	loop_remove(s->java_timer);
+	s->java_timer = NULL;
+	if (!s->ring_timer)
+		loop_add_timer(s->mgr->loop, JVM_RING_PERIOD_MS, JVM_RING_PERIOD_MS, on_ring_timer, s,
+			       &s->ring_timer);
+	log_info("session %u: bound to the agent of pid %d (%s) %llu ms after the request", s->id,
+		 (int)s->p.pid, agent_jvm(a), (unsigned long long)elapsed_ms(s));
+}
+
+void session_mgr_on_agent(struct agent *a, pid_t pid, void *arg)
+{
+	struct session_mgr *m = arg;
+
+	for (struct session *s = m->sessions; s; s = s->next) {
+		if (s->p.all || s->p.pid != pid || s->finishing || s->agent ||
+		    s->p.java == JPROF_JAVA_OFF || s->java == JAVA_NONE)
+			continue;
+		bind_agent(s, a);
+		return;
+	}
+}
+
+static void on_connect_timeout(struct loop_source *src, void *arg)
+{
+	struct session *s = arg;
+
+	loop_remove(s->java_timer);
+	s->java_timer = NULL;
+	if (s->java == JAVA_WAIT_AGENT)
+		java_fail(s, JAVA_FAILED, "agent_silent",
+			  "the agent was loaded but did not connect back to jprofd");
+}
+
+static void on_attach_done(const struct attach_result *res, void *arg)
+{
+	struct session *s = arg;
+	struct agent *a;
+
+	s->attach = NULL;
+	s->attach_ms = elapsed_ms(s);
+	if (s->java != JAVA_ATTACHING)
+		return;  /* the agent connected first */
+	if (res->status < 0) {
+		java_fail(s, JAVA_FAILED, res->code[0] ? res->code : "attach_failed",
+			  res->message[0] ? res->message : "cannot load the agent");
+		return;
+	}
+	s->java = JAVA_WAIT_AGENT;
+	a = agentlink_find(s->mgr->agents, s->p.pid);
+	if (a) {
+		bind_agent(s, a);
+		return;
+	}
+	loop_add_timer(s->mgr->loop, JVM_CONNECT_WAIT_MS, 0, on_connect_timeout, s, &s->java_timer);
+}
+
+/* Decides, before anything starts, whether a JVM recording can go ahead.
+ * Returns 0 (s->java set) or -errno with the client's error filled in. */
+int session_jvm_check(struct session *s, struct attach_result *res, const char **code,
+		      char *msg, size_t len)
+{
+	struct session_mgr *m = s->mgr;
+
+	res->status = 0;
+	if (s->p.all || s->p.java == JPROF_JAVA_OFF || !m->agents)
+		return 0;
+	if (agentlink_find(m->agents, s->p.pid)) {
+		s->java = JAVA_WAIT_AGENT;
+		return 0;
+	}
+	if (attach_probe(s->p.pid, res) == 0) {
+		s->java = JAVA_ATTACHING;
+		return 0;
+	}
+	if (s->p.java == JPROF_JAVA_REQUIRE) {
+		*code = strcmp(res->code, "not_a_jvm") == 0 ? JPROF_E_NOT_A_JVM : JPROF_E_ATTACH_FAILED;
+		snprintf(msg, len, "%s", res->message);
+		return -ENOEXEC;
+	}
+	/* auto: a non-JVM is simply a native recording; a JVM we cannot attach
+	 * to is one too, with a warning once started. */
+	s->java = strcmp(res->code, "not_a_jvm") == 0 ? JAVA_NONE : JAVA_FAILED;
+	snprintf(s->java_code, sizeof(s->java_code), "%s", res->code);
+	snprintf(s->java_msg, sizeof(s->java_msg), "%s", res->message);
+	return 0;
+}
+
+/* After "started", from the loop (so the caller has registered the session
+ * first): bind, attach or warn as session_jvm_check decided. May free s. */
+static void java_begin(struct session *s)
+{
+	struct session_mgr *m = s->mgr;
+	char opts[sizeof(((struct sockaddr_un *)0)->sun_path) + 16];
+	struct agent *a;
+	int r;
+
+	switch (s->java) {
+	case JAVA_WAIT_AGENT:
+		a = agentlink_find(m->agents, s->p.pid);
+		if (a)
+			bind_agent(s, a);
+		break;
+	case JAVA_ATTACHING:
+		snprintf(opts, sizeof(opts), "socket=%s", m->agent_socket);
+		r = attach_start(m->loop, s->p.pid, m->agent_path, opts, JVM_ATTACH_TIMEOUT_MS,
+				 on_attach_done, s, &s->attach);
+		if (r < 0) {
+			char msg[256];
+
+			snprintf(msg, sizeof(msg), "cannot start loading the agent: %s", strerror(-r));
+			java_fail(s, JAVA_FAILED, "internal", msg);
+		}
+		break;
+	case JAVA_FAILED: {
+		char code[sizeof(s->java_code)], msg[sizeof(s->java_msg)];
+
+		memcpy(code, s->java_code, sizeof(code));
+		memcpy(msg, s->java_msg, sizeof(msg));
+		java_fail(s, JAVA_FAILED, code, msg);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+void session_jvm_on_begin(struct loop_source *src, void *arg)
+{
+	struct session *s = arg;
+
+	loop_remove(s->java_timer);
+	s->java_timer = NULL;
+	java_begin(s);
+}
+
+void session_jvm_summary(struct session *s, struct json_object *sum)
+{
+	struct json_object *j, *ring;
+	struct jvm_join_stats js = { 0 };
+
+	if (s->java == JAVA_NONE)
+		return;
+	j = json_object_new_object();
+	ring = json_object_new_object();
+	if (!j || !ring) {
+		json_object_put(j);
+		json_object_put(ring);
+		return;
+	}
+	if (s->join)
+		jvm_join_get_stats(s->join, &js);
+	json_object_object_add(j, "state", json_object_new_string(java_state_names[s->java]));
+	if (s->java_code[0]) {
+		json_object_object_add(j, "code", json_object_new_string(s->java_code));
+		json_object_object_add(j, "message", json_object_new_string(s->java_msg));
+	}
+	json_object_object_add(j, "attach_ms", json_object_new_int64((int64_t)s->attach_ms));
+	json_object_object_add(j, "first_java_sample_ms", json_object_new_int64((int64_t)s->first_java_ms));
+	json_object_object_add(j, "joined", json_object_new_int64((int64_t)js.joined));
+	json_object_object_add(j, "without_java", json_object_new_int64((int64_t)js.bpf_unmatched));
+	json_object_object_add(j, "agent_unmatched", json_object_new_int64((int64_t)js.agent_unmatched));
+	json_object_object_add(j, "names_timed_out", json_object_new_int64((int64_t)js.names_timed_out));
+	json_object_object_add(ring, "records", json_object_new_int64((int64_t)s->ring_st.records));
+	json_object_object_add(ring, "dropped", json_object_new_int64((int64_t)s->ring_st.agent_dropped));
+	json_object_object_add(ring, "overrun", json_object_new_int64((int64_t)s->ring_st.overrun));
+	json_object_object_add(ring, "corrupt", json_object_new_int64((int64_t)s->ring_st.corrupt));
+	json_object_object_add(ring, "stuck", json_object_new_int64((int64_t)s->ring_st.stuck));
+	json_object_object_add(ring, "header_corrupt", json_object_new_boolean(s->ring_st.header_corrupt));
+	json_object_object_add(j, "ring", ring);
+	json_object_object_add(sum, "java", j);
+}
+

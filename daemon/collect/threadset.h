@@ -1,0 +1,41 @@
+/* The per-thread events of one recorded process: one cpu-clock event per
+ * thread under the recording's source, the process watched for new threads
+ * (tp_btf/task_newtask), rescans that add missed threads and close the
+ * events of exited ones, and the record+signal events handed to a JVM agent.
+ * Every thread with an event is "covered": the host events skip it and its
+ * samples stand for it in the host view. */
+#ifndef JPROF_THREADSET_H
+#define JPROF_THREADSET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct sampler;
+struct threadset;
+
+struct threadset_config {
+	uint32_t source;           /* the recording's source id (also its session id in logs) */
+	pid_t pid;
+	uint64_t period_ns;
+	unsigned max_threads;      /* events at most; the rest are counted, not sampled */
+};
+
+/* Watches pid for new threads, then opens an event for every thread in
+ * /proc/PID/task. -ESRCH when the process has no thread left. */
+int threadset_new(struct sampler *s, const struct threadset_config *cfg, struct threadset **out);
+/* Closes every event and stops watching; NULL-safe. */
+void threadset_free(struct threadset *ts);
+
+/* A new thread (from the new-thread notification). */
+int threadset_add(struct threadset *ts, pid_t tid);
+/* Adds threads it missed and closes the events of threads that are gone. */
+void threadset_rescan(struct threadset *ts);
+/* The record+signal event of host_tid for the agent (opened once, replacing
+ * the plain event); *fd is borrowed. 0 when opened now, 1 when the agent
+ * already had it, -EMFILE (thread limit), -errno. */
+int threadset_agent_fd(struct threadset *ts, pid_t host_tid, int *fd);
+
+size_t threadset_count(const struct threadset *ts);
+
+#endif

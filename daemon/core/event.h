@@ -1,0 +1,44 @@
+/* Event types: what a collector measures and the typed values its samples
+ * carry (pprof's sample types). One row per event; collectors, stores,
+ * requests and exporters all read this table instead of assuming CPU.
+ * Adding an event: a row here, a collector under collect/ and bpf/ (see
+ * docs/architecture.md, "Add an event type"). */
+#ifndef JPROF_EVENT_H
+#define JPROF_EVENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A value's meaning, as pprof's ValueType: {"cpu", "nanoseconds"}. */
+struct sample_type {
+	const char *type;
+	const char *unit;
+};
+
+#define EVENT_MAX_VALUES 4
+
+enum event_id {
+	EVENT_CPU = 0,         /* perf cpu-clock: on-CPU time, sampled every period of CPU time */
+	EVENT_COUNT
+};
+
+struct event_info {
+	enum event_id id;
+	const char *name;                  /* on the wire: "cpu" */
+	const char *perf_name;             /* what profiles say was sampled: "cpu-clock" */
+	const struct sample_type *types;   /* types[0] is always {"samples", "count"} */
+	size_t ntypes;                     /* <= EVENT_MAX_VALUES */
+	size_t main_value;                 /* the value flame graphs and text show */
+	struct sample_type period_type;    /* pprof period type (the sampling interval's unit) */
+};
+
+/* NULL if out of range. */
+const struct event_info *event_get(enum event_id id);
+/* By wire name; -EINVAL if unknown. */
+int event_parse(const char *name);
+/* The values of `count` samples taken every period_ns, for events whose
+ * weight is the sampling period (cpu): {count, count * period}. */
+void event_values_periodic(const struct event_info *ev, uint64_t count, uint64_t period_ns,
+			   uint64_t values[EVENT_MAX_VALUES]);
+
+#endif

@@ -1,0 +1,203 @@
+#include "builder.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "jprof_agent.h"
+#include "jvmjoin.h"
+#include "procinfo.h"
+#include "symbols.h"
+#include "bpf/sampler.h"
+
+/* Markers, user stack, kernel stack, a root frame, Java frames. */
+#define BUILDER_MAX_FRAMES (2 * JP_MAX_STACK_DEPTH + 8 + JPRING_MAX_FRAMES)
+
+struct builder {
+	struct symbols *sym;
+	struct procinfo *pi;
+	struct sample_frame frames[BUILDER_MAX_FRAMES];
+	size_t name_off[BUILDER_MAX_FRAMES];    /* offsets into arena, fixed up at the end */
+	size_t module_off[BUILDER_MAX_FRAMES];
+	size_t n;
+	struct buf arena;                        /* every name of the sample being built */
+	struct sample_names names;
+	struct sym_result r;                     /* scratch: large, kept off the stack */
+	char java_name[SYM_NAME_MAX];
+};
+
+static const char *thread_name(const struct built_sample *bs, char *buf, size_t len)
+{
+	return procinfo_thread_name((pid_t)bs->pid, (pid_t)bs->tid, buf, len);
+}
+
+static void begin(struct builder *b)
+{
+	b->n = 0;
+	buf_reset(&b->arena);
+}
+
+static void push(struct builder *b, enum frame_kind kind, const char *name, const char *module)
+{
+	size_t off = b->arena.len;
+
+	if (b->n >= BUILDER_MAX_FRAMES)
+		return;
+	/* On ENOMEM the frame keeps an empty name rather than vanishing. */
+	if (buf_append(&b->arena, name, strlen(name) + 1) < 0 ||
+	    buf_append(&b->arena, module, strlen(module) + 1) < 0) {
+		b->arena.len = off;
+		name = module = "";
+		if (buf_append(&b->arena, "", 1) < 0)
+			return;
+		buf_append(&b->arena, "", 1);
+	}
+	b->frames[b->n].kind = kind;
+	b->name_off[b->n] = off;
+	b->module_off[b->n] = off + strlen(name) + 1;
+	b->n++;
+}
+
+/* Pointers into the arena, which no longer moves. */
+static void finish(struct builder *b, struct built_sample *out)
+{
+	for (size_t i = 0; i < b->n; i++) {
+		b->frames[i].name = b->arena.data + b->name_off[i];
+		b->frames[i].module = b->arena.data + b->module_off[i];
+	}
+	out->frames = b->frames;
+	out->nframes = b->n;
+	out->names = &b->names;
+	out->thread_name = thread_name;
+	out->thread_name_ctx = b;
+}
+
+static void reverse(struct builder *b, size_t from)
+{
+	for (size_t i = from, j = b->n; j-- > i; i++) {
+		struct sample_frame f = b->frames[i];
+		size_t no = b->name_off[i], mo = b->module_off[i];
+
+		b->frames[i] = b->frames[j];
+		b->name_off[i] = b->name_off[j];
+		b->module_off[i] = b->module_off[j];
+		b->frames[j] = f;
+		b->name_off[j] = no;
+		b->module_off[j] = mo;
+	}
+}
+
+/* User frames, root first (the stack map gives them leaf first). With
+ * cut_at_jit, only the frames from the leaf up to the first address in JIT
+ * code: from there on the Java frames tell the story (and frame-pointer
+ * walks through JIT code are not to be trusted). */
+static void push_user(struct builder *b, uint32_t pid, const uint64_t *uips, uint32_t nu,
+		      bool kernel_mode, bool cut_at_jit)
+{
+	size_t from = b->n;
+
+	for (uint32_t i = 0; i < nu; i++) {
+		/* Every user frame but an interrupted leaf is a return address; in
+		 * kernel mode even the leaf points after the syscall instruction. */
+		bool ret = i > 0 || kernel_mode;
+
+		if (symbols_resolve_user(b->sym, (pid_t)pid, uips[i], ret, &b->r) < 0)
+			continue;
+		if (cut_at_jit && b->r.kind == FRAME_JIT_UNKNOWN)
+			break;
+		push(b, b->r.kind, b->r.name, b->r.module);
+	}
+	reverse(b, from);
+}
+
+/* Kernel frames root first (the stack map gives them leaf first); every
+ * frame but the leaf is a return address, looked up at addr-1. */
+static void push_kernel(struct builder *b, const uint64_t *kips, uint32_t nk, bool lost)
+{
+	if (lost)
+		push(b, FRAME_MARKER, "[kernel_stack_lost]", "");
+	for (uint32_t i = nk; i-- > 0;) {
+		uint64_t addr = i > 0 ? kips[i] - 1 : kips[i];
+
+		if (symbols_resolve_kernel(b->sym, addr, &b->r) < 0)
+			continue;
+		push(b, FRAME_KERNEL, b->r.name, b->r.module);
+	}
+}
+
+int builder_build(struct builder *b, const struct raw_sample *rs, const struct builder_opts *o,
+		  struct built_sample *out)
+{
+	begin(b);
+	procinfo_get(b->pi, (pid_t)rs->pid, 0, &b->names);
+	if (rs->comm)
+		b->names.comm = rs->comm;
+	if (o && o->process_root)
+		push(b, FRAME_MARKER, b->names.comm[0] ? b->names.comm : "[unknown]", "");
+	if (rs->ustack_lost)
+		push(b, FRAME_MARKER, "[user_stack_lost]", "");
+	push_user(b, rs->pid, rs->uips, rs->nu, rs->kernel_mode, false);
+	push_kernel(b, rs->kips, rs->nk, rs->kstack_lost);
+	*out = (struct built_sample){
+		.event = event_get(rs->event),
+		.pid = rs->pid,
+		.tid = rs->tid,
+		.time_ns = rs->time_ns,
+		.values = rs->values,
+		.stack_lost = rs->ustack_lost || rs->kstack_lost,
+	};
+	finish(b, out);
+	return 0;
+}
+
+int builder_build_jvm(struct builder *b, uint32_t pid, const struct jvm_join *j,
+		      const struct jvm_sample *js, const struct event_info *ev,
+		      const uint64_t *values, struct built_sample *out)
+{
+	begin(b);
+	procinfo_get(b->pi, (pid_t)pid, 0, &b->names);
+	for (unsigned i = 0; i < js->njava && i < JPRING_MAX_FRAMES; i++) {
+		jvm_join_frame_name(j, &js->java[i], b->java_name, sizeof(b->java_name));
+		push(b, FRAME_JAVA, b->java_name, "");
+	}
+	if (js->marker)
+		push(b, FRAME_MARKER, js->marker, "");
+	if (js->ustack_lost && !js->njava)
+		push(b, FRAME_MARKER, "[user_stack_lost]", "");
+	push_user(b, pid, js->uips, js->nu, js->kernel_mode, js->java_context);
+	push_kernel(b, js->kips, js->nk, js->kstack_lost);
+	*out = (struct built_sample){
+		.event = ev,
+		.pid = pid,
+		.tid = js->tid,
+		.time_ns = js->time_ns,
+		.values = values,
+		.stack_lost = js->ustack_lost || js->kstack_lost,
+		.has_java = js->njava > 0,
+	};
+	finish(b, out);
+	return 0;
+}
+
+int builder_new(struct symbols *sym, struct procinfo *pi, struct builder **out)
+{
+	struct builder *b = calloc(1, sizeof(*b));
+
+	*out = NULL;
+	if (!b)
+		return -ENOMEM;
+	b->sym = sym;
+	b->pi = pi;
+	*out = b;
+	return 0;
+}
+
+void builder_free(struct builder *b)
+{
+	if (!b)
+		return;
+	buf_release(&b->arena);
+	free(b);
+}

@@ -1,0 +1,348 @@
+#include "procinfo.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proc.h"
+
+#define PI_LABEL_TTL_NS (2ull * 1000000000ull)     /* cgroups change: re-read this often */
+#define PI_LABEL_IDLE_NS (30ull * 1000000000ull)   /* drop cached labels unused this long */
+#define PI_LABEL_MAX 32768                          /* cached processes */
+#define PI_EXPIRE_NS (2ull * 1000000000ull)        /* how often the cache is trimmed */
+#define PI_DEAD_GRACE_NS (2ull * 1000000000ull)    /* labels of an exited process: until drained */
+#define PI_CGROUP_MAX 1024
+
+struct pi_proc {
+	pid_t pid;                  /* 0 = empty slot */
+	uint64_t fetched_ns;
+	uint64_t used_ns;
+	char comm[32];
+	char *cgroup;               /* one allocation: cgroup, unit, container, each */
+	const char *unit;           /* NUL-terminated; "" when unknown */
+	const char *container;
+};
+
+struct procinfo {
+	struct pi_proc *procs;      /* open addressing, power-of-two capacity */
+	size_t procs_cap, nprocs;
+	uint64_t last_expire_ns;
+};
+
+static uint64_t pi_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- label parsing ---- */
+
+int procinfo_parse_cgroup(const char *text, char *path, size_t len)
+{
+	const char *line = text, *best = NULL;
+	size_t best_len = 0;
+	int best_rank = 0;
+
+	if (!len)
+		return -EINVAL;
+	path[0] = '\0';
+	/* "0::/path" is cgroup v2; on hybrid hosts systemd's own hierarchy
+	 * ("N:name=systemd:/path") carries the same path; else any line. */
+	while (line && *line) {
+		const char *nl = strchr(line, '\n');
+		const char *end = nl ? nl : line + strlen(line);
+		const char *c1 = memchr(line, ':', (size_t)(end - line));
+		const char *c2 = c1 ? memchr(c1 + 1, ':', (size_t)(end - c1 - 1)) : NULL;
+
+		if (c2) {
+			int rank = 1;
+
+			if (c1 - line == 1 && line[0] == '0' && c2 == c1 + 1)
+				rank = 3;
+			else if ((size_t)(c2 - c1 - 1) == strlen("name=systemd") &&
+				 !strncmp(c1 + 1, "name=systemd", strlen("name=systemd")))
+				rank = 2;
+			if (rank > best_rank) {
+				best_rank = rank;
+				best = c2 + 1;
+				best_len = (size_t)(end - c2 - 1);
+			}
+		}
+		line = nl ? nl + 1 : NULL;
+	}
+	if (!best)
+		return -ENOENT;
+	if (best_len >= len)
+		return -ENAMETOOLONG;
+	memcpy(path, best, best_len);
+	path[best_len] = '\0';
+	return 0;
+}
+
+static bool pi_ends_with(const char *s, size_t n, const char *suffix)
+{
+	size_t k = strlen(suffix);
+
+	return n > k && !memcmp(s + n - k, suffix, k);
+}
+
+int procinfo_parse_unit(const char *cgroup, char *unit, size_t len)
+{
+	const char *p = cgroup, *best = NULL;
+	size_t best_len = 0;
+
+	if (!len)
+		return -EINVAL;
+	unit[0] = '\0';
+	/* The deepest .service or .scope component: "/system.slice/nginx.service",
+	 * "/user.slice/user-1000.slice/user@1000.service/app.slice/foo.service". */
+	while (*p) {
+		const char *slash = strchr(p, '/');
+		size_t n = slash ? (size_t)(slash - p) : strlen(p);
+
+		if (pi_ends_with(p, n, ".service") || pi_ends_with(p, n, ".scope")) {
+			best = p;
+			best_len = n;
+		}
+		p += n;
+		if (*p == '/')
+			p++;
+	}
+	if (!best)
+		return -ENOENT;
+	if (best_len >= len)
+		return -ENAMETOOLONG;
+	memcpy(unit, best, best_len);
+	unit[best_len] = '\0';
+	return 0;
+}
+
+int procinfo_parse_container(const char *cgroup, char *id, size_t len)
+{
+	const char *p = cgroup, *found = NULL;
+
+	if (!len)
+		return -EINVAL;
+	id[0] = '\0';
+	/* Docker, containerd, CRI-O and podman name a container's cgroup after
+	 * its 64-hex-digit id ("docker-<id>.scope", "/docker/<id>",
+	 * "cri-containerd-<id>.scope", "libpod-<id>.scope"); the deepest wins. */
+	while (*p) {
+		size_t n = 0;
+
+		while (isxdigit((unsigned char)p[n]) && !isupper((unsigned char)p[n]))
+			n++;
+		if (n == 64)
+			found = p;
+		p += n ? n : 1;
+	}
+	if (!found)
+		return -ENOENT;
+	if (len <= 64)
+		return -ENAMETOOLONG;
+	memcpy(id, found, 64);
+	id[64] = '\0';
+	return 0;
+}
+
+/* ---- per-process label cache ---- */
+
+static size_t pi_proc_hash(pid_t pid)
+{
+	return (size_t)(uint32_t)pid * 2654435761u;
+}
+
+static struct pi_proc *pi_proc_slot(struct procinfo *pi, pid_t pid)
+{
+	for (size_t i = 0, h = pi_proc_hash(pid); i < pi->procs_cap; i++) {
+		struct pi_proc *p = &pi->procs[(h + i) & (pi->procs_cap - 1)];
+
+		if (p->pid == pid || p->pid == 0)
+			return p;
+	}
+	return NULL;
+}
+
+static const char pi_empty[3] = "";
+
+static void pi_proc_clear(struct pi_proc *p)
+{
+	if (p->cgroup != pi_empty)
+		free(p->cgroup);
+	p->cgroup = (char *)pi_empty;
+	p->unit = p->container = pi_empty;
+}
+
+/* Rebuilds the table at cap, keeping entries used since keep_after. */
+static int pi_procs_rebuild_dead(struct procinfo *pi, size_t cap, uint64_t keep_after,
+				 uint64_t dead_before);
+
+static int pi_procs_rebuild(struct procinfo *pi, size_t cap, uint64_t keep_after)
+{
+	return pi_procs_rebuild_dead(pi, cap, keep_after, 0);
+}
+
+/* keep_after: drop entries unused since then; dead_before: also drop entries
+ * unused since then whose process has exited (0: no liveness check). */
+static int pi_procs_rebuild_dead(struct procinfo *pi, size_t cap, uint64_t keep_after,
+				 uint64_t dead_before)
+{
+	struct pi_proc *old = pi->procs, *n = calloc(cap, sizeof(*n));
+	size_t old_cap = pi->procs_cap;
+
+	if (!n)
+		return -ENOMEM;
+	pi->procs = n;
+	pi->procs_cap = cap;
+	pi->nprocs = 0;
+	for (size_t i = 0; i < old_cap; i++) {
+		struct pi_proc *p;
+
+		if (!old[i].pid)
+			continue;
+		/* Hosts that spawn processes all the time would otherwise keep
+		 * the labels of thousands of exited ones for the idle period. */
+		if (old[i].used_ns < keep_after ||
+		    (old[i].used_ns < dead_before && kill(old[i].pid, 0) < 0 && errno == ESRCH)) {
+			pi_proc_clear(&old[i]);
+			continue;
+		}
+		p = pi_proc_slot(pi, old[i].pid);
+		*p = old[i];
+		pi->nprocs++;
+	}
+	free(old);
+	return 0;
+}
+
+static void pi_proc_fill(struct pi_proc *p, pid_t pid, uint64_t now)
+{
+	char path[64], text[4096], cg[PI_CGROUP_MAX], unit[256], cont[72];
+	size_t lc, lu, lk;
+	ssize_t n = -1;
+	int fd;
+
+	p->pid = pid;
+	p->fetched_ns = now;
+	if (proc_read_comm(pid, 0, p->comm, sizeof(p->comm)) < 0)
+		snprintf(p->comm, sizeof(p->comm), "[exited]");
+	pi_proc_clear(p);
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, text, sizeof(text) - 1);
+		close(fd);
+	}
+	if (n <= 0)
+		return;
+	text[n] = '\0';
+	if (procinfo_parse_cgroup(text, cg, sizeof(cg)) < 0)
+		return;
+	if (procinfo_parse_unit(cg, unit, sizeof(unit)) < 0)
+		unit[0] = '\0';
+	if (procinfo_parse_container(cg, cont, sizeof(cont)) < 0)
+		cont[0] = '\0';
+	lc = strlen(cg) + 1;
+	lu = strlen(unit) + 1;
+	lk = strlen(cont) + 1;
+	p->cgroup = malloc(lc + lu + lk);
+	if (!p->cgroup) {
+		p->cgroup = (char *)pi_empty;
+		return;
+	}
+	memcpy(p->cgroup, cg, lc);
+	memcpy(p->cgroup + lc, unit, lu);
+	memcpy(p->cgroup + lc + lu, cont, lk);
+	p->unit = p->cgroup + lc;
+	p->container = p->cgroup + lc + lu;
+}
+
+static const struct pi_proc *pi_proc_get(struct procinfo *pi, pid_t pid, uint64_t now)
+{
+	/* Table full: labels read but not kept. */
+	static struct pi_proc scratch = { .cgroup = (char *)pi_empty };
+	struct pi_proc *p;
+
+	if ((pi->nprocs + 1) * 2 > pi->procs_cap) {
+		/* Grow up to the limit; past it, forget processes not seen lately. */
+		if (pi->procs_cap < 2 * PI_LABEL_MAX)
+			pi_procs_rebuild(pi, pi->procs_cap ? pi->procs_cap * 2 : 256, 0);
+		else
+			pi_procs_rebuild(pi, pi->procs_cap,
+					 now > PI_LABEL_IDLE_NS ? now - PI_LABEL_IDLE_NS : 0);
+	}
+	p = pi->procs_cap && (pi->nprocs + 1) * 2 <= pi->procs_cap ? pi_proc_slot(pi, pid) : NULL;
+	if (p && p->pid == pid) {
+		if (now < p->fetched_ns || now - p->fetched_ns > PI_LABEL_TTL_NS)
+			pi_proc_fill(p, pid, now);
+		p->used_ns = now;
+		return p;
+	}
+	if (!p) {
+		p = &scratch;
+	} else {
+		p->cgroup = (char *)pi_empty;
+		pi->nprocs++;
+	}
+	pi_proc_fill(p, pid, now);
+	p->used_ns = now;
+	return p;
+}
+
+int procinfo_get(struct procinfo *pi, pid_t pid, uint64_t now_ns, struct sample_names *out)
+{
+	const struct pi_proc *p;
+
+	if (!pi || pid <= 0 || !out)
+		return -EINVAL;
+	p = pi_proc_get(pi, pid, now_ns ? now_ns : pi_mono_ns());
+	*out = (struct sample_names){
+		.comm = p->comm, .cgroup = p->cgroup, .container = p->container, .unit = p->unit,
+	};
+	return 0;
+}
+
+const char *procinfo_thread_name(pid_t pid, pid_t tid, char *buf, size_t len)
+{
+	if (proc_read_comm(pid, tid, buf, len) < 0)
+		snprintf(buf, len, "[exited]");
+	return buf;
+}
+
+void procinfo_expire(struct procinfo *pi, uint64_t now_ns)
+{
+	uint64_t keep, dead;
+
+	if (!pi || now_ns - pi->last_expire_ns < PI_EXPIRE_NS)
+		return;
+	keep = now_ns > PI_LABEL_IDLE_NS ? now_ns - PI_LABEL_IDLE_NS : 0;
+	dead = now_ns > PI_DEAD_GRACE_NS ? now_ns - PI_DEAD_GRACE_NS : 0;
+	pi->last_expire_ns = now_ns;
+	if (pi->procs_cap)
+		pi_procs_rebuild_dead(pi, pi->procs_cap, keep, dead);
+}
+
+int procinfo_new(struct procinfo **out)
+{
+	*out = calloc(1, sizeof(**out));
+	return *out ? 0 : -ENOMEM;
+}
+
+void procinfo_free(struct procinfo *pi)
+{
+	if (!pi)
+		return;
+	for (size_t i = 0; i < pi->procs_cap; i++)
+		if (pi->procs[i].pid)
+			pi_proc_clear(&pi->procs[i]);
+	free(pi->procs);
+	free(pi);
+}
