@@ -7,44 +7,81 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "jprof_formats.h"
 #include "store.h"
 
-enum export_format {
-	EXPORT_COLLAPSED = 0,  /* folded stacks: "root;child;leaf count\n" */
-	EXPORT_RAW,            /* "raw": flat jprofd-profile JSON (frames + stacks) */
-	EXPORT_JSON,           /* "json": jprofd-tree call tree (calltree.c) */
-	EXPORT_HTML,           /* self-contained flame graph page (flamegraph.c) */
-	EXPORT_PPROF,          /* gzipped perftools.profiles.Profile (pprof.c) */
-	EXPORT_TEXT,           /* terminal summary (textreport.c) */
-	EXPORT_FORMAT_COUNT
-};
-
+/* What a profile is, for titles and pprof's header. */
 struct export_meta {
 	uint32_t pid;              /* 0 = whole host */
 	const char *comm;          /* process name, or NULL */
-	const char *event;         /* "cpu-clock" */
+	const char *event;         /* the event as the user named it ("cpu-clock"), or NULL */
 	uint64_t start_unix_ns;    /* wall clock at start */
 	uint64_t duration_ns;
-	uint64_t interval_ns;
+	/* What one sampling period measures, and its length in that unit
+	 * (pprof's period_type and period; a CPU profile's is cpu/nanoseconds
+	 * and the interval). {NULL, NULL} and 0: not a periodic event. JSON
+	 * and text show a period in nanoseconds as the interval. */
+	struct sample_type period_type;
+	uint64_t period;
 	const char *status;        /* "complete", "cancelled", "process_exited", ... */
 };
 
 struct export_options {
 	bool thread_frames;        /* prefix each stack with "[<thread name> tid=<tid>]" */
+	/* The sample type that the formats showing one value (collapsed, html,
+	 * text, and json's self/total) show, by type name ("cpu"); NULL = the
+	 * sample count ("samples"), which flame-graph tools expect. Formats
+	 * that carry every value (raw, pprof, json's value lists) ignore it. */
+	const char *value;
 };
 
-/* Every name export_format_parse() accepts, for messages. */
-#define EXPORT_FORMAT_NAMES "collapsed, folded, json, raw, html, pprof, text"
-
-/* "collapsed" (also "folded"), "raw", "json", "html", "pprof", "text";
- * -EINVAL otherwise. */
-int export_format_parse(const char *name);
-const char *export_format_name(enum export_format fmt);
-bool export_format_is_binary(enum export_format fmt);
-
-/* Appends the rendering to out. 0 or -errno. */
+/* Appends the rendering of st in format fmt (proto/jprof_formats.h) to out;
+ * meta and opt may be NULL. 0, -EINVAL (no such format, or opt->value names
+ * no sample type of st), -ENOMEM. On failure out is as before. */
 int export_render(const struct store *st, const struct export_meta *meta,
-		  const struct export_options *opt, enum export_format fmt, struct buf *out);
+		  const struct export_options *opt, enum jprof_format fmt, struct buf *out);
+
+/* Index of the value the one-value formats show (see export_options.value):
+ * >= 0, or -EINVAL when opt->value names no sample type of st. */
+int export_value_index(const struct store *st, const struct export_options *opt);
+
+/* ---- the exporter registry ------------------------------------------------
+ *
+ * One row per format of proto/jprof_formats.h: its renderer. Adding a format
+ * is a row in proto/jprof_formats.c, a renderer file here and a row in
+ * export.c's table. */
+
+/* One rendering: everything a renderer reads. meta and opt are never NULL
+ * (zeroed defaults when the caller gave none); value is the resolved
+ * export_value_index(). */
+struct export_job {
+	const struct store *st;
+	const struct export_meta *meta;
+	const struct export_options *opt;
+	size_t value;
+};
+
+typedef int (*export_render_fn)(const struct export_job *job, struct buf *out);
+
+struct export_renderer {
+	enum jprof_format id;
+	export_render_fn render;
+};
+
+/* The row of a format; NULL if none. */
+const struct export_renderer *export_renderer(enum jprof_format id);
+
+/* ---- helpers for renderers ------------------------------------------------ */
+
+/* A period in nanoseconds (the interval), or 0 when meta's period is in
+ * another unit or absent. */
+uint64_t export_interval_ns(const struct export_meta *meta);
+/* Index of the value that readers of version-1 JSON know as "weight_ns":
+ * the main value (the last type) when its unit is nanoseconds; -1 if none. */
+int export_weight_index(const struct store *st);
+/* "<n> samples" for a count, else the amount in its unit ("1.500 s of cpu",
+ * "2048 bytes of alloc_space"), appended to out. */
+int export_value_text(const struct sample_type *t, uint64_t v, struct buf *out);
 
 /* ---- frame naming, shared by every renderer ------------------------------
  *

@@ -1,9 +1,11 @@
 /* Aggregated stacks of one recording (or one time window): frames interned
- * once, stacks deduplicated per (pid, tid, frames) with sample count and
- * weight in nanoseconds. Memory is bounded: once a limit is hit, samples of
- * new stacks are added to a single "[truncated]" marker stack of their
- * thread's process, and the store reports truncated = true. Nothing is lost
- * silently: totals always include every sample added. */
+ * once, stacks deduplicated per (pid, tid, frames), each with one value per
+ * sample type of the store (sampletype.h: value 0 is the sample count).
+ * Memory is bounded: once a limit is hit, samples of new stacks are added to
+ * a single "[truncated]" marker stack of their thread's process, and the
+ * store reports truncated = true. Nothing is lost silently: totals always
+ * include every sample added. When asked, the store also keeps each
+ * sample's time (bounded, with a count of those it had to drop). */
 #ifndef JPROF_STORE_H
 #define JPROF_STORE_H
 
@@ -12,6 +14,10 @@
 #include <stdint.h>
 
 #include "frame.h"
+#include "sampletype.h"
+
+/* Most sample types one store holds. */
+#define STORE_MAX_VALUES 8
 
 struct store_limits {
 	size_t max_stacks;  /* distinct stacks; default 200000 */
@@ -30,14 +36,14 @@ struct store_stack {
 	uint32_t tid;
 	const uint32_t *frames;  /* frame ids, root first */
 	uint32_t nframes;
-	uint64_t samples;
-	uint64_t weight_ns;
+	const uint64_t *values;  /* store_value_count() values, [0] = samples */
 };
 
 struct store_totals {
-	uint64_t samples;
-	uint64_t weight_ns;
+	uint64_t values[STORE_MAX_VALUES];  /* sums over every stack; [0] = samples */
 	uint64_t truncated_samples;  /* samples that went to "[truncated]" */
+	uint64_t times;              /* sample times kept (store_keep_times) */
+	uint64_t times_dropped;      /* sample times not kept: past max, or memory */
 	size_t stacks;
 	size_t frames;
 	size_t bytes;
@@ -46,9 +52,19 @@ struct store_totals {
 
 struct store;
 
-/* lim NULL = defaults; zero fields take their default. */
-struct store *store_new(const struct store_limits *lim);
+/* lim NULL = defaults; zero fields take their default. types: 1 ..
+ * STORE_MAX_VALUES sample types, the first {"samples", "count"}; NULL = the
+ * CPU profile's (sample_types_cpu). The strings are copied. NULL on bad
+ * types or no memory. */
+struct store *store_new(const struct store_limits *lim, const struct sample_type *types,
+			size_t ntypes);
 void store_free(struct store *st);
+
+/* The store's sample types: every stack and sample has one value per type. */
+size_t store_value_count(const struct store *st);
+const struct sample_type *store_value_type(const struct store *st, size_t i);  /* NULL if out of range */
+/* Index of the value of type name (the type, e.g. "cpu"), or -ENOENT. */
+int store_value_find(const struct store *st, const char *type);
 
 /* Interns a frame; returns its id (>= 0), -ENOSPC when the frame limit is hit
  * (the caller then uses store_truncated_frame()), -ENOMEM. */
@@ -56,12 +72,56 @@ int store_frame_intern(struct store *st, enum frame_kind kind, const char *name,
 		       const char *module);
 /* Id of the "[truncated]" marker frame (always present). */
 uint32_t store_truncated_frame(const struct store *st);
+/* store_frame_intern, or the "[truncated]" marker when the frame does not
+ * fit (limit or no memory): what a stack uses for a frame it cannot keep. */
+uint32_t store_frame_ref(struct store *st, enum frame_kind kind, const char *name,
+			 const char *module);
 
-/* Adds samples for one stack (frame ids root first, n may be 0).
- * Returns 0 when stored as given, 1 when it went to the truncated marker
- * because a limit was hit, -EINVAL/-ENOMEM on error. */
-int store_add(struct store *st, uint32_t pid, uint32_t tid, const uint32_t *frames,
-	      size_t n, uint64_t samples, uint64_t weight_ns);
+/* One or more samples of one stack. */
+struct store_sample {
+	uint32_t pid, tid;
+	const uint32_t *frames;   /* frame ids, root first; may be NULL when nframes is 0 */
+	size_t nframes;
+	const uint64_t *values;   /* store_value_count() values, [0] = how many samples */
+	uint64_t time_ns;         /* when it was taken (CLOCK_MONOTONIC); 0 = none */
+};
+
+/* Adds a sample's values to its stack. Returns 0 when stored as given, 1
+ * when it went to the truncated marker because a limit was hit,
+ * -EINVAL/-ENOMEM on error. */
+int store_add(struct store *st, const struct store_sample *s);
+
+/* Sample times (for timelines): from now on every store_add with a time_ns
+ * records (stack, tid, time, values), up to max records; the rest are
+ * counted in totals.times_dropped. Calling it again changes max (records
+ * already kept stay). 0 or -EINVAL. */
+int store_keep_times(struct store *st, size_t max);
+
+struct store_time {
+	uint32_t stack;           /* store_stack_get() index */
+	uint32_t tid;
+	uint64_t time_ns;
+	const uint64_t *values;   /* store_value_count() values */
+};
+
+/* Visits the kept times in the order they were added; stop by returning
+ * non-zero (returned). */
+int store_foreach_time(const struct store *st,
+		       int (*cb)(const struct store_time *t, void *arg), void *arg);
+
+/* Copies the stacks of src into dst (its frames interned into dst, the names
+ * and labels of their threads and processes copied when dst lacks them, and
+ * the sample times when both keep times). Values go to the type of dst with
+ * the same type and unit; types dst does not have are dropped, and dst's
+ * types that src lacks get 0. filter (may be NULL: every stack) decides per
+ * stack: false skips it; it may set *prefix to a frame id of dst (it starts
+ * as STORE_NO_FRAME) to put at the root of the copied stack, e.g. a group
+ * frame. Samples past dst's limits go to its truncated markers as with
+ * store_add. 0 or -errno. */
+#define STORE_NO_FRAME UINT32_MAX
+typedef bool (*store_merge_fn)(const struct store *src, const struct store_stack *s,
+			       struct store *dst, uint32_t *prefix, void *arg);
+int store_merge(struct store *dst, const struct store *src, store_merge_fn filter, void *arg);
 
 /* Names for grouping and titles; the latest call wins. */
 int store_set_thread_name(struct store *st, uint32_t pid, uint32_t tid, const char *name);
