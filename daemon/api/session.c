@@ -26,6 +26,7 @@
 #include "sampler.h"
 #include "store.h"
 #include "threadset.h"
+#include <linux/types.h>
 #include "bpf/sampler.h"
 
 
@@ -143,10 +144,11 @@ static void send_profile(struct session *s, const char *status)
 	struct export_meta meta = {
 		.pid = s->p.all ? 0 : (uint32_t)s->p.pid,
 		.comm = s->p.all ? NULL : s->comm,
-		.event = "cpu-clock",
+		.event = s->event->perf_name,
 		.start_unix_ns = s->start_unix_ns,
 		.duration_ns = elapsed_ms(s) * 1000000ull,
-		.interval_ns = interval_ns(s),
+		.period_type = s->event->period_type,
+		.period = interval_ns(s),
 		.status = status,
 	};
 	struct export_options opt = { .thread_frames = s->p.thread_frames };
@@ -157,7 +159,7 @@ static void send_profile(struct session *s, const char *status)
 
 	r = export_render(s->store, &meta, &opt, s->p.format, &out);
 	if (r < 0) {
-		log_err("session %u: rendering %s failed: %s", s->id, export_format_name(s->p.format),
+		log_err("session %u: rendering %s failed: %s", s->id, jprof_format_info(s->p.format)->name,
 			strerror(-r));
 		session_send_error(s, JPROF_E_INTERNAL, "rendering the profile failed");
 		goto out;
@@ -172,15 +174,16 @@ static void send_profile(struct session *s, const char *status)
 		goto out;
 	}
 	json_object_object_add(o, "status", json_object_new_string(status));
-	if (jprof_profile_add_data(o, export_format_name(s->p.format),
-				   export_format_is_binary(s->p.format), out.data, out.len) < 0) {
+	if (jprof_profile_add_data(o, jprof_format_info(s->p.format)->name,
+				   jprof_format_info(s->p.format)->binary, out.data, out.len) < 0) {
 		json_object_put(o);
 		json_object_put(sum);
 		session_send_error(s, JPROF_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	json_object_object_add(sum, "samples", json_object_new_int64((int64_t)tot.samples));
-	json_object_object_add(sum, "weight_ns", json_object_new_int64((int64_t)tot.weight_ns));
+	json_object_object_add(sum, "samples", json_object_new_int64((int64_t)tot.values[0]));
+	json_object_object_add(sum, "weight_ns", json_object_new_int64(
+		export_weight_index(s->store) < 0 ? 0 : (int64_t)tot.values[export_weight_index(s->store)]));
 	json_object_object_add(sum, "stacks", json_object_new_int64((int64_t)tot.stacks));
 	json_object_object_add(sum, "truncated", json_object_new_boolean(tot.truncated));
 	json_object_object_add(sum, "duration_ms", json_object_new_int64((int64_t)elapsed_ms(s)));
@@ -242,7 +245,7 @@ void session_complete(struct session *s, const char *status)
 	s->agent = NULL;
 	store_get_totals(s->store, &tot);
 	log_info("session %u: %s after %llu ms, %llu samples, %zu stacks%s", s->id, status,
-		 (unsigned long long)elapsed_ms(s), (unsigned long long)tot.samples, tot.stacks,
+		 (unsigned long long)elapsed_ms(s), (unsigned long long)tot.values[0], tot.stacks,
 		 tot.truncated ? " (truncated)" : "");
 	if (s->first_java_ms)
 		log_info("session %u: first sample with Java frames taken %llu ms after the request",
@@ -263,8 +266,6 @@ static void on_names_timeout(struct loop_source *src, void *arg)
 
 static void finish(struct session *s, const char *status)
 {
-	uint64_t now;
-
 	if (s->finishing)
 		return;
 	s->finishing = true;
@@ -276,7 +277,6 @@ static void finish(struct session *s, const char *status)
 	close_events(s);
 	pipeline_drain(s->mgr->pipeline);
 	if (s->join) {
-		now = clock_ns(CLOCK_MONOTONIC);
 		session_jvm_read_ring(s);
 		pipeline_source_join_run(s->src, UINT64_MAX, true);
 		session_jvm_request_names(s);

@@ -9,6 +9,7 @@
 #include "log.h"
 #include "proc.h"
 #include "sampler.h"
+#include <linux/types.h>
 #include "bpf/sampler.h"
 
 struct ts_thread {

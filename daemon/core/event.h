@@ -9,11 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A value's meaning, as pprof's ValueType: {"cpu", "nanoseconds"}. */
-struct sample_type {
-	const char *type;
-	const char *unit;
-};
+#include "sampletype.h"
 
 #define EVENT_MAX_VALUES 4
 

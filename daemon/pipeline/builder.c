@@ -10,6 +10,7 @@
 #include "jvmjoin.h"
 #include "procinfo.h"
 #include "symbols.h"
+#include <linux/types.h>
 #include "bpf/sampler.h"
 
 /* Markers, user stack, kernel stack, a root frame, Java frames. */

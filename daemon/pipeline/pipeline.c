@@ -12,6 +12,7 @@
 #include "procinfo.h"
 #include "sampler.h"
 #include "symbols.h"
+#include <linux/types.h>
 #include "bpf/sampler.h"
 
 #define PIPELINE_MAX_TICKS 8
