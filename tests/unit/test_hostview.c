@@ -5,32 +5,57 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "event.h"
 #include "hostview.h"
+#include "procinfo.h"
+#include "sample.h"
 #include "store.h"
 
 #define S (1000000000ull)
 #define T0 (1000 * S)   /* a monotonic "now" well past 0, on a bucket boundary */
 
-static const char HEX64[] = "4f1c2a9d0b3e5f6a7b8c9d0e1f2a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c";
 
 static struct hostview *hv_make(unsigned bucket_s, unsigned retention_s, size_t max_bytes)
 {
 	struct hostview_config cfg = { bucket_s, retention_s, max_bytes };
 	struct hostview *hv = NULL;
 
-	ck_assert_int_eq(hostview_new(&cfg, NULL, &hv), 0);
+	ck_assert_int_eq(hostview_new(&cfg, &hv), 0);
 	ck_assert_ptr_nonnull(hv);
 	return hv;
 }
 
-/* Adds one sample of the stack main;<leaf> for pid/tid at now. */
+/* Names and labels as the pipeline reads them. */
+static struct procinfo *pinfo(void)
+{
+	static struct procinfo *pi;
+
+	if (!pi)
+		ck_assert_int_eq(procinfo_new(&pi), 0);
+	return pi;
+}
+
+static const char *thread_name(const struct built_sample *bs, char *buf, size_t len)
+{
+	return procinfo_thread_name((pid_t)bs->pid, (pid_t)bs->tid, buf, len);
+}
+
+/* Adds one sample of the stack main;<leaf> for pid/tid at now, as the
+ * pipeline delivers it: one cpu sample of 10 ms. */
 static void add(struct hostview *hv, uint32_t pid, uint32_t tid, const char *leaf, uint64_t now)
 {
-	enum frame_kind kinds[2] = { FRAME_NATIVE, FRAME_NATIVE };
-	const char *names[2] = { "main", leaf };
-	const char *mods[2] = { "prog", "prog" };
+	const struct sample_frame frames[2] = {
+		{ FRAME_NATIVE, "main", "prog" }, { FRAME_NATIVE, leaf, "prog" },
+	};
+	const uint64_t values[2] = { 1, 10000000 };
+	struct sample_names names;
+	struct built_sample bs = {
+		.event = event_get(EVENT_CPU), .pid = pid, .tid = tid, .values = values,
+		.frames = frames, .nframes = 2, .names = &names, .thread_name = thread_name,
+	};
 
-	hostview_add_frames(hv, pid, tid, kinds, names, mods, 2, 1, 10000000, now);
+	ck_assert_int_eq(procinfo_get(pinfo(), (pid_t)pid, 0, &names), 0);
+	hostview_add(hv, &bs, now);
 }
 
 struct leaf_count {
@@ -43,7 +68,7 @@ static int count_leaf(const struct store_stack *s, void *arg)
 	struct leaf_count *lc = arg;
 
 	lc->stacks++;
-	lc->samples += s->samples;
+	lc->samples += s->values[0];
 	return 0;
 }
 
@@ -52,102 +77,22 @@ static uint64_t total_samples(struct store *st)
 	struct store_totals t;
 
 	store_get_totals(st, &t);
-	return t.samples;
+	return t.values[0];
 }
-
-START_TEST(test_parse_cgroup_lines)
-{
-	char path[256];
-	char self[4096];
-	FILE *f;
-	size_t n;
-
-	ck_assert_int_eq(hostview_parse_cgroup("0::/system.slice/nginx.service\n", path, sizeof(path)), 0);
-	ck_assert_str_eq(path, "/system.slice/nginx.service");
-	/* Hybrid hierarchy: the unified line wins wherever it is. */
-	ck_assert_int_eq(hostview_parse_cgroup("12:pids:/system.slice/a.service\n"
-					       "1:name=systemd:/system.slice/b.service\n"
-					       "0::/system.slice/c.service\n", path, sizeof(path)), 0);
-	ck_assert_str_eq(path, "/system.slice/c.service");
-	/* cgroup v1 only: systemd's hierarchy. */
-	ck_assert_int_eq(hostview_parse_cgroup("4:memory:/docker/x\n1:name=systemd:/docker/y\n",
-					       path, sizeof(path)), 0);
-	ck_assert_str_eq(path, "/docker/y");
-	ck_assert_int_eq(hostview_parse_cgroup("0::/\n", path, sizeof(path)), 0);
-	ck_assert_str_eq(path, "/");
-	ck_assert_int_eq(hostview_parse_cgroup("garbage\n", path, sizeof(path)), -ENOENT);
-	ck_assert_int_eq(hostview_parse_cgroup("0::/a/very/long/path\n", path, 8), -ENAMETOOLONG);
-	/* This process's own line, from the real file. */
-	f = fopen("/proc/self/cgroup", "r");
-	ck_assert_ptr_nonnull(f);
-	n = fread(self, 1, sizeof(self) - 1, f);
-	fclose(f);
-	self[n] = '\0';
-	ck_assert_int_eq(hostview_parse_cgroup(self, path, sizeof(path)), 0);
-	ck_assert_int_eq(path[0], '/');
-	ck_assert_ptr_null(strchr(path, '\n'));
-}
-END_TEST
-
-START_TEST(test_parse_unit)
-{
-	char unit[128];
-
-	ck_assert_int_eq(hostview_parse_unit("/system.slice/nginx.service", unit, sizeof(unit)), 0);
-	ck_assert_str_eq(unit, "nginx.service");
-	ck_assert_int_eq(hostview_parse_unit("/user.slice/user-1000.slice/user@1000.service/app.slice/"
-					     "foo.service", unit, sizeof(unit)), 0);
-	ck_assert_str_eq(unit, "foo.service");
-	ck_assert_int_eq(hostview_parse_unit("/user.slice/user-1000.slice/session-3.scope", unit,
-					     sizeof(unit)), 0);
-	ck_assert_str_eq(unit, "session-3.scope");
-	/* A sub-cgroup inside a service still belongs to it. */
-	ck_assert_int_eq(hostview_parse_unit("/system.slice/jprof-test-x.service/worker", unit,
-					     sizeof(unit)), 0);
-	ck_assert_str_eq(unit, "jprof-test-x.service");
-	ck_assert_int_eq(hostview_parse_unit("/", unit, sizeof(unit)), -ENOENT);
-	ck_assert_int_eq(hostview_parse_unit("/system.slice", unit, sizeof(unit)), -ENOENT);
-	ck_assert_int_eq(hostview_parse_unit("/x/.service", unit, sizeof(unit)), -ENOENT);
-	ck_assert_str_eq(unit, "");
-}
-END_TEST
-
-START_TEST(test_parse_container)
-{
-	char path[256], id[80];
-
-	snprintf(path, sizeof(path), "/system.slice/docker-%s.scope", HEX64);
-	ck_assert_int_eq(hostview_parse_container(path, id, sizeof(id)), 0);
-	ck_assert_str_eq(id, HEX64);
-	snprintf(path, sizeof(path), "/kubepods.slice/kubepods-besteffort.slice/"
-		 "kubepods-besteffort-pod1234.slice/cri-containerd-%s.scope", HEX64);
-	ck_assert_int_eq(hostview_parse_container(path, id, sizeof(id)), 0);
-	ck_assert_str_eq(id, HEX64);
-	snprintf(path, sizeof(path), "/docker/%s", HEX64);
-	ck_assert_int_eq(hostview_parse_container(path, id, sizeof(id)), 0);
-	ck_assert_str_eq(id, HEX64);
-	/* 63 or 65 digits are not an id. */
-	snprintf(path, sizeof(path), "/docker/%.63s", HEX64);
-	ck_assert_int_eq(hostview_parse_container(path, id, sizeof(id)), -ENOENT);
-	snprintf(path, sizeof(path), "/docker/%s0", HEX64);
-	ck_assert_int_eq(hostview_parse_container(path, id, sizeof(id)), -ENOENT);
-	ck_assert_int_eq(hostview_parse_container("/system.slice/nginx.service", id, sizeof(id)), -ENOENT);
-}
-END_TEST
 
 START_TEST(test_filters)
 {
 	struct hostview *hv = hv_make(10, 600, 0);
 	uint32_t me = (uint32_t)getpid(), init = 1;
 	struct hostview_filter f = { 0 };
-	struct hostview_labels lab;
+	struct sample_names lab;
 	struct leaf_count lc = { 0 };
 	struct store *st = NULL;
 	uint64_t from, to;
 	char comm[64], cgroup[1024];
 
 	/* The labels' strings live until the next call: keep copies. */
-	ck_assert_int_eq(hostview_labels(hv, (pid_t)me, &lab), 0);
+	ck_assert_int_eq(procinfo_get(pinfo(), (pid_t)me, 0, &lab), 0);
 	snprintf(comm, sizeof(comm), "%s", lab.comm);
 	snprintf(cgroup, sizeof(cgroup), "%s", lab.cgroup);
 	ck_assert_str_ne(comm, "[exited]");
@@ -373,9 +318,6 @@ static Suite *hostview_suite(void)
 	TCase *tc = tcase_create("core");
 
 	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_parse_cgroup_lines);
-	tcase_add_test(tc, test_parse_unit);
-	tcase_add_test(tc, test_parse_container);
 	tcase_add_test(tc, test_filters);
 	tcase_add_test(tc, test_time_range_and_empty);
 	tcase_add_test(tc, test_group_by_pid);
