@@ -1,6 +1,7 @@
 #include "procinfo.h"
 
 #include <ctype.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -10,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "htab.h"
 #include "proc.h"
 
 #define PI_LABEL_TTL_NS (2ull * 1000000000ull)     /* cgroups change: re-read this often */
@@ -30,8 +32,7 @@ struct pi_proc {
 };
 
 struct procinfo {
-	struct pi_proc *procs;      /* open addressing, power-of-two capacity */
-	size_t procs_cap, nprocs;
+	struct htab_map procs;      /* pid -> struct pi_proc * */
 	uint64_t last_expire_ns;
 };
 
@@ -155,22 +156,6 @@ int procinfo_parse_container(const char *cgroup, char *id, size_t len)
 
 /* ---- per-process label cache ---- */
 
-static size_t pi_proc_hash(pid_t pid)
-{
-	return (size_t)(uint32_t)pid * 2654435761u;
-}
-
-static struct pi_proc *pi_proc_slot(struct procinfo *pi, pid_t pid)
-{
-	for (size_t i = 0, h = pi_proc_hash(pid); i < pi->procs_cap; i++) {
-		struct pi_proc *p = &pi->procs[(h + i) & (pi->procs_cap - 1)];
-
-		if (p->pid == pid || p->pid == 0)
-			return p;
-	}
-	return NULL;
-}
-
 static const char pi_empty[3] = "";
 
 static void pi_proc_clear(struct pi_proc *p)
@@ -181,46 +166,29 @@ static void pi_proc_clear(struct pi_proc *p)
 	p->unit = p->container = pi_empty;
 }
 
-/* Rebuilds the table at cap, keeping entries used since keep_after. */
-static int pi_procs_rebuild_dead(struct procinfo *pi, size_t cap, uint64_t keep_after,
-				 uint64_t dead_before);
+struct pi_trim {
+	uint64_t keep_after;       /* drop entries unused since then */
+	uint64_t dead_before;      /* and those unused since then whose process exited (0: none) */
+};
 
-static int pi_procs_rebuild(struct procinfo *pi, size_t cap, uint64_t keep_after)
+static bool pi_keep(uint64_t key, uint64_t *val, void *arg)
 {
-	return pi_procs_rebuild_dead(pi, cap, keep_after, 0);
+	const struct pi_trim *t = arg;
+	struct pi_proc *p = (struct pi_proc *)(uintptr_t)*val;
+
+	/* Hosts that spawn processes all the time would otherwise keep the
+	 * labels of thousands of exited ones for the idle period. */
+	if (p->used_ns >= t->keep_after &&
+	    !(p->used_ns < t->dead_before && kill(p->pid, 0) < 0 && errno == ESRCH))
+		return true;
+	pi_proc_clear(p);
+	free(p);
+	return false;
 }
 
-/* keep_after: drop entries unused since then; dead_before: also drop entries
- * unused since then whose process has exited (0: no liveness check). */
-static int pi_procs_rebuild_dead(struct procinfo *pi, size_t cap, uint64_t keep_after,
-				 uint64_t dead_before)
+static void pi_trim(struct procinfo *pi, uint64_t keep_after, uint64_t dead_before)
 {
-	struct pi_proc *old = pi->procs, *n = calloc(cap, sizeof(*n));
-	size_t old_cap = pi->procs_cap;
-
-	if (!n)
-		return -ENOMEM;
-	pi->procs = n;
-	pi->procs_cap = cap;
-	pi->nprocs = 0;
-	for (size_t i = 0; i < old_cap; i++) {
-		struct pi_proc *p;
-
-		if (!old[i].pid)
-			continue;
-		/* Hosts that spawn processes all the time would otherwise keep
-		 * the labels of thousands of exited ones for the idle period. */
-		if (old[i].used_ns < keep_after ||
-		    (old[i].used_ns < dead_before && kill(old[i].pid, 0) < 0 && errno == ESRCH)) {
-			pi_proc_clear(&old[i]);
-			continue;
-		}
-		p = pi_proc_slot(pi, old[i].pid);
-		*p = old[i];
-		pi->nprocs++;
-	}
-	free(old);
-	return 0;
+	htab_map_retain(&pi->procs, pi_keep, &(struct pi_trim){ keep_after, dead_before });
 }
 
 static void pi_proc_fill(struct pi_proc *p, pid_t pid, uint64_t now)
@@ -267,31 +235,30 @@ static void pi_proc_fill(struct pi_proc *p, pid_t pid, uint64_t now)
 
 static const struct pi_proc *pi_proc_get(struct procinfo *pi, pid_t pid, uint64_t now)
 {
-	/* Table full: labels read but not kept. */
+	/* Cache full: labels read but not kept. */
 	static struct pi_proc scratch = { .cgroup = (char *)pi_empty };
+	uint64_t *v = htab_map_get(&pi->procs, (uint64_t)pid);
 	struct pi_proc *p;
 
-	if ((pi->nprocs + 1) * 2 > pi->procs_cap) {
-		/* Grow up to the limit; past it, forget processes not seen lately. */
-		if (pi->procs_cap < 2 * PI_LABEL_MAX)
-			pi_procs_rebuild(pi, pi->procs_cap ? pi->procs_cap * 2 : 256, 0);
-		else
-			pi_procs_rebuild(pi, pi->procs_cap,
-					 now > PI_LABEL_IDLE_NS ? now - PI_LABEL_IDLE_NS : 0);
-	}
-	p = pi->procs_cap && (pi->nprocs + 1) * 2 <= pi->procs_cap ? pi_proc_slot(pi, pid) : NULL;
-	if (p && p->pid == pid) {
+	if (v) {
+		p = (struct pi_proc *)(uintptr_t)*v;
 		if (now < p->fetched_ns || now - p->fetched_ns > PI_LABEL_TTL_NS)
 			pi_proc_fill(p, pid, now);
 		p->used_ns = now;
 		return p;
 	}
-	if (!p) {
-		p = &scratch;
-	} else {
-		p->cgroup = (char *)pi_empty;
-		pi->nprocs++;
+	/* Past the limit, forget processes not seen lately. */
+	if (htab_map_count(&pi->procs) >= PI_LABEL_MAX)
+		pi_trim(pi, now > PI_LABEL_IDLE_NS ? now - PI_LABEL_IDLE_NS : 0, 0);
+	p = htab_map_count(&pi->procs) < PI_LABEL_MAX ? calloc(1, sizeof(*p)) : NULL;
+	if (p && htab_map_put(&pi->procs, (uint64_t)pid, (uint64_t)(uintptr_t)p) < 0) {
+		free(p);
+		p = NULL;
 	}
+	if (!p)
+		p = &scratch;
+	else
+		p->cgroup = (char *)pi_empty;
 	pi_proc_fill(p, pid, now);
 	p->used_ns = now;
 	return p;
@@ -326,8 +293,7 @@ void procinfo_expire(struct procinfo *pi, uint64_t now_ns)
 	keep = now_ns > PI_LABEL_IDLE_NS ? now_ns - PI_LABEL_IDLE_NS : 0;
 	dead = now_ns > PI_DEAD_GRACE_NS ? now_ns - PI_DEAD_GRACE_NS : 0;
 	pi->last_expire_ns = now_ns;
-	if (pi->procs_cap)
-		pi_procs_rebuild_dead(pi, pi->procs_cap, keep, dead);
+	pi_trim(pi, keep, dead);
 }
 
 int procinfo_new(struct procinfo **out)
@@ -340,9 +306,7 @@ void procinfo_free(struct procinfo *pi)
 {
 	if (!pi)
 		return;
-	for (size_t i = 0; i < pi->procs_cap; i++)
-		if (pi->procs[i].pid)
-			pi_proc_clear(&pi->procs[i]);
-	free(pi->procs);
+	pi_trim(pi, UINT64_MAX, 0);
+	htab_map_release(&pi->procs);
 	free(pi);
 }
