@@ -1,6 +1,7 @@
 /* The control server: Unix stream listeners, one connection per client,
  * newline-delimited JSON requests (proto/), authorization per request by the
- * peer's SO_PEERCRED credentials, and the status report. */
+ * peer's SO_PEERCRED credentials. The face main.c uses; server.c is the
+ * transport, requests.c and req_*.c answer the requests. */
 #ifndef JPROF_CONTROL_H
 #define JPROF_CONTROL_H
 

@@ -16,32 +16,15 @@
 
 #include "agentlink.h"
 #include "buf.h"
+#include "clock_ns.h"
 #include "control.h"
-#include "export.h"
 #include "hostview.h"
+#include "http_pprof.h"
 #include "log.h"
 #include "loop.h"
 #include "sampler.h"
 #include "session.h"
-#include "store.h"
 #include "symbols.h"
-
-#define FILTER_MAX 256                /* bytes of a comm/unit/cgroup filter */
-
-/* One /debug/pprof/profile request waiting for its seconds to pass. */
-struct pending {
-	struct http *h;
-	struct pending *next;
-	struct MHD_Connection *conn;
-	struct loop_source *timer;
-	uint64_t t0_mono_ns, t0_unix_ns;
-	struct hostview_tap *tap;     /* collects exactly this request's window */
-	unsigned seconds;
-	pid_t pid;
-	char *comm, *unit, *cgroup;
-	struct MHD_Response *resp;    /* ready to queue after resume */
-	unsigned status;
-};
 
 struct http {
 	struct loop *loop;
@@ -53,30 +36,13 @@ struct http {
 	struct loop_source *io;
 	struct loop_source *timer;
 	uint64_t timer_deadline_ms;   /* CLOCK_MONOTONIC ms of the armed timer */
-	struct pending *pending;
-	unsigned npending;
+	struct http_pprof *pprof;     /* /debug/pprof/profile and its waiting requests */
 	unsigned port;
 	struct metrics_self self;     /* start_time_s kept across reads */
 	struct metrics_http stats;
 	bool running;                 /* inside MHD_run: no nested runs */
 	bool stopping;
 };
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t unix_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- configuration helpers ------------------------------------------- */
 
@@ -258,9 +224,7 @@ static enum MHD_Result queue(struct http *h, struct MHD_Connection *c, unsigned 
 	return r;
 }
 
-static struct MHD_Response *text_response(const char *ctype, bool go_pprof, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static struct MHD_Response *text_response(const char *ctype, bool go_pprof, const char *fmt, ...)
+struct MHD_Response *http_text_response(const char *ctype, bool go_pprof, const char *fmt, ...)
 {
 	struct MHD_Response *resp;
 	struct buf b = BUF_INIT;
@@ -288,12 +252,6 @@ static struct MHD_Response *text_response(const char *ctype, bool go_pprof, cons
 		MHD_add_response_header(resp, "X-Go-Pprof", "1");
 	return resp;
 }
-
-#define TEXT_PLAIN "text/plain; charset=utf-8"
-
-/* An error of the pprof contract: text/plain with X-Go-Pprof: 1, which
- * makes `go tool pprof` print the message instead of a parse error. */
-#define pprof_error(fmt, ...) text_response(TEXT_PLAIN, true, fmt "\n", ##__VA_ARGS__)
 
 static const char index_page[] =
 	"<!DOCTYPE html>\n"
@@ -340,11 +298,11 @@ static struct MHD_Response *metrics_response(struct http *h)
 		in.sessions = (unsigned)session_count(h->src.sessions);
 	if (h->src.control)
 		in.clients = control_client_count(h->src.control);
-	h->stats.profiles_in_flight = h->npending;
+	http_get_stats(h, &h->stats);
 	metrics_read_self(&h->self);
 	if (metrics_render(&in, &b) < 0) {
 		buf_release(&b);
-		return text_response(TEXT_PLAIN, false, "out of memory\n");
+		return http_text_response(HTTP_TEXT_PLAIN, false, "out of memory\n");
 	}
 	data = buf_steal(&b, &len);
 	resp = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
@@ -357,202 +315,17 @@ static struct MHD_Response *metrics_response(struct http *h)
 	return resp;
 }
 
-/* ---- the profile contract ---------------------------------------------- */
-
-static void pending_free(struct pending *p)
-{
-	if (!p)
-		return;
-	loop_remove(p->timer);
-	store_free(hostview_tap_close(p->tap));
-	if (p->resp)
-		MHD_destroy_response(p->resp);
-	free(p->comm);
-	free(p->unit);
-	free(p->cgroup);
-	free(p);
-}
-
-static void pending_unlink(struct http *h, struct pending *p)
-{
-	for (struct pending **pp = &h->pending; *pp; pp = &(*pp)->next) {
-		if (*pp == p) {
-			*pp = p->next;
-			h->npending--;
-			return;
-		}
-	}
-}
-
-/* Renders what the request's tap collected as gzipped pprof into p->resp. */
-static void profile_render(struct http *h, struct pending *p)
-{
-	uint64_t now = mono_ns();
-	struct export_meta meta = {
-		.pid = (uint32_t)(p->pid > 0 ? p->pid : 0),
-		.comm = p->comm,
-		.event = "cpu-clock",
-		.start_unix_ns = p->t0_unix_ns,
-		.interval_ns = h->src.host_rate_hz ? 1000000000ull / h->src.host_rate_hz : 0,
-		.status = "complete",
-	};
-	struct export_options opt = { 0 };
-	struct store *st = NULL;
-	struct buf b = BUF_INIT;
-	size_t len;
-	char *data;
-	int r;
-
-	st = hostview_tap_close(p->tap);
-	p->tap = NULL;
-	if (!st) {
-		p->status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-		p->resp = pprof_error("out of memory");
-		goto out;
-	}
-	meta.duration_ns = now - p->t0_mono_ns;
-	r = export_render(st, &meta, &opt, EXPORT_PPROF, &b);
-	if (r < 0) {
-		log_err("http: rendering a %u s profile failed: %s", p->seconds, strerror(-r));
-		p->status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-		p->resp = pprof_error("could not render the profile: %s", strerror(-r));
-		goto out;
-	}
-	data = buf_steal(&b, &len);
-	p->resp = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
-	if (!p->resp) {
-		free(data);
-		goto out;
-	}
-	MHD_add_response_header(p->resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
-	MHD_add_response_header(p->resp, MHD_HTTP_HEADER_CONTENT_DISPOSITION,
-				"attachment; filename=\"profile\"");
-	MHD_add_response_header(p->resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-	p->status = MHD_HTTP_OK;
-out:
-	buf_release(&b);
-	store_free(st);
-}
-
-static void http_run(struct http *h);
-
-static void on_profile_due(struct loop_source *src, void *arg)
-{
-	struct pending *p = arg;
-	struct http *h = p->h;
-
-	loop_remove(p->timer);
-	p->timer = NULL;
-	profile_render(h, p);
-	MHD_resume_connection(p->conn);
-	http_run(h);
-}
-
-static int dup_arg(struct MHD_Connection *c, const char *key, char **out)
-{
-	const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, key);
-
-	*out = NULL;
-	if (!v || !*v)
-		return 0;
-	if (strlen(v) >= FILTER_MAX)
-		return -E2BIG;
-	*out = strdup(v);
-	return *out ? 0 : -ENOMEM;
-}
-
-static bool parse_int(const char *s, long *out)
-{
-	char *end;
-
-	errno = 0;
-	*out = strtol(s, &end, 10);
-	return s[0] && !*end && !errno;
-}
-
-static enum MHD_Result handle_profile(struct http *h, struct MHD_Connection *c, void **con_cls)
-{
-	struct pending *p = *con_cls;
-	const char *secs = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "seconds");
-	const char *pid = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "pid");
-	long n = 0, pidv = 0;
-	int r;
-
-	if (p) {
-		/* Resumed: the profile (or the error) is ready. */
-		struct MHD_Response *resp = p->resp;
-
-		p->resp = NULL;
-		if (!resp)
-			resp = pprof_error("jprofd is shutting down");
-		return queue(h, c, resp && p->status ? p->status : MHD_HTTP_SERVICE_UNAVAILABLE, resp);
-	}
-	if (!h->src.hostview)
-		return queue(h, c, MHD_HTTP_SERVICE_UNAVAILABLE,
-			     pprof_error("the host view is off (rate = 0): jprofd keeps no continuous "
-					 "profile to serve; set rate to a non-zero Hz"));
-	if (secs && *secs && !parse_int(secs, &n))
-		return queue(h, c, MHD_HTTP_BAD_REQUEST,
-			     pprof_error("seconds must be an integer, not \"%.64s\"", secs));
-	if (pid && *pid && (!parse_int(pid, &pidv) || pidv <= 0 || pidv > INT32_MAX))
-		return queue(h, c, MHD_HTTP_BAD_REQUEST,
-			     pprof_error("pid must be a process id, not \"%.64s\"", pid));
-	if (h->npending >= h->cfg.max_profiles) {
-		h->stats.rejected_busy++;
-		return queue(h, c, MHD_HTTP_SERVICE_UNAVAILABLE,
-			     pprof_error("too many profile requests waiting (%u); try again later",
-					 h->npending));
-	}
-	p = calloc(1, sizeof(*p));
-	if (!p)
-		return queue(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, pprof_error("out of memory"));
-	p->h = h;
-	p->conn = c;
-	p->pid = (pid_t)pidv;
-	if (n <= 0)
-		n = h->cfg.default_seconds;
-	p->seconds = n > (long)h->cfg.max_seconds ? h->cfg.max_seconds : (unsigned)n;
-	r = dup_arg(c, "comm", &p->comm);
-	if (r == 0)
-		r = dup_arg(c, "unit", &p->unit);
-	if (r == 0)
-		r = dup_arg(c, "cgroup", &p->cgroup);
-	if (r < 0) {
-		pending_free(p);
-		if (r == -E2BIG)
-			return queue(h, c, MHD_HTTP_BAD_REQUEST,
-				     pprof_error("a filter is longer than %d bytes", FILTER_MAX - 1));
-		return queue(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, pprof_error("out of memory"));
-	}
-	p->t0_mono_ns = mono_ns();
-	p->t0_unix_ns = unix_ns();
-	{
-		struct hostview_filter f = { .pid = p->pid, .comm = p->comm, .unit = p->unit,
-					     .cgroup = p->cgroup };
-
-		/* Exactly the samples drained during the next N seconds, so
-		 * back-to-back scrapes never share one. */
-		r = hostview_tap_open(h->src.hostview, &f, &p->tap);
-	}
-	if (r == 0)
-		r = loop_add_timer(h->loop, (uint64_t)p->seconds * 1000, 0, on_profile_due, p,
-				   &p->timer);
-	if (r < 0) {
-		pending_free(p);
-		return queue(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR,
-			     pprof_error("cannot start a timer: %s", strerror(-r)));
-	}
-	p->next = h->pending;
-	h->pending = p;
-	h->npending++;
-	*con_cls = p;
-	log_debug("http: profile of %u s (pid %d, comm %s, unit %s, cgroup %s)", p->seconds, (int)p->pid,
-		  p->comm ? p->comm : "-", p->unit ? p->unit : "-", p->cgroup ? p->cgroup : "-");
-	MHD_suspend_connection(c);
-	return MHD_YES;
-}
-
 /* ---- routing ------------------------------------------------------------ */
+
+static enum MHD_Result answer_profile(struct http *h, struct MHD_Connection *c, void **con_cls)
+{
+	unsigned status;
+	struct MHD_Response *resp = http_pprof_answer(h->pprof, c, con_cls, &status);
+
+	if (!resp && !status)
+		return MHD_YES;  /* suspended until its seconds have passed */
+	return queue(h, c, status, resp);
+}
 
 static bool authorized(struct http *h, struct MHD_Connection *c)
 {
@@ -578,9 +351,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	struct MHD_Response *resp;
 
 	if (*con_cls)  /* a resumed profile request */
-		return handle_profile(h, c, con_cls);
+		return answer_profile(h, c, con_cls);
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
-		resp = text_response(TEXT_PLAIN, pprof, "only GET and HEAD\n");
+		resp = http_text_response(HTTP_TEXT_PLAIN, pprof, "only GET and HEAD\n");
 		if (resp)
 			MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
 		return queue(h, c, MHD_HTTP_METHOD_NOT_ALLOWED, resp);
@@ -601,7 +374,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		}
 		h->stats.unauthorized++;
 		log_audit("denied: http %s %s from %s: missing or wrong bearer token", method, url, addr);
-		resp = text_response(TEXT_PLAIN, pprof, "missing or wrong bearer token "
+		resp = http_text_response(HTTP_TEXT_PLAIN, pprof, "missing or wrong bearer token "
 				     "(send \"Authorization: Bearer TOKEN\")\n");
 		if (resp)
 			MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"jprofd\"");
@@ -610,23 +383,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	if (strcmp(url, "/metrics") == 0)
 		return queue(h, c, MHD_HTTP_OK, metrics_response(h));
 	if (strcmp(url, "/debug/pprof/profile") == 0)
-		return handle_profile(h, c, con_cls);
+		return answer_profile(h, c, con_cls);
 	if (strcmp(url, "/") == 0)
-		return queue(h, c, MHD_HTTP_OK, text_response("text/html; charset=utf-8", false, index_page,
+		return queue(h, c, MHD_HTTP_OK, http_text_response("text/html; charset=utf-8", false, index_page,
 							     JPROF_VERSION, h->cfg.max_seconds));
-	return queue(h, c, MHD_HTTP_NOT_FOUND, text_response(TEXT_PLAIN, pprof, "not found; see /\n"));
+	return queue(h, c, MHD_HTTP_NOT_FOUND, http_text_response(HTTP_TEXT_PLAIN, pprof, "not found; see /\n"));
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
 	struct http *h = cls;
-	struct pending *p = *con_cls;
 
-	if (!p)
+	if (!*con_cls)
 		return;
-	pending_unlink(h, p);
-	pending_free(p);
+	http_pprof_completed(h->pprof, *con_cls);
 	*con_cls = NULL;
 }
 
@@ -643,6 +414,8 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 }
 
 /* ---- the loop ----------------------------------------------------------- */
+
+static void http_run(struct http *h);
 
 static void on_mhd_timer(struct loop_source *src, void *arg)
 {
@@ -667,7 +440,7 @@ static void http_run(struct http *h)
 	h->running = false;
 	if (h->stopping || MHD_get_timeout(h->mhd, &ms) != MHD_YES)
 		return;
-	now_ms = mono_ns() / 1000000ull;
+	now_ms = clock_ns(CLOCK_MONOTONIC) / 1000000ull;
 	if (ms < 1)
 		ms = 1;
 	due = now_ms + ms;
@@ -684,10 +457,17 @@ static void on_mhd_io(struct loop_source *src, int fd, uint32_t events, void *ar
 	http_run(arg);
 }
 
+/* A waiting profile request was resumed: MHD sends its answer. */
+static void on_pprof_resumed(void *arg)
+{
+	http_run(arg);
+}
+
 int http_new(struct loop *loop, const struct http_config *cfg, const struct http_sources *src,
 	     struct http **out)
 {
 	struct sockaddr_storage ss;
+	struct http_pprof_config pcfg;
 	const union MHD_DaemonInfo *di;
 	struct http *h;
 	socklen_t slen;
@@ -724,7 +504,7 @@ int http_new(struct loop *loop, const struct http_config *cfg, const struct http
 		h->cfg.default_seconds = h->cfg.max_seconds;
 	if (!h->cfg.max_connections)
 		h->cfg.max_connections = 64;
-	h->self.start_time_s = (double)unix_ns() / 1e9;
+	h->self.start_time_s = (double)clock_ns(CLOCK_REALTIME) / 1e9;
 	if (cfg->token) {
 		h->token = strdup(cfg->token);
 		if (!h->token) {
@@ -732,6 +512,19 @@ int http_new(struct loop *loop, const struct http_config *cfg, const struct http
 			goto fail;
 		}
 	}
+	pcfg = (struct http_pprof_config){
+		.loop = loop,
+		.hostview = src->hostview,
+		.host_rate_hz = src->host_rate_hz,
+		.max_profiles = h->cfg.max_profiles,
+		.max_seconds = h->cfg.max_seconds,
+		.default_seconds = h->cfg.default_seconds,
+		.resumed = on_pprof_resumed,
+		.ctx = h,
+	};
+	r = http_pprof_new(&pcfg, &h->pprof);
+	if (r < 0)
+		goto fail;
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	h->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,
@@ -774,14 +567,9 @@ void http_free(struct http *h)
 	if (!h)
 		return;
 	h->stopping = true;
-	/* Waiting profile requests get a 503 (resp NULL) on their way out. */
-	for (struct pending *p = h->pending; p; p = p->next) {
-		loop_remove(p->timer);
-		p->timer = NULL;
-		if (h->mhd)
-			MHD_resume_connection(p->conn);
-	}
+	/* Waiting profile requests get a 503 on their way out. */
 	if (h->mhd) {
+		http_pprof_resume_all(h->pprof);
 		h->running = false;
 		MHD_run(h->mhd);
 	}
@@ -790,14 +578,7 @@ void http_free(struct http *h)
 	h->io = NULL;
 	if (h->mhd)
 		MHD_stop_daemon(h->mhd);
-	/* MHD calls on_completed for every connection it closed; anything
-	 * left was never handed back. */
-	while (h->pending) {
-		struct pending *p = h->pending;
-
-		h->pending = p->next;
-		pending_free(p);
-	}
+	http_pprof_free(h->pprof);
 	loop_remove(h->timer);
 	if (h->token) {
 		explicit_bzero(h->token, strlen(h->token));
@@ -814,5 +595,6 @@ unsigned http_port(const struct http *h)
 void http_get_stats(const struct http *h, struct metrics_http *out)
 {
 	*out = h->stats;
-	out->profiles_in_flight = h->npending;
+	out->profiles_in_flight = h->pprof ? http_pprof_waiting(h->pprof) : 0;
+	out->rejected_busy = h->pprof ? http_pprof_rejected(h->pprof) : 0;
 }

@@ -22,6 +22,7 @@ struct agentlink;
 struct control;
 struct hostview;
 struct loop;
+struct MHD_Response;
 struct sampler;
 struct session_mgr;
 struct symbols;
@@ -71,6 +72,12 @@ void http_free(struct http *h);
 /* The bound port (useful with port 0). */
 unsigned http_port(const struct http *h);
 void http_get_stats(const struct http *h, struct metrics_http *out);
+
+/* For http_pprof.c: a text response with Cache-Control: no-store, and
+ * X-Go-Pprof: 1 when go_pprof. NULL on ENOMEM. */
+#define HTTP_TEXT_PLAIN "text/plain; charset=utf-8"
+struct MHD_Response *http_text_response(const char *ctype, bool go_pprof, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* Constant-time comparison of a presented token with the expected one: the
  * time depends only on the expected token's length. */

@@ -1,0 +1,157 @@
+/* profile: a window of the continuous host view (hostview.c), filtered and
+ * grouped as asked, rendered in any export format. Unprivileged peers get
+ * only processes they may record, and only since the process started. */
+#include "requests.h"
+
+#include <errno.h>
+#include <json-c/json.h>
+#include <string.h>
+
+#include "authz.h"
+#include "clock_ns.h"
+#include "hostview.h"
+#include "jprof_proto.h"
+#include "log.h"
+#include "proc.h"
+#include "profile_msg.h"
+#include "sampler.h"
+
+/* A continuous profile of pid needs the same right as recording it.
+ * -errno after the error was sent. */
+static int profile_authorize(const struct request *r, pid_t pid)
+{
+	if (!pid) {
+		if (r->peer->privileged)
+			return 0;
+		requests_deny(r, "for the whole host's profile", "the whole host's profile",
+			      "; others may ask for \"pid\" of their own processes");
+		return -EPERM;
+	}
+	if (r->peer->privileged)
+		return 0;  /* also for processes that have exited since */
+	return requests_authorize_pid(r, pid, "for the profile of", NULL);
+}
+
+/* Monotonic time pid started, so an unprivileged caller never sees samples
+ * of an earlier process that had the same pid; UINT64_MAX if unknown. */
+static uint64_t process_start_mono(pid_t pid, uint64_t now_mono)
+{
+	uint64_t start_boot, now_boot;
+
+	if (proc_read_start_boottime(pid, &start_boot) < 0)
+		return UINT64_MAX;  /* cannot tell: show nothing */
+	now_boot = clock_ns(CLOCK_BOOTTIME);
+	if (now_boot < start_boot || now_boot - start_boot > now_mono)
+		return 0;
+	return now_mono - (now_boot - start_boot);
+}
+
+/* The asked window [*from, *to] in monotonic ns. */
+static void profile_window(const struct request *r, uint64_t now, uint64_t *from, uint64_t *to)
+{
+	const struct jprof_profile_req *pr = &r->msg->profile;
+	uint64_t back;
+
+	if (pr->has_range) {
+		back = (uint64_t)-pr->from_ms * 1000000ull;
+		*from = now > back ? now - back : 0;
+		back = (uint64_t)-pr->to_ms * 1000000ull;
+		*to = now > back ? now - back : 0;
+	} else {
+		back = (uint64_t)pr->last_s * 1000000000ull;
+		*from = now > back ? now - back : 0;
+		*to = now;
+	}
+	if (!r->peer->privileged) {
+		uint64_t born = process_start_mono(pr->pid, now);
+
+		if (born > *from)
+			*from = born;
+	}
+}
+
+/* Where the data starts or ends, in ms relative to now (<= 0). */
+static int64_t ms_before(uint64_t now, uint64_t t)
+{
+	return t ? -(int64_t)((now - t) / 1000000ull) : 0;
+}
+
+void req_profile(const struct request *r)
+{
+	const struct jprof_profile_req *pr = &r->msg->profile;
+	struct hostview *hv = r->rq->hostview;
+	struct hostview_filter f = {
+		.pid = pr->pid,
+		.comm = pr->comm[0] ? pr->comm : NULL,
+		.unit = pr->unit[0] ? pr->unit : NULL,
+		.cgroup = pr->cgroup[0] ? pr->cgroup : NULL,
+	};
+	struct export_meta meta = { .event = "cpu-clock", .status = "complete" };
+	struct export_options opt = { .thread_frames = false };
+	struct json_object *o, *sum;
+	uint64_t now = clock_ns(CLOCK_MONOTONIC), from, to, span_from = 0, span_to = 0;
+	struct sampler_stats ss;
+	struct buf out = BUF_INIT;
+	struct store *st = NULL;
+	int fmt, group, ret;
+
+	fmt = requests_format(r, pr->format);
+	if (fmt < 0)
+		goto out;
+	/* Whole-host profiles start with the process, as record --all does. */
+	group = pr->group_by[0] ? hostview_group_parse(pr->group_by) :
+				  (pr->pid ? HOSTVIEW_GROUP_NONE : HOSTVIEW_GROUP_COMM);
+	if (group < 0) {
+		requests_error(r, JPROF_E_BAD_REQUEST, "unknown group_by \"%s\"", pr->group_by);
+		goto out;
+	}
+	if (profile_authorize(r, pr->pid) < 0)
+		goto out;
+	if (!hv) {
+		requests_error(r, JPROF_E_UNAVAILABLE,
+			       "the continuous host profile is off (jprofd runs with rate = 0)");
+		goto out;
+	}
+	profile_window(r, now, &from, &to);
+	ret = from <= to ? hostview_query_grouped(hv, from, to, &f, (enum hostview_group)group, &st,
+						  &span_from, &span_to) :
+			   -ENOENT;
+	if (ret == -ENOENT) {
+		/* Nothing retained there: a valid, empty profile. */
+		st = store_new(NULL);
+		span_from = span_to = 0;
+		ret = st ? 0 : -ENOMEM;
+	}
+	if (ret < 0) {
+		log_err("profile query failed: %s", strerror(-ret));
+		requests_error(r, JPROF_E_INTERNAL, "querying the host view failed: %s", strerror(-ret));
+		goto out;
+	}
+	sampler_get_stats(r->rq->sampler, &ss);
+	meta.pid = (uint32_t)pr->pid;
+	meta.comm = pr->pid ? store_process_name(st, (uint32_t)pr->pid) : NULL;
+	meta.interval_ns = ss.host_rate_hz ? 1000000000ull / ss.host_rate_hz : 0;
+	meta.duration_ns = span_to - span_from;
+	meta.start_unix_ns = clock_ns(CLOCK_REALTIME) - (span_from ? now - span_from : 0);
+	ret = export_render(st, &meta, &opt, (enum export_format)fmt, &out);
+	if (ret < 0) {
+		log_err("rendering a %s host profile failed: %s", export_format_name(fmt), strerror(-ret));
+		requests_error(r, JPROF_E_INTERNAL, "rendering the profile failed");
+		goto out;
+	}
+	o = profile_msg_new(r->msg->id, "complete", (enum export_format)fmt, &out, st, &sum);
+	if (!o) {
+		requests_error(r, JPROF_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	requests_add_u64(sum, "duration_ms", (span_to - span_from) / 1000000ull);
+	requests_add_u64(sum, "span_ms", (span_to - span_from) / 1000000ull);
+	json_object_object_add(sum, "from_ms", json_object_new_int64(ms_before(now, span_from)));
+	json_object_object_add(sum, "to_ms", json_object_new_int64(ms_before(now, span_to)));
+	json_object_object_add(sum, "group_by",
+			       json_object_new_string(hostview_group_name((enum hostview_group)group)));
+	requests_send(r, o);
+out:
+	buf_release(&out);
+	store_free(st);
+}

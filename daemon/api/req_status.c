@@ -1,0 +1,161 @@
+/* The informational requests: hello (version negotiation, the command list)
+ * and status (the daemon's health, recordings, host view, and the peer as
+ * the daemon sees it). */
+#include "requests.h"
+
+#include <json-c/json.h>
+#include <unistd.h>
+
+#include "authz.h"
+#include "clock_ns.h"
+#include "hostview.h"
+#include "jprof_proto.h"
+#include "sampler.h"
+#include "server.h"
+#include "session.h"
+
+void req_status_hello(const struct request *r)
+{
+	const struct jprof_hello_req *h = &r->msg->hello;
+	struct json_object *o, *cmds;
+	const char *name;
+
+	if (h->min_version > JPROF_PROTO_VERSION || h->max_version < JPROF_PROTO_VERSION) {
+		requests_error(r, JPROF_E_UNSUPPORTED_VERSION,
+			       "this jprofd speaks protocol version %d only; the client asked for %d..%d",
+			       JPROF_PROTO_VERSION, h->min_version, h->max_version);
+		return;
+	}
+	o = jprof_response_new(r->msg->id, "hello");
+	cmds = json_object_new_array();
+	if (!o || !cmds) {
+		json_object_put(o);
+		json_object_put(cmds);
+		return;
+	}
+	json_object_object_add(o, "version", json_object_new_int(JPROF_PROTO_VERSION));
+	json_object_object_add(o, "server", json_object_new_string("jprofd " JPROF_VERSION));
+	for (size_t i = 0; (name = requests_kind_name(i)); i++)
+		json_object_array_add(cmds, json_object_new_string(name));
+	json_object_object_add(o, "commands", cmds);
+	requests_send(r, o);
+}
+
+struct status_ctx {
+	const struct authz_peer *peer;
+	struct json_object *list;
+};
+
+static int status_session(struct session *s, void *arg)
+{
+	struct status_ctx *sc = arg;
+	struct session_info si;
+	struct json_object *e;
+
+	session_get_info(s, &si);
+	/* Others' recordings are counted but not described to unprivileged peers. */
+	if (!sc->peer->privileged && si.uid != sc->peer->uid)
+		return 0;
+	e = json_object_new_object();
+	if (!e)
+		return 0;
+	json_object_object_add(e, "id", json_object_new_int64(si.id));
+	json_object_object_add(e, "pid", json_object_new_int64(si.pid));
+	json_object_object_add(e, "all", json_object_new_boolean(si.all));
+	json_object_object_add(e, "uid", json_object_new_int64(si.uid));
+	requests_add_u64(e, "elapsed_ms", si.elapsed_ms);
+	requests_add_u64(e, "duration_ms", si.duration_ms);
+	requests_add_u64(e, "samples", si.samples);
+	json_object_object_add(e, "threads", json_object_new_int64(si.threads));
+	json_object_array_add(sc->list, e);
+	return 0;
+}
+
+static void add_hostview_status(struct hostview *hv, struct json_object *st)
+{
+	struct json_object *h = json_object_new_object();
+	struct hostview_config hc;
+	struct hostview_stats hs;
+
+	if (!h)
+		return;
+	json_object_object_add(h, "enabled", json_object_new_boolean(hv != NULL));
+	if (hv) {
+		hostview_get_config(hv, &hc);
+		hostview_get_stats(hv, &hs);
+		requests_add_u64(h, "bucket_s", hc.bucket_s);
+		requests_add_u64(h, "retention_s", hc.retention_s);
+		requests_add_u64(h, "max_bytes", hc.max_bytes);
+		requests_add_u64(h, "bytes", hs.bytes);
+		requests_add_u64(h, "buckets", hs.buckets);
+		requests_add_u64(h, "samples", hs.samples);
+		requests_add_u64(h, "evicted_age", hs.evicted_age);
+		requests_add_u64(h, "evicted_memory", hs.evicted_memory);
+		requests_add_u64(h, "span_ms", hs.newest_ns > hs.oldest_ns ?
+			(hs.newest_ns - hs.oldest_ns) / 1000000ull : 0);
+	}
+	json_object_object_add(st, "hostview", h);
+}
+
+static void add_sampler_status(struct sampler *sampler, struct json_object *smp,
+			       struct json_object *lost)
+{
+	struct sampler_stats ss;
+
+	sampler_get_stats(sampler, &ss);
+	json_object_object_add(smp, "state", json_object_new_string("running"));
+	requests_add_u64(smp, "rate_hz", ss.host_rate_hz);
+	requests_add_u64(smp, "cpus", ss.cpus);
+	requests_add_u64(smp, "samples", ss.samples);
+	requests_add_u64(smp, "idle", ss.idle);
+	requests_add_u64(smp, "drains", ss.drains);
+	requests_add_u64(smp, "thread_events", ss.thread_events);
+	requests_add_u64(lost, "kernel_stack", ss.kstack_err);
+	requests_add_u64(lost, "user_stack", ss.ustack_err);
+	requests_add_u64(lost, "stack_collision", ss.collision);
+	requests_add_u64(lost, "map_full", ss.map_full);
+	requests_add_u64(lost, "ringbuf", ss.ringbuf_full);
+	requests_add_u64(lost, "throttled", ss.throttled);
+	requests_add_u64(lost, "foreign_namespace", ss.foreign_ns);
+	requests_add_u64(lost, "stack_missing", ss.stack_missing);
+	json_object_object_add(smp, "lost", lost);
+}
+
+void req_status(const struct request *r)
+{
+	struct requests *rq = r->rq;
+	struct json_object *o = jprof_response_new(r->msg->id, "status");
+	struct json_object *st = json_object_new_object(), *smp = json_object_new_object();
+	struct json_object *lost = json_object_new_object(), *sess = json_object_new_object();
+	struct json_object *peer = json_object_new_object();
+	struct status_ctx sc = { .peer = r->peer, .list = json_object_new_array() };
+
+	if (!o || !st || !smp || !lost || !sess || !peer || !sc.list) {
+		json_object_put(o);
+		json_object_put(st);
+		json_object_put(smp);
+		json_object_put(lost);
+		json_object_put(sess);
+		json_object_put(peer);
+		json_object_put(sc.list);
+		requests_error(r, JPROF_E_INTERNAL, "out of memory");
+		return;
+	}
+	json_object_object_add(st, "version", json_object_new_string(JPROF_VERSION));
+	json_object_object_add(st, "protocol", json_object_new_int(JPROF_PROTO_VERSION));
+	requests_add_u64(st, "pid", (uint64_t)getpid());
+	requests_add_u64(st, "uptime_ms", (clock_ns(CLOCK_MONOTONIC) - rq->start_mono_ns) / 1000000ull);
+	add_sampler_status(rq->sampler, smp, lost);
+	json_object_object_add(st, "sampler", smp);
+	session_foreach(rq->sessions, status_session, &sc);
+	requests_add_u64(sess, "active", session_count(rq->sessions));
+	json_object_object_add(sess, "list", sc.list);
+	json_object_object_add(st, "sessions", sess);
+	add_hostview_status(rq->hostview, st);
+	requests_add_u64(st, "clients", server_client_count(rq->server));
+	requests_add_u64(peer, "uid", r->peer->uid);
+	json_object_object_add(peer, "authorized_all", json_object_new_boolean(r->peer->privileged));
+	json_object_object_add(st, "peer", peer);
+	json_object_object_add(o, "status", st);
+	requests_send(r, o);
+}

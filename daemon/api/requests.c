@@ -1,0 +1,191 @@
+#include "requests.h"
+
+#include <errno.h>
+#include <json-c/json.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "authz.h"
+#include "clock_ns.h"
+#include "export.h"
+#include "jprof_proto.h"
+#include "log.h"
+#include "server.h"
+
+/* Every request kind: a new one is one line here. privileged: the whole
+ * request needs root or the group (record and profile decide by their
+ * arguments instead: a pid of one's own is allowed, the whole host is not). */
+static const struct requests_kind {
+	const char *name;
+	void (*handle)(const struct request *r);
+	bool privileged;
+} kinds[] = {
+	{ "hello", req_status_hello, false },
+	{ "status", req_status, false },
+	{ "record", req_record, false },
+	{ "cancel", req_record_cancel, false },
+	{ "profile", req_profile, false },
+};
+
+const char *requests_kind_name(size_t i)
+{
+	return i < sizeof(kinds) / sizeof(kinds[0]) ? kinds[i].name : NULL;
+}
+
+static const struct requests_kind *kind_find(const char *name)
+{
+	for (size_t i = 0; name && i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (strcmp(kinds[i].name, name) == 0)
+			return &kinds[i];
+	return NULL;
+}
+
+int requests_new(struct session_mgr *sessions, struct sampler *sampler,
+		 const struct requests_config *cfg, struct requests **out)
+{
+	struct requests *rq = calloc(1, sizeof(*rq));
+
+	*out = NULL;
+	if (!rq)
+		return -ENOMEM;
+	rq->sessions = sessions;
+	rq->sampler = sampler;
+	rq->cfg = *cfg;
+	if (!rq->cfg.max_sessions_per_client)
+		rq->cfg.max_sessions_per_client = 4;
+	if (!rq->cfg.max_sessions_per_user)
+		rq->cfg.max_sessions_per_user = 8;
+	if (rq->cfg.max_sessions_per_client > REQUESTS_MAX_RECORDINGS)
+		rq->cfg.max_sessions_per_client = REQUESTS_MAX_RECORDINGS;
+	rq->start_mono_ns = clock_ns(CLOCK_MONOTONIC);
+	*out = rq;
+	return 0;
+}
+
+void requests_free(struct requests *rq)
+{
+	free(rq);
+}
+
+/* ---- replies ---- */
+
+void requests_error(const struct request *r, const char *code, const char *fmt, ...)
+{
+	const struct jprof_request *m = r->msg;
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	server_client_send_error(r->client, m ? m->id : 0, m && m->has_id, code, msg);
+}
+
+void requests_send(const struct request *r, struct json_object *o)
+{
+	size_t len;
+	char *line = o ? jprof_json_line(o, &len) : NULL;
+
+	if (line)
+		server_client_send(r->client, line, len);
+	free(line);
+	json_object_put(o);
+}
+
+void requests_add_u64(struct json_object *o, const char *key, uint64_t v)
+{
+	json_object_object_add(o, key, json_object_new_int64((int64_t)v));
+}
+
+/* ---- what record and profile share ---- */
+
+int requests_format(const struct request *r, const char *name)
+{
+	int fmt = export_format_parse(name);
+
+	if (fmt < 0)
+		requests_error(r, JPROF_E_BAD_REQUEST,
+			       "unknown format \"%s\" (supported: " EXPORT_FORMAT_NAMES ")", name);
+	return fmt < 0 ? -EINVAL : fmt;
+}
+
+static int pidfd_open_checked(pid_t pid)
+{
+	long fd = syscall(SYS_pidfd_open, pid, 0);
+
+	return fd < 0 ? -errno : (int)fd;
+}
+
+int requests_authorize_pid(const struct request *r, pid_t pid, const char *asked, int *pidfd)
+{
+	char why[512] = "";
+	int fd, ret;
+
+	fd = pidfd_open_checked(pid);
+	if (fd < 0) {
+		requests_error(r, JPROF_E_NO_SUCH_PROCESS, "no process with pid %d", (int)pid);
+		return -ESRCH;
+	}
+	ret = authz_check_pid(r->peer, pid, why, sizeof(why));
+	if (ret == 0 && syscall(SYS_pidfd_send_signal, fd, 0, NULL, 0) < 0)
+		ret = -ESRCH;
+	if (ret == -ESRCH) {
+		requests_error(r, JPROF_E_NO_SUCH_PROCESS, "no process with pid %d", (int)pid);
+	} else if (ret < 0) {
+		log_audit("denied: uid %u (pid %d) asked %s pid %d: %s", (unsigned)r->peer->uid,
+			  (int)r->peer->pid, asked, (int)pid, why);
+		requests_error(r, JPROF_E_PERMISSION_DENIED, "%s", why);
+	}
+	if (ret == 0 && pidfd)
+		*pidfd = fd;
+	else
+		close(fd);
+	return ret;
+}
+
+void requests_deny(const struct request *r, const char *asked, const char *what, const char *hint)
+{
+	log_audit("denied: uid %u (pid %d) asked %s", (unsigned)r->peer->uid, (int)r->peer->pid, asked);
+	requests_error(r, JPROF_E_PERMISSION_DENIED, "%s needs root or membership in group %s%s", what,
+		       r->rq->cfg.group_name ? r->rq->cfg.group_name : "jprof", hint);
+}
+
+/* ---- dispatch ---- */
+
+void requests_on_line(void *ctx, struct server_client *c, const struct authz_peer *peer,
+		      const char *line, size_t len)
+{
+	struct jprof_request msg;
+	struct jprof_error err;
+	struct request r = { .rq = ctx, .client = c, .peer = peer, .conn = server_client_data(c),
+			     .msg = &msg };
+	const struct requests_kind *k;
+	char asked[64], what[64];
+
+	memset(&msg, 0, sizeof(msg));
+	if (jprof_request_parse(line, len, &msg, &err) < 0) {
+		requests_error(&r, err.code, "%s", err.message);
+		return;
+	}
+	k = kind_find(jprof_cmd_name(msg.cmd));
+	if (!k) {
+		requests_error(&r, JPROF_E_UNKNOWN_COMMAND, "unknown command");
+		return;
+	}
+	if (k->privileged && !peer->privileged) {
+		snprintf(asked, sizeof(asked), "for \"%s\"", k->name);
+		snprintf(what, sizeof(what), "\"%s\"", k->name);
+		requests_deny(&r, asked, what, "");
+		return;
+	}
+	k->handle(&r);
+}
+
+void requests_on_gone(void *ctx, struct server_client *c)
+{
+	req_record_abandon_all(server_client_data(c));
+}
