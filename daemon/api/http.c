@@ -16,7 +16,7 @@
 
 #include "agentlink.h"
 #include "buf.h"
-#include "clock_ns.h"
+#include "clock.h"
 #include "control.h"
 #include "hostview.h"
 #include "http_pprof.h"

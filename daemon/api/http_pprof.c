@@ -8,11 +8,12 @@
 #include <sys/types.h>
 
 #include "buf.h"
-#include "clock_ns.h"
+#include "clock.h"
 #include "export.h"
 #include "hostview.h"
 #include "http.h"
 #include "log.h"
+#include "profile_msg.h"
 #include "loop.h"
 #include "store.h"
 
@@ -125,9 +126,7 @@ static void profile_render(struct pending *p)
 	struct export_meta meta = {
 		.pid = (uint32_t)(p->pid > 0 ? p->pid : 0),
 		.comm = p->comm,
-		.event = "cpu-clock",
 		.start_unix_ns = p->t0_unix_ns,
-		.interval_ns = rate ? 1000000000ull / rate : 0,
 		.status = "complete",
 	};
 	struct export_options opt = { 0 };
@@ -137,6 +136,7 @@ static void profile_render(struct pending *p)
 	char *data;
 	int r;
 
+	profile_msg_host_meta(&meta, rate);
 	st = hostview_tap_close(p->tap);
 	p->tap = NULL;
 	if (!st) {
@@ -145,7 +145,7 @@ static void profile_render(struct pending *p)
 		goto out;
 	}
 	meta.duration_ns = clock_ns(CLOCK_MONOTONIC) - p->t0_mono_ns;
-	r = export_render(st, &meta, &opt, EXPORT_PPROF, &b);
+	r = export_render(st, &meta, &opt, JPROF_FMT_PPROF, &b);
 	if (r < 0) {
 		log_err("http: rendering a %u s profile failed: %s", p->seconds, strerror(-r));
 		p->status = MHD_HTTP_INTERNAL_SERVER_ERROR;

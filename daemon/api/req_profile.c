@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "authz.h"
-#include "clock_ns.h"
+#include "clock.h"
 #include "hostview.h"
 #include "jprof_proto.h"
 #include "log.h"
@@ -118,7 +118,7 @@ void req_profile(const struct request *r)
 			   -ENOENT;
 	if (ret == -ENOENT) {
 		/* Nothing retained there: a valid, empty profile. */
-		st = store_new(NULL);
+		st = store_new(NULL, NULL, 0);
 		span_from = span_to = 0;
 		ret = st ? 0 : -ENOMEM;
 	}
@@ -130,16 +130,16 @@ void req_profile(const struct request *r)
 	sampler_get_stats(r->rq->sampler, &ss);
 	meta.pid = (uint32_t)pr->pid;
 	meta.comm = pr->pid ? store_process_name(st, (uint32_t)pr->pid) : NULL;
-	meta.interval_ns = ss.host_rate_hz ? 1000000000ull / ss.host_rate_hz : 0;
+	profile_msg_host_meta(&meta, ss.host_rate_hz);
 	meta.duration_ns = span_to - span_from;
 	meta.start_unix_ns = clock_ns(CLOCK_REALTIME) - (span_from ? now - span_from : 0);
-	ret = export_render(st, &meta, &opt, (enum export_format)fmt, &out);
+	ret = export_render(st, &meta, &opt, (enum jprof_format)fmt, &out);
 	if (ret < 0) {
-		log_err("rendering a %s host profile failed: %s", export_format_name(fmt), strerror(-ret));
+		log_err("rendering a %s host profile failed: %s", jprof_format_info(fmt)->name, strerror(-ret));
 		requests_error(r, JPROF_E_INTERNAL, "rendering the profile failed");
 		goto out;
 	}
-	o = profile_msg_new(r->msg->id, "complete", (enum export_format)fmt, &out, st, &sum);
+	o = profile_msg_new(r->msg->id, "complete", (enum jprof_format)fmt, &out, st, &sum);
 	if (!o) {
 		requests_error(r, JPROF_E_INTERNAL, "out of memory");
 		goto out;

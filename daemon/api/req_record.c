@@ -119,7 +119,7 @@ void req_record(const struct request *r)
 	fmt = requests_format(r, rr->format);
 	if (fmt < 0 || check_limits(r) < 0)
 		return;
-	p.format = (enum export_format)fmt;
+	p.format = (enum jprof_format)fmt;
 	if (rr->all && !r->peer->privileged) {
 		requests_deny(r, "to record the whole host", "recording the whole host", "");
 		return;

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "authz.h"
-#include "clock_ns.h"
+#include "clock.h"
 #include "hostview.h"
 #include "jprof_proto.h"
 #include "sampler.h"

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "authz.h"
-#include "clock_ns.h"
+#include "clock.h"
 #include "export.h"
 #include "jprof_proto.h"
 #include "log.h"
@@ -105,11 +105,11 @@ void requests_add_u64(struct json_object *o, const char *key, uint64_t v)
 
 int requests_format(const struct request *r, const char *name)
 {
-	int fmt = export_format_parse(name);
+	int fmt = jprof_format_parse(name);
 
 	if (fmt < 0)
-		requests_error(r, JPROF_E_BAD_REQUEST,
-			       "unknown format \"%s\" (supported: " EXPORT_FORMAT_NAMES ")", name);
+		requests_error(r, JPROF_E_BAD_REQUEST, "unknown format \"%s\" (supported: %s)", name,
+			       jprof_format_names());
 	return fmt < 0 ? -EINVAL : fmt;
 }
 

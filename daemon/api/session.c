@@ -22,6 +22,7 @@
 #include "loop.h"
 #include "proc.h"
 #include "pipeline.h"
+#include "profile_msg.h"
 #include "sample.h"
 #include "sampler.h"
 #include "store.h"
@@ -153,7 +154,6 @@ static void send_profile(struct session *s, const char *status)
 	};
 	struct export_options opt = { .thread_frames = s->p.thread_frames };
 	struct buf out = BUF_INIT;
-	struct store_totals tot;
 	struct json_object *o, *sum;
 	int r;
 
@@ -164,33 +164,15 @@ static void send_profile(struct session *s, const char *status)
 		session_send_error(s, JPROF_E_INTERNAL, "rendering the profile failed");
 		goto out;
 	}
-	store_get_totals(s->store, &tot);
-	o = jprof_response_new(s->p.req_id, "profile");
-	sum = json_object_new_object();
-	if (!o || !sum) {
-		json_object_put(o);
-		json_object_put(sum);
+	o = profile_msg_new(s->p.req_id, status, s->p.format, &out, s->store, &sum);
+	if (!o) {
 		session_send_error(s, JPROF_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	json_object_object_add(o, "status", json_object_new_string(status));
-	if (jprof_profile_add_data(o, jprof_format_info(s->p.format)->name,
-				   jprof_format_info(s->p.format)->binary, out.data, out.len) < 0) {
-		json_object_put(o);
-		json_object_put(sum);
-		session_send_error(s, JPROF_E_INTERNAL, "out of memory");
-		goto out;
-	}
-	json_object_object_add(sum, "samples", json_object_new_int64((int64_t)tot.values[0]));
-	json_object_object_add(sum, "weight_ns", json_object_new_int64(
-		export_weight_index(s->store) < 0 ? 0 : (int64_t)tot.values[export_weight_index(s->store)]));
-	json_object_object_add(sum, "stacks", json_object_new_int64((int64_t)tot.stacks));
-	json_object_object_add(sum, "truncated", json_object_new_boolean(tot.truncated));
 	json_object_object_add(sum, "duration_ms", json_object_new_int64((int64_t)elapsed_ms(s)));
 	json_object_object_add(sum, "lost", json_object_new_int64((int64_t)s->stacks_lost));
 	json_object_object_add(sum, "threads", json_object_new_int64((int64_t)thread_count(s)));
 	session_jvm_summary(s, sum);
-	json_object_object_add(o, "summary", sum);
 	session_send_obj(s, o);
 out:
 	buf_release(&out);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "clock.h"
 #include "jring.h"
 #include "session.h"
 
@@ -82,14 +83,6 @@ struct session_mgr {
 	const char *agent_path;
 	const char *agent_socket;
 };
-
-static inline uint64_t clock_ns(clockid_t id)
-{
-	struct timespec ts;
-
-	clock_gettime(id, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 
 static inline uint64_t interval_ns(const struct session *s)

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "sampler.h"
 #include "sampler.skel.h"
@@ -84,14 +85,6 @@ struct sampler {
 	uint32_t *stack_ids;
 	size_t stack_ids_cap;
 };
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* Parses a cpulist such as "0-3,5" from /sys/devices/system/cpu/online. */
 static int read_online_cpus(int *cpus, unsigned max, unsigned *n)
@@ -518,7 +511,7 @@ static int clear_stacks(struct sampler *s, unsigned gen)
 
 int sampler_drain(struct sampler *s)
 {
-	uint64_t t0 = mono_ns();
+	uint64_t t0 = clock_mono_ns();
 	unsigned old = s->skel->bss->jp_gen & 1;
 	int r;
 
@@ -531,7 +524,7 @@ int sampler_drain(struct sampler *s)
 		r = clear_stacks(s, old);
 	slots_reset(s);
 	s->drains++;
-	s->drain_ns_total += mono_ns() - t0;
+	s->drain_ns_total += clock_mono_ns() - t0;
 	return r;
 }
 

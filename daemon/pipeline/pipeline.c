@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "builder.h"
+#include "clock.h"
 #include "jvmjoin.h"
 #include "log.h"
 #include "loop.h"
@@ -49,14 +50,6 @@ struct pipeline {
 	unsigned nticks;
 	uint64_t drains;
 };
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static struct pipeline_source *find_source(const struct pipeline *p, uint32_t id)
 {
@@ -134,7 +127,7 @@ void pipeline_source_set_join(struct pipeline_source *src, struct jvm_join *j, u
 void pipeline_source_join_run(struct pipeline_source *src, uint64_t horizon_ns, bool final)
 {
 	if (src && src->join)
-		jvm_join_run(src->join, horizon_ns, mono_ns(), final, on_jvm_sample, src);
+		jvm_join_run(src->join, horizon_ns, clock_mono_ns(), final, on_jvm_sample, src);
 }
 
 void pipeline_source_join_flush(struct pipeline_source *src)
@@ -207,7 +200,7 @@ static void on_drain(struct loop_source *ls, void *arg)
 	uint64_t now;
 
 	pipeline_drain(p);
-	now = mono_ns();
+	now = clock_mono_ns();
 	/* Processes come and go: drop their cached maps and unused ELF tables
 	 * once idle for a while, so memory follows the live set, not history. */
 	if (++p->drains % SYMBOLS_EXPIRE_EVERY == 0)

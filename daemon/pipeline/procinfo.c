@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "htab.h"
 #include "proc.h"
 
@@ -35,14 +36,6 @@ struct procinfo {
 	struct htab_map procs;      /* pid -> struct pi_proc * */
 	uint64_t last_expire_ns;
 };
-
-static uint64_t pi_mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- label parsing ---- */
 
@@ -270,7 +263,7 @@ int procinfo_get(struct procinfo *pi, pid_t pid, uint64_t now_ns, struct sample_
 
 	if (!pi || pid <= 0 || !out)
 		return -EINVAL;
-	p = pi_proc_get(pi, pid, now_ns ? now_ns : pi_mono_ns());
+	p = pi_proc_get(pi, pid, now_ns ? now_ns : clock_mono_ns());
 	*out = (struct sample_names){
 		.comm = p->comm, .cgroup = p->cgroup, .container = p->container, .unit = p->unit,
 	};

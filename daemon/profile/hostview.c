@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "sample.h"
 #include "store.h"
 
@@ -195,11 +196,8 @@ void hostview_add(struct hostview *hv, const struct built_sample *bs, uint64_t n
 
 void hostview_consume(const struct built_sample *bs, void *hv)
 {
-	struct timespec ts;
-
 	/* The bucket (and the taps) of the drain that delivered it. */
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	hostview_add(hv, bs, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
+	hostview_add(hv, bs, clock_mono_ns());
 }
 
 void hostview_on_tick(void *hv, uint64_t now_ns)
