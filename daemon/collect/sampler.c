@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "htab.h"
 #include "log.h"
 #include "sampler.h"
 #include "sampler.skel.h"
@@ -50,10 +51,8 @@ struct source_period {
 	uint64_t period_ns;
 };
 
-/* Stack ids read during one drain, so each stack is fetched once. */
-struct stack_slot {
-	int32_t id;       /* -1 = empty */
-	uint32_t gen;     /* ids of the two generations' maps are unrelated */
+/* A stack read during one drain, so each stack is fetched once. */
+struct cached_stack {
 	uint32_t n;
 	uint64_t *ips;
 };
@@ -80,8 +79,10 @@ struct sampler {
 	/* drain scratch */
 	struct jp_count_key *keys;
 	uint64_t *values;
-	struct stack_slot *slots;
-	size_t nslots;
+	struct htab_map stack_cache;    /* gen << 32 | id -> index in cached (ids of
+					   the two generations' maps are unrelated) */
+	struct cached_stack *cached;
+	size_t ncached, cached_cap;
 	uint32_t *stack_ids;
 	size_t stack_ids_cap;
 };
@@ -230,17 +231,10 @@ int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks
 	}
 	s->keys = calloc(DRAIN_BATCH, sizeof(*s->keys));
 	s->values = calloc(DRAIN_BATCH, sizeof(*s->values));
-	/* Per drain at most stack_entries distinct ids: keep the cache at most
-	 * half full. */
-	for (s->nslots = 1024; s->nslots < 2 * (size_t)stack_entries; s->nslots *= 2)
-		;
-	s->slots = calloc(s->nslots, sizeof(*s->slots));
-	if (!s->keys || !s->values || !s->slots) {
+	if (!s->keys || !s->values) {
 		r = -ENOMEM;
 		goto fail;
 	}
-	for (size_t i = 0; i < s->nslots; i++)
-		s->slots[i].id = -1;
 	if (s->host_rate_hz) {
 		r = sampler_cpu_events_open(s, JP_SRC_HOST, 1000000000ull / s->host_rate_hz, &s->host);
 		if (r < 0)
@@ -256,16 +250,18 @@ fail:
 	return r;
 }
 
-static void slots_reset(struct sampler *s)
+static bool drop_entry(uint64_t key, uint64_t *val, void *arg)
 {
-	for (size_t i = 0; i < s->nslots; i++) {
-		if (s->slots[i].id >= 0) {
-			free(s->slots[i].ips);
-			s->slots[i].ips = NULL;
-			s->slots[i].id = -1;
-			s->slots[i].n = 0;
-		}
-	}
+	return false;
+}
+
+/* Empties the per-drain stack cache, keeping its capacity. */
+static void stack_cache_reset(struct sampler *s)
+{
+	for (size_t i = 0; i < s->ncached; i++)
+		free(s->cached[i].ips);
+	s->ncached = 0;
+	htab_map_retain(&s->stack_cache, drop_entry, NULL);
 }
 
 void sampler_free(struct sampler *s)
@@ -275,9 +271,9 @@ void sampler_free(struct sampler *s)
 	sampler_events_close(s->host);
 	ring_buffer__free(s->ring);
 	sampler_bpf__destroy(s->skel);
-	if (s->slots)
-		slots_reset(s);
-	free(s->slots);
+	stack_cache_reset(s);
+	htab_map_release(&s->stack_cache);
+	free(s->cached);
 	free(s->keys);
 	free(s->values);
 	free(s->stack_ids);
@@ -302,26 +298,16 @@ int sampler_poll_ring(struct sampler *s)
  * return with *n = 0 means the stack is gone. */
 static const uint64_t *get_stack(struct sampler *s, unsigned gen, int32_t id, uint32_t *n)
 {
-	uint64_t raw[JP_MAX_STACK_DEPTH];
-	size_t mask = s->nslots - 1, h = (((uint32_t)id * 2654435761u) ^ gen) & mask;
+	uint64_t raw[JP_MAX_STACK_DEPTH], key = (uint64_t)gen << 32 | (uint32_t)id;
 	int fd = gen ? bpf_map__fd(s->skel->maps.stacks1) : bpf_map__fd(s->skel->maps.stacks0);
-	struct stack_slot *slot = NULL;
+	uint64_t *idx = htab_map_get(&s->stack_cache, key);
+	struct cached_stack *c;
 	uint32_t cnt = 0;
 
 	*n = 0;
-	/* Twice as many slots as the stack map has entries: never full, so the
-	 * probe always ends at the id or at a free slot. */
-	for (size_t i = 0; i < s->nslots; i++) {
-		struct stack_slot *c = &s->slots[(h + i) & mask];
-
-		if (c->id == id && c->gen == gen) {
-			*n = c->n;
-			return c->ips;
-		}
-		if (c->id < 0) {
-			slot = c;
-			break;
-		}
+	if (idx) {
+		*n = s->cached[*idx].n;
+		return s->cached[*idx].ips;
 	}
 	if (bpf_map_lookup_elem(fd, &id, raw) < 0) {
 		s->stack_missing++;
@@ -329,17 +315,28 @@ static const uint64_t *get_stack(struct sampler *s, unsigned gen, int32_t id, ui
 	}
 	while (cnt < JP_MAX_STACK_DEPTH && raw[cnt])
 		cnt++;
-	if (!slot)
-		return NULL;  /* cannot happen: see the table's size */
-	slot->ips = malloc((cnt ? cnt : 1) * sizeof(uint64_t));
-	if (!slot->ips)
+	if (s->ncached == s->cached_cap) {
+		size_t cap = s->cached_cap ? 2 * s->cached_cap : 1024;
+		struct cached_stack *nc = realloc(s->cached, cap * sizeof(*nc));
+
+		if (!nc)
+			return NULL;
+		s->cached = nc;
+		s->cached_cap = cap;
+	}
+	c = &s->cached[s->ncached];
+	c->ips = malloc((cnt ? cnt : 1) * sizeof(uint64_t));
+	if (!c->ips)
 		return NULL;
-	memcpy(slot->ips, raw, cnt * sizeof(uint64_t));
-	slot->id = id;
-	slot->gen = gen;
-	slot->n = cnt;
+	if (htab_map_put(&s->stack_cache, key, s->ncached) < 0) {
+		free(c->ips);
+		return NULL;
+	}
+	memcpy(c->ips, raw, cnt * sizeof(uint64_t));
+	c->n = cnt;
+	s->ncached++;
 	*n = cnt;
-	return slot->ips;
+	return c->ips;
 }
 
 static uint64_t source_period(const struct sampler *s, uint32_t source)
@@ -522,7 +519,7 @@ int sampler_drain(struct sampler *s)
 	r = drain_counts(s, old);
 	if (r == 0)
 		r = clear_stacks(s, old);
-	slots_reset(s);
+	stack_cache_reset(s);
 	s->drains++;
 	s->drain_ns_total += clock_mono_ns() - t0;
 	return r;
