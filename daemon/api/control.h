@@ -1,4 +1,7 @@
-/* The control server: Unix stream listeners, one connection per client,
+/* Layer api (daemon/api/): what peers talk to (control socket, requests,
+ * recordings, HTTP, metrics, configuration). Uses every layer below.
+ *
+ * The control server: Unix stream listeners, one connection per client,
  * newline-delimited JSON requests (proto/), authorization per request by the
  * peer's SO_PEERCRED credentials. The face main.c uses; server.c is the
  * transport, requests.c and req_*.c answer the requests. */

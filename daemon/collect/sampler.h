@@ -1,4 +1,7 @@
-/* The BPF sampler: owns the skeleton, the perf events and the drain.
+/* Layer collect (daemon/collect/): the BPF collectors and their perf
+ * events; emits raw samples (rawsample.h). Uses core only.
+ *
+ * The BPF sampler: owns the skeleton, the perf events and the drain.
  *
  * Samples leave as struct raw_sample (rawsample.h), with the event's typed
  * values: for cpu-clock, {count, count * the source's period}.

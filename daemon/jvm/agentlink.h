@@ -1,4 +1,8 @@
-/* Connections from JVM agents (libjprofagent.so) on the daemon socket, speaking
+/* Layer jvm (daemon/jvm/): loading the agent (attach), agent connections
+ * (agentlink), the agent's sample ring (jring) and the Java join (jvmjoin).
+ * Uses core only.
+ *
+ * Connections from JVM agents (libjprofagent.so) on the daemon socket, speaking
  * the binary agent protocol (proto/jprof_agent.h). The control server hands a
  * connection over when its first bytes are the agent magic. An agent is known
  * by its SO_PEERCRED pid only; what it says about itself is informational.

@@ -1,4 +1,7 @@
-/* The sample pipeline: collectors → raw samples → the stack builder (and,
+/* Layer pipeline (daemon/pipeline/): raw sample -> stack builder -> built
+ * sample -> consumers. Uses symbols, collect, jvm, profile.
+ *
+ * The sample pipeline: collectors → raw samples → the stack builder (and,
  * for JVMs, the join with the agent's Java frames) → built samples →
  * consumers. Every consumer (a recording's store, the host view and its HTTP
  * taps) subscribes here and receives the same built samples; none of them

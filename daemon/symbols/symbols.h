@@ -1,4 +1,7 @@
-/* Symbolization: user addresses via /proc/PID/maps + ELF symbol tables
+/* Layer symbols (daemon/symbols/): turns addresses into (kind, name,
+ * module). Uses core only.
+ *
+ * Symbolization: user addresses via /proc/PID/maps + ELF symbol tables
  * (libelf), kernel addresses via /proc/kallsyms. Owns every cache (per-pid
  * maps, per-ELF symbol tables keyed by build-id, kallsyms).
  *
