@@ -28,7 +28,8 @@ _jprofctl()
 		return
 		;;
 	-f|--format)
-		COMPREPLY=($(compgen -W "collapsed json html pprof text" -- "$cur"))
+		# The names come from the jprofctl being completed: its format table.
+		COMPREPLY=($(compgen -W "$("${COMP_WORDS[0]}" formats --names 2>/dev/null)" -- "$cur"))
 		return
 		;;
 	-d|--duration|-i|--interval|-l|--last|--from|--to|-c|--comm|-u|--unit|-g|--cgroup)
@@ -42,7 +43,7 @@ _jprofctl()
 
 	case $cmd in
 	"")
-		COMPREPLY=($(compgen -W "status record profile --socket --help --version" -- "$cur"))
+		COMPREPLY=($(compgen -W "status record profile formats --socket --help --version" -- "$cur"))
 		;;
 	status)
 		COMPREPLY=($(compgen -W "--json --socket --help" -- "$cur"))
@@ -51,6 +52,9 @@ _jprofctl()
 		COMPREPLY=($(compgen -W "--pid --all --duration --interval --output --format
 			--threads --java --java-lines --java-signatures --no-progress --json-events
 			--socket --help" -- "$cur"))
+		;;
+	formats)
+		COMPREPLY=($(compgen -W "--names --help" -- "$cur"))
 		;;
 	profile)
 		COMPREPLY=($(compgen -W "--last --from --to --pid --comm --unit --cgroup --group-by

@@ -1,6 +1,7 @@
 """jprofctl and jprofd command lines: help, usage errors (exit 2), daemon
 not running (exit 3), status as an unprivileged user, JPROFD_SOCKET,
---format json, Ctrl-C writing the partial profile."""
+--format json, Ctrl-C writing the partial profile, jprofctl formats and the
+bash completion of --format."""
 import json
 import os
 import re
@@ -61,6 +62,71 @@ def main(t):
         r = t.ctl(["status"], env={"JPROFD_SOCKET": missing}, timeout=10)
         jt.check_eq(r.returncode, 3, "jprofctl status with JPROFD_SOCKET=<missing>")
 
+    with t.case("formats: the table, --names, and --format takes exactly those names"):
+        r = t.ctl(["formats", "--names"], user="nobody", socket_path=missing, timeout=10,
+                  check_rc=0)
+        names = r.stdout.split()
+        for want in ("collapsed", "raw", "json", "html", "pprof", "text"):
+            jt.check(want in names, "formats --names lacks %s: %r" % (want, names))
+        jt.check_eq(len(set(names)), len(names), "formats --names: names listed twice")
+        r = t.ctl(["formats"], user="nobody", socket_path=missing, timeout=10, check_rc=0)
+        lines = r.stdout.splitlines()
+        jt.check(lines and lines[0].split()[0] == "NAME", "formats: no header:\n%s" % r.stdout)
+        rows = {ln.split()[0]: ln.split() for ln in lines[1:] if ln.strip()}
+        jt.check_eq(sorted(rows), sorted(names), "formats table rows vs formats --names")
+        jt.check(".pb.gz" in rows["pprof"] and "binary" in rows["pprof"],
+                 "formats: pprof row %r" % rows["pprof"])
+        for name in ("html", "json", "collapsed"):
+            jt.check("text" in rows[name] and "binary" not in rows[name],
+                     "formats: %s row %r" % (name, rows[name]))
+        jt.check(".raw.json" in rows["raw"], "formats: raw row %r" % rows["raw"])
+        r = t.ctl(["record", "--help"], timeout=10, check_rc=0)
+        for name in names:
+            jt.check(name in r.stdout, "record --help does not name format %s" % name)
+        r = t.ctl(["--help"], timeout=10, check_rc=0)
+        jt.check("formats" in r.stdout, "jprofctl --help does not list the formats command")
+        # Every listed name (and the alias folded) passes the usage check and
+        # the client goes on to connect (exit 3 on the missing socket).
+        for name in names + ["folded"]:
+            r = t.ctl(["record", "--pid", "1", "-d", "1s", "--format", name],
+                      socket_path=missing, timeout=10)
+            jt.check_eq(r.returncode, 3, "record --format %s exit code (stderr %r)"
+                        % (name, r.stderr))
+        for args in (["record", "--pid", "1", "--format", "svg"],
+                     ["profile", "-f", "PPROF"],
+                     ["formats", "--bogus"],
+                     ["formats", "extra"]):
+            r = t.ctl(args, socket_path=missing, timeout=10)
+            jt.check_eq(r.returncode, 2, "jprofctl %s exit code (stderr %r)"
+                        % (" ".join(args), r.stderr))
+        r = t.ctl(["record", "--pid", "1", "--format", "svg"], socket_path=missing, timeout=10)
+        jt.check("svg" in r.stderr and "pprof" in r.stderr,
+                 "unknown format: the message names neither it nor the known ones: %r"
+                 % r.stderr)
+
+    with t.case("bash completion offers the names of jprofctl formats --names"):
+        comp = os.path.join(os.environ.get("JPROF_SOURCE_DIR", os.path.join(
+            os.path.dirname(os.path.abspath(__file__)), "..", "..")),
+            "packaging", "completion", "jprofctl.bash")
+        names = t.ctl(["formats", "--names"], timeout=10, check_rc=0).stdout.split()
+
+        def complete(*words):
+            script = ('source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); '
+                      '_jprofctl; printf "%s\\n" "${COMPREPLY[@]}"')
+            r = jt.subprocess.run(["bash", "-c", script, "bash", comp, t.jprofctl] + list(words),
+                                  stdin=jt.subprocess.DEVNULL, capture_output=True, text=True,
+                                  timeout=20)
+            jt.check_eq(r.returncode, 0, "completion of %r (stderr %r)" % (words, r.stderr))
+            return r.stdout.split()
+
+        jt.check_eq(complete("record", "--pid", "1", "--format", ""), names,
+                    "completion of record --format")
+        jt.check_eq(complete("profile", "-f", "p"), [n for n in names if n.startswith("p")],
+                    "completion of profile -f p")
+        jt.check("formats" in complete("f"), "completion of commands lacks formats")
+        jt.check_eq(sorted(complete("formats", "--")), ["--help", "--names"],
+                    "completion of formats options")
+
     with t.case("jprofd --help and --version exit 0"):
         for arg in ("--help", "--version"):
             r = jt.subprocess.run([t.jprofd, arg], stdin=jt.subprocess.DEVNULL,
@@ -119,6 +185,21 @@ def main(t):
             raise jt.TestFailure("%s is not JSON (%s): %s" % (out, e, text[:300]))
         for name in ("main", "spin"):
             jt.check(re.search(r'"%s"' % name, text), "JSON profile lacks frame %r" % name)
+        w.kill()
+
+    with t.case("-o FILE.raw.json chooses raw (the longest extension), --format folded collapsed"):
+        w = t.workload("spin_chain", 30)
+        out = os.path.join(t.outdir(), "p.raw.json")
+        t.ctl(["record", "--pid", str(w.pid), "-d", "1s", "-i", "10ms", "-o", out,
+               "--no-progress"], user="nobody", socket_path=d.socket, timeout=30, check_rc=0)
+        with open(out) as f:
+            obj = json.load(f)
+        jt.check_eq(obj.get("format"), "jprofd-profile", "format of %s" % out)
+        r = t.ctl(["record", "--pid", str(w.pid), "-d", "1s", "-i", "10ms", "--format", "folded",
+                   "--no-progress"], user="nobody", socket_path=d.socket, timeout=30, check_rc=0)
+        stacks = jt.parse_collapsed(r.stdout)
+        jt.check(jt.samples_matching(stacks, lambda f: jt.has_seq(f, ["main", "a", "b", "spin"])),
+                 "--format folded: no main;a;b;spin stack in:\n%s" % r.stdout[:500])
         w.kill()
 
     with t.case("Ctrl-C: exit 0 and the partial profile is written"):

@@ -1,10 +1,17 @@
-/* jprofctl's pure helpers: what a user types on the command line. The client
- * is one file, so the test includes it to reach its static functions. */
-#define main jprofctl_main
-#include "../../client/jprofctl.c"
-#undef main
+/* jprofctl's pure helpers: what a user types on the command line, and the
+ * format table it chooses from. Links the client's library (all of
+ * jprofctl but main.c). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include <check.h>
+
+#include "args.h"
+#include "ctl.h"
+#include "jprof_formats.h"
+#include "output.h"
 
 START_TEST(test_duration)
 {
@@ -25,11 +32,11 @@ START_TEST(test_duration)
 
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		ms = 0;
-		ck_assert_msg(ctl_parse_duration_ms(ok[i].text, &ms) == 0, "rejected %s", ok[i].text);
+		ck_assert_msg(args_parse_duration_ms(ok[i].text, &ms) == 0, "rejected %s", ok[i].text);
 		ck_assert_uint_eq(ms, ok[i].ms);
 	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		ck_assert_msg(ctl_parse_duration_ms(bad[i], &ms) < 0, "accepted %s", bad[i]);
+		ck_assert_msg(args_parse_duration_ms(bad[i], &ms) < 0, "accepted %s", bad[i]);
 }
 END_TEST
 
@@ -49,11 +56,11 @@ START_TEST(test_interval)
 
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		us = 0;
-		ck_assert_msg(ctl_parse_interval_us(ok[i].text, &us) == 0, "rejected %s", ok[i].text);
+		ck_assert_msg(args_parse_interval_us(ok[i].text, &us) == 0, "rejected %s", ok[i].text);
 		ck_assert_uint_eq(us, ok[i].us);
 	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		ck_assert_msg(ctl_parse_interval_us(bad[i], &us) < 0, "accepted %s", bad[i]);
+		ck_assert_msg(args_parse_interval_us(bad[i], &us) < 0, "accepted %s", bad[i]);
 }
 END_TEST
 
@@ -61,31 +68,31 @@ START_TEST(test_pid)
 {
 	int32_t pid = 0;
 
-	ck_assert_int_eq(ctl_parse_pid("1234", &pid), 0);
+	ck_assert_int_eq(args_parse_pid("1234", &pid), 0);
 	ck_assert_int_eq(pid, 1234);
-	ck_assert_int_eq(ctl_parse_pid("2147483647", &pid), 0);
-	ck_assert_int_lt(ctl_parse_pid("2147483648", &pid), 0);
-	ck_assert_int_lt(ctl_parse_pid("0", &pid), 0);
-	ck_assert_int_lt(ctl_parse_pid("-1", &pid), 0);
-	ck_assert_int_lt(ctl_parse_pid("12a", &pid), 0);
-	ck_assert_int_lt(ctl_parse_pid("", &pid), 0);
+	ck_assert_int_eq(args_parse_pid("2147483647", &pid), 0);
+	ck_assert_int_lt(args_parse_pid("2147483648", &pid), 0);
+	ck_assert_int_lt(args_parse_pid("0", &pid), 0);
+	ck_assert_int_lt(args_parse_pid("-1", &pid), 0);
+	ck_assert_int_lt(args_parse_pid("12a", &pid), 0);
+	ck_assert_int_lt(args_parse_pid("", &pid), 0);
 }
 END_TEST
 
 START_TEST(test_format_for_path)
 {
-	ck_assert_str_eq(ctl_format_for_path("out.collapsed"), "collapsed");
-	ck_assert_str_eq(ctl_format_for_path("dir.d/out.folded"), "collapsed");
-	ck_assert_str_eq(ctl_format_for_path("p.json"), "json");
-	ck_assert_str_eq(ctl_format_for_path("flame.html"), "html");
-	ck_assert_str_eq(ctl_format_for_path("FLAME.HTML"), "html");
-	ck_assert_str_eq(ctl_format_for_path("cpu.pb.gz"), "pprof");
-	ck_assert_str_eq(ctl_format_for_path("cpu.pprof"), "pprof");
-	ck_assert_str_eq(ctl_format_for_path("top.txt"), "text");
-	ck_assert_str_eq(ctl_format_for_path("out.gz"), "collapsed");
-	ck_assert_str_eq(ctl_format_for_path("profile"), "collapsed");
-	ck_assert_str_eq(ctl_format_for_path(".json"), "collapsed");
-	ck_assert_str_eq(ctl_format_for_path(NULL), "collapsed");
+	ck_assert_str_eq(output_format_for_path("out.collapsed"), "collapsed");
+	ck_assert_str_eq(output_format_for_path("dir.d/out.folded"), "collapsed");
+	ck_assert_str_eq(output_format_for_path("p.json"), "json");
+	ck_assert_str_eq(output_format_for_path("flame.html"), "html");
+	ck_assert_str_eq(output_format_for_path("FLAME.HTML"), "html");
+	ck_assert_str_eq(output_format_for_path("cpu.pb.gz"), "pprof");
+	ck_assert_str_eq(output_format_for_path("cpu.pprof"), "pprof");
+	ck_assert_str_eq(output_format_for_path("top.txt"), "text");
+	ck_assert_str_eq(output_format_for_path("out.gz"), "collapsed");
+	ck_assert_str_eq(output_format_for_path("profile"), "collapsed");
+	ck_assert_str_eq(output_format_for_path(".json"), "collapsed");
+	ck_assert_str_eq(output_format_for_path(NULL), "collapsed");
 }
 END_TEST
 
@@ -117,6 +124,99 @@ START_TEST(test_span)
 }
 END_TEST
 
+/* The one format table: names, aliases, extensions (longest match wins). */
+START_TEST(test_format_table)
+{
+	static const char *const bad[] = { "", "svg", "PPROF", "Folded", "json ", "pb.gz" };
+	const struct jprof_format_info *f;
+
+	ck_assert_ptr_null(jprof_format_info(JPROF_FMT_COUNT));
+	ck_assert_ptr_null(jprof_format_info((enum jprof_format)-1));
+	for (int i = 0; i < JPROF_FMT_COUNT; i++) {
+		f = jprof_format_info((enum jprof_format)i);
+		ck_assert_ptr_nonnull(f);
+		ck_assert_int_eq(f->id, i);
+		ck_assert_int_eq(jprof_format_parse(f->name), i);
+		ck_assert_msg(strstr(jprof_format_names(), f->name), "%s not in names", f->name);
+		ck_assert_msg(f->summary && *f->summary, "%s has no summary", f->name);
+		for (const char *const *a = f->aliases; a && *a; a++)
+			ck_assert_int_eq(jprof_format_parse(*a), i);
+		/* Every extension chooses its own format: no two formats claim one. */
+		for (const char *const *e = f->extensions; e && *e; e++) {
+			char path[64];
+
+			ck_assert_int_eq((*e)[0], '.');
+			snprintf(path, sizeof(path), "dir.d/p%s", *e);
+			ck_assert_msg(jprof_format_for_path(path) == i, "%s is not %s", path, f->name);
+		}
+	}
+	ck_assert_int_eq(jprof_format_parse("folded"), JPROF_FMT_COLLAPSED);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(jprof_format_parse(bad[i]) == -EINVAL, "parsed '%s'", bad[i]);
+	ck_assert_int_eq(jprof_format_parse(NULL), -EINVAL);
+	ck_assert(jprof_format_info(JPROF_FMT_PPROF)->binary);
+	ck_assert(!jprof_format_info(JPROF_FMT_TEXT)->binary);
+
+	ck_assert_int_eq(jprof_format_for_path("x.pb.gz"), JPROF_FMT_PPROF);
+	ck_assert_int_eq(jprof_format_for_path("X.PB.GZ"), JPROF_FMT_PPROF);
+	ck_assert_int_eq(jprof_format_for_path("x.raw.json"), JPROF_FMT_RAW);
+	ck_assert_int_eq(jprof_format_for_path("x.json"), JPROF_FMT_JSON);
+	ck_assert_int_eq(jprof_format_for_path("x.htm"), JPROF_FMT_HTML);
+	ck_assert_int_eq(jprof_format_for_path("x.gz"), -ENOENT);
+	ck_assert_int_eq(jprof_format_for_path("x.svg"), -ENOENT);
+	ck_assert_int_eq(jprof_format_for_path("pb.gz"), -ENOENT);
+	ck_assert_int_eq(jprof_format_for_path(".pb.gz"), -ENOENT);
+	ck_assert_int_eq(jprof_format_for_path(""), -ENOENT);
+	ck_assert_int_eq(jprof_format_for_path(NULL), -ENOENT);
+}
+END_TEST
+
+START_TEST(test_choose_format)
+{
+	ck_assert_str_eq(output_choose_format("pprof", "top.txt"), "pprof");
+	ck_assert_str_eq(output_choose_format(NULL, "flame.html"), "html");
+	ck_assert_str_eq(output_choose_format(NULL, "host.raw.json"), "raw");
+	ck_assert_str_eq(output_choose_format(NULL, "out.svg"), "collapsed");
+	ck_assert_str_eq(output_choose_format(NULL, NULL),
+			 isatty(STDOUT_FILENO) ? "text" : "collapsed");
+}
+END_TEST
+
+/* -f's --help line names every format and extension of the table and
+ * stays within 79 columns. */
+START_TEST(test_help_format)
+{
+	char text[4096], *line, *save = NULL;
+	FILE *tmp = tmpfile();
+	int saved = dup(STDOUT_FILENO);
+	size_t n;
+
+	ck_assert_ptr_nonnull(tmp);
+	ck_assert_int_ge(saved, 0);
+	fflush(stdout);
+	ck_assert_int_ge(dup2(fileno(tmp), STDOUT_FILENO), 0);
+	output_help_format(NULL);
+	fflush(stdout);
+	ck_assert_int_ge(dup2(saved, STDOUT_FILENO), 0);
+	close(saved);
+	rewind(tmp);
+	n = fread(text, 1, sizeof(text) - 1, tmp);
+	fclose(tmp);
+	text[n] = '\0';
+
+	ck_assert_msg(strncmp(text, "  -f, --format FMT       ", 25) == 0, "%s", text);
+	for (int i = 0; i < JPROF_FMT_COUNT; i++) {
+		const struct jprof_format_info *f = jprof_format_info((enum jprof_format)i);
+
+		ck_assert_msg(strstr(text, f->name), "no %s in:\n%s", f->name, text);
+		for (const char *const *e = f->extensions; e && *e; e++)
+			ck_assert_msg(strstr(text, *e), "no %s in:\n%s", *e, text);
+	}
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		ck_assert_msg(strlen(line) <= 79, "line too long: '%s'", line);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("jprofctl");
@@ -130,6 +230,11 @@ int main(void)
 	tcase_add_test(tc, test_format_for_path);
 	tcase_add_test(tc, test_exit_codes);
 	tcase_add_test(tc, test_span);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("formats");
+	tcase_add_test(tc, test_format_table);
+	tcase_add_test(tc, test_choose_format);
+	tcase_add_test(tc, test_help_format);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,141 @@
+/* jprofctl record: a new recording of one process or of the host. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "cmd.h"
+#include "ctl.h"
+#include "output.h"
+#include "run.h"
+
+static void cmd_record_help(void)
+{
+	printf("Usage: jprofctl record (--pid PID | --all) [options]\n"
+	       "\n"
+	       "Record a CPU profile of one process or of the whole host and write it to\n"
+	       "FILE or stdout. Ctrl-C stops early and still writes what was recorded;\n"
+	       "a second Ctrl-C aborts.\n"
+	       "\n"
+	       "  -p, --pid PID          process to profile (yours, unless you are root or\n"
+	       "                         in group jprof)\n"
+	       "  -a, --all              every process (root or group jprof only)\n"
+	       "  -d, --duration TIME    how long: 30s, 500ms, 2m, 1h or seconds (default 30s)\n"
+	       "  -i, --interval TIME    sampling interval: 10ms, 1ms, 250us, 1s (default 10ms,\n"
+	       "                         range 100us..10s)\n"
+	       "  -o, --output FILE      write the profile to FILE (atomically) instead of\n"
+	       "                         stdout\n");
+	output_help_format(NULL);
+	printf("      --threads          add a frame per thread at the root of each stack\n"
+	       "      --java MODE        Java frames for a JVM: auto (default: load the agent,\n"
+	       "                         fall back to native stacks with a warning), off, or\n"
+	       "                         require (fail unless Java frames can be recorded)\n"
+	       "      --java-lines       Java frames as Class.method:line\n"
+	       "      --java-signatures  Java frames with their JVM signatures\n"
+	       "      --no-progress      no progress line (there is none unless stderr is a\n"
+	       "                         terminal)\n"
+	       "      --json-events      print the daemon's events on stderr as JSON lines\n"
+	       "                         (the profile's data left out)\n"
+	       "      --socket PATH      daemon socket (default $%s or %s)\n"
+	       "  -h, --help             show this help\n"
+	       "\n"
+	       "Exit status: 0 profile written (also after Ctrl-C), 1 error, 2 usage,\n"
+	       "3 daemon not running, 4 permission denied, 5 no such process,\n"
+	       "6 the process exited during the recording (partial profile written).\n",
+	       JPROF_SOCKET_ENV, JPROF_DEFAULT_SOCKET);
+}
+
+/* --java: "auto", "off" or "require"; -EINVAL for anything else. */
+static int cmd_record_java(const char *s, enum jprof_java *java)
+{
+	for (enum jprof_java j = JPROF_JAVA_AUTO; j <= JPROF_JAVA_REQUIRE; j++) {
+		if (strcmp(s, jprof_java_name(j)) == 0) {
+			*java = j;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+int cmd_record(int argc, char **argv, const char *socket_path)
+{
+	enum { OPT_THREADS = 256, OPT_NO_PROGRESS, OPT_JAVA, OPT_JAVA_LINES, OPT_JAVA_SIGS };
+	static const struct option opts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "all", no_argument, NULL, 'a' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "interval", required_argument, NULL, 'i' },
+		{ "threads", no_argument, NULL, OPT_THREADS },
+		{ "java", required_argument, NULL, OPT_JAVA },
+		{ "java-lines", no_argument, NULL, OPT_JAVA_LINES },
+		{ "java-signatures", no_argument, NULL, OPT_JAVA_SIGS },
+		{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
+		RUN_OPTIONS,
+		{ NULL, 0, NULL, 0 },
+	};
+	struct jprof_record_req *rr;
+	struct run run;
+	bool has_pid = false, no_progress = false;
+	int r = CTL_CONTINUE, o;
+
+	run_init(&run, "record", JPROF_CMD_RECORD, socket_path, cmd_record_help);
+	run.events = true;
+	rr = &run.req.record;
+	while ((o = run_getopt(&run, argc, argv, ":p:ad:i:o:f:h", opts, &r)) != -1) {
+		switch (o) {
+		case 'p':
+			if (args_parse_pid(optarg, &rr->pid) < 0)
+				r = ctl_usage_err("record", "invalid pid '%s'", optarg);
+			has_pid = true;
+			break;
+		case 'a':
+			rr->all = true;
+			break;
+		case 'd':
+			if (args_parse_duration_ms(optarg, &rr->duration_ms) < 0)
+				r = ctl_usage_err("record", "invalid duration '%s': use e.g. 30s, 500ms, "
+						  "2m, 1h or seconds, from 1ms to 24h", optarg);
+			break;
+		case 'i':
+			if (args_parse_interval_us(optarg, &rr->interval_us) < 0)
+				r = ctl_usage_err("record", "invalid interval '%s': use e.g. 10ms, 1ms, "
+						  "250us, 1s, from 100us to 10s", optarg);
+			break;
+		case OPT_THREADS:
+			rr->thread_frames = true;
+			break;
+		case OPT_JAVA:
+			if (cmd_record_java(optarg, &rr->java) < 0)
+				r = ctl_usage_err("record", "--java wants auto, off or require, not '%s'",
+						  optarg);
+			break;
+		case OPT_JAVA_LINES:
+			rr->java_lines = true;
+			break;
+		case OPT_JAVA_SIGS:
+			rr->java_signatures = true;
+			break;
+		case OPT_NO_PROGRESS:
+			no_progress = true;
+			break;
+		}
+	}
+	if (r == CTL_CONTINUE && has_pid == rr->all)
+		r = ctl_usage_err("record", "give exactly one of --pid PID or --all");
+	if (r != CTL_CONTINUE)
+		goto out;
+
+	rr->progress = !no_progress;
+	run.progress_line = !no_progress && !run.json_events && isatty(STDERR_FILENO);
+	run.pid = rr->pid;
+	if (rr->all)
+		snprintf(run.target, sizeof(run.target), "all processes");
+	else
+		snprintf(run.target, sizeof(run.target), "pid %d", rr->pid);
+	r = run_request(&run);
+out:
+	return r;
+}

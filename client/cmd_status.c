@@ -1,0 +1,151 @@
+/* jprofctl status: the daemon's state, as text or as its JSON line. */
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "conn.h"
+#include "ctl.h"
+#include "field.h"
+
+static void cmd_status_print(struct json_object *st)
+{
+	struct json_object *sampler = field_member(st, "sampler", json_type_object);
+	struct json_object *lost = field_member(sampler, "lost", json_type_object);
+	struct json_object *sessions = field_member(st, "sessions", json_type_object);
+	struct json_object *list = field_member(sessions, "list", json_type_array);
+	struct json_object *peer = field_member(st, "peer", json_type_object);
+	const char *version = field_str(st, "version");
+	const char *state = field_str(sampler, "state");
+	char a[32], b[32], c[32], d[32];
+	int all;
+
+	ctl_format_span(a, sizeof(a), field_int(st, "uptime_ms"));
+	printf("jprofd %s (protocol %s), pid %s, up %s\n", version ? version : "?",
+	       ctl_num(b, sizeof(b), field_int(st, "protocol")),
+	       ctl_num(c, sizeof(c), field_int(st, "pid")), a);
+	printf("sampler: %s at %s Hz on %s CPUs\n", state ? state : "?",
+	       ctl_num(a, sizeof(a), field_int(sampler, "rate_hz")),
+	       ctl_num(b, sizeof(b), field_int(sampler, "cpus")));
+	printf("samples: %s (idle %s)\n", ctl_num(a, sizeof(a), field_int(sampler, "samples")),
+	       ctl_num(b, sizeof(b), field_int(sampler, "idle")));
+	printf("lost:");
+	if (lost) {
+		const char *sep = " ";
+
+		/* Every counter the daemon reports, in its order. */
+		json_object_object_foreach(lost, key, val) {
+			int64_t x = json_object_is_type(val, json_type_int) ?
+					    json_object_get_int64(val) : -1;
+
+			printf("%s%s %s", sep, key, ctl_num(a, sizeof(a), x));
+			sep = ", ";
+		}
+	} else {
+		printf(" ?");
+	}
+	printf("\n");
+	printf("sessions: %s active\n", ctl_num(a, sizeof(a), field_int(sessions, "active")));
+	for (size_t i = 0; list && i < json_object_array_length(list); i++) {
+		struct json_object *s = json_object_array_get_idx(list, i);
+
+		if (!json_object_is_type(s, json_type_object))
+			continue;
+		ctl_format_span(a, sizeof(a), field_int(s, "elapsed_ms"));
+		ctl_format_span(b, sizeof(b), field_int(s, "duration_ms"));
+		printf("  session %s: ", ctl_num(c, sizeof(c), field_int(s, "id")));
+		if (field_bool(s, "all") == 1)
+			printf("all processes");
+		else
+			printf("pid %s", ctl_num(c, sizeof(c), field_int(s, "pid")));
+		printf(", uid %s, %s / %s, %s samples\n", ctl_num(c, sizeof(c), field_int(s, "uid")),
+		       a, b, ctl_num(d, sizeof(d), field_int(s, "samples")));
+	}
+	printf("clients: %s\n", ctl_num(a, sizeof(a), field_int(st, "clients")));
+	all = field_bool(peer, "authorized_all");
+	printf("you: uid %s, %s\n", ctl_num(a, sizeof(a), field_int(peer, "uid")),
+	       all == 1 ? "may record any process and --all" :
+	       all == 0 ? "may record your own processes" : "authorization unknown");
+}
+
+static void cmd_status_help(void)
+{
+	printf("Usage: jprofctl status [--json] [--socket PATH]\n"
+	       "\n"
+	       "Show the daemon's state: version, uptime, sampler state, rate and CPUs,\n"
+	       "sample and lost-sample counters, active recording sessions.\n"
+	       "\n"
+	       "  --json           print the daemon's status response as one JSON line\n"
+	       "  --socket PATH    daemon socket (default $%s or %s)\n"
+	       "  -h, --help       show this help\n",
+	       JPROF_SOCKET_ENV, JPROF_DEFAULT_SOCKET);
+}
+
+int cmd_status(int argc, char **argv, const char *socket_path)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "socket", required_argument, NULL, 'S' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct conn conn = CONN_INIT;
+	struct jprof_request req;
+	struct jprof_response resp = { 0 };
+	struct json_object *st;
+	bool json = false;
+	int r, o;
+
+	while ((o = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (o) {
+		case 'j':
+			json = true;
+			break;
+		case 'S':
+			socket_path = optarg;
+			break;
+		case 'h':
+			cmd_status_help();
+			r = CTL_EXIT_OK;
+			goto out;
+		default:
+			r = ctl_bad_option("status", argv, o);
+			goto out;
+		}
+	}
+	r = ctl_no_operands("status", argc, argv);
+	if (r != CTL_CONTINUE)
+		goto out;
+
+	r = conn_handshake(&conn, socket_path);
+	if (r)
+		goto out;
+	jprof_request_init(&req, JPROF_CMD_STATUS, CONN_ID_COMMAND);
+	r = conn_call(&conn, &req, &resp);
+	if (r)
+		goto out;
+	st = field_member(resp.root, "status", json_type_object);
+	if (strcmp(resp.type, "status") != 0 || !st) {
+		ctl_err("malformed status response from jprofd");
+		r = CTL_EXIT_ERROR;
+		goto out;
+	}
+	if (json) {
+		size_t len;
+		char *line = jprof_json_line(resp.root, &len);
+
+		if (!line || fwrite(line, 1, len, stdout) != len)
+			r = CTL_EXIT_ERROR;
+		free(line);
+	} else {
+		cmd_status_print(st);
+	}
+	if (ctl_flush_stdout() != CTL_EXIT_OK)
+		r = CTL_EXIT_ERROR;
+out:
+	jprof_response_free(&resp);
+	conn_close(&conn);
+	return r;
+}
