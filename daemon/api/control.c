@@ -359,14 +359,13 @@ static void handle_record(struct client *c, const struct jprof_request *req)
 	struct session *s;
 	int fmt, r;
 
-	fmt = export_format_parse(rr->format);
+	fmt = jprof_format_parse(rr->format);
 	if (fmt < 0) {
-		send_error(c, req, JPROF_E_BAD_REQUEST,
-			   "unknown format \"%s\" (supported: " EXPORT_FORMAT_NAMES ")",
-			   rr->format);
+		send_error(c, req, JPROF_E_BAD_REQUEST, "unknown format \"%s\" (supported: %s)",
+			   rr->format, jprof_format_names());
 		return;
 	}
-	p.format = (enum export_format)fmt;
+	p.format = (enum jprof_format)fmt;
 	for (unsigned i = 0; i < c->nsessions; i++) {
 		if (c->sessions[i].req_id == req->id) {
 			send_error(c, req, JPROF_E_BAD_REQUEST,
@@ -505,10 +504,10 @@ static void handle_profile(struct client *c, const struct jprof_request *req)
 	struct store *st = NULL;
 	int fmt, group, r;
 
-	fmt = export_format_parse(pr->format);
+	fmt = jprof_format_parse(pr->format);
 	if (fmt < 0) {
-		send_error(c, req, JPROF_E_BAD_REQUEST,
-			   "unknown format \"%s\" (supported: " EXPORT_FORMAT_NAMES ")", pr->format);
+		send_error(c, req, JPROF_E_BAD_REQUEST, "unknown format \"%s\" (supported: %s)",
+			   pr->format, jprof_format_names());
 		goto out;
 	}
 	/* Whole-host profiles start with the process, as record --all does. */
@@ -546,7 +545,7 @@ static void handle_profile(struct client *c, const struct jprof_request *req)
 			 -ENOENT;
 	if (r == -ENOENT) {
 		/* Nothing retained there: a valid, empty profile. */
-		st = store_new(NULL);
+		st = store_new(NULL, NULL, 0);
 		span_from = span_to = 0;
 		r = st ? 0 : -ENOMEM;
 	}
@@ -559,14 +558,16 @@ static void handle_profile(struct client *c, const struct jprof_request *req)
 	clock_gettime(CLOCK_REALTIME, &rt);
 	meta.pid = (uint32_t)pr->pid;
 	meta.comm = pr->pid ? store_process_name(st, (uint32_t)pr->pid) : NULL;
-	meta.interval_ns = ss.host_rate_hz ? 1000000000ull / ss.host_rate_hz : 0;
+	meta.period_type = sample_types_cpu[1];
+	meta.period = ss.host_rate_hz ? 1000000000ull / ss.host_rate_hz : 0;
 	meta.duration_ns = span_to - span_from;
 	meta.start_unix_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec -
 			     (span_from ? now - span_from : 0);
 	opt.thread_frames = false;
-	r = export_render(st, &meta, &opt, (enum export_format)fmt, &out);
+	r = export_render(st, &meta, &opt, (enum jprof_format)fmt, &out);
 	if (r < 0) {
-		log_err("rendering a %s host profile failed: %s", export_format_name(fmt), strerror(-r));
+		log_err("rendering a %s host profile failed: %s", jprof_format_info(fmt)->name,
+			strerror(-r));
 		send_error(c, req, JPROF_E_INTERNAL, "rendering the profile failed");
 		goto out;
 	}
@@ -578,13 +579,13 @@ static void handle_profile(struct client *c, const struct jprof_request *req)
 		goto out;
 	}
 	json_object_object_add(o, "status", json_object_new_string("complete"));
-	if (jprof_profile_add_data(o, export_format_name(fmt), export_format_is_binary(fmt),
+	if (jprof_profile_add_data(o, jprof_format_info(fmt)->name, jprof_format_info(fmt)->binary,
 				   out.data, out.len) < 0) {
 		send_error(c, req, JPROF_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	ADD_U64(sum, "samples", tot.samples);
-	ADD_U64(sum, "weight_ns", tot.weight_ns);
+	ADD_U64(sum, "samples", tot.values[0]);
+	ADD_U64(sum, "weight_ns", tot.values[1]);
 	ADD_U64(sum, "stacks", tot.stacks);
 	json_object_object_add(sum, "truncated", json_object_new_boolean(tot.truncated));
 	ADD_U64(sum, "duration_ms", (span_to - span_from) / 1000000ull);

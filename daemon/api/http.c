@@ -393,7 +393,8 @@ static void profile_render(struct http *h, struct pending *p)
 		.comm = p->comm,
 		.event = "cpu-clock",
 		.start_unix_ns = p->t0_unix_ns,
-		.interval_ns = h->src.host_rate_hz ? 1000000000ull / h->src.host_rate_hz : 0,
+		.period_type = sample_types_cpu[1],
+		.period = h->src.host_rate_hz ? 1000000000ull / h->src.host_rate_hz : 0,
 		.status = "complete",
 	};
 	struct export_options opt = { 0 };
@@ -411,7 +412,7 @@ static void profile_render(struct http *h, struct pending *p)
 		goto out;
 	}
 	meta.duration_ns = now - p->t0_mono_ns;
-	r = export_render(st, &meta, &opt, EXPORT_PPROF, &b);
+	r = export_render(st, &meta, &opt, JPROF_FMT_PPROF, &b);
 	if (r < 0) {
 		log_err("http: rendering a %u s profile failed: %s", p->seconds, strerror(-r));
 		p->status = MHD_HTTP_INTERNAL_SERVER_ERROR;

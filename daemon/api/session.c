@@ -388,7 +388,8 @@ static void add_sample(struct session *s, const struct sampler_sample *smp)
 	if (smp->ustack_lost || smp->kstack_lost)
 		s->stacks_lost += smp->count;
 	s->samples += smp->count;
-	store_add(s->store, smp->tgid, smp->tid, ids, n, smp->count, smp->count * interval_ns(s));
+	store_add(s->store, &(struct store_sample){ .pid = smp->tgid, .tid = smp->tid, .frames = ids,
+		.nframes = n, .values = (const uint64_t[]){ smp->count, smp->count * interval_ns(s) } });
 	if (smp->host_feed && !s->p.all)
 		feed_hostview(s, smp->tgid, smp->tid, ids, n, smp->count, smp->count * interval_ns(s));
 }
@@ -503,7 +504,8 @@ static void send_profile(struct session *s, const char *status)
 		.event = "cpu-clock",
 		.start_unix_ns = s->start_unix_ns,
 		.duration_ns = elapsed_ms(s) * 1000000ull,
-		.interval_ns = interval_ns(s),
+		.period_type = sample_types_cpu[1],
+		.period = interval_ns(s),
 		.status = status,
 	};
 	struct export_options opt = { .thread_frames = s->p.thread_frames };
@@ -514,7 +516,7 @@ static void send_profile(struct session *s, const char *status)
 
 	r = export_render(s->store, &meta, &opt, s->p.format, &out);
 	if (r < 0) {
-		log_err("session %u: rendering %s failed: %s", s->id, export_format_name(s->p.format),
+		log_err("session %u: rendering %s failed: %s", s->id, jprof_format_info(s->p.format)->name,
 			strerror(-r));
 		send_error(s, JPROF_E_INTERNAL, "rendering the profile failed");
 		goto out;
@@ -529,15 +531,15 @@ static void send_profile(struct session *s, const char *status)
 		goto out;
 	}
 	json_object_object_add(o, "status", json_object_new_string(status));
-	if (jprof_profile_add_data(o, export_format_name(s->p.format),
-				   export_format_is_binary(s->p.format), out.data, out.len) < 0) {
+	if (jprof_profile_add_data(o, jprof_format_info(s->p.format)->name,
+				   jprof_format_info(s->p.format)->binary, out.data, out.len) < 0) {
 		json_object_put(o);
 		json_object_put(sum);
 		send_error(s, JPROF_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	json_object_object_add(sum, "samples", json_object_new_int64((int64_t)tot.samples));
-	json_object_object_add(sum, "weight_ns", json_object_new_int64((int64_t)tot.weight_ns));
+	json_object_object_add(sum, "samples", json_object_new_int64((int64_t)tot.values[0]));
+	json_object_object_add(sum, "weight_ns", json_object_new_int64((int64_t)tot.values[1]));
 	json_object_object_add(sum, "stacks", json_object_new_int64((int64_t)tot.stacks));
 	json_object_object_add(sum, "truncated", json_object_new_boolean(tot.truncated));
 	json_object_object_add(sum, "duration_ms", json_object_new_int64((int64_t)elapsed_ms(s)));
@@ -618,7 +620,8 @@ static void add_jvm_sample(const struct jvm_sample *js, void *arg)
 	if (js->ustack_lost || js->kstack_lost)
 		s->stacks_lost++;
 	s->samples++;
-	store_add(s->store, pid, js->tid, ids, n, 1, interval_ns(s));
+	store_add(s->store, &(struct store_sample){ .pid = pid, .tid = js->tid, .frames = ids,
+		.nframes = n, .values = (const uint64_t[]){ 1, interval_ns(s) } });
 	/* Every thread of a recording is covered: the host view gets the
 	 * joined stack, Java frames included. */
 	feed_hostview(s, pid, js->tid, ids, n, 1, interval_ns(s));
@@ -1022,7 +1025,7 @@ static void complete(struct session *s, const char *status)
 	s->agent = NULL;
 	store_get_totals(s->store, &tot);
 	log_info("session %u: %s after %llu ms, %llu samples, %zu stacks%s", s->id, status,
-		 (unsigned long long)elapsed_ms(s), (unsigned long long)tot.samples, tot.stacks,
+		 (unsigned long long)elapsed_ms(s), (unsigned long long)tot.values[0], tot.stacks,
 		 tot.truncated ? " (truncated)" : "");
 	if (s->first_java_ms)
 		log_info("session %u: first sample with Java frames taken %llu ms after the request",
@@ -1173,7 +1176,7 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 	s->p = *p;
 	s->sink = *sink;
 	s->id = alloc_id(m);
-	s->store = store_new(NULL);
+	s->store = store_new(NULL, NULL, 0);
 	if (!s->store) {
 		r = -ENOMEM;
 		goto fail_internal;

@@ -41,7 +41,7 @@ struct session_params {
 	uid_t uid;                 /* requester, for status */
 	uint64_t duration_ms;
 	uint64_t interval_us;
-	enum export_format format;
+	enum jprof_format format;
 	bool progress;
 	bool thread_frames;
 	int java;                  /* enum jprof_java */

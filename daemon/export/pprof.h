@@ -1,6 +1,6 @@
 /* The "pprof" format: a gzip-compressed perftools.profiles.Profile
  * (daemon/profile.proto), encoded with protobuf-c and compressed with zlib.
- * Sample types samples/count and cpu/nanoseconds; one location and one
+ * The store's sample types, period type and period from the meta; one location and one
  * function per frame; one mapping per module; labels thread, tid, pid and
  * comm on every sample. See docs/formats.md. */
 #ifndef JPROF_PPROF_H
@@ -10,6 +10,6 @@
 #include "export.h"
 #include "store.h"
 
-int pprof_render(const struct store *st, const struct export_meta *meta, struct buf *out);
+int pprof_render(const struct export_job *job, struct buf *out);
 
 #endif

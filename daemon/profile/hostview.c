@@ -399,7 +399,7 @@ static struct hv_bucket *hv_current(struct hostview *hv, uint64_t now_ns)
 		return NULL;
 	/* One bucket alone may use all of the cap; the older ones go first. */
 	lim.max_bytes = hv->cfg.max_bytes;
-	b->st = store_new(&lim);
+	b->st = store_new(&lim, NULL, 0);
 	if (!b->st) {
 		free(b);
 		return NULL;
@@ -472,7 +472,8 @@ static void hv_tap_add(struct hostview_tap *t, const struct store *src, uint32_t
 	name = store_thread_name(src, pid, tid);
 	if (name && !store_thread_name(t->st, pid, tid))
 		store_set_thread_name(t->st, pid, tid, name);
-	store_add(t->st, pid, tid, out, n, count, weight_ns);
+	store_add(t->st, &(struct store_sample){ .pid = pid, .tid = tid, .frames = out, .nframes = n,
+						   .values = (const uint64_t[]){ count, weight_ns } });
 done:
 	if (out != small)
 		free(out);
@@ -481,7 +482,8 @@ done:
 static void hv_add_ids(struct hostview *hv, struct hv_bucket *b, uint32_t pid, uint32_t tid,
 		       const uint32_t *ids, size_t n, uint64_t count, uint64_t weight_ns)
 {
-	store_add(b->st, pid, tid, ids, n, count, weight_ns);
+	store_add(b->st, &(struct store_sample){ .pid = pid, .tid = tid, .frames = ids, .nframes = n,
+						   .values = (const uint64_t[]){ count, weight_ns } });
 	for (struct hostview_tap *t = hv->taps; t; t = t->next)
 		hv_tap_add(t, b->st, pid, tid, ids, n, count, weight_ns);
 	hv->st.samples += count;
@@ -496,7 +498,7 @@ int hostview_tap_open(struct hostview *hv, const struct hostview_filter *filter,
 	*out = NULL;
 	if (!t)
 		return -ENOMEM;
-	t->st = store_new(NULL);
+	t->st = store_new(NULL, NULL, 0);
 	if (!t->st) {
 		free(t);
 		return -ENOMEM;
@@ -729,68 +731,24 @@ static int64_t hv_group_frame(struct store *out, const struct store *src, enum h
 	return id < 0 ? (int64_t)store_truncated_frame(out) : id;
 }
 
-static int hv_merge_bucket(struct store *out, const struct store *src,
-			   const struct hostview_filter *f, enum hostview_group g)
+struct hv_merge {
+	const struct hostview_filter *f;
+	enum hostview_group g;
+};
+
+/* store_merge's filter: the query's filter, and the group frame as prefix. */
+static bool hv_merge_stack(const struct store *src, const struct store_stack *s, struct store *dst,
+			   uint32_t *prefix, void *arg)
 {
-	size_t nframes = store_frame_count(src), nstacks = store_stack_count(src);
-	uint32_t *map = NULL, *ids = NULL;
-	size_t ids_cap = 0;
-	int r = 0;
+	const struct hv_merge *m = arg;
+	int64_t gid;
 
-	map = malloc((nframes ? nframes : 1) * sizeof(*map));
-	if (!map)
-		return -ENOMEM;
-	memset(map, 0xff, (nframes ? nframes : 1) * sizeof(*map));
-	for (size_t i = 0; i < nstacks; i++) {
-		const struct store_stack *s = store_stack_get(src, i);
-		const char *name;
-		struct store_labels l;
-		int64_t gid;
-		size_t n = 0;
-
-		if (!hv_match(src, s->pid, f))
-			continue;
-		if (s->nframes + 1 > ids_cap) {
-			uint32_t *nids = realloc(ids, (s->nframes + 1) * sizeof(*ids));
-
-			if (!nids) {
-				r = -ENOMEM;
-				goto out;
-			}
-			ids = nids;
-			ids_cap = s->nframes + 1;
-		}
-		gid = hv_group_frame(out, src, g, s->pid, s->tid);
-		if (gid >= 0)
-			ids[n++] = (uint32_t)gid;
-		for (uint32_t j = 0; j < s->nframes; j++) {
-			uint32_t fid = s->frames[j];
-
-			if (map[fid] == UINT32_MAX) {
-				const struct store_frame *fr = store_frame_get(src, fid);
-
-				map[fid] = hv_intern(out, fr->kind, fr->name, fr->module);
-			}
-			ids[n++] = map[fid];
-		}
-		name = store_process_name(src, s->pid);
-		if (name && !store_process_name(out, s->pid)) {
-			store_set_process_name(out, s->pid, name);
-			if (store_process_labels(src, s->pid, &l))
-				store_set_process_labels(out, s->pid, &l);
-		}
-		name = store_thread_name(src, s->pid, s->tid);
-		if (name && !store_thread_name(out, s->pid, s->tid))
-			store_set_thread_name(out, s->pid, s->tid, name);
-		r = store_add(out, s->pid, s->tid, ids, n, s->samples, s->weight_ns);
-		if (r < 0)
-			goto out;
-		r = 0;
-	}
-out:
-	free(ids);
-	free(map);
-	return r;
+	if (!hv_match(src, s->pid, m->f))
+		return false;
+	gid = hv_group_frame(dst, src, m->g, s->pid, s->tid);
+	if (gid >= 0)
+		*prefix = (uint32_t)gid;
+	return true;
 }
 
 int hostview_query_grouped(struct hostview *hv, uint64_t from_ns, uint64_t to_ns,
@@ -813,7 +771,7 @@ int hostview_query_grouped(struct hostview *hv, uint64_t from_ns, uint64_t to_ns
 		if (b->start_ns > to_ns || end < from_ns)
 			continue;
 		if (!st) {
-			st = store_new(NULL);
+			st = store_new(NULL, NULL, 0);
 			if (!st) {
 				r = -ENOMEM;
 				goto out;
@@ -824,7 +782,7 @@ int hostview_query_grouped(struct hostview *hv, uint64_t from_ns, uint64_t to_ns
 			sf = b->start_ns;
 		if (end > stt)
 			stt = end;
-		r = hv_merge_bucket(st, b->st, filter, group);
+		r = store_merge(st, b->st, hv_merge_stack, &(struct hv_merge){ filter, group });
 		if (r < 0)
 			goto out;
 	}

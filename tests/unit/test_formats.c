@@ -17,7 +17,8 @@
 
 static const struct export_meta test_meta = {
 	.pid = 10, .comm = "app", .event = "cpu-clock", .start_unix_ns = 1700000000123456789ULL,
-	.duration_ns = 5000000000ULL, .interval_ns = 10000000, .status = "complete",
+	.duration_ns = 5000000000ULL, .period_type = { "cpu", "nanoseconds" }, .period = 10000000,
+	.status = "complete",
 };
 
 static uint32_t intern(struct store *st, enum frame_kind kind, const char *name, const char *module)
@@ -32,7 +33,7 @@ static uint32_t intern(struct store *st, enum frame_kind kind, const char *name,
  * stack, an empty stack and a marker. */
 static struct store *small_store(void)
 {
-	struct store *st = store_new(NULL);
+	struct store *st = store_new(NULL, NULL, 0);
 	uint32_t m = intern(st, FRAME_NATIVE, "main", "app");
 	uint32_t w = intern(st, FRAME_NATIVE, "work", "app");
 	uint32_t sp = intern(st, FRAME_NATIVE, "spin", "app");
@@ -44,13 +45,13 @@ static struct store *small_store(void)
 	uint32_t gc = intern(st, FRAME_MARKER, "[gc_active]", "");
 	uint32_t s1[] = { m, w, sp }, s2[] = { m, w, rd, k }, s3[] = { j1, j2, irq };
 
-	ck_assert_int_eq(store_add(st, 10, 10, s1, 3, 50, 500000000), 0);
-	ck_assert_int_eq(store_add(st, 10, 11, s1, 3, 30, 300000000), 0);
-	ck_assert_int_eq(store_add(st, 10, 10, s2, 4, 10, 100000000), 0);
-	ck_assert_int_eq(store_add(st, 10, 10, s2, 2, 3, 30000000), 0);   /* main;work self */
-	ck_assert_int_eq(store_add(st, 10, 12, s3, 3, 4, 40000000), 0);
-	ck_assert_int_eq(store_add(st, 10, 12, NULL, 0, 1, 10000000), 0);
-	ck_assert_int_eq(store_add(st, 10, 12, &gc, 1, 2, 20000000), 0);
+	ck_assert_int_eq(synth_add(st, 10, 10, s1, 3, 50, 500000000), 0);
+	ck_assert_int_eq(synth_add(st, 10, 11, s1, 3, 30, 300000000), 0);
+	ck_assert_int_eq(synth_add(st, 10, 10, s2, 4, 10, 100000000), 0);
+	ck_assert_int_eq(synth_add(st, 10, 10, s2, 2, 3, 30000000), 0);   /* main;work self */
+	ck_assert_int_eq(synth_add(st, 10, 12, s3, 3, 4, 40000000), 0);
+	ck_assert_int_eq(synth_add(st, 10, 12, NULL, 0, 1, 10000000), 0);
+	ck_assert_int_eq(synth_add(st, 10, 12, &gc, 1, 2, 20000000), 0);
 	ck_assert_int_eq(store_set_thread_name(st, 10, 10, "main"), 0);
 	ck_assert_int_eq(store_set_thread_name(st, 10, 11, "worker-1"), 0);
 	ck_assert_int_eq(store_set_process_name(st, 10, "app"), 0);
@@ -58,7 +59,7 @@ static struct store *small_store(void)
 }
 
 static void render(const struct store *st, const struct export_meta *meta,
-		   const struct export_options *opt, enum export_format fmt, struct buf *b)
+		   const struct export_options *opt, enum jprof_format fmt, struct buf *b)
 {
 	buf_reset(b);
 	ck_assert_int_eq(export_render(st, meta, opt, fmt, b), 0);
@@ -205,7 +206,7 @@ START_TEST(test_tree_json)
 	struct buf b = BUF_INIT;
 	struct json_object *root, *tree, *m, *n;
 
-	render(st, &test_meta, NULL, EXPORT_JSON, &b);
+	render(st, &test_meta, NULL, JPROF_FMT_JSON, &b);
 	root = parse_json(b.data, b.len);
 	ck_assert_str_eq(json_object_get_string(get(root, "format")), "jprofd-tree");
 	m = get(root, "meta");
@@ -231,7 +232,7 @@ START_TEST(test_tree_json)
 	json_object_put(root);
 
 	/* thread root frames, as collapsed's --threads */
-	render(st, &test_meta, &(struct export_options){ .thread_frames = true }, EXPORT_JSON, &b);
+	render(st, &test_meta, &(struct export_options){ .thread_frames = true }, JPROF_FMT_JSON, &b);
 	root = parse_json(b.data, b.len);
 	tree = get(root, "tree");
 	ck_assert_uint_eq(check_node(tree, 0), 100);
@@ -253,10 +254,10 @@ START_TEST(test_tree_total_matches_collapsed)
 	uint64_t sum = 0;
 	char *line, *save = NULL;
 
-	render(st, NULL, NULL, EXPORT_COLLAPSED, &b);
+	render(st, NULL, NULL, JPROF_FMT_COLLAPSED, &b);
 	for (line = strtok_r(b.data, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
 		sum += strtoull(strrchr(line, ' ') + 1, NULL, 10);
-	render(st, NULL, NULL, EXPORT_JSON, &b);
+	render(st, NULL, NULL, JPROF_FMT_JSON, &b);
 	root = parse_json(b.data, b.len);
 	ck_assert_uint_gt(sum, 3000);
 	ck_assert_uint_eq(check_node(get(root, "tree"), 0), sum);
@@ -274,7 +275,7 @@ START_TEST(test_text)
 	struct buf b = BUF_INIT;
 	const char *self;
 
-	render(st, &test_meta, NULL, EXPORT_TEXT, &b);
+	render(st, &test_meta, NULL, JPROF_FMT_TEXT, &b);
 	ck_assert_ptr_nonnull(strstr(b.data, "app (pid 10)"));
 	ck_assert_ptr_nonnull(strstr(b.data, "total: 100 samples"));
 	/* the heaviest stack first, leaf first, with its share */
@@ -301,7 +302,7 @@ START_TEST(test_pprof)
 	bool kernel_mapping = false, saw_worker = false;
 	size_t i, j;
 
-	render(st, &test_meta, NULL, EXPORT_PPROF, &b);
+	render(st, &test_meta, NULL, JPROF_FMT_PPROF, &b);
 	p = pprof_unpack(&b);
 	ck_assert_uint_ge(p->n_string_table, 1);
 	ck_assert_str_eq(p->string_table[0], "");
@@ -380,7 +381,7 @@ START_TEST(test_html)
 	struct json_object *d, *names, *nodes;
 	size_t n;
 
-	render(st, &test_meta, NULL, EXPORT_HTML, &b);
+	render(st, &test_meta, NULL, JPROF_FMT_HTML, &b);
 	ck_assert(!strncmp(b.data, "<!DOCTYPE html>", 15));
 	ck_assert_ptr_nonnull(strstr(b.data, "<title>app (pid 10): cpu-clock, 5.00 s, 100 samples</title>"));
 	/* self-contained: nothing fetched from anywhere */
@@ -416,33 +417,33 @@ END_TEST
 
 START_TEST(test_empty_every_format)
 {
-	struct store *st = store_new(NULL);
+	struct store *st = store_new(NULL, NULL, 0);
 	struct buf b = BUF_INIT;
 	struct json_object *o;
 	Perftools__Profiles__Profile *p;
 	bool labelled = false;
 
-	render(st, &test_meta, NULL, EXPORT_COLLAPSED, &b);
+	render(st, &test_meta, NULL, JPROF_FMT_COLLAPSED, &b);
 	ck_assert_uint_eq(b.len, 0);   /* documented: no lines */
-	render(st, &test_meta, NULL, EXPORT_RAW, &b);
+	render(st, &test_meta, NULL, JPROF_FMT_RAW, &b);
 	o = parse_json(b.data, b.len);
 	ck_assert_uint_eq(get_u64(get(o, "totals"), "samples"), 0);
 	json_object_put(o);
-	render(st, &test_meta, NULL, EXPORT_JSON, &b);
+	render(st, &test_meta, NULL, JPROF_FMT_JSON, &b);
 	o = parse_json(b.data, b.len);
 	ck_assert_uint_eq(get_u64(get(o, "meta"), "samples"), 0);
 	ck_assert_uint_eq(get_u64(get(o, "tree"), "total"), 0);
 	ck_assert_uint_eq(json_object_array_length(get(get(o, "tree"), "children")), 0);
 	json_object_put(o);
-	render(st, &test_meta, NULL, EXPORT_TEXT, &b);
+	render(st, &test_meta, NULL, JPROF_FMT_TEXT, &b);
 	ck_assert_ptr_nonnull(strstr(b.data, "total: no samples\n"));
 	ck_assert_ptr_null(strstr(b.data, "==="));
-	render(st, &test_meta, NULL, EXPORT_HTML, &b);
+	render(st, &test_meta, NULL, JPROF_FMT_HTML, &b);
 	ck_assert_ptr_nonnull(strstr(b.data, "<title>app (pid 10): cpu-clock, 5.00 s, no samples</title>"));
 	o = html_data(b.data);
 	ck_assert_uint_eq(json_object_array_length(get(o, "nodes")), 5);
 	json_object_put(o);
-	render(st, &test_meta, NULL, EXPORT_PPROF, &b);
+	render(st, &test_meta, NULL, JPROF_FMT_PPROF, &b);
 	p = pprof_unpack(&b);
 	ck_assert_uint_eq(p->n_sample, 0);
 	ck_assert_uint_eq(p->n_sample_type, 2);
@@ -490,13 +491,13 @@ START_TEST(test_hostile_names_every_format)
 	meta.comm = "pr</script>&\n";
 
 	/* collapsed: one line per stack, the frame count intact */
-	render(st, &meta, NULL, EXPORT_COLLAPSED, &b);
+	render(st, &meta, NULL, JPROF_FMT_COLLAPSED, &b);
 	ck_assert_uint_eq(count(b.data, "\n"), 2);
 	ck_assert_ptr_nonnull(strstr(b.data, "semi\\x3bcolon\\x3bname;"));
 	ck_assert_ptr_nonnull(strstr(b.data, "line\\x0abreak\\x09tab;bad\\xff\\xfe utf8 \\xc3;"));
 
 	/* json tree: strict parse, names as shown everywhere */
-	render(st, &meta, NULL, EXPORT_JSON, &b);
+	render(st, &meta, NULL, JPROF_FMT_JSON, &b);
 	ck_assert_ptr_null(strchr(b.data, '<'));
 	o = parse_json(b.data, b.len);
 	for (i = 0; i < SYNTH_HOSTILE_N; i++)
@@ -507,7 +508,7 @@ START_TEST(test_hostile_names_every_format)
 
 	/* html: the data block cannot be closed early, the title is escaped,
 	 * and the embedded JSON holds every name */
-	render(st, &meta, NULL, EXPORT_HTML, &b);
+	render(st, &meta, NULL, JPROF_FMT_HTML, &b);
 	ck_assert_uint_eq(count(b.data, "</script>"), 2);
 	ck_assert_uint_eq(count(b.data, "<script"), 2);
 	ck_assert_ptr_nonnull(strstr(b.data, "<title>pr&lt;/script&gt;&amp;\\x0a (pid 7)"));
@@ -518,14 +519,14 @@ START_TEST(test_hostile_names_every_format)
 	json_object_put(o);
 
 	/* text: names as shown, no raw control byte but the line ends */
-	render(st, &meta, NULL, EXPORT_TEXT, &b);
+	render(st, &meta, NULL, JPROF_FMT_TEXT, &b);
 	for (i = 0; i < b.len; i++)
 		ck_assert(b.data[i] == '\n' || ((unsigned char)b.data[i] >= 0x20 && b.data[i] != 0x7f));
 	for (i = 0; i < SYNTH_HOSTILE_N; i++)
 		ck_assert_msg(strstr(b.data, synth_hostile[i].shown), "%s", synth_hostile[i].shown);
 
 	/* pprof: every string valid UTF-8 (json-c validates it) and the names intact */
-	render(st, &meta, NULL, EXPORT_PPROF, &b);
+	render(st, &meta, NULL, JPROF_FMT_PPROF, &b);
 	p = pprof_unpack(&b);
 	for (i = 0; i < p->n_string_table; i++) {
 		struct buf q = BUF_INIT;
@@ -557,8 +558,8 @@ END_TEST
 START_TEST(test_100k_stacks)
 {
 	struct store *st = synth_big_store(100000);
-	static const enum export_format fmts[] = { EXPORT_COLLAPSED, EXPORT_JSON, EXPORT_HTML,
-						   EXPORT_PPROF, EXPORT_TEXT };
+	static const enum jprof_format fmts[] = { JPROF_FMT_COLLAPSED, JPROF_FMT_JSON, JPROF_FMT_HTML,
+						   JPROF_FMT_PPROF, JPROF_FMT_TEXT };
 	struct store_totals tot;
 	struct buf b = BUF_INIT;
 	struct timespec t0, t1;
@@ -574,17 +575,17 @@ START_TEST(test_100k_stacks)
 		render(st, NULL, NULL, fmts[i], &b);
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		/* measured, not asserted: see docs/formats.md */
-		printf("100k stacks: %-9s %10zu bytes in %.3f s\n", export_format_name(fmts[i]), b.len,
+		printf("100k stacks: %-9s %10zu bytes in %.3f s\n", jprof_format_info(fmts[i])->name, b.len,
 		       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
-		if (fmts[i] == EXPORT_HTML) {
+		if (fmts[i] == JPROF_FMT_HTML) {
 			o = html_data(b.data);
-			ck_assert_uint_eq(get_u64(get(o, "meta"), "samples"), tot.samples);
+			ck_assert_uint_eq(get_u64(get(o, "meta"), "samples"), tot.values[0]);
 			json_object_put(o);
-		} else if (fmts[i] == EXPORT_PPROF) {
+		} else if (fmts[i] == JPROF_FMT_PPROF) {
 			p = pprof_unpack(&b);
 			ck_assert_uint_eq(p->n_sample, tot.stacks);
 			perftools__profiles__profile__free_unpacked(p, NULL);
-		} else if (fmts[i] == EXPORT_TEXT) {
+		} else if (fmts[i] == JPROF_FMT_TEXT) {
 			ck_assert_ptr_nonnull(strstr(b.data, "  hot_loop\n"));
 		}
 	}

@@ -43,7 +43,7 @@ static int count_leaf(const struct store_stack *s, void *arg)
 	struct leaf_count *lc = arg;
 
 	lc->stacks++;
-	lc->samples += s->samples;
+	lc->samples += s->values[0];
 	return 0;
 }
 
@@ -52,7 +52,7 @@ static uint64_t total_samples(struct store *st)
 	struct store_totals t;
 
 	store_get_totals(st, &t);
-	return t.samples;
+	return t.values[0];
 }
 
 START_TEST(test_parse_cgroup_lines)

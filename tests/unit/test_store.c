@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "store.h"
+#include "synth_store.h"
 
 struct collect {
 	const struct store_stack *s[256];
@@ -32,7 +33,7 @@ static int intern(struct store *st, enum frame_kind kind, const char *name, cons
 
 START_TEST(test_dedup_sums_counts)
 {
-	struct store *st = store_new(NULL);
+	struct store *st = store_new(NULL, NULL, 0);
 	struct store_totals t;
 	struct collect c = { 0 };
 	uint32_t f[3];
@@ -42,13 +43,13 @@ START_TEST(test_dedup_sums_counts)
 	f[1] = (uint32_t)intern(st, FRAME_NATIVE, "work", "app");
 	f[2] = (uint32_t)intern(st, FRAME_KERNEL, "sys_read", NULL);
 
-	ck_assert_int_eq(store_add(st, 100, 101, f, 3, 2, 2000), 0);
-	ck_assert_int_eq(store_add(st, 100, 101, f, 3, 3, 3000), 0);
+	ck_assert_int_eq(synth_add(st, 100, 101, f, 3, 2, 2000), 0);
+	ck_assert_int_eq(synth_add(st, 100, 101, f, 3, 3, 3000), 0);
 
 	store_get_totals(st, &t);
 	ck_assert_uint_eq(t.stacks, 1);
-	ck_assert_uint_eq(t.samples, 5);
-	ck_assert_uint_eq(t.weight_ns, 5000);
+	ck_assert_uint_eq(t.values[0], 5);
+	ck_assert_uint_eq(t.values[1], 5000);
 	ck_assert(!t.truncated);
 	ck_assert_uint_eq(t.truncated_samples, 0);
 	ck_assert_uint_gt(t.bytes, 0);
@@ -59,15 +60,15 @@ START_TEST(test_dedup_sums_counts)
 	ck_assert_uint_eq(c.s[0]->tid, 101);
 	ck_assert_uint_eq(c.s[0]->nframes, 3);
 	ck_assert_mem_eq(c.s[0]->frames, f, sizeof(f));
-	ck_assert_uint_eq(c.s[0]->samples, 5);
-	ck_assert_uint_eq(c.s[0]->weight_ns, 5000);
+	ck_assert_uint_eq(c.s[0]->values[0], 5);
+	ck_assert_uint_eq(c.s[0]->values[1], 5000);
 	store_free(st);
 }
 END_TEST
 
 START_TEST(test_distinct_keys_are_separate)
 {
-	struct store *st = store_new(NULL);
+	struct store *st = store_new(NULL, NULL, 0);
 	struct store_totals t;
 	uint32_t f[2], rev[2];
 
@@ -75,17 +76,17 @@ START_TEST(test_distinct_keys_are_separate)
 	f[1] = (uint32_t)intern(st, FRAME_NATIVE, "b", NULL);
 	rev[0] = f[1];
 	rev[1] = f[0];
-	ck_assert_int_eq(store_add(st, 1, 1, f, 2, 1, 10), 0);
-	ck_assert_int_eq(store_add(st, 1, 2, f, 2, 1, 10), 0);   /* other tid */
-	ck_assert_int_eq(store_add(st, 2, 1, f, 2, 1, 10), 0);   /* other pid */
-	ck_assert_int_eq(store_add(st, 1, 1, rev, 2, 1, 10), 0); /* other order */
-	ck_assert_int_eq(store_add(st, 1, 1, f, 1, 1, 10), 0);   /* prefix */
-	ck_assert_int_eq(store_add(st, 1, 1, NULL, 0, 1, 10), 0); /* empty stack */
-	ck_assert_int_eq(store_add(st, 1, 1, NULL, 0, 1, 10), 0);
+	ck_assert_int_eq(synth_add(st, 1, 1, f, 2, 1, 10), 0);
+	ck_assert_int_eq(synth_add(st, 1, 2, f, 2, 1, 10), 0);   /* other tid */
+	ck_assert_int_eq(synth_add(st, 2, 1, f, 2, 1, 10), 0);   /* other pid */
+	ck_assert_int_eq(synth_add(st, 1, 1, rev, 2, 1, 10), 0); /* other order */
+	ck_assert_int_eq(synth_add(st, 1, 1, f, 1, 1, 10), 0);   /* prefix */
+	ck_assert_int_eq(synth_add(st, 1, 1, NULL, 0, 1, 10), 0); /* empty stack */
+	ck_assert_int_eq(synth_add(st, 1, 1, NULL, 0, 1, 10), 0);
 	store_get_totals(st, &t);
 	ck_assert_uint_eq(t.stacks, 6);
-	ck_assert_uint_eq(t.samples, 7);
-	ck_assert_uint_eq(store_stack_get(st, 5)->samples, 2);
+	ck_assert_uint_eq(t.values[0], 7);
+	ck_assert_uint_eq(store_stack_get(st, 5)->values[0], 2);
 	ck_assert_uint_eq(store_stack_get(st, 5)->nframes, 0);
 	store_free(st);
 }
@@ -93,7 +94,7 @@ END_TEST
 
 START_TEST(test_frame_interning)
 {
-	struct store *st = store_new(NULL);
+	struct store *st = store_new(NULL, NULL, 0);
 	const struct store_frame *fr;
 	char name[32] = "Foo.bar";
 	uint32_t trunc = store_truncated_frame(st);
@@ -137,7 +138,7 @@ END_TEST
 
 START_TEST(test_many_frames_stay_stable)
 {
-	struct store *st = store_new(NULL);
+	struct store *st = store_new(NULL, NULL, 0);
 	char name[32];
 	int i;
 
@@ -157,12 +158,12 @@ END_TEST
 
 START_TEST(test_add_rejects_bad_input)
 {
-	struct store *st = store_new(NULL);
+	struct store *st = store_new(NULL, NULL, 0);
 	uint32_t bad = 99;
 
-	ck_assert_int_eq(store_add(st, 1, 1, &bad, 1, 1, 1), -EINVAL);
-	ck_assert_int_eq(store_add(st, 1, 1, NULL, 2, 1, 1), -EINVAL);
-	ck_assert_int_eq(store_add(NULL, 1, 1, NULL, 0, 1, 1), -EINVAL);
+	ck_assert_int_eq(synth_add(st, 1, 1, &bad, 1, 1, 1), -EINVAL);
+	ck_assert_int_eq(synth_add(st, 1, 1, NULL, 2, 1, 1), -EINVAL);
+	ck_assert_int_eq(synth_add(NULL, 1, 1, NULL, 0, 1, 1), -EINVAL);
 	store_free(st);
 }
 END_TEST
@@ -170,7 +171,7 @@ END_TEST
 START_TEST(test_stack_limit_keeps_every_sample)
 {
 	struct store_limits lim = { .max_stacks = 10 };
-	struct store *st = store_new(&lim);
+	struct store *st = store_new(&lim, NULL, 0);
 	const struct store_stack *s;
 	struct store_totals t;
 	uint64_t added = 0, expect_trunc = 0, in_trunc = 0;
@@ -186,7 +187,7 @@ START_TEST(test_stack_limit_keeps_every_sample)
 
 		snprintf(name, sizeof(name), "leaf%zu", i);
 		f[1] = (uint32_t)intern(st, FRAME_NATIVE, name, NULL);
-		r = store_add(st, 7 + (uint32_t)(i % 2), 70 + (uint32_t)i, f, 2, i + 1, 1000 * (i + 1));
+		r = synth_add(st, 7 + (uint32_t)(i % 2), 70 + (uint32_t)i, f, 2, i + 1, 1000 * (i + 1));
 		ck_assert_int_eq(r, i < 10 ? 0 : 1);
 		added += i + 1;
 		if (i >= 10)
@@ -194,11 +195,11 @@ START_TEST(test_stack_limit_keeps_every_sample)
 	}
 	/* An existing stack keeps counting after the limit is hit. */
 	f[1] = 2;
-	ck_assert_int_eq(store_add(st, 7, 70, f, 2, 5, 0), 0);
+	ck_assert_int_eq(synth_add(st, 7, 70, f, 2, 5, 0), 0);
 	added += 5;
 
 	store_get_totals(st, &t);
-	ck_assert_uint_eq(t.samples, added);
+	ck_assert_uint_eq(t.values[0], added);
 	ck_assert(t.truncated);
 	ck_assert_uint_gt(t.truncated_samples, 0);
 	ck_assert_uint_eq(t.truncated_samples, expect_trunc);
@@ -209,7 +210,7 @@ START_TEST(test_stack_limit_keeps_every_sample)
 		if (s->nframes == 1 && s->frames[0] == trunc) {
 			ck_assert_uint_eq(s->tid, 0);
 			ck_assert(s->pid == 7 || s->pid == 8);
-			in_trunc += s->samples;
+			in_trunc += s->values[0];
 			ntrunc++;
 		}
 	}
@@ -222,7 +223,7 @@ END_TEST
 START_TEST(test_frame_limit)
 {
 	struct store_limits lim = { .max_frames = 3 };
-	struct store *st = store_new(&lim);
+	struct store *st = store_new(&lim, NULL, 0);
 	struct store_totals t;
 
 	ck_assert_int_eq(store_frame_intern(st, FRAME_NATIVE, "a", NULL), 1);
@@ -240,7 +241,7 @@ END_TEST
 START_TEST(test_byte_limit)
 {
 	struct store_limits lim = { .max_bytes = 512 << 10 };
-	struct store *st = store_new(&lim);
+	struct store *st = store_new(&lim, NULL, 0);
 	struct store_totals t;
 	uint32_t f[64];
 	uint64_t added = 0;
@@ -257,7 +258,7 @@ START_TEST(test_byte_limit)
 		f[0] = (uint32_t)(i % 64) + 1;
 		f[1] = (uint32_t)(i / 64 % 64) + 1;
 		f[2] = (uint32_t)(i / 4096) + 1;
-		r = store_add(st, 1, 2, f, 64, 1, 1);
+		r = synth_add(st, 1, 2, f, 64, 1, 1);
 		ck_assert_int_ge(r, 0);
 		stored += r == 0;
 		added++;
@@ -266,7 +267,7 @@ START_TEST(test_byte_limit)
 	ck_assert(t.truncated);
 	ck_assert_uint_gt(stored, 100);
 	ck_assert_uint_lt(stored, 20000);
-	ck_assert_uint_eq(t.samples, added);
+	ck_assert_uint_eq(t.values[0], added);
 	ck_assert_uint_eq(t.truncated_samples, added - stored);
 	ck_assert_uint_le(t.bytes, lim.max_bytes);
 	store_free(st);
@@ -275,7 +276,7 @@ END_TEST
 
 START_TEST(test_many_stacks)
 {
-	struct store *st = store_new(NULL);
+	struct store *st = store_new(NULL, NULL, 0);
 	struct store_totals t;
 	uint32_t f[8];
 	size_t i, j;
@@ -291,17 +292,17 @@ START_TEST(test_many_stacks)
 		for (i = 0; i < 120000; i++) {
 			for (j = 0; j < 8; j++)
 				f[j] = (uint32_t)((i >> (2 * j)) & 63) + 1;
-			ck_assert_int_eq(store_add(st, 1000 + (uint32_t)(i % 3), 5, f, 8, 1, 10), 0);
+			ck_assert_int_eq(synth_add(st, 1000 + (uint32_t)(i % 3), 5, f, 8, 1, 10), 0);
 		}
 	}
 	store_get_totals(st, &t);
 	ck_assert_uint_eq(t.stacks, 120000);
-	ck_assert_uint_eq(t.samples, 240000);
+	ck_assert_uint_eq(t.values[0], 240000);
 	ck_assert(!t.truncated);
 	for (i = 0; i < t.stacks; i += 997) {
 		const struct store_stack *s = store_stack_get(st, i);
 
-		ck_assert_uint_eq(s->samples, 2);
+		ck_assert_uint_eq(s->values[0], 2);
 		ck_assert_uint_eq(s->pid, 1000 + i % 3);
 		ck_assert_uint_eq(s->frames[0], (i & 63) + 1);
 	}
@@ -333,7 +334,7 @@ static int proc_cb(uint32_t pid, const char *comm, void *arg)
 
 START_TEST(test_names)
 {
-	struct store *st = store_new(NULL);
+	struct store *st = store_new(NULL, NULL, 0);
 	struct name_seen seen = { 0 };
 	char buf[16] = "worker-1";
 
@@ -372,7 +373,7 @@ END_TEST
 
 START_TEST(test_foreach_insertion_order)
 {
-	struct store *st = store_new(NULL);
+	struct store *st = store_new(NULL, NULL, 0);
 	struct collect c = { 0 };
 	uint32_t f;
 	size_t i;
@@ -380,13 +381,13 @@ START_TEST(test_foreach_insertion_order)
 	f = (uint32_t)intern(st, FRAME_NATIVE, "x", NULL);
 	/* pids descending so a sort by key would visibly reorder them */
 	for (i = 0; i < 50; i++)
-		ck_assert_int_eq(store_add(st, 1000 - (uint32_t)i, 1, &f, 1, 1, 1), 0);
-	ck_assert_int_eq(store_add(st, 1000, 1, &f, 1, 1, 1), 0);
+		ck_assert_int_eq(synth_add(st, 1000 - (uint32_t)i, 1, &f, 1, 1, 1), 0);
+	ck_assert_int_eq(synth_add(st, 1000, 1, &f, 1, 1, 1), 0);
 	ck_assert_int_eq(store_foreach_stack(st, collect_cb, &c), 0);
 	ck_assert_uint_eq(c.n, 50);
 	for (i = 0; i < 50; i++)
 		ck_assert_uint_eq(c.s[i]->pid, 1000 - i);
-	ck_assert_uint_eq(c.s[0]->samples, 2);
+	ck_assert_uint_eq(c.s[0]->values[0], 2);
 
 	/* A non-zero return stops the walk and is passed back. */
 	memset(&c, 0, sizeof(c));
@@ -407,7 +408,7 @@ START_TEST(test_null_safety)
 	ck_assert_ptr_null(store_thread_name(NULL, 1, 1));
 	ck_assert_int_eq(store_frame_intern(NULL, FRAME_NATIVE, "x", NULL), -EINVAL);
 	store_get_totals(NULL, &t);
-	ck_assert_uint_eq(t.samples, 0);
+	ck_assert_uint_eq(t.values[0], 0);
 }
 END_TEST
 
