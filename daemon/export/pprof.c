@@ -315,8 +315,11 @@ int pprof_render(const struct export_job *job, struct buf *out)
 		goto out;
 	}
 	r = (int)pprof_cstring(&c.strs, "");   /* index 0 */
-	for (i = 0; r == 0 && i < nv; i++)
-		r = pprof_value_type(&c, &types[i], store_value_type(st, i)->type, store_value_type(st, i)->unit);
+	for (i = 0; r == 0 && i < nv; i++) {
+		const struct sample_type *vt = store_value_type(st, i);
+
+		r = pprof_value_type(&c, &types[i], vt->type, vt->unit);
+	}
 	if (r == 0 && period)
 		r = pprof_value_type(&c, &types[nv], meta->period_type.type, meta->period_type.unit);
 	if (r < 0)

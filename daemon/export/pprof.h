@@ -1,8 +1,9 @@
 /* The "pprof" format: a gzip-compressed perftools.profiles.Profile
- * (daemon/profile.proto), encoded with protobuf-c and compressed with zlib.
- * The store's sample types, period type and period from the meta; one location and one
- * function per frame; one mapping per module; labels thread, tid, pid and
- * comm on every sample. See docs/formats.md. */
+ * (daemon/export/profile.proto), encoded with protobuf-c and compressed
+ * with zlib. The store's sample types (the last one the default), period
+ * type and period from the meta; one location and one function per frame;
+ * one mapping per module; labels thread, tid, pid and comm on every sample.
+ * See docs/formats.md. */
 #ifndef JPROF_PPROF_H
 #define JPROF_PPROF_H
 

@@ -479,6 +479,30 @@ START_TEST(test_json_python_reads_it)
 }
 END_TEST
 
+START_TEST(test_registry)
+{
+	struct store *st = store_new(NULL, NULL, 0);
+	struct buf b = BUF_INIT;
+
+	/* Every format of proto/jprof_formats.h has its renderer, and each one
+	 * renders an empty store. */
+	for (int f = 0; f < JPROF_FMT_COUNT; f++) {
+		const struct export_renderer *r = export_renderer((enum jprof_format)f);
+
+		ck_assert_ptr_nonnull(r);
+		ck_assert_int_eq(r->id, f);
+		ck_assert_ptr_nonnull(r->render);
+		buf_reset(&b);
+		ck_assert_int_eq(export_render(st, NULL, NULL, (enum jprof_format)f, &b), 0);
+		ck_assert_uint_gt(b.len + (f == JPROF_FMT_COLLAPSED), 0);
+	}
+	ck_assert_ptr_null(export_renderer(JPROF_FMT_COUNT));
+	ck_assert_ptr_null(export_renderer((enum jprof_format)-1));
+	buf_release(&b);
+	store_free(st);
+}
+END_TEST
+
 static Suite *export_suite(void)
 {
 	Suite *s = suite_create("export");
@@ -495,6 +519,7 @@ static Suite *export_suite(void)
 	tcase_add_test(tc, test_render_errors_keep_buffer);
 	tcase_add_test(tc, test_json_structure);
 	tcase_add_test(tc, test_json_null_meta_and_truncation);
+	tcase_add_test(tc, test_registry);
 	tcase_add_test(tc, test_json_escaping);
 	tcase_add_test(tc, test_json_python_reads_it);
 	suite_add_tcase(s, tc);

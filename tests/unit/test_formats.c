@@ -95,6 +95,12 @@ static uint64_t get_u64(struct json_object *o, const char *key)
 	return json_object_get_uint64(get(o, key));
 }
 
+/* Element i of the number list o[key]. */
+static uint64_t get_at(struct json_object *o, const char *key, size_t i)
+{
+	return json_object_get_uint64(json_object_array_get_idx(get(o, key), i));
+}
+
 /* The page's embedded profile data, parsed; and the count of "</script"
  * in the whole page, which must be exactly the number of script elements. */
 static struct json_object *html_data(const char *page)
@@ -286,6 +292,163 @@ START_TEST(test_text)
 	/* first row of the self table */
 	ck_assert_ptr_nonnull(strstr(self, "percent  function\n          80    80.00%  spin\n"));
 	ck_assert_ptr_nonnull(strstr(self, "nvme_irq [nvme]_[k]"));
+	buf_release(&b);
+	store_free(st);
+}
+END_TEST
+
+/* ---- sample types ------------------------------------------------------------- */
+
+/* Off-CPU-shaped profile: count, blocked ns, and a third count-typed value.
+ * main;wait;futex 3 samples 3 s; main;read 1 sample 0.5 s (pid 20). */
+static struct store *typed_store(void)
+{
+	static const struct sample_type types[] = {
+		{ "samples", "count" }, { "offcpu", "nanoseconds" }, { "switches", "count" } };
+	struct store *st = store_new(NULL, types, 3);
+	uint32_t m = intern(st, FRAME_NATIVE, "main", "app");
+	uint32_t w = intern(st, FRAME_NATIVE, "wait", "app");
+	uint32_t fx = intern(st, FRAME_KERNEL, "futex", "");
+	uint32_t rd = intern(st, FRAME_NATIVE, "read", "app");
+	uint32_t s1[] = { m, w, fx }, s2[] = { m, rd };
+
+	ck_assert_int_eq(store_add(st, &(struct store_sample){ 20, 21, s1, 3,
+			 (const uint64_t[]){ 3, 3000000000ULL, 6 }, 0 }), 0);
+	ck_assert_int_eq(store_add(st, &(struct store_sample){ 20, 21, s2, 2,
+			 (const uint64_t[]){ 1, 500000000ULL, 1 }, 0 }), 0);
+	return st;
+}
+
+START_TEST(test_value_choice_one_value_formats)
+{
+	struct store *st = typed_store();
+	struct export_options off = { .value = "offcpu" }, bad = { .value = "cpu" };
+	struct json_object *o;
+	struct buf b = BUF_INIT;
+
+	/* Default: the sample count, as flame-graph tools expect. */
+	render(st, NULL, NULL, JPROF_FMT_COLLAPSED, &b);
+	ck_assert_str_eq(b.data, "main;read 1\nmain;wait;futex_[k] 3\n");
+	render(st, NULL, &off, JPROF_FMT_COLLAPSED, &b);
+	ck_assert_str_eq(b.data, "main;read 500000000\nmain;wait;futex_[k] 3000000000\n");
+	ck_assert_int_eq(export_value_index(st, &off), 1);
+	ck_assert_int_eq(export_value_index(st, &bad), -EINVAL);
+	ck_assert_int_eq(export_value_index(st, NULL), 0);
+	/* A type the store lacks: refused, the buffer untouched. */
+	buf_reset(&b);
+	ck_assert_int_eq(buf_puts(&b, "kept"), 0);
+	ck_assert_int_eq(export_render(st, NULL, &bad, JPROF_FMT_TEXT, &b), -EINVAL);
+	ck_assert_str_eq(b.data, "kept");
+
+	render(st, NULL, &off, JPROF_FMT_TEXT, &b);
+	ck_assert_ptr_nonnull(strstr(b.data, "\ntotal: 4 samples (3.500 s of offcpu, 7 switches), "
+					     "2 distinct stacks\n"));
+	ck_assert_ptr_nonnull(strstr(b.data, "--- 1: 3.000 s of offcpu (85.71%)\n  futex_[k]\n  wait\n"));
+	ck_assert_ptr_nonnull(strstr(b.data, "=== top functions by self offcpu ==="));
+	ck_assert_ptr_nonnull(strstr(b.data, "  3000000000    85.71%  futex_[k]\n"));
+	/* No meta: the event is unknown, no period. */
+	ck_assert_ptr_nonnull(strstr(b.data, "event unknown, interval 0 ms,"));
+	render(st, &(struct export_meta){ .event = "alloc", .period_type = { "space", "bytes" },
+					  .period = 524288 }, NULL, JPROF_FMT_TEXT, &b);
+	ck_assert_ptr_nonnull(strstr(b.data, "event alloc, period 524288 bytes, duration"));
+
+	render(st, NULL, &off, JPROF_FMT_HTML, &b);
+	o = html_data(b.data);
+	ck_assert_str_eq(json_object_get_string(get(get(o, "meta"), "unit")), "nanoseconds");
+	ck_assert_str_eq(json_object_get_string(get(get(o, "meta"), "value_type")), "offcpu");
+	ck_assert_uint_eq(get_u64(get(o, "meta"), "samples"), 4);
+	/* the root's total (fourth number of the first node) is the shown value;
+	 * without an event the title names the main value's type */
+	ck_assert_uint_eq(get_at(o, "nodes", 3),
+			  3500000000ULL);
+	ck_assert_ptr_nonnull(strstr(b.data, "<title>all processes: switches, 0.00 s, "
+					     "3.500 s of offcpu</title>"));
+	json_object_put(o);
+	render(st, NULL, NULL, JPROF_FMT_HTML, &b);
+	o = html_data(b.data);
+	ck_assert_str_eq(json_object_get_string(get(get(o, "meta"), "unit")), "samples");
+	json_object_put(o);
+	buf_release(&b);
+	store_free(st);
+}
+END_TEST
+
+START_TEST(test_value_types_in_json)
+{
+	struct store *st = typed_store();
+	struct store *counts = store_new(NULL, &sample_type_count, 1);
+	struct export_options off = { .value = "offcpu" };
+	struct json_object *o, *types, *stack, *root, *child;
+	struct buf b = BUF_INIT;
+
+	render(st, NULL, NULL, JPROF_FMT_RAW, &b);
+	o = parse_json(b.data, b.len);
+	types = get(o, "sample_types");
+	ck_assert_uint_eq(json_object_array_length(types), 3);
+	types = json_object_array_get_idx(types, 1);
+	ck_assert_str_eq(json_object_get_string(get(types, "type")), "offcpu");
+	ck_assert_str_eq(json_object_get_string(get(types, "unit")), "nanoseconds");
+	stack = json_object_array_get_idx(get(o, "stacks"), 0);
+	ck_assert_uint_eq(get_u64(stack, "samples"), 3);
+	/* weight_ns: the main value when it is a time; here the last type
+	 * counts switches, so there is none. */
+	ck_assert(!json_object_object_get_ex(stack, "weight_ns", NULL));
+	ck_assert_uint_eq(get_at(stack, "values", 1),
+			  3000000000ULL);
+	ck_assert_uint_eq(get_at(get(o, "totals"), "values", 2),
+			  7);
+	ck_assert(!json_object_object_get_ex(get(o, "meta"), "period_type", NULL));
+	json_object_put(o);
+
+	render(st, NULL, &off, JPROF_FMT_JSON, &b);
+	o = parse_json(b.data, b.len);
+	ck_assert_str_eq(json_object_get_string(get(get(o, "meta"), "unit")), "nanoseconds");
+	ck_assert_uint_eq(get_u64(get(o, "meta"), "value"), 1);
+	ck_assert_uint_eq(json_object_array_length(get(get(o, "meta"), "sample_types")), 3);
+	root = get(o, "tree");
+	ck_assert_uint_eq(get_u64(root, "total"), 3500000000ULL);
+	ck_assert_uint_eq(get_at(root, "total_values", 0), 4);
+	ck_assert_uint_eq(get_at(root, "total_values", 2), 7);
+	child = json_object_array_get_idx(get(root, "children"), 0);   /* main */
+	child = json_object_array_get_idx(get(child, "children"), 0);
+	ck_assert_str_eq(json_object_get_string(get(child, "name")), "wait");
+	ck_assert_uint_eq(get_at(child, "total_values", 1),
+			  3000000000ULL);
+	ck_assert_uint_eq(get_at(child, "self_values", 1), 0);
+	json_object_put(o);
+
+	/* A store with only the count: one value everywhere, no weight. */
+	render(counts, NULL, NULL, JPROF_FMT_RAW, &b);
+	o = parse_json(b.data, b.len);
+	ck_assert(!json_object_object_get_ex(get(o, "totals"), "weight_ns", NULL));
+	ck_assert_uint_eq(json_object_array_length(get(get(o, "totals"), "values")), 1);
+	json_object_put(o);
+	buf_release(&b);
+	store_free(st);
+	store_free(counts);
+}
+END_TEST
+
+START_TEST(test_value_types_in_pprof)
+{
+	struct store *st = typed_store();
+	struct buf b = BUF_INIT;
+	Perftools__Profiles__Profile *p;
+
+	render(st, &(struct export_meta){ .event = "offcpu" }, NULL, JPROF_FMT_PPROF, &b);
+	p = pprof_unpack(&b);
+	ck_assert_uint_eq(p->n_sample_type, 3);
+	ck_assert_str_eq(pstr(p, p->sample_type[1]->type), "offcpu");
+	ck_assert_str_eq(pstr(p, p->sample_type[2]->type), "switches");
+	ck_assert_str_eq(pstr(p, p->default_sample_type), "switches");   /* the main value */
+	ck_assert_ptr_null(p->period_type);                               /* not periodic */
+	ck_assert_int_eq(p->period, 0);
+	ck_assert_uint_eq(p->n_sample, 2);
+	ck_assert_uint_eq(p->sample[0]->n_value, 3);
+	ck_assert_int_eq(p->sample[0]->value[1], 3000000000LL);
+	ck_assert_int_eq(p->sample[1]->value[2], 1);
+	ck_assert_str_eq(pstr(p, p->comment[0]), "jprofd offcpu profile, status unknown");
+	perftools__profiles__profile__free_unpacked(p, NULL);
 	buf_release(&b);
 	store_free(st);
 }
@@ -608,6 +771,9 @@ static Suite *formats_suite(void)
 	tcase_add_test(tc, test_empty_every_format);
 	tcase_add_test(tc, test_hostile_names_every_format);
 	tcase_add_test(tc, test_100k_stacks);
+	tcase_add_test(tc, test_value_choice_one_value_formats);
+	tcase_add_test(tc, test_value_types_in_json);
+	tcase_add_test(tc, test_value_types_in_pprof);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -412,6 +412,287 @@ START_TEST(test_null_safety)
 }
 END_TEST
 
+static const struct sample_type offcpu_types[] = {
+	{ "samples", "count" }, { "offcpu", "nanoseconds" }, { "switches", "count" },
+};
+
+START_TEST(test_sample_types)
+{
+	char type[16] = "offcpu", unit[16] = "nanoseconds";
+	struct sample_type mine[2] = { { "samples", "count" }, { type, unit } };
+	struct sample_type many[STORE_MAX_VALUES + 1];
+	struct store *st;
+
+	/* The CPU default. */
+	st = store_new(NULL, NULL, 0);
+	ck_assert_uint_eq(store_value_count(st), 2);
+	ck_assert_str_eq(store_value_type(st, 0)->type, "samples");
+	ck_assert_str_eq(store_value_type(st, 0)->unit, "count");
+	ck_assert_str_eq(store_value_type(st, 1)->type, "cpu");
+	ck_assert_str_eq(store_value_type(st, 1)->unit, "nanoseconds");
+	ck_assert_ptr_null(store_value_type(st, 2));
+	ck_assert_int_eq(store_value_find(st, "cpu"), 1);
+	ck_assert_int_eq(store_value_find(st, "nanoseconds"), -ENOENT);
+	store_free(st);
+
+	/* The strings are copied. */
+	st = store_new(NULL, mine, 2);
+	ck_assert_ptr_nonnull(st);
+	strcpy(type, "scribbled");
+	strcpy(unit, "bytes");
+	ck_assert_str_eq(store_value_type(st, 1)->type, "offcpu");
+	ck_assert_str_eq(store_value_type(st, 1)->unit, "nanoseconds");
+	store_free(st);
+
+	/* Type 0 must be the count; 1..STORE_MAX_VALUES types; no NULLs. */
+	ck_assert_ptr_null(store_new(NULL, offcpu_types + 1, 2));
+	ck_assert_ptr_null(store_new(NULL, offcpu_types, 0));
+	for (size_t i = 0; i < STORE_MAX_VALUES + 1; i++)
+		many[i] = i ? (struct sample_type){ "x", "count" } : sample_type_count;
+	ck_assert_ptr_null(store_new(NULL, many, STORE_MAX_VALUES + 1));
+	st = store_new(NULL, many, STORE_MAX_VALUES);
+	ck_assert_ptr_nonnull(st);
+	store_free(st);
+	mine[1].unit = NULL;
+	ck_assert_ptr_null(store_new(NULL, mine, 2));
+	st = store_new(NULL, &sample_type_count, 1);
+	ck_assert_uint_eq(store_value_count(st), 1);
+	store_free(st);
+}
+END_TEST
+
+START_TEST(test_values_per_type)
+{
+	struct store_limits lim = { .max_stacks = 1 };
+	struct store *st = store_new(&lim, offcpu_types, 3);
+	struct store_totals t;
+	uint32_t f[2];
+
+	f[0] = (uint32_t)intern(st, FRAME_NATIVE, "main", NULL);
+	f[1] = (uint32_t)intern(st, FRAME_KERNEL, "schedule", NULL);
+	ck_assert_int_eq(store_add(st, &(struct store_sample){ 1, 2, f, 2,
+			 (const uint64_t[]){ 1, 5000, 1 }, 0 }), 0);
+	ck_assert_int_eq(store_add(st, &(struct store_sample){ 1, 2, f, 2,
+			 (const uint64_t[]){ 2, 7000, 3 }, 0 }), 0);
+	/* Past the stack limit: the marker stack gets every value. */
+	ck_assert_int_eq(store_add(st, &(struct store_sample){ 1, 3, f, 1,
+			 (const uint64_t[]){ 4, 100, 4 }, 0 }), 1);
+	ck_assert_uint_eq(store_stack_get(st, 0)->values[0], 3);
+	ck_assert_uint_eq(store_stack_get(st, 0)->values[1], 12000);
+	ck_assert_uint_eq(store_stack_get(st, 0)->values[2], 4);
+	ck_assert_uint_eq(store_stack_get(st, 1)->values[1], 100);
+	store_get_totals(st, &t);
+	ck_assert_uint_eq(t.values[0], 7);
+	ck_assert_uint_eq(t.values[1], 12100);
+	ck_assert_uint_eq(t.values[2], 8);
+	ck_assert_uint_eq(t.values[3], 0);
+	ck_assert_uint_eq(t.truncated_samples, 4);
+	ck_assert_int_eq(store_add(st, &(struct store_sample){ 1, 2, f, 2, NULL, 0 }), -EINVAL);
+	store_free(st);
+}
+END_TEST
+
+struct times_seen {
+	struct store_time t[16];
+	uint64_t v[16][3];
+	size_t n;
+};
+
+static int time_cb(const struct store_time *t, void *arg)
+{
+	struct times_seen *s = arg;
+
+	s->t[s->n] = *t;
+	memcpy(s->v[s->n], t->values, sizeof(s->v[0]));
+	return ++s->n == 15 ? 7 : 0;
+}
+
+static void add_timed(struct store *st, uint32_t tid, uint32_t frame, uint64_t time_ns, uint64_t ns)
+{
+	ck_assert_int_ge(store_add(st, &(struct store_sample){ 1, tid, &frame, 1,
+			 (const uint64_t[]){ 1, ns, 1 }, time_ns }), 0);
+}
+
+START_TEST(test_sample_times)
+{
+	struct store_limits lim = { .max_stacks = 2 };
+	struct store *st = store_new(&lim, offcpu_types, 3);
+	struct times_seen seen = { 0 };
+	struct store_totals t;
+	uint32_t a = (uint32_t)intern(st, FRAME_NATIVE, "a", NULL);
+	size_t before;
+
+	/* Off by default: times are ignored, not counted as dropped. */
+	add_timed(st, 10, a, 1000, 5);
+	store_get_totals(st, &t);
+	ck_assert_uint_eq(t.times, 0);
+	ck_assert_uint_eq(t.times_dropped, 0);
+	before = t.bytes;
+
+	ck_assert_int_eq(store_keep_times(st, 4), 0);
+	add_timed(st, 11, a, 2000, 6);     /* stack 1 */
+	add_timed(st, 10, a, 0, 7);        /* no time: nothing kept */
+	add_timed(st, 10, a, 3000, 8);     /* stack 0 */
+	add_timed(st, 12, a, 4000, 9);     /* past max_stacks: the marker stack */
+	add_timed(st, 11, a, 5000, 10);
+	add_timed(st, 11, a, 6000, 11);    /* past max times: dropped */
+	store_get_totals(st, &t);
+	ck_assert_uint_eq(t.times, 4);
+	ck_assert_uint_eq(t.times_dropped, 1);
+	ck_assert_uint_gt(t.bytes, before);
+
+	ck_assert_int_eq(store_foreach_time(st, time_cb, &seen), 0);
+	ck_assert_uint_eq(seen.n, 4);
+	ck_assert_uint_eq(seen.t[0].time_ns, 2000);
+	ck_assert_uint_eq(seen.t[0].stack, 1);
+	ck_assert_uint_eq(seen.t[0].tid, 11);
+	ck_assert_uint_eq(seen.v[0][1], 6);
+	ck_assert_uint_eq(seen.t[1].time_ns, 3000);
+	ck_assert_uint_eq(seen.t[1].stack, 0);
+	ck_assert_uint_eq(seen.t[2].tid, 12);
+	ck_assert_uint_eq(store_stack_get(st, seen.t[2].stack)->frames[0], store_truncated_frame(st));
+	ck_assert_uint_eq(seen.v[2][1], 9);
+	ck_assert_uint_eq(seen.t[3].time_ns, 5000);
+
+	/* Off again: nothing more is kept or counted. */
+	ck_assert_int_eq(store_keep_times(st, 0), 0);
+	add_timed(st, 11, a, 7000, 12);
+	store_get_totals(st, &t);
+	ck_assert_uint_eq(t.times, 4);
+	ck_assert_uint_eq(t.times_dropped, 1);
+	ck_assert_int_eq(store_foreach_time(NULL, time_cb, &seen), -EINVAL);
+	store_free(st);
+}
+END_TEST
+
+START_TEST(test_sample_times_memory_bound)
+{
+	struct store_limits lim = { .max_bytes = 256 << 10 };
+	struct store *st = store_new(&lim, offcpu_types, 3);
+	struct times_seen seen = { 0 };
+	struct store_totals t;
+	uint32_t a = (uint32_t)intern(st, FRAME_NATIVE, "a", NULL);
+
+	ck_assert_int_eq(store_keep_times(st, 10000000), 0);
+	for (uint64_t i = 1; i <= 100000; i++)
+		add_timed(st, 1, a, i, i);
+	store_get_totals(st, &t);
+	ck_assert_uint_gt(t.times, 1000);
+	ck_assert_uint_gt(t.times_dropped, 0);
+	ck_assert_uint_eq(t.times + t.times_dropped, 100000);
+	ck_assert_uint_le(t.bytes, lim.max_bytes);
+	ck_assert_uint_eq(t.values[0], 100000);   /* the samples themselves all count */
+	/* A non-zero return stops the walk and is passed back. */
+	ck_assert_int_eq(store_foreach_time(st, time_cb, &seen), 7);
+	ck_assert_uint_eq(seen.n, 15);
+	ck_assert_uint_eq(seen.t[14].time_ns, 15);
+	store_free(st);
+}
+END_TEST
+
+/* Merge filter: skips pid 3, and roots pid 2's stacks at the frame in arg. */
+static bool merge_filter(const struct store *src, const struct store_stack *s, struct store *dst,
+			 uint32_t *prefix, void *arg)
+{
+	(void)src;
+	if (s->pid == 3)
+		return false;
+	if (s->pid == 2)
+		*prefix = store_frame_ref(dst, FRAME_MARKER, arg, NULL);
+	return true;
+}
+
+START_TEST(test_merge)
+{
+	struct store *src = store_new(NULL, NULL, 0), *dst = store_new(NULL, offcpu_types, 3);
+	const struct sample_type both[] = { { "samples", "count" }, { "offcpu", "nanoseconds" },
+					    { "cpu", "nanoseconds" } };
+	struct store *dst2 = store_new(NULL, both, 3);
+	struct store_labels l = { "/system.slice/x.service", "x.service", "" };
+	struct times_seen seen = { 0 };
+	const struct store_stack *s;
+	struct store_totals t;
+	uint32_t f[2], g;
+
+	f[0] = (uint32_t)intern(src, FRAME_NATIVE, "main", "app");
+	f[1] = (uint32_t)intern(src, FRAME_KERNEL, "read", NULL);
+	ck_assert_int_eq(store_keep_times(src, 100), 0);
+	ck_assert_int_eq(store_add(src, &(struct store_sample){ 1, 11, f, 2,
+			 (const uint64_t[]){ 2, 20 }, 500 }), 0);
+	ck_assert_int_eq(store_add(src, &(struct store_sample){ 2, 21, f, 1,
+			 (const uint64_t[]){ 3, 30 }, 600 }), 0);
+	ck_assert_int_eq(store_add(src, &(struct store_sample){ 3, 31, f, 2,
+			 (const uint64_t[]){ 4, 40 }, 700 }), 0);
+	store_set_process_name(src, 1, "one");
+	store_set_process_labels(src, 1, &l);
+	store_set_thread_name(src, 1, 11, "t11");
+	store_set_process_name(src, 3, "three");
+
+	/* dst knows a frame already: ids differ, names match. */
+	g = (uint32_t)intern(dst, FRAME_NATIVE, "other", NULL);
+	ck_assert_int_eq(store_merge(dst, src, merge_filter, "[group]"), 0);
+	ck_assert_int_eq(store_merge(dst, src, merge_filter, "[group]"), 0);  /* adds up */
+	store_get_totals(dst, &t);
+	ck_assert_uint_eq(t.stacks, 2);
+	ck_assert_uint_eq(t.values[0], 10);
+	ck_assert_uint_eq(t.values[1], 0);   /* cpu is not a type of dst: dropped */
+	s = store_stack_get(dst, 0);
+	ck_assert_uint_eq(s->pid, 1);
+	ck_assert_uint_eq(s->nframes, 2);
+	ck_assert_uint_ne(s->frames[0], f[0]);
+	ck_assert_uint_ne(s->frames[0], g);
+	ck_assert_str_eq(store_frame_get(dst, s->frames[0])->name, "main");
+	ck_assert_str_eq(store_frame_get(dst, s->frames[0])->module, "app");
+	ck_assert_int_eq(store_frame_get(dst, s->frames[1])->kind, FRAME_KERNEL);
+	ck_assert_uint_eq(s->values[0], 4);
+	s = store_stack_get(dst, 1);
+	ck_assert_uint_eq(s->pid, 2);
+	ck_assert_uint_eq(s->nframes, 2);
+	ck_assert_str_eq(store_frame_get(dst, s->frames[0])->name, "[group]");
+	ck_assert_str_eq(store_frame_get(dst, s->frames[1])->name, "main");
+	ck_assert_str_eq(store_process_name(dst, 1), "one");
+	ck_assert(store_process_labels(dst, 1, &l));
+	ck_assert_str_eq(l.unit, "x.service");
+	ck_assert_str_eq(store_thread_name(dst, 1, 11), "t11");
+	ck_assert_ptr_null(store_process_name(dst, 3));   /* filtered out */
+
+	/* Values go by type and unit; times follow when dst keeps them. */
+	ck_assert_int_eq(store_keep_times(dst2, 100), 0);
+	ck_assert_int_eq(store_merge(dst2, src, NULL, NULL), 0);
+	store_get_totals(dst2, &t);
+	ck_assert_uint_eq(t.stacks, 3);
+	ck_assert_uint_eq(t.values[0], 9);
+	ck_assert_uint_eq(t.values[1], 0);
+	ck_assert_uint_eq(t.values[2], 90);
+	ck_assert_uint_eq(t.times, 3);
+	ck_assert_int_eq(store_foreach_time(dst2, time_cb, &seen), 0);
+	ck_assert_uint_eq(seen.t[1].time_ns, 600);
+	ck_assert_uint_eq(seen.t[1].tid, 21);
+	ck_assert_uint_eq(store_stack_get(dst2, seen.t[1].stack)->pid, 2);
+	ck_assert_uint_eq(seen.v[1][2], 30);
+	ck_assert_uint_eq(seen.v[1][0], 3);
+
+	ck_assert_int_eq(store_merge(dst, dst, NULL, NULL), -EINVAL);
+	ck_assert_int_eq(store_merge(NULL, src, NULL, NULL), -EINVAL);
+	store_free(src);
+	store_free(dst);
+	store_free(dst2);
+}
+END_TEST
+
+START_TEST(test_frame_ref)
+{
+	struct store_limits lim = { .max_frames = 2 };
+	struct store *st = store_new(&lim, NULL, 0);
+
+	ck_assert_uint_eq(store_frame_ref(st, FRAME_NATIVE, "a", NULL), 1);
+	ck_assert_uint_eq(store_frame_ref(st, FRAME_NATIVE, "a", ""), 1);
+	/* Past the limit: the marker, and the store says it was truncated. */
+	ck_assert_uint_eq(store_frame_ref(st, FRAME_NATIVE, "b", NULL), store_truncated_frame(st));
+	store_free(st);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *s = suite_create("store");
@@ -430,6 +711,12 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_names);
 	tcase_add_test(tc, test_foreach_insertion_order);
 	tcase_add_test(tc, test_null_safety);
+	tcase_add_test(tc, test_sample_types);
+	tcase_add_test(tc, test_values_per_type);
+	tcase_add_test(tc, test_sample_times);
+	tcase_add_test(tc, test_sample_times_memory_bound);
+	tcase_add_test(tc, test_merge);
+	tcase_add_test(tc, test_frame_ref);
 	suite_add_tcase(s, tc);
 	return s;
 }
