@@ -3,18 +3,13 @@
 #include <errno.h>
 #include <string.h>
 
-static const struct sample_type cpu_types[] = {
-	{ "samples", "count" },
-	{ "cpu", "nanoseconds" },
-};
-
 static const struct event_info events[EVENT_COUNT] = {
 	[EVENT_CPU] = {
 		.id = EVENT_CPU,
 		.name = "cpu",
 		.perf_name = "cpu-clock",
-		.types = cpu_types,
-		.ntypes = sizeof(cpu_types) / sizeof(cpu_types[0]),
+		.types = sample_types_cpu,
+		.ntypes = SAMPLE_TYPES_CPU_N,
 		.main_value = 1,
 		.period_type = { "cpu", "nanoseconds" },
 	},

@@ -5,93 +5,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Open-addressing map from a 64-bit key to a 32-bit value: (parent node,
- * frame key) -> child node while building, (pid, tid) -> thread frame key. */
-struct calltree_map {
-	uint64_t *keys;
-	uint32_t *vals;    /* CALLTREE_NONE = empty slot */
-	size_t cap;        /* power of two */
-	size_t used;
-};
+#include "htab.h"
 
 struct calltree {
 	const struct store *st;
 	uint32_t nframes;                /* store frames; synthetic keys follow */
 	struct calltree_node *nodes;
 	size_t n, cap;
-	struct calltree_map children;
-	struct calltree_map threads;
+	size_t nvalues;                  /* values per node kept in vals, 0 = none */
+	uint64_t *vals;                  /* per node: nvalues self, then nvalues total */
+	struct htab_map children;        /* (parent node, key) -> child node */
+	struct htab_map threads;         /* (pid, tid) -> thread frame key */
 	struct buf names;                /* display name of every key, NUL-separated */
 	size_t *name_off;                /* key -> offset in names */
 	size_t nkeys, keys_cap;
 };
-
-static uint64_t calltree_hash(uint64_t x)
-{
-	/* splitmix64 finalizer: (parent, key) pairs are far from random */
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	x ^= x >> 31;
-	return x;
-}
-
-static void calltree_map_release(struct calltree_map *m)
-{
-	free(m->keys);
-	free(m->vals);
-	memset(m, 0, sizeof(*m));
-}
-
-static int calltree_map_grow(struct calltree_map *m)
-{
-	size_t cap = m->cap ? m->cap * 2 : 1024, i, j;
-	uint64_t *keys = malloc(cap * sizeof(*keys));
-	uint32_t *vals = malloc(cap * sizeof(*vals));
-
-	if (!keys || !vals) {
-		free(keys);
-		free(vals);
-		return -ENOMEM;
-	}
-	memset(vals, 0xff, cap * sizeof(*vals));
-	for (i = 0; i < m->cap; i++) {
-		if (m->vals[i] == CALLTREE_NONE)
-			continue;
-		for (j = calltree_hash(m->keys[i]) & (cap - 1); vals[j] != CALLTREE_NONE;
-		     j = (j + 1) & (cap - 1))
-			;
-		keys[j] = m->keys[i];
-		vals[j] = m->vals[i];
-	}
-	free(m->keys);
-	free(m->vals);
-	m->keys = keys;
-	m->vals = vals;
-	m->cap = cap;
-	return 0;
-}
-
-/* Slot of key: holds it, or is the empty slot where it goes. */
-static size_t calltree_map_slot(const struct calltree_map *m, uint64_t key)
-{
-	size_t i;
-
-	for (i = calltree_hash(key) & (m->cap - 1); m->vals[i] != CALLTREE_NONE;
-	     i = (i + 1) & (m->cap - 1))
-		if (m->keys[i] == key)
-			break;
-	return i;
-}
-
-static int calltree_map_reserve(struct calltree_map *m)
-{
-	/* at most half full: probes stay short */
-	if ((m->used + 1) * 2 > m->cap)
-		return calltree_map_grow(m);
-	return 0;
-}
 
 /* Adds a key with its display name; returns the key or -errno. */
 static int64_t calltree_add_key(struct calltree *t, const char *text, size_t len)
@@ -130,8 +58,17 @@ static int calltree_new_node(struct calltree *t, uint32_t parent, uint32_t key, 
 		if (!n)
 			return -ENOMEM;
 		t->nodes = n;
+		if (t->nvalues) {
+			uint64_t *v = realloc(t->vals, cap * 2 * t->nvalues * sizeof(*v));
+
+			if (!v)
+				return -ENOMEM;
+			t->vals = v;
+		}
 		t->cap = cap;
 	}
+	if (t->nvalues)
+		memset(&t->vals[t->n * 2 * t->nvalues], 0, 2 * t->nvalues * sizeof(*t->vals));
 	n = &t->nodes[t->n];
 	n->key = key;
 	n->parent = parent;
@@ -150,58 +87,36 @@ static int calltree_new_node(struct calltree *t, uint32_t parent, uint32_t key, 
 
 static int calltree_child(struct calltree *t, uint32_t parent, uint32_t key, uint32_t *child)
 {
-	uint64_t k = (uint64_t)parent << 32 | key;
-	size_t slot;
+	uint64_t *v;
 	int r;
 
-	r = calltree_map_reserve(&t->children);
-	if (r < 0)
+	r = htab_map_upsert(&t->children, (uint64_t)parent << 32 | key, &v);
+	if (r == 0)
+		*child = (uint32_t)*v;
+	if (r != 1)
 		return r;
-	slot = calltree_map_slot(&t->children, k);
-	if (t->children.vals[slot] != CALLTREE_NONE) {
-		*child = t->children.vals[slot];
-		return 0;
-	}
 	r = calltree_new_node(t, parent, key, child);
-	if (r < 0)
+	if (r < 0) {
+		htab_map_del(&t->children, (uint64_t)parent << 32 | key, NULL);
 		return r;
-	t->children.keys[slot] = k;
-	t->children.vals[slot] = *child;
-	t->children.used++;
+	}
+	*v = *child;
 	return 0;
 }
 
 /* Key of the "[<name> tid=N]" frame of a thread, made on first use. */
 static int calltree_thread_key(struct calltree *t, uint32_t pid, uint32_t tid, uint32_t *key)
 {
-	uint64_t k = (uint64_t)pid << 32 | tid;
-	const char *name;
+	uint64_t k = (uint64_t)pid << 32 | tid, *known = htab_map_get(&t->threads, k);
 	struct buf b = BUF_INIT;
-	size_t slot;
 	int64_t id;
-	int r;
+	int r = 0;
 
-	r = calltree_map_reserve(&t->threads);
-	if (r < 0)
-		goto out;
-	slot = calltree_map_slot(&t->threads, k);
-	if (t->threads.vals[slot] != CALLTREE_NONE) {
-		*key = t->threads.vals[slot];
+	if (known) {
+		*key = (uint32_t)*known;
 		goto out;
 	}
-	name = store_thread_name(t->st, pid, tid);
-	r = buf_putc(&b, '[');
-	if (r == 0 && name && *name) {
-		r = export_text(name, 0, &b);
-		if (r == 0)
-			r = buf_putc(&b, ' ');
-	}
-	if (r == 0)
-		r = buf_puts(&b, "tid=");
-	if (r == 0)
-		r = export_put_u64(&b, tid);
-	if (r == 0)
-		r = buf_putc(&b, ']');
+	r = export_thread_frame(t->st, pid, tid, 0, &b);
 	if (r < 0)
 		goto out;
 	id = calltree_add_key(t, b.data, b.len);
@@ -209,33 +124,51 @@ static int calltree_thread_key(struct calltree *t, uint32_t pid, uint32_t tid, u
 		r = (int)id;
 		goto out;
 	}
+	r = htab_map_put(&t->threads, k, (uint64_t)id);
+	if (r < 0)
+		goto out;
 	*key = (uint32_t)id;
-	t->threads.keys[slot] = k;
-	t->threads.vals[slot] = *key;
-	t->threads.used++;
+	r = 0;
 out:
 	buf_release(&b);
 	return r;
 }
 
-static const char calltree_no_stack[] = "[no_stack]";
+static const char calltree_no_stack[] = EXPORT_NO_STACK;
 
 void calltree_free(struct calltree *t)
 {
 	if (!t)
 		return;
 	free(t->nodes);
-	calltree_map_release(&t->children);
-	calltree_map_release(&t->threads);
+	free(t->vals);
+	htab_map_release(&t->children);
+	htab_map_release(&t->threads);
 	buf_release(&t->names);
 	free(t->name_off);
 	free(t);
 }
 
-int calltree_build(const struct store *st, const struct export_options *opt,
-		   struct calltree **out)
+/* Adds a stack's values to its leaf node and every ancestor. */
+static void calltree_add_values(struct calltree *t, uint32_t node, const uint64_t *values,
+				size_t value)
 {
-	bool thread_frames = opt && opt->thread_frames;
+	size_t nv = t->nvalues, k;
+
+	t->nodes[node].self += values[value];
+	for (k = 0; k < nv; k++)
+		t->vals[node * 2 * nv + k] += values[k];
+	for (; node != CALLTREE_NONE; node = t->nodes[node].parent) {
+		t->nodes[node].total += values[value];
+		for (k = 0; k < nv; k++)
+			t->vals[node * 2 * nv + nv + k] += values[k];
+	}
+}
+
+int calltree_build(const struct export_job *job, bool all_values, struct calltree **out)
+{
+	const struct store *st = job ? job->st : NULL;
+	bool thread_frames = job && job->opt && job->opt->thread_frames;
 	struct calltree *t = NULL;
 	size_t nframes, nstacks, i, j;
 	uint32_t node, key = 0, no_stack, root;
@@ -243,7 +176,7 @@ int calltree_build(const struct store *st, const struct export_options *opt,
 	int64_t id;
 	int r;
 
-	if (!st || !out)
+	if (!st || !out || job->value >= store_value_count(st))
 		return -EINVAL;
 	t = calloc(1, sizeof(*t));
 	if (!t) {
@@ -251,6 +184,7 @@ int calltree_build(const struct store *st, const struct export_options *opt,
 		goto out;
 	}
 	t->st = st;
+	t->nvalues = all_values ? store_value_count(st) : 0;
 	nframes = store_frame_count(st);
 	nstacks = store_stack_count(st);
 	/* Every store frame's name once, so sorting and rendering never redo it. */
@@ -297,12 +231,10 @@ int calltree_build(const struct store *st, const struct export_options *opt,
 			if (r < 0)
 				goto out;
 		}
-		t->nodes[node].self += s->samples;
-		for (; node != CALLTREE_NONE; node = t->nodes[node].parent)
-			t->nodes[node].total += s->samples;
+		calltree_add_values(t, node, s->values, job->value);
 	}
 	/* The lookup map is only needed while building. */
-	calltree_map_release(&t->children);
+	htab_map_release(&t->children);
 	*out = t;
 	t = NULL;
 	r = 0;
@@ -320,6 +252,16 @@ size_t calltree_count(const struct calltree *t)
 const struct calltree_node *calltree_node(const struct calltree *t, uint32_t idx)
 {
 	return t && idx < t->n ? &t->nodes[idx] : NULL;
+}
+
+const uint64_t *calltree_self_values(const struct calltree *t, uint32_t idx)
+{
+	return t && t->nvalues && idx < t->n ? &t->vals[idx * 2 * t->nvalues] : NULL;
+}
+
+const uint64_t *calltree_total_values(const struct calltree *t, uint32_t idx)
+{
+	return t && t->nvalues && idx < t->n ? &t->vals[idx * 2 * t->nvalues + t->nvalues] : NULL;
 }
 
 uint32_t calltree_key_count(const struct calltree *t)
@@ -421,20 +363,6 @@ out:
 
 /* ---- the "json" format: jprofd-tree ------------------------------------------ */
 
-static int calltree_json_field_u64(struct buf *out, const char *key, uint64_t v)
-{
-	int r = buf_printf(out, ",\"%s\":", key);
-
-	return r < 0 ? r : export_put_u64(out, v);
-}
-
-static int calltree_json_field_str(struct buf *out, const char *key, const char *v)
-{
-	int r = buf_printf(out, ",\"%s\":", key);
-
-	return r < 0 ? r : export_json_string(out, v);
-}
-
 /* Writes the nodes depth first without recursion: a stack can be hundreds of
  * frames deep, and each open node needs only its closing "]}". */
 static int calltree_json_nodes(const struct calltree *t, struct buf *out)
@@ -450,13 +378,17 @@ static int calltree_json_nodes(const struct calltree *t, struct buf *out)
 		if (r == 0)
 			r = export_json_string(out, calltree_key_name(t, n->key));
 		if (r == 0)
-			r = calltree_json_field_str(out, "kind", calltree_key_kind(t, n->key));
+			r = export_json_strfield(out, "kind", calltree_key_kind(t, n->key), false);
 		if (r == 0 && f && f->module && *f->module)
-			r = calltree_json_field_str(out, "module", f->module);
+			r = export_json_strfield(out, "module", f->module, false);
 		if (r == 0)
-			r = calltree_json_field_u64(out, "self", n->self);
+			r = export_json_u64(out, "self", n->self, false);
 		if (r == 0)
-			r = calltree_json_field_u64(out, "total", n->total);
+			r = export_json_u64(out, "total", n->total, false);
+		if (r == 0 && t->nvalues)
+			r = export_json_values(out, "self_values", calltree_self_values(t, i), t->nvalues);
+		if (r == 0 && t->nvalues)
+			r = export_json_values(out, "total_values", calltree_total_values(t, i), t->nvalues);
 		if (r == 0)
 			r = buf_puts(out, ",\"children\":[");
 		if (r < 0)
@@ -486,49 +418,48 @@ out:
 	return r;
 }
 
-int calltree_render_json(const struct store *st, const struct export_meta *meta,
-			 const struct export_options *opt, struct buf *out)
+/* What "self" and "total" count: "samples" for the sample count (as
+ * version 1 always said), else the unit of the shown value. */
+static const char *calltree_json_unit(const struct sample_type *t)
 {
-	static const struct export_meta no_meta;
+	return export_value_is_count(t) ? "samples" : t->unit;
+}
+
+int calltree_render_json(const struct export_job *job, struct buf *out)
+{
+	const struct store *st = job->st;
 	struct calltree *t = NULL;
 	struct store_totals tot;
 	int r;
 
-	if (!meta)
-		meta = &no_meta;
 	store_get_totals(st, &tot);
-	r = calltree_build(st, opt, &t);
+	r = calltree_build(job, true, &t);
 	if (r == 0)
 		r = calltree_sort(t, CALLTREE_BY_TOTAL);
 	if (r < 0)
 		goto out;
-	r = buf_puts(out, "{\"format\":\"jprofd-tree\",\"version\":1,\"meta\":{\"pid\":");
+	r = buf_puts(out, "{\"format\":\"jprofd-tree\",\"version\":1,\"meta\":{");
 	if (r == 0)
-		r = export_put_u64(out, meta->pid);
+		r = export_json_meta(out, job->meta);
 	if (r == 0)
-		r = calltree_json_field_str(out, "comm", meta->comm);
+		r = export_json_strfield(out, "unit", calltree_json_unit(store_value_type(st, job->value)),
+					 false);
 	if (r == 0)
-		r = calltree_json_field_str(out, "event", meta->event);
+		r = export_json_u64(out, "samples", tot.values[0], false);
 	if (r == 0)
-		r = calltree_json_field_u64(out, "start_unix_ns", meta->start_unix_ns);
+		r = export_json_weight(out, st, tot.values);
 	if (r == 0)
-		r = calltree_json_field_u64(out, "duration_ns", meta->duration_ns);
-	if (r == 0)
-		r = calltree_json_field_u64(out, "interval_ns", meta->interval_ns);
-	if (r == 0)
-		r = calltree_json_field_str(out, "status", meta->status);
-	if (r == 0)
-		r = calltree_json_field_str(out, "unit", "samples");
-	if (r == 0)
-		r = calltree_json_field_u64(out, "samples", tot.samples);
-	if (r == 0)
-		r = calltree_json_field_u64(out, "weight_ns", tot.weight_ns);
-	if (r == 0)
-		r = calltree_json_field_u64(out, "stacks", tot.stacks);
+		r = export_json_u64(out, "stacks", tot.stacks, false);
 	if (r == 0)
 		r = buf_printf(out, ",\"truncated\":%s", tot.truncated ? "true" : "false");
 	if (r == 0)
-		r = calltree_json_field_u64(out, "truncated_samples", tot.truncated_samples);
+		r = export_json_u64(out, "truncated_samples", tot.truncated_samples, false);
+	if (r == 0)
+		r = export_json_sample_types(out, st);
+	if (r == 0)
+		r = export_json_u64(out, "value", job->value, false);
+	if (r == 0)
+		r = export_json_values(out, "values", tot.values, store_value_count(st));
 	if (r == 0)
 		r = buf_puts(out, "},\"tree\":");
 	if (r == 0)

@@ -1,11 +1,13 @@
 /* The call tree every tree-shaped format is rendered from (json, html,
  * text): the store's stacks merged root first, one node per distinct path,
- * with self and total sample counts. Node names follow export.h's naming
+ * with self and total of the shown value (export_job.value), and of every
+ * value when asked. Node names follow export.h's naming
  * rules; a node's key is its store frame id, or a synthetic frame
  * ("[no_stack]", a thread root frame) numbered after the store's frames. */
 #ifndef JPROF_CALLTREE_H
 #define JPROF_CALLTREE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "buf.h"
@@ -21,19 +23,24 @@ struct calltree_node {
 	uint32_t first_child;   /* CALLTREE_NONE when a leaf */
 	uint32_t next_sibling;  /* CALLTREE_NONE when last */
 	uint32_t depth;         /* root 0 */
-	uint64_t self;          /* samples whose leaf is this node */
-	uint64_t total;         /* samples of this node and everything below */
+	uint64_t self;          /* shown value of the stacks whose leaf is this node */
+	uint64_t total;         /* shown value of this node and everything below */
 };
 
 struct calltree;
 
-/* opt may be NULL; opt->thread_frames adds a "[<name> tid=N]" root frame. */
-int calltree_build(const struct store *st, const struct export_options *opt,
-		   struct calltree **out);
+/* Builds the tree of job->st; job->opt->thread_frames adds a "[<name>
+ * tid=N]" root frame. all_values also keeps every value per node
+ * (calltree_self_values), for formats that show them all. */
+int calltree_build(const struct export_job *job, bool all_values, struct calltree **out);
 void calltree_free(struct calltree *t);
 
 size_t calltree_count(const struct calltree *t);
 const struct calltree_node *calltree_node(const struct calltree *t, uint32_t idx);
+/* Every value (store_value_count()) of a node, self or total; NULL unless
+ * built with all_values. */
+const uint64_t *calltree_self_values(const struct calltree *t, uint32_t idx);
+const uint64_t *calltree_total_values(const struct calltree *t, uint32_t idx);
 
 /* Display name of a key ("all" for the root), NUL-terminated and valid
  * UTF-8 without control bytes; owned by the tree. */
@@ -55,7 +62,6 @@ enum calltree_order {
 int calltree_sort(struct calltree *t, enum calltree_order order);
 
 /* The "json" format: jprofd-tree, see docs/formats.md. */
-int calltree_render_json(const struct store *st, const struct export_meta *meta,
-			 const struct export_options *opt, struct buf *out);
+int calltree_render_json(const struct export_job *job, struct buf *out);
 
 #endif

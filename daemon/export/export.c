@@ -1,60 +1,18 @@
 #include "export.h"
 
-#include "calltree.h"
-#include "flamegraph.h"
-#include "pprof.h"
-#include "textreport.h"
-
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "calltree.h"
+#include "collapsed.h"
+#include "flamegraph.h"
+#include "pprof.h"
+#include "rawjson.h"
+#include "textreport.h"
+
 static const char export_hex[] = "0123456789abcdef";
-
-int export_format_parse(const char *name)
-{
-	if (!name)
-		return -EINVAL;
-	if (!strcmp(name, "collapsed") || !strcmp(name, "folded"))
-		return EXPORT_COLLAPSED;
-	if (!strcmp(name, "raw"))
-		return EXPORT_RAW;
-	if (!strcmp(name, "json"))
-		return EXPORT_JSON;
-	if (!strcmp(name, "html"))
-		return EXPORT_HTML;
-	if (!strcmp(name, "pprof"))
-		return EXPORT_PPROF;
-	if (!strcmp(name, "text"))
-		return EXPORT_TEXT;
-	return -EINVAL;
-}
-
-const char *export_format_name(enum export_format fmt)
-{
-	switch (fmt) {
-	case EXPORT_COLLAPSED:
-		return "collapsed";
-	case EXPORT_RAW:
-		return "raw";
-	case EXPORT_JSON:
-		return "json";
-	case EXPORT_HTML:
-		return "html";
-	case EXPORT_PPROF:
-		return "pprof";
-	case EXPORT_TEXT:
-		return "text";
-	default:
-		return "unknown";
-	}
-}
-
-bool export_format_is_binary(enum export_format fmt)
-{
-	return fmt == EXPORT_PPROF;
-}
 
 /* Length of the well-formed UTF-8 sequence at p (1..4), or 0 when the byte
  * at p does not start one: stray continuation bytes, overlong forms,
@@ -195,191 +153,7 @@ out:
 	return r;
 }
 
-/* ---- collapsed ---------------------------------------------------------- */
-
-int export_collapsed_frame(const struct store_frame *f, struct buf *out)
-{
-	return export_frame_name(f, EXPORT_NAME_SUFFIX | EXPORT_NAME_NO_SEMICOLON, out);
-}
-
-/* One line candidate: a stack plus its optional thread root frame. */
-struct collapsed_item {
-	const struct store_stack *s;
-	size_t prefix_off;  /* into collapsed_ctx.prefix */
-	size_t prefix_len;  /* 0 = no thread frame */
-	uint64_t samples;
-};
-
-struct collapsed_ctx {
-	struct buf text;     /* every frame's text, rendered once */
-	size_t *text_off;    /* frame id -> offset in text; [nframes] = end */
-	struct buf prefix;   /* thread frames */
-};
-
-static const char export_no_stack[] = "[no_stack]";
-
-static size_t collapsed_nseg(const struct collapsed_item *it)
-{
-	return (it->prefix_len ? 1 : 0) + (it->s->nframes ? it->s->nframes : 1);
-}
-
-static void collapsed_seg(const struct collapsed_ctx *c, const struct collapsed_item *it,
-			  size_t i, const char **p, size_t *len)
-{
-	uint32_t id;
-
-	if (it->prefix_len) {
-		if (i == 0) {
-			*p = c->prefix.data + it->prefix_off;
-			*len = it->prefix_len;
-			return;
-		}
-		i--;
-	}
-	if (!it->s->nframes) {
-		*p = export_no_stack;
-		*len = sizeof(export_no_stack) - 1;
-		return;
-	}
-	id = it->s->frames[i];
-	*p = c->text.data + c->text_off[id];
-	*len = c->text_off[id + 1] - c->text_off[id];
-}
-
-/* Byte order of the joined line text "seg;seg;..." without building it:
- * frame texts never contain a raw ';', so when one segment ends before the
- * other, the separator (or end of line) decides against the other's byte. */
-static int collapsed_cmp(const void *a, const void *b, void *arg)
-{
-	const struct collapsed_item *x = a, *y = b;
-	const struct collapsed_ctx *c = arg;
-	size_t nx = collapsed_nseg(x), ny = collapsed_nseg(y), i, lx, ly;
-	const char *px, *py;
-	int r, cx, cy;
-
-	for (i = 0;; i++) {
-		collapsed_seg(c, x, i, &px, &lx);
-		collapsed_seg(c, y, i, &py, &ly);
-		r = memcmp(px, py, lx < ly ? lx : ly);
-		if (r)
-			return r;
-		if (lx != ly) {
-			if (lx < ly) {
-				cx = i + 1 < nx ? ';' : -1;
-				cy = (unsigned char)py[lx];
-			} else {
-				cx = (unsigned char)px[ly];
-				cy = i + 1 < ny ? ';' : -1;
-			}
-			return cx < cy ? -1 : 1;
-		}
-		if (i + 1 >= nx || i + 1 >= ny)
-			return (i + 1 < nx) - (i + 1 < ny);
-	}
-}
-
-static int collapsed_thread_frame(const struct store *st, const struct store_stack *s,
-				  struct buf *out)
-{
-	const char *name = store_thread_name(st, s->pid, s->tid);
-	int r;
-
-	r = buf_putc(out, '[');
-	if (r == 0 && name && *name) {
-		r = export_text(name, EXPORT_NAME_NO_SEMICOLON, out);
-		if (r == 0)
-			r = buf_putc(out, ' ');
-	}
-	if (r == 0)
-		r = buf_puts(out, "tid=");
-	if (r == 0)
-		r = export_put_u64(out, s->tid);
-	if (r == 0)
-		r = buf_putc(out, ']');
-	return r;
-}
-
-static int export_collapsed(const struct store *st, const struct export_options *opt,
-			    struct buf *out)
-{
-	struct collapsed_ctx c = { BUF_INIT, NULL, BUF_INIT };
-	size_t nframes = store_frame_count(st), nstacks = store_stack_count(st), i, j, k;
-	struct collapsed_item *items = NULL;
-	bool thread_frames = opt && opt->thread_frames;
-	uint64_t samples;
-	const char *p;
-	size_t len;
-	int r = 0;
-
-	if (!nstacks)
-		goto out;
-	c.text_off = malloc((nframes + 1) * sizeof(*c.text_off));
-	items = calloc(nstacks, sizeof(*items));
-	if (!c.text_off || !items) {
-		r = -ENOMEM;
-		goto out;
-	}
-	for (i = 0; i < nframes; i++) {
-		c.text_off[i] = c.text.len;
-		r = export_collapsed_frame(store_frame_get(st, (uint32_t)i), &c.text);
-		if (r < 0)
-			goto out;
-	}
-	c.text_off[nframes] = c.text.len;
-	for (i = 0; i < nstacks; i++) {
-		items[i].s = store_stack_get(st, i);
-		items[i].samples = items[i].s->samples;
-		if (!thread_frames)
-			continue;
-		/* Consecutive stacks of one thread share one rendered frame. */
-		if (i && items[i - 1].s->pid == items[i].s->pid &&
-		    items[i - 1].s->tid == items[i].s->tid) {
-			items[i].prefix_off = items[i - 1].prefix_off;
-			items[i].prefix_len = items[i - 1].prefix_len;
-			continue;
-		}
-		items[i].prefix_off = c.prefix.len;
-		r = collapsed_thread_frame(st, items[i].s, &c.prefix);
-		if (r < 0)
-			goto out;
-		items[i].prefix_len = c.prefix.len - items[i].prefix_off;
-	}
-	qsort_r(items, nstacks, sizeof(*items), collapsed_cmp, &c);
-
-	/* Equal lines are adjacent now: stacks of different threads (or frames
-	 * that differ only in what this format does not show) merge into one. */
-	for (i = 0; i < nstacks; i = j) {
-		samples = items[i].samples;
-		for (j = i + 1; j < nstacks && !collapsed_cmp(&items[i], &items[j], &c); j++)
-			samples += items[j].samples;
-		for (k = 0; k < collapsed_nseg(&items[i]); k++) {
-			collapsed_seg(&c, &items[i], k, &p, &len);
-			if (k) {
-				r = buf_putc(out, ';');
-				if (r < 0)
-					goto out;
-			}
-			r = buf_append(out, p, len);
-			if (r < 0)
-				goto out;
-		}
-		r = buf_putc(out, ' ');
-		if (r == 0)
-			r = export_put_u64(out, samples);
-		if (r == 0)
-			r = buf_putc(out, '\n');
-		if (r < 0)
-			goto out;
-	}
-out:
-	free(items);
-	free(c.text_off);
-	buf_release(&c.text);
-	buf_release(&c.prefix);
-	return r;
-}
-
-/* ---- raw JSON (jprofd-profile) --------------------------------------------------------------- */
+/* ---- JSON ------------------------------------------------------------------ */
 
 /* A JSON string literal. Control characters become \u00XX; '<', '>', '&' and
  * U+2028/U+2029 are escaped too so the document can be embedded in an HTML
@@ -456,8 +230,7 @@ out:
 	return r;
 }
 
-/* Appends `"key":` (keys are our own literals: no escaping needed). */
-static int export_json_key(struct buf *out, const char *key, bool first)
+int export_json_key(struct buf *out, const char *key, bool first)
 {
 	int r = 0;
 
@@ -472,128 +245,56 @@ static int export_json_key(struct buf *out, const char *key, bool first)
 	return r;
 }
 
-static int export_json_u64(struct buf *out, const char *key, uint64_t v, bool first)
+int export_json_u64(struct buf *out, const char *key, uint64_t v, bool first)
 {
 	int r = export_json_key(out, key, first);
 
 	return r < 0 ? r : export_put_u64(out, v);
 }
 
-static int export_json_strfield(struct buf *out, const char *key, const char *v, bool first)
+int export_json_strfield(struct buf *out, const char *key, const char *v, bool first)
 {
 	int r = export_json_key(out, key, first);
 
 	return r < 0 ? r : export_json_string(out, v);
 }
 
-struct json_list {
-	struct buf *out;
-	bool first;
-	const struct store *st;
-};
-
-static int export_json_thread(uint32_t pid, uint32_t tid, const char *name, void *arg)
+int export_json_values(struct buf *out, const char *key, const uint64_t *v, size_t n)
 {
-	struct json_list *l = arg;
-	int r = 0;
+	int r = export_json_key(out, key, false);
 
-	if (!l->first)
-		r = buf_putc(l->out, ',');
-	l->first = false;
-	if (r == 0)
-		r = buf_putc(l->out, '{');
-	if (r == 0)
-		r = export_json_u64(l->out, "pid", pid, true);
-	if (r == 0)
-		r = export_json_u64(l->out, "tid", tid, false);
-	if (r == 0)
-		r = export_json_strfield(l->out, "name", name, false);
-	if (r == 0)
-		r = buf_putc(l->out, '}');
-	return r;
-}
-
-static int export_json_process(uint32_t pid, const char *comm, void *arg)
-{
-	struct json_list *l = arg;
-	struct store_labels pl;
-	int r = 0;
-
-	if (!l->first)
-		r = buf_putc(l->out, ',');
-	l->first = false;
-	if (r == 0)
-		r = buf_putc(l->out, '{');
-	if (r == 0)
-		r = export_json_u64(l->out, "pid", pid, true);
-	if (r == 0)
-		r = export_json_strfield(l->out, "comm", comm, false);
-	if (r == 0 && l->st && store_process_labels(l->st, pid, &pl)) {
-		/* Only continuous profiles carry labels; "" members are left out. */
-		if (*pl.cgroup)
-			r = export_json_strfield(l->out, "cgroup", pl.cgroup, false);
-		if (r == 0 && *pl.unit)
-			r = export_json_strfield(l->out, "unit", pl.unit, false);
-		if (r == 0 && *pl.container)
-			r = export_json_strfield(l->out, "container", pl.container, false);
-	}
-	if (r == 0)
-		r = buf_putc(l->out, '}');
-	return r;
-}
-
-static int export_json_stack(const struct store_stack *s, void *arg)
-{
-	struct json_list *l = arg;
-	struct buf *out = l->out;
-	uint32_t i;
-	int r = 0;
-
-	if (!l->first)
-		r = buf_putc(out, ',');
-	l->first = false;
-	if (r == 0)
-		r = buf_putc(out, '{');
-	if (r == 0)
-		r = export_json_u64(out, "pid", s->pid, true);
-	if (r == 0)
-		r = export_json_u64(out, "tid", s->tid, false);
-	if (r == 0)
-		r = export_json_key(out, "frames", false);
 	if (r == 0)
 		r = buf_putc(out, '[');
-	for (i = 0; r == 0 && i < s->nframes; i++) {
+	for (size_t i = 0; r == 0 && i < n; i++) {
 		if (i)
 			r = buf_putc(out, ',');
 		if (r == 0)
-			r = export_put_u64(out, s->frames[i]);
+			r = export_put_u64(out, v[i]);
 	}
 	if (r == 0)
 		r = buf_putc(out, ']');
+	return r;
+}
+
+static int export_json_type(struct buf *out, const char *key, const struct sample_type *t)
+{
+	int r = export_json_key(out, key, false);
+
 	if (r == 0)
-		r = export_json_u64(out, "samples", s->samples, false);
+		r = buf_putc(out, '{');
 	if (r == 0)
-		r = export_json_u64(out, "weight_ns", s->weight_ns, false);
+		r = export_json_strfield(out, "type", t->type, true);
+	if (r == 0)
+		r = export_json_strfield(out, "unit", t->unit, false);
 	if (r == 0)
 		r = buf_putc(out, '}');
 	return r;
 }
 
-static int export_raw(const struct store *st, const struct export_meta *meta, struct buf *out)
+int export_json_meta(struct buf *out, const struct export_meta *meta)
 {
-	static const struct export_meta no_meta;
-	struct json_list list = { out, true, st };
-	struct store_totals t;
-	size_t i, n;
-	int r;
+	int r = export_json_u64(out, "pid", meta->pid, true);
 
-	if (!meta)
-		meta = &no_meta;
-	store_get_totals(st, &t);
-
-	r = buf_puts(out, "{\"format\":\"jprofd-profile\",\"version\":1,\"meta\":{");
-	if (r == 0)
-		r = export_json_u64(out, "pid", meta->pid, true);
 	if (r == 0)
 		r = export_json_strfield(out, "comm", meta->comm, false);
 	if (r == 0)
@@ -603,100 +304,161 @@ static int export_raw(const struct store *st, const struct export_meta *meta, st
 	if (r == 0)
 		r = export_json_u64(out, "duration_ns", meta->duration_ns, false);
 	if (r == 0)
-		r = export_json_u64(out, "interval_ns", meta->interval_ns, false);
+		r = export_json_u64(out, "interval_ns", export_interval_ns(meta), false);
 	if (r == 0)
 		r = export_json_strfield(out, "status", meta->status, false);
-	if (r == 0)
-		r = buf_puts(out, "},\"totals\":{");
-	if (r == 0)
-		r = export_json_u64(out, "samples", t.samples, true);
-	if (r == 0)
-		r = export_json_u64(out, "weight_ns", t.weight_ns, false);
-	if (r == 0)
-		r = export_json_u64(out, "stacks", t.stacks, false);
-	if (r == 0)
-		r = export_json_u64(out, "frames", t.frames, false);
-	if (r == 0)
-		r = export_json_key(out, "truncated", false);
-	if (r == 0)
-		r = buf_puts(out, t.truncated ? "true" : "false");
-	if (r == 0)
-		r = export_json_u64(out, "truncated_samples", t.truncated_samples, false);
-	if (r == 0)
-		r = buf_puts(out, "},\"frames\":[");
-	if (r < 0)
-		goto out;
-
-	n = store_frame_count(st);
-	for (i = 0; i < n; i++) {
-		const struct store_frame *f = store_frame_get(st, (uint32_t)i);
-
-		r = buf_puts(out, i ? ",{" : "{");
+	if (r == 0 && meta->period_type.type && meta->period_type.unit) {
+		r = export_json_type(out, "period_type", &meta->period_type);
 		if (r == 0)
-			r = export_json_strfield(out, "name", f->name, true);
-		if (r == 0)
-			r = export_json_strfield(out, "kind", frame_kind_name(f->kind), false);
-		if (r == 0)
-			r = export_json_strfield(out, "module", f->module ? f->module : "", false);
-		if (r == 0)
-			r = buf_putc(out, '}');
-		if (r < 0)
-			goto out;
+			r = export_json_u64(out, "period", meta->period, false);
 	}
-
-	r = buf_puts(out, "],\"threads\":[");
-	if (r == 0)
-		r = store_foreach_thread(st, export_json_thread, &list);
-	if (r < 0)
-		goto out;
-	list.first = true;
-	r = buf_puts(out, "],\"processes\":[");
-	if (r == 0)
-		r = store_foreach_process(st, export_json_process, &list);
-	if (r < 0)
-		goto out;
-	list.first = true;
-	r = buf_puts(out, "],\"stacks\":[");
-	if (r == 0)
-		r = store_foreach_stack(st, export_json_stack, &list);
-	if (r == 0)
-		r = buf_puts(out, "]}\n");
-out:
 	return r;
 }
 
-int export_render(const struct store *st, const struct export_meta *meta,
-		  const struct export_options *opt, enum export_format fmt, struct buf *out)
+int export_json_sample_types(struct buf *out, const struct store *st)
 {
+	size_t i, n = store_value_count(st);
+	int r = export_json_key(out, "sample_types", false);
+
+	if (r == 0)
+		r = buf_putc(out, '[');
+	for (i = 0; r == 0 && i < n; i++) {
+		const struct sample_type *t = store_value_type(st, i);
+
+		r = buf_puts(out, i ? ",{" : "{");
+		if (r == 0)
+			r = export_json_strfield(out, "type", t->type, true);
+		if (r == 0)
+			r = export_json_strfield(out, "unit", t->unit, false);
+		if (r == 0)
+			r = buf_putc(out, '}');
+	}
+	if (r == 0)
+		r = buf_putc(out, ']');
+	return r;
+}
+
+int export_json_weight(struct buf *out, const struct store *st, const uint64_t *values)
+{
+	int w = export_weight_index(st);
+
+	return w < 0 ? 0 : export_json_u64(out, "weight_ns", values[w], false);
+}
+
+/* ---- values ------------------------------------------------------------------ */
+
+int export_value_index(const struct store *st, const struct export_options *opt)
+{
+	int i;
+
+	if (!opt || !opt->value)
+		return 0;
+	i = store_value_find(st, opt->value);
+	return i < 0 ? -EINVAL : i;
+}
+
+static bool export_is_ns(const char *unit)
+{
+	return unit && !strcmp(unit, "nanoseconds");
+}
+
+uint64_t export_interval_ns(const struct export_meta *meta)
+{
+	return export_is_ns(meta->period_type.unit) ? meta->period : 0;
+}
+
+int export_weight_index(const struct store *st)
+{
+	size_t n = store_value_count(st);
+
+	if (n < 2 || !export_is_ns(store_value_type(st, n - 1)->unit))
+		return -1;
+	return (int)(n - 1);
+}
+
+const struct sample_type *export_main_type(const struct store *st)
+{
+	return store_value_type(st, store_value_count(st) - 1);
+}
+
+bool export_value_is_count(const struct sample_type *t)
+{
+	return sample_type_eq(t, &sample_type_count);
+}
+
+int export_value_text(const struct sample_type *t, uint64_t v, struct buf *out)
+{
+	if (export_value_is_count(t))
+		return buf_printf(out, "%" PRIu64 " sample%s", v, v == 1 ? "" : "s");
+	if (export_is_ns(t->unit))
+		return buf_printf(out, "%.3f s of %s", (double)v / 1e9, t->type);
+	if (!strcmp(t->unit, "count"))
+		return buf_printf(out, "%" PRIu64 " %s", v, t->type);
+	return buf_printf(out, "%" PRIu64 " %s of %s", v, t->unit, t->type);
+}
+
+/* ---- thread frames ----------------------------------------------------------- */
+
+int export_thread_frame(const struct store *st, uint32_t pid, uint32_t tid, unsigned flags,
+			struct buf *out)
+{
+	const char *name = store_thread_name(st, pid, tid);
+	int r;
+
+	r = buf_putc(out, '[');
+	if (r == 0 && name && *name) {
+		r = export_text(name, flags, out);
+		if (r == 0)
+			r = buf_putc(out, ' ');
+	}
+	if (r == 0)
+		r = buf_puts(out, "tid=");
+	if (r == 0)
+		r = export_put_u64(out, tid);
+	if (r == 0)
+		r = buf_putc(out, ']');
+	return r;
+}
+
+/* ---- the registry ------------------------------------------------------------ */
+
+static const struct export_renderer export_renderers[] = {
+	{ JPROF_FMT_COLLAPSED, collapsed_render },
+	{ JPROF_FMT_RAW, rawjson_render },
+	{ JPROF_FMT_JSON, calltree_render_json },
+	{ JPROF_FMT_HTML, flamegraph_render },
+	{ JPROF_FMT_PPROF, pprof_render },
+	{ JPROF_FMT_TEXT, textreport_render },
+};
+_Static_assert(sizeof(export_renderers) / sizeof(export_renderers[0]) == JPROF_FMT_COUNT,
+	       "every format of proto/jprof_formats.h needs a renderer");
+
+const struct export_renderer *export_renderer(enum jprof_format id)
+{
+	for (size_t i = 0; i < JPROF_FMT_COUNT; i++)
+		if (export_renderers[i].id == id)
+			return &export_renderers[i];
+	return NULL;
+}
+
+int export_render(const struct store *st, const struct export_meta *meta,
+		  const struct export_options *opt, enum jprof_format fmt, struct buf *out)
+{
+	static const struct export_meta no_meta;
+	static const struct export_options no_opt;
+	const struct export_renderer *rd = export_renderer(fmt);
+	struct export_job job = { st, meta ? meta : &no_meta, opt ? opt : &no_opt, 0 };
 	size_t start;
 	int r;
 
-	if (!st || !out)
+	if (!st || !out || !rd)
 		return -EINVAL;
+	r = export_value_index(st, opt);
+	if (r < 0)
+		return r;
+	job.value = (size_t)r;
 	start = out->len;
-	switch (fmt) {
-	case EXPORT_COLLAPSED:
-		r = export_collapsed(st, opt, out);
-		break;
-	case EXPORT_RAW:
-		r = export_raw(st, meta, out);
-		break;
-	case EXPORT_JSON:
-		r = calltree_render_json(st, meta, opt, out);
-		break;
-	case EXPORT_HTML:
-		r = flamegraph_render(st, meta, opt, out);
-		break;
-	case EXPORT_PPROF:
-		r = pprof_render(st, meta, out);
-		break;
-	case EXPORT_TEXT:
-		r = textreport_render(st, meta, opt, out);
-		break;
-	default:
-		r = -EINVAL;
-		break;
-	}
+	r = rd->render(&job, out);
 	/* No half-written profile: on failure the caller's buffer is as before. */
 	if (r < 0 && out->data) {
 		out->len = start;

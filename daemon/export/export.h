@@ -1,5 +1,7 @@
-/* Renders a store into the output formats. One module, one set of naming
- * rules (see symbols.h for how names are made). */
+/* The export layer: renders a store into the output formats of
+ * proto/jprof_formats.h through one registry (a renderer per format), with
+ * one set of naming rules (see symbols.h for how names are made). Values
+ * come with the store's sample types; nothing here assumes an event. */
 #ifndef JPROF_EXPORT_H
 #define JPROF_EXPORT_H
 
@@ -79,9 +81,19 @@ uint64_t export_interval_ns(const struct export_meta *meta);
 /* Index of the value that readers of version-1 JSON know as "weight_ns":
  * the main value (the last type) when its unit is nanoseconds; -1 if none. */
 int export_weight_index(const struct store *st);
-/* "<n> samples" for a count, else the amount in its unit ("1.500 s of cpu",
- * "2048 bytes of alloc_space"), appended to out. */
+/* The main value's type: the store's last (pprof's default sample type). */
+const struct sample_type *export_main_type(const struct store *st);
+/* True for {"samples", "count"}. */
+bool export_value_is_count(const struct sample_type *t);
+/* "<n> sample(s)" for the count, else the amount in its unit ("1.500 s of
+ * cpu", "12 contentions", "2048 bytes of alloc_space"), appended to out. */
 int export_value_text(const struct sample_type *t, uint64_t v, struct buf *out);
+/* A thread's root frame "[<name> tid=<tid>]" ("[tid=<tid>]" when unnamed),
+ * the name under export_text()'s rules with flags. */
+int export_thread_frame(const struct store *st, uint32_t pid, uint32_t tid, unsigned flags,
+			struct buf *out);
+/* The frame every format shows for a stack without frames. */
+#define EXPORT_NO_STACK "[no_stack]"
 
 /* ---- frame naming, shared by every renderer ------------------------------
  *
@@ -103,6 +115,22 @@ int export_text(const char *s, unsigned flags, struct buf *out);
  * <script>, see docs/formats.md), NULL as null; an unsigned decimal. */
 int export_json_string(struct buf *out, const char *s);
 int export_put_u64(struct buf *out, uint64_t v);
+
+/* JSON members: `"key":` (a comma first unless first; keys are our own
+ * literals), then a number, a string, or a list of numbers (always after
+ * a comma). */
+int export_json_key(struct buf *out, const char *key, bool first);
+int export_json_u64(struct buf *out, const char *key, uint64_t v, bool first);
+int export_json_strfield(struct buf *out, const char *key, const char *v, bool first);
+int export_json_values(struct buf *out, const char *key, const uint64_t *v, size_t n);
+/* The "meta" members both JSON formats share, first member first: pid,
+ * comm, event, start_unix_ns, duration_ns, interval_ns, status, and
+ * period_type and period when meta has a period type. */
+int export_json_meta(struct buf *out, const struct export_meta *meta);
+/* ,"sample_types":[{"type":..,"unit":..},...] */
+int export_json_sample_types(struct buf *out, const struct store *st);
+/* ,"weight_ns":N from values (export_weight_index), nothing if none. */
+int export_json_weight(struct buf *out, const struct store *st, const uint64_t *values);
 
 /* Collapsed-format text of one frame (kernel "_[k]", Java JIT "_[j]", inlined
  * "_[i]", interpreted "_[0]"; ';' written as "\x3b"), appended to out. */

@@ -38,9 +38,13 @@ static int flamegraph_html_text(const char *s, struct buf *out)
 	return r;
 }
 
-/* "spin_chain (pid 42): cpu-clock, 5.00 s, 500 samples" (clean text). */
-static int flamegraph_title(const struct export_meta *meta, uint64_t samples, struct buf *out)
+/* "spin_chain (pid 42): cpu-clock, 5.00 s, 500 samples" (clean text); the
+ * amount is the shown value, the event defaults to the main value's type. */
+static int flamegraph_title(const struct export_job *job, const struct store_totals *tot,
+			    struct buf *out)
 {
+	const struct export_meta *meta = job->meta;
+	const struct store *st = job->st;
 	int r = 0;
 
 	if (!meta->pid) {
@@ -55,18 +59,23 @@ static int flamegraph_title(const struct export_meta *meta, uint64_t samples, st
 			r = buf_printf(out, "(pid %" PRIu32 ")", meta->pid);
 	}
 	if (r == 0)
-		r = buf_printf(out, ": %s, %.2f s, ", meta->event ? meta->event : "cpu",
+		r = buf_printf(out, ": %s, %.2f s, ",
+			       meta->event ? meta->event : export_main_type(st)->type,
 			       (double)meta->duration_ns / 1e9);
-	if (r == 0 && samples)
-		r = buf_printf(out, "%" PRIu64 " samples", samples);
-	if (r == 0 && !samples)
+	if (r == 0 && tot->values[0] && !job->value)
+		r = buf_printf(out, "%" PRIu64 " samples", tot->values[0]);
+	if (r == 0 && tot->values[0] && job->value)
+		r = export_value_text(store_value_type(st, job->value), tot->values[job->value], out);
+	if (r == 0 && !tot->values[0])
 		r = buf_puts(out, "no samples");
 	return r;
 }
 
-static int flamegraph_data(const struct calltree *t, const struct export_meta *meta,
+static int flamegraph_data(const struct calltree *t, const struct export_job *job,
 			   const struct store_totals *tot, const char *title, struct buf *out)
 {
+	const struct export_meta *meta = job->meta;
+	const struct sample_type *shown = store_value_type(job->st, job->value);
 	uint32_t i, nkeys = calltree_key_count(t);
 	int r;
 
@@ -88,9 +97,17 @@ static int flamegraph_data(const struct calltree *t, const struct export_meta *m
 	if (r == 0)
 		r = buf_printf(out, ",\"start_unix_ns\":%" PRIu64 ",\"duration_ns\":%" PRIu64
 			       ",\"interval_ns\":%" PRIu64 ",\"samples\":%" PRIu64
-			       ",\"truncated\":%s},\"kinds\":[",
-			       meta->start_unix_ns, meta->duration_ns, meta->interval_ns,
-			       tot->samples, tot->truncated ? "true" : "false");
+			       ",\"truncated\":%s",
+			       meta->start_unix_ns, meta->duration_ns, export_interval_ns(meta),
+			       tot->values[0], tot->truncated ? "true" : "false");
+	/* What the numbers count: the page labels them with it. */
+	if (r == 0)
+		r = export_json_strfield(out, "unit", export_value_is_count(shown) ? "samples" : shown->unit,
+					 false);
+	if (r == 0)
+		r = export_json_strfield(out, "value_type", shown->type, false);
+	if (r == 0)
+		r = buf_puts(out, "},\"kinds\":[");
 	for (i = 0; r == 0 && i < FRAME_KIND_COUNT; i++)
 		r = buf_printf(out, "\"%s\",", frame_kind_name((enum frame_kind)i));
 	if (r == 0)
@@ -133,24 +150,20 @@ out:
 	return r;
 }
 
-int flamegraph_render(const struct store *st, const struct export_meta *meta,
-		      const struct export_options *opt, struct buf *out)
+int flamegraph_render(const struct export_job *job, struct buf *out)
 {
-	static const struct export_meta no_meta;
 	const char *p = flamegraph_page, *end = flamegraph_page + flamegraph_page_len, *mark;
 	struct buf title = BUF_INIT;
 	struct calltree *t = NULL;
 	struct store_totals tot;
 	int r;
 
-	if (!meta)
-		meta = &no_meta;
-	store_get_totals(st, &tot);
-	r = calltree_build(st, opt, &t);
+	store_get_totals(job->st, &tot);
+	r = calltree_build(job, false, &t);
 	if (r == 0)
 		r = calltree_sort(t, CALLTREE_BY_NAME);
 	if (r == 0)
-		r = flamegraph_title(meta, tot.samples, &title);
+		r = flamegraph_title(job, &tot, &title);
 	if (r < 0)
 		goto out;
 	while (p < end) {
@@ -164,7 +177,7 @@ int flamegraph_render(const struct store *st, const struct export_meta *meta,
 			r = flamegraph_html_text(title.data, out);
 			p = mark + 9;
 		} else if (!strncmp(mark, "{{DATA}}", 8)) {
-			r = flamegraph_data(t, meta, &tot, title.data, out);
+			r = flamegraph_data(t, job, &tot, title.data, out);
 			p = mark + 8;
 		} else {
 			r = buf_append(out, "{{", 2);

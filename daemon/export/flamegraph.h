@@ -14,7 +14,6 @@
 extern const char flamegraph_page[];
 extern const size_t flamegraph_page_len;
 
-int flamegraph_render(const struct store *st, const struct export_meta *meta,
-		      const struct export_options *opt, struct buf *out);
+int flamegraph_render(const struct export_job *job, struct buf *out);
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "htab.h"
 #include "profile.pb-c.h"
 
 /* The kernel's mapping, named as perf and pprof users know it. */
@@ -16,60 +17,26 @@ struct pprof_strings {
 	struct buf data;   /* NUL-separated */
 	size_t *off;
 	size_t n, cap;
-	uint32_t *slots;   /* index + 1; 0 = empty */
-	size_t nslots;
+	struct htab_index idx;
 };
 
-static uint64_t pprof_str_hash(const char *s, size_t len)
+static uint32_t pprof_str_hash(const char *s, size_t len)
 {
-	uint64_t h = 1469598103934665603ULL;   /* FNV-1a */
-
-	while (len--) {
-		h ^= (unsigned char)*s++;
-		h *= 1099511628211ULL;
-	}
-	return h;
-}
-
-static int pprof_strings_grow(struct pprof_strings *t)
-{
-	size_t n = t->nslots ? t->nslots * 2 : 1024, i, j;
-	uint32_t *slots = calloc(n, sizeof(*slots));
-
-	if (!slots)
-		return -ENOMEM;
-	for (i = 0; i < t->nslots; i++) {
-		const char *s;
-
-		if (!t->slots[i])
-			continue;
-		s = t->data.data + t->off[t->slots[i] - 1];
-		for (j = pprof_str_hash(s, strlen(s)) & (n - 1); slots[j]; j = (j + 1) & (n - 1))
-			;
-		slots[j] = t->slots[i];
-	}
-	free(t->slots);
-	t->slots = slots;
-	t->nslots = n;
-	return 0;
+	return (uint32_t)htab_mix64(htab_fnv1a(HTAB_FNV_SEED, s, len));
 }
 
 /* Index of s[0..len) in the table, adding it if new; -errno. */
 static int64_t pprof_string(struct pprof_strings *t, const char *s, size_t len)
 {
-	size_t i;
+	uint32_t hash = pprof_str_hash(s, len), i;
+	struct htab_probe p;
 	int r;
 
-	if ((t->n + 1) * 2 > t->nslots) {
-		r = pprof_strings_grow(t);
-		if (r < 0)
-			return r;
-	}
-	for (i = pprof_str_hash(s, len) & (t->nslots - 1); t->slots[i]; i = (i + 1) & (t->nslots - 1)) {
-		const char *have = t->data.data + t->off[t->slots[i] - 1];
+	for (i = htab_index_first(&t->idx, hash, &p); i != HTAB_NONE; i = htab_index_next(&t->idx, &p)) {
+		const char *have = t->data.data + t->off[i];
 
 		if (strlen(have) == len && !memcmp(have, s, len))
-			return t->slots[i] - 1;
+			return i;
 	}
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 256;
@@ -80,13 +47,16 @@ static int64_t pprof_string(struct pprof_strings *t, const char *s, size_t len)
 		t->off = off;
 		t->cap = cap;
 	}
+	if (t->n >= HTAB_NONE)
+		return -E2BIG;
 	t->off[t->n] = t->data.len;
 	r = buf_append(&t->data, s, len);
 	if (r == 0)
 		r = buf_putc(&t->data, '\0');
+	if (r == 0)
+		r = htab_index_insert(&t->idx, hash, (uint32_t)t->n);
 	if (r < 0)
 		return r;
-	t->slots[i] = (uint32_t)(t->n + 1);
 	return (int64_t)t->n++;
 }
 
@@ -112,7 +82,7 @@ static void pprof_strings_release(struct pprof_strings *t)
 {
 	buf_release(&t->data);
 	free(t->off);
-	free(t->slots);
+	htab_index_release(&t->idx);
 }
 
 /* Everything the packed message points to, freed in one place. */
@@ -195,7 +165,7 @@ static int pprof_location(struct pprof_ctx *c, const struct store_frame *f, uint
 	int r;
 
 	buf_reset(&c->tmp);
-	r = f ? export_frame_name(f, 0, &c->tmp) : buf_puts(&c->tmp, "[no_stack]");
+	r = f ? export_frame_name(f, 0, &c->tmp) : buf_puts(&c->tmp, EXPORT_NO_STACK);
 	if (r < 0)
 		return r;
 	name = pprof_string(&c->strs, c->tmp.data, c->tmp.len);
@@ -306,21 +276,22 @@ out:
 	return r;
 }
 
-int pprof_render(const struct store *st, const struct export_meta *meta, struct buf *out)
+int pprof_render(const struct export_job *job, struct buf *out)
 {
-	static const struct export_meta no_meta;
+	const struct store *st = job->st;
+	const struct export_meta *meta = job->meta;
 	Perftools__Profiles__Profile prof = PERFTOOLS__PROFILES__PROFILE__INIT;
-	Perftools__Profiles__ValueType types[3], *typep[2];
+	Perftools__Profiles__ValueType types[STORE_MAX_VALUES + 1], *typep[STORE_MAX_VALUES];
 	struct pprof_ctx c = { .st = st, .tmp = BUF_INIT };
 	size_t nframes = store_frame_count(st), nstacks = store_stack_count(st);
+	size_t nv = store_value_count(st);
+	bool period = meta->period_type.type && meta->period_type.unit;
 	size_t i, j, nlocids = 0, nlabels = 0, slots;
 	int64_t comment[2];
 	uint8_t *packed = NULL;
 	size_t packed_len;
 	int r;
 
-	if (!meta)
-		meta = &no_meta;
 	/* uInt lengths for zlib; a store is far below 4 GiB anyway */
 	for (i = 0; i < nstacks; i++)
 		nlocids += store_stack_get(st, i)->nframes ? store_stack_get(st, i)->nframes : 1;
@@ -337,19 +308,20 @@ int pprof_render(const struct store *st, const struct export_meta *meta, struct 
 	c.labels = calloc(nstacks * 7 + 1, sizeof(*c.labels));
 	c.labelp = calloc(nstacks * 7 + 1, sizeof(*c.labelp));
 	c.locids = calloc(nlocids + 1, sizeof(*c.locids));
-	c.values = calloc(nstacks * 2 + 1, sizeof(*c.values));
+	c.values = calloc(nstacks * nv + 1, sizeof(*c.values));
 	if (!c.funcs || !c.funcp || !c.locs || !c.locp || !c.lines || !c.linep || !c.loc_of_frame ||
 	    !c.samples || !c.samplep || !c.labels || !c.labelp || !c.locids || !c.values) {
 		r = -ENOMEM;
 		goto out;
 	}
 	r = (int)pprof_cstring(&c.strs, "");   /* index 0 */
-	if (r == 0)
-		r = pprof_value_type(&c, &types[0], "samples", "count");
-	if (r == 0)
-		r = pprof_value_type(&c, &types[1], "cpu", "nanoseconds");
-	if (r == 0)
-		r = pprof_value_type(&c, &types[2], "cpu", "nanoseconds");
+	for (i = 0; r == 0 && i < nv; i++) {
+		const struct sample_type *vt = store_value_type(st, i);
+
+		r = pprof_value_type(&c, &types[i], vt->type, vt->unit);
+	}
+	if (r == 0 && period)
+		r = pprof_value_type(&c, &types[nv], meta->period_type.type, meta->period_type.unit);
 	if (r < 0)
 		goto out;
 
@@ -385,10 +357,10 @@ int pprof_render(const struct store *st, const struct export_meta *meta, struct 
 			c.locids[nlocids++] = c.no_stack_loc;
 		}
 		smp->n_location_id = (size_t)(&c.locids[nlocids] - smp->location_id);
-		smp->value = &c.values[2 * i];
-		smp->n_value = 2;
-		smp->value[0] = (int64_t)s->samples;
-		smp->value[1] = (int64_t)s->weight_ns;
+		smp->value = &c.values[nv * i];
+		smp->n_value = nv;
+		for (j = 0; j < nv; j++)
+			smp->value[j] = (int64_t)s->values[j];
 		if (tname && *tname)
 			r = pprof_label_str(&c, &lab[nl++], "thread", tname);
 		if (r == 0 && s->tid)
@@ -424,7 +396,8 @@ int pprof_render(const struct store *st, const struct export_meta *meta, struct 
 		c.mapp[i] = &c.maps[i];
 
 	buf_reset(&c.tmp);
-	r = buf_printf(&c.tmp, "jprofd %s profile, status %s", meta->event ? meta->event : "cpu",
+	r = buf_printf(&c.tmp, "jprofd %s profile, status %s",
+		       meta->event ? meta->event : export_main_type(st)->type,
 		       meta->status ? meta->status : "unknown");
 	if (r < 0)
 		goto out;
@@ -442,10 +415,12 @@ int pprof_render(const struct store *st, const struct export_meta *meta, struct 
 	for (i = 0; i < c.strs.n; i++)
 		c.strtab[i] = c.strs.data.data + c.strs.off[i];
 
-	typep[0] = &types[0];
-	typep[1] = &types[1];
-	prof.n_sample_type = 2;
+	for (i = 0; i < nv; i++)
+		typep[i] = &types[i];
+	prof.n_sample_type = nv;
 	prof.sample_type = typep;
+	/* The main value, the last type (pprof's own default too). */
+	prof.default_sample_type = types[nv - 1].type;
 	prof.n_sample = nstacks;
 	prof.sample = c.samplep;
 	prof.n_mapping = c.nmaps;
@@ -458,8 +433,8 @@ int pprof_render(const struct store *st, const struct export_meta *meta, struct 
 	prof.string_table = c.strtab;
 	prof.time_nanos = (int64_t)meta->start_unix_ns;
 	prof.duration_nanos = (int64_t)meta->duration_ns;
-	prof.period_type = &types[2];
-	prof.period = (int64_t)meta->interval_ns;
+	prof.period_type = period ? &types[nv] : NULL;
+	prof.period = (int64_t)meta->period;
 	prof.comment = comment;
 	prof.n_comment = comment[1] ? 2 : 1;
 

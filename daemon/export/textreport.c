@@ -38,6 +38,38 @@ static double textreport_pct(uint64_t part, uint64_t total)
 	return total ? 100.0 * (double)part / (double)total : 0.0;
 }
 
+/* "interval 10 ms" for a period in nanoseconds (or none, as always), else
+ * "period <n> <unit>". */
+static int textreport_period(const struct export_meta *meta, struct buf *out)
+{
+	if (meta->period_type.unit && !export_interval_ns(meta) && meta->period)
+		return buf_printf(out, "period %" PRIu64 " %s", meta->period, meta->period_type.unit);
+	return buf_printf(out, "interval %.3g ms", (double)export_interval_ns(meta) / 1e6);
+}
+
+/* "total: 190 samples (1.900 s of cpu), 3 distinct stacks": the count, then
+ * every other value. */
+static int textreport_total(const struct store *st, const struct store_totals *tot,
+			    struct buf *out)
+{
+	size_t i, n = store_value_count(st);
+	int r;
+
+	r = buf_puts(out, "total: ");
+	if (r == 0)
+		r = export_value_text(store_value_type(st, 0), tot->values[0], out);
+	for (i = 1; r == 0 && i < n; i++) {
+		r = buf_puts(out, i == 1 ? " (" : ", ");
+		if (r == 0)
+			r = export_value_text(store_value_type(st, i), tot->values[i], out);
+		if (r == 0 && i + 1 == n)
+			r = buf_putc(out, ')');
+	}
+	if (r == 0)
+		r = buf_printf(out, ", %zu distinct stack%s\n", tot->stacks, tot->stacks == 1 ? "" : "s");
+	return r;
+}
+
 static int textreport_header(const struct store *st, const struct export_meta *meta,
 			     const struct store_totals *tot, struct buf *out)
 {
@@ -56,41 +88,40 @@ static int textreport_header(const struct store *st, const struct export_meta *m
 			r = buf_printf(out, "(pid %" PRIu32 ")", meta->pid);
 	}
 	if (r == 0)
-		r = buf_printf(out, "\nevent %s, interval %.3g ms, duration %.2f s, status %s\n",
-			       meta->event ? meta->event : "unknown",
-			       (double)meta->interval_ns / 1e6, (double)meta->duration_ns / 1e9,
+		r = buf_printf(out, "\nevent %s, ", meta->event ? meta->event : "unknown");
+	if (r == 0)
+		r = textreport_period(meta, out);
+	if (r == 0)
+		r = buf_printf(out, ", duration %.2f s, status %s\n", (double)meta->duration_ns / 1e9,
 			       meta->status ? meta->status : "unknown");
-	if (r == 0 && !tot->samples)
+	if (r == 0 && !tot->values[0])
 		r = buf_puts(out, "total: no samples\n");
-	if (r == 0 && tot->samples)
-		r = buf_printf(out, "total: %" PRIu64 " sample%s (%.3f s of CPU), %zu distinct stack%s\n",
-			       tot->samples, tot->samples == 1 ? "" : "s", (double)tot->weight_ns / 1e9,
-			       tot->stacks, tot->stacks == 1 ? "" : "s");
+	if (r == 0 && tot->values[0])
+		r = textreport_total(st, tot, out);
 	if (r == 0 && tot->truncated)
 		r = buf_printf(out, "truncated: %" PRIu64 " samples went to [truncated] stacks "
 			       "(the profile hit its size limit)\n", tot->truncated_samples);
-	(void)st;
 	return r;
 }
 
-int textreport_render(const struct store *st, const struct export_meta *meta,
-		      const struct export_options *opt, struct buf *out)
+int textreport_render(const struct export_job *job, struct buf *out)
 {
-	static const struct export_meta no_meta;
+	const struct sample_type *vt = store_value_type(job->st, job->value);
 	struct textreport_fn *fns = NULL;
 	uint32_t *leaves = NULL, i, node, nkeys;
 	struct store_totals tot;
 	struct calltree *t = NULL;
 	size_t n, nleaves = 0, k, shown;
+
+	uint64_t all;
 	int r;
 
-	if (!meta)
-		meta = &no_meta;
-	store_get_totals(st, &tot);
-	r = textreport_header(st, meta, &tot, out);
-	if (r < 0 || !tot.samples)
+	store_get_totals(job->st, &tot);
+	all = tot.values[job->value];
+	r = textreport_header(job->st, job->meta, &tot, out);
+	if (r < 0 || !tot.values[0])
 		goto out;
-	r = calltree_build(st, opt, &t);
+	r = calltree_build(job, false, &t);
 	if (r < 0)
 		goto out;
 	n = calltree_count(t);
@@ -119,8 +150,11 @@ int textreport_render(const struct store *st, const struct export_meta *meta,
 	for (k = 0; r == 0 && k < shown; k++) {
 		const struct calltree_node *leaf = calltree_node(t, leaves[k]);
 
-		r = buf_printf(out, "\n--- %zu: %" PRIu64 " sample%s (%.2f%%)\n", k + 1, leaf->self,
-			       leaf->self == 1 ? "" : "s", textreport_pct(leaf->self, tot.samples));
+		r = buf_printf(out, "\n--- %zu: ", k + 1);
+		if (r == 0)
+			r = export_value_text(vt, leaf->self, out);
+		if (r == 0)
+			r = buf_printf(out, " (%.2f%%)\n", textreport_pct(leaf->self, all));
 		for (node = leaves[k]; r == 0 && node != 0; node = calltree_node(t, node)->parent) {
 			r = buf_puts(out, "  ");
 			if (r == 0)
@@ -132,11 +166,11 @@ int textreport_render(const struct store *st, const struct export_meta *meta,
 	if (r < 0)
 		goto out;
 
-	r = buf_printf(out, "\n=== top functions by self samples ===\n\n"
-		       "  %10s  %8s  %s\n", "self", "percent", "function");
+	r = buf_printf(out, "\n=== top functions by self %s ===\n\n"
+		       "  %10s  %8s  %s\n", vt->type, "self", "percent", "function");
 	for (k = 0; r == 0 && k < nkeys && k < TEXTREPORT_TOP_FUNCTIONS && fns[k].self; k++) {
 		r = buf_printf(out, "  %10" PRIu64 "  %7.2f%%  ", fns[k].self,
-			       textreport_pct(fns[k].self, tot.samples));
+			       textreport_pct(fns[k].self, all));
 		if (r == 0)
 			r = calltree_key_text(t, fns[k].key, EXPORT_NAME_SUFFIX, out);
 		if (r == 0)

@@ -1,5 +1,6 @@
-/* The "text" format: a summary for a person at a terminal (total samples,
- * the heaviest stacks, the functions with the most self samples). */
+/* The "text" format: a summary for a person at a terminal (the totals of
+ * every value, the heaviest stacks and the functions with the most self of
+ * the shown value). */
 #ifndef JPROF_TEXTREPORT_H
 #define JPROF_TEXTREPORT_H
 
@@ -10,7 +11,6 @@
 #define TEXTREPORT_TOP_STACKS 10
 #define TEXTREPORT_TOP_FUNCTIONS 20
 
-int textreport_render(const struct store *st, const struct export_meta *meta,
-		      const struct export_options *opt, struct buf *out);
+int textreport_render(const struct export_job *job, struct buf *out);
 
 #endif

@@ -5,10 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "htab.h"
+
 enum { M_NEW = 0, M_ASKED, M_NAMED, M_UNKNOWN };
 
 struct jmethod {
-	uint64_t id;              /* 0 = empty slot */
+	uint64_t id;
 	uint8_t state;
 	char *cls, *name, *sig;   /* cls dotted ("java.lang.String") */
 	struct jpag_line *lines;
@@ -30,7 +32,7 @@ struct agent_rec {
 };
 
 struct tidq {
-	uint32_t tid;             /* 0 = empty slot */
+	uint32_t tid;
 	struct bpf_rec *b;
 	size_t nb, capb;
 	struct agent_rec *a;
@@ -45,18 +47,17 @@ struct held {
 	struct jvm_frame *java;   /* root first */
 };
 
-struct tidmap {
-	uint32_t ns, host;        /* ns 0 = empty */
-};
-
+/* Queues and methods live in arrays (in the order first seen); the maps
+ * give a tid or method id its index. */
 struct jvm_join {
 	struct jvm_join_opts o;
 	struct tidq *q;
 	size_t qcap, nq;
-	struct tidmap *tm;
-	size_t tmcap, ntm;
+	struct htab_map q_of_tid;
+	struct htab_map host_of_ns;   /* agent's namespace tid -> host tid */
 	struct jmethod *m;
 	size_t mcap, nm;
+	struct htab_map m_of_id;
 	uint64_t *wanted;
 	size_t nwanted, capwanted;
 	struct held *held;
@@ -70,14 +71,6 @@ static void move(void *dst, const void *src, size_t n)
 {
 	if (n)
 		memmove(dst, src, n);
-}
-
-static size_t hash64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	return (size_t)x;
 }
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -99,138 +92,58 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 
 /* ---- tables ---- */
 
+/* Entry of key in a map from key to array index: the index of an existing
+ * one, or a new zeroed element appended to the array. NULL on 0 keys (never
+ * valid) and ENOMEM. */
+static void *table_get(struct htab_map *map, uint64_t key, bool create, void **arr, size_t *n,
+		       size_t *cap, size_t elem)
+{
+	uint64_t *idx;
+	char *e;
+
+	if (key == 0)
+		return NULL;
+	idx = htab_map_get(map, key);
+	if (idx)
+		return (char *)*arr + *idx * elem;
+	if (!create || grow(arr, cap, *n + 1, elem) < 0 || htab_map_put(map, key, *n) < 0)
+		return NULL;
+	e = (char *)*arr + (*n)++ * elem;
+	memset(e, 0, elem);
+	return e;
+}
+
 static struct tidq *tidq_get(struct jvm_join *j, uint32_t tid, bool create)
 {
-	if (tid == 0)
-		return NULL;
-	if (create && (j->nq + 1) * 2 > j->qcap) {
-		size_t cap = j->qcap ? j->qcap * 2 : 64;
-		struct tidq *n = calloc(cap, sizeof(*n));
+	struct tidq *t = table_get(&j->q_of_tid, tid, create, (void **)&j->q, &j->nq, &j->qcap,
+				   sizeof(*j->q));
 
-		if (!n)
-			return NULL;
-		for (size_t i = 0; i < j->qcap; i++) {
-			if (!j->q[i].tid)
-				continue;
-			for (size_t k = hash64(j->q[i].tid);; k++) {
-				if (!n[k & (cap - 1)].tid) {
-					n[k & (cap - 1)] = j->q[i];
-					break;
-				}
-			}
-		}
-		free(j->q);
-		j->q = n;
-		j->qcap = cap;
-	}
-	if (!j->qcap)
-		return NULL;
-	for (size_t k = hash64(tid);; k++) {
-		struct tidq *t = &j->q[k & (j->qcap - 1)];
-
-		if (t->tid == tid)
-			return t;
-		if (!t->tid) {
-			if (!create)
-				return NULL;
-			t->tid = tid;
-			j->nq++;
-			return t;
-		}
-	}
+	if (t)
+		t->tid = tid;
+	return t;
 }
 
 static struct jmethod *method_get(struct jvm_join *j, uint64_t id, bool create)
 {
-	if (id == 0)
-		return NULL;
-	if (create && (j->nm + 1) * 2 > j->mcap) {
-		size_t cap = j->mcap ? j->mcap * 2 : 1024;
-		struct jmethod *n = calloc(cap, sizeof(*n));
+	struct jmethod *m = table_get(&j->m_of_id, id, create, (void **)&j->m, &j->nm, &j->mcap,
+				      sizeof(*j->m));
 
-		if (!n)
-			return NULL;
-		for (size_t i = 0; i < j->mcap; i++) {
-			if (!j->m[i].id)
-				continue;
-			for (size_t k = hash64(j->m[i].id);; k++) {
-				if (!n[k & (cap - 1)].id) {
-					n[k & (cap - 1)] = j->m[i];
-					break;
-				}
-			}
-		}
-		free(j->m);
-		j->m = n;
-		j->mcap = cap;
-	}
-	if (!j->mcap)
-		return NULL;
-	for (size_t k = hash64(id);; k++) {
-		struct jmethod *m = &j->m[k & (j->mcap - 1)];
-
-		if (m->id == id)
-			return m;
-		if (!m->id) {
-			if (!create)
-				return NULL;
-			m->id = id;
-			m->state = M_NEW;
-			j->nm++;
-			return m;
-		}
-	}
+	if (m)
+		m->id = id;
+	return m;
 }
 
 void jvm_join_map_tid(struct jvm_join *j, uint32_t ns_tid, uint32_t host_tid)
 {
-	if (!ns_tid)
-		return;
-	if ((j->ntm + 1) * 2 > j->tmcap) {
-		size_t cap = j->tmcap ? j->tmcap * 2 : 64;
-		struct tidmap *n = calloc(cap, sizeof(*n));
-
-		if (!n)
-			return;
-		for (size_t i = 0; i < j->tmcap; i++) {
-			if (!j->tm[i].ns)
-				continue;
-			for (size_t k = hash64(j->tm[i].ns);; k++) {
-				if (!n[k & (cap - 1)].ns) {
-					n[k & (cap - 1)] = j->tm[i];
-					break;
-				}
-			}
-		}
-		free(j->tm);
-		j->tm = n;
-		j->tmcap = cap;
-	}
-	for (size_t k = hash64(ns_tid);; k++) {
-		struct tidmap *t = &j->tm[k & (j->tmcap - 1)];
-
-		if (t->ns == ns_tid || !t->ns) {
-			if (!t->ns)
-				j->ntm++;
-			t->ns = ns_tid;
-			t->host = host_tid;
-			return;
-		}
-	}
+	if (ns_tid)
+		htab_map_put(&j->host_of_ns, ns_tid, host_tid);
 }
 
 static uint32_t host_tid(const struct jvm_join *j, uint32_t ns)
 {
-	if (!j->tmcap)
-		return ns;
-	for (size_t k = hash64(ns);; k++) {
-		const struct tidmap *t = &j->tm[k & (j->tmcap - 1)];
+	const uint64_t *host = htab_map_get(&j->host_of_ns, ns);
 
-		if (t->ns == ns)
-			return t->host;
-		if (!t->ns)
-			return ns;  /* same pid namespace: the ids agree */
-	}
+	return host ? (uint32_t)*host : ns;  /* unmapped: same pid namespace, the ids agree */
 }
 
 /* ---- lifecycle ---- */
@@ -261,7 +174,7 @@ void jvm_join_free(struct jvm_join *j)
 {
 	if (!j)
 		return;
-	for (size_t i = 0; i < j->qcap; i++) {
+	for (size_t i = 0; i < j->nq; i++) {
 		struct tidq *t = &j->q[i];
 
 		for (size_t k = 0; k < t->nb; k++)
@@ -271,7 +184,7 @@ void jvm_join_free(struct jvm_join *j)
 		free(t->b);
 		free(t->a);
 	}
-	for (size_t i = 0; i < j->mcap; i++) {
+	for (size_t i = 0; i < j->nm; i++) {
 		free(j->m[i].cls);
 		free(j->m[i].name);
 		free(j->m[i].sig);
@@ -282,8 +195,10 @@ void jvm_join_free(struct jvm_join *j)
 	free(j->held);
 	free(j->wanted);
 	free(j->q);
-	free(j->tm);
 	free(j->m);
+	htab_map_release(&j->q_of_tid);
+	htab_map_release(&j->host_of_ns);
+	htab_map_release(&j->m_of_id);
 	free(j);
 }
 
@@ -613,8 +528,8 @@ void jvm_join_run(struct jvm_join *j, uint64_t horizon_ns, uint64_t now_ns, bool
 {
 	size_t keep = 0;
 
-	for (size_t i = 0; i < j->qcap; i++)
-		if (j->q[i].tid && (j->q[i].na || j->q[i].nb))
+	for (size_t i = 0; i < j->nq; i++)
+		if (j->q[i].na || j->q[i].nb)
 			join_tid(j, &j->q[i], horizon_ns, now_ns, final, emit, arg);
 	for (size_t i = 0; i < j->nheld; i++) {
 		struct held *h = &j->held[i];

@@ -10,9 +10,7 @@
 
 static uint32_t intern(struct store *st, const struct sample_frame *f)
 {
-	int id = store_frame_intern(st, f->kind, f->name, f->module ? f->module : "");
-
-	return id < 0 ? store_truncated_frame(st) : (uint32_t)id;
+	return store_frame_ref(st, f->kind, f->name, f->module ? f->module : "");
 }
 
 static void set_names(struct store *st, const struct built_sample *bs)
@@ -41,7 +39,7 @@ static void map_values(const struct store *st, const struct built_sample *bs, ui
 		for (size_t j = 0; j < bs->event->ntypes; j++) {
 			const struct sample_type *e = &bs->event->types[j];
 
-			if (e == t || (!strcmp(e->type, t->type) && !strcmp(e->unit, t->unit))) {
+			if (e == t || sample_type_eq(e, t)) {
 				out[i] = bs->values[j];
 				break;
 			}

@@ -4,12 +4,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store_impl.h"
+
 #define STORE_DEFAULT_MAX_STACKS 200000
 #define STORE_DEFAULT_MAX_FRAMES 200000
 #define STORE_DEFAULT_MAX_BYTES ((size_t)256 << 20)
 
-/* Arena blocks hold frame names and stack frame-id arrays: one malloc per
- * 64 KiB instead of one per stack keeps 100k+ stacks cheap to add and free. */
+/* Arena blocks hold frame names, stack frame-id arrays and stack values:
+ * one malloc per 64 KiB instead of one per stack keeps 100k+ stacks cheap
+ * to add and free. */
 #define STORE_ARENA_BLOCK ((size_t)64 << 10)
 
 /* Truncated marker stacks are exempt from max_stacks (one per process), but
@@ -19,95 +22,11 @@
 
 #define STORE_TRUNCATED_NAME "[truncated]"
 
-struct arena_block {
-	struct arena_block *next;
-	size_t used;
-	size_t cap;
-	_Alignas(8) unsigned char data[];
-};
-
-/* Open-addressing slot: index + 1 of an entry (0 = empty) and the low hash
- * bits, so most probes settle without touching the entry itself. */
-struct slot {
-	uint32_t idx1;
-	uint32_t hash;
-};
-
-struct table {
-	struct slot *slots;
-	size_t cap;   /* power of two, or 0 */
-	size_t used;
-};
-
-struct frame_ent {
-	struct store_frame pub;
-	uint32_t hash;
-};
-
-struct stack_ent {
-	struct store_stack pub;
-	uint32_t hash;
-};
-
-struct name_ent {
-	uint64_t key;
-	char *name;
-};
-
-/* Names keyed by (pid << 32 | tid) or pid, kept in insertion order. */
-struct name_map {
-	struct name_ent *ents;
-	size_t n;
-	size_t cap;
-	struct table tab;
-};
-
-struct store {
-	struct store_limits lim;
-	struct arena_block *arena;
-
-	struct frame_ent *frames;
-	size_t nframes;
-	size_t frames_cap;
-	struct table frame_tab;
-
-	struct stack_ent *stacks;
-	size_t nstacks;
-	size_t stacks_cap;
-	size_t ntrunc_stacks;
-	struct table stack_tab;
-
-	struct name_map threads;
-	struct name_map procs;
-	struct name_map cgroups;     /* per pid, "" never stored */
-	struct name_map units;
-	struct name_map containers;
-
-	uint32_t trunc_frame;
-	uint64_t samples;
-	uint64_t weight_ns;
-	uint64_t truncated_samples;
-	size_t bytes;
-	bool truncated;
-};
-
 /* ---- hashing ------------------------------------------------------------ */
-
-/* splitmix64 finaliser: every input bit affects every output bit, which
- * linear probing needs (pids and small frame ids are far from random). */
-static uint64_t store_mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	x ^= x >> 31;
-	return x;
-}
 
 static uint32_t store_hash_stack(uint32_t pid, uint32_t tid, const uint32_t *frames, size_t n)
 {
-	uint64_t h = store_mix64(((uint64_t)pid << 32 | tid) ^ ((uint64_t)n * 0x9e3779b97f4a7c15ULL));
+	uint64_t h = htab_mix64(((uint64_t)pid << 32 | tid) ^ ((uint64_t)n * 0x9e3779b97f4a7c15ULL));
 	size_t i = 0;
 
 	/* Two ids per multiply; the final mix spreads the result. */
@@ -121,28 +40,21 @@ static uint32_t store_hash_stack(uint32_t pid, uint32_t tid, const uint32_t *fra
 		h *= 0x9e3779b97f4a7c15ULL;
 		h ^= h >> 32;
 	}
-	return (uint32_t)store_mix64(h);
+	return (uint32_t)htab_mix64(h);
 }
 
-/* FNV-1a over kind, name and module (with a separator so "ab"+"c" and
- * "a"+"bc" differ), then mixed. */
+/* Kind, name and module, with a separator so "ab"+"c" and "a"+"bc" differ. */
 static uint32_t store_hash_frame(enum frame_kind kind, const char *name, const char *module)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
-	const unsigned char *p;
+	uint64_t h = htab_fnv1a_byte(HTAB_FNV_SEED, (unsigned char)kind);
 
-	h = (h ^ (unsigned)kind) * 0x100000001b3ULL;
-	for (p = (const unsigned char *)name; *p; p++)
-		h = (h ^ *p) * 0x100000001b3ULL;
-	h = (h ^ 0xff) * 0x100000001b3ULL;
-	for (p = (const unsigned char *)module; *p; p++)
-		h = (h ^ *p) * 0x100000001b3ULL;
-	return (uint32_t)store_mix64(h);
+	h = htab_fnv1a_byte(htab_fnv1a_str(h, name), 0xff);
+	return (uint32_t)htab_mix64(htab_fnv1a_str(h, module));
 }
 
 /* ---- memory accounting -------------------------------------------------- */
 
-static bool store_fits(const struct store *st, size_t extra)
+bool store_fits(const struct store *st, size_t extra)
 {
 	return extra <= st->lim.max_bytes && st->bytes <= st->lim.max_bytes - extra;
 }
@@ -192,26 +104,14 @@ static size_t arena_growth(const struct store *st, size_t size)
 	return sizeof(*b) + (size > STORE_ARENA_BLOCK ? size : STORE_ARENA_BLOCK);
 }
 
-/* Bytes a table grows by if one more entry is added (0 if no growth). */
-static size_t table_growth(const struct table *t)
-{
-	size_t cap = t->cap ? t->cap : 8;
-
-	/* Load factor at most 1/2: short probe runs with linear probing. */
-	if ((t->used + 1) * 2 <= t->cap)
-		return 0;
-	return cap * 2 * sizeof(struct slot) - t->cap * sizeof(struct slot);
-}
-
-/* Bytes an entry array grows by if one more element is appended. */
-static size_t array_growth(size_t n, size_t cap, size_t elem)
+size_t store_array_growth(size_t n, size_t cap, size_t elem)
 {
 	if (n < cap)
 		return 0;
 	return (cap ? cap : 16) * elem;
 }
 
-static int array_reserve(struct store *st, void **arr, size_t n, size_t *cap, size_t elem)
+int store_array_reserve(struct store *st, void **arr, size_t n, size_t *cap, size_t elem)
 {
 	size_t ncap;
 	void *p;
@@ -230,56 +130,47 @@ static int array_reserve(struct store *st, void **arr, size_t n, size_t *cap, si
 	return 0;
 }
 
-/* ---- open-addressing index ---------------------------------------------- */
+/* ---- sample types --------------------------------------------------------- */
 
-static int table_grow(struct store *st, struct table *t)
+static int store_set_types(struct store *st, const struct sample_type *types, size_t n)
 {
-	size_t ncap = t->cap ? t->cap * 2 : 16, i, j;
-	struct slot *ns;
+	size_t len = 0, i;
+	char *p;
 
-	if (ncap > UINT32_MAX)
-		return -ENOMEM;
-	ns = calloc(ncap, sizeof(*ns));
-	if (!ns)
-		return -ENOMEM;
-	for (i = 0; i < t->cap; i++) {
-		if (!t->slots[i].idx1)
-			continue;
-		for (j = t->slots[i].hash & (ncap - 1); ns[j].idx1; j = (j + 1) & (ncap - 1))
-			;
-		ns[j] = t->slots[i];
+	if (!n || n > STORE_MAX_VALUES || !sample_type_eq(&types[0], &sample_type_count))
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		if (!types[i].type || !*types[i].type || !types[i].unit || !*types[i].unit)
+			return -EINVAL;
+		len += strlen(types[i].type) + strlen(types[i].unit) + 2;
 	}
-	free(t->slots);
-	st->bytes += (ncap - t->cap) * sizeof(*ns);
-	t->slots = ns;
-	t->cap = ncap;
+	p = st->type_names = malloc(len);
+	if (!p)
+		return -ENOMEM;
+	st->bytes += len;
+	for (i = 0; i < n; i++) {
+		st->types[i].type = strcpy(p, types[i].type);
+		p += strlen(p) + 1;
+		st->types[i].unit = strcpy(p, types[i].unit);
+		p += strlen(p) + 1;
+	}
+	st->nvalues = n;
 	return 0;
 }
 
-/* Inserts idx (caller checked it is absent). */
-static int table_insert(struct store *st, struct table *t, uint32_t hash, size_t idx)
+size_t store_value_count(const struct store *st)
 {
-	size_t j;
-	int r;
-
-	if ((t->used + 1) * 2 > t->cap) {
-		r = table_grow(st, t);
-		if (r < 0)
-			return r;
-	}
-	for (j = hash & (t->cap - 1); t->slots[j].idx1; j = (j + 1) & (t->cap - 1))
-		;
-	t->slots[j].idx1 = (uint32_t)idx + 1;
-	t->slots[j].hash = hash;
-	t->used++;
-	return 0;
+	return st ? st->nvalues : 0;
 }
 
-static void table_release(struct table *t)
+const struct sample_type *store_value_type(const struct store *st, size_t i)
 {
-	free(t->slots);
-	t->slots = NULL;
-	t->cap = t->used = 0;
+	return st && i < st->nvalues ? &st->types[i] : NULL;
+}
+
+int store_value_find(const struct store *st, const char *type)
+{
+	return st ? sample_type_find(st->types, st->nvalues, type) : -ENOENT;
 }
 
 /* ---- frames ------------------------------------------------------------- */
@@ -287,20 +178,15 @@ static void table_release(struct table *t)
 static long store_frame_find(const struct store *st, uint32_t hash, enum frame_kind kind,
 			     const char *name, const char *module)
 {
-	const struct table *t = &st->frame_tab;
-	size_t j;
+	struct htab_probe p;
+	uint32_t i;
 
-	if (!t->cap)
-		return -1;
-	for (j = hash & (t->cap - 1); t->slots[j].idx1; j = (j + 1) & (t->cap - 1)) {
-		const struct frame_ent *f;
+	for (i = htab_index_first(&st->frame_idx, hash, &p); i != HTAB_NONE;
+	     i = htab_index_next(&st->frame_idx, &p)) {
+		const struct store_frame *f = &st->frames[i];
 
-		if (t->slots[j].hash != hash)
-			continue;
-		f = &st->frames[t->slots[j].idx1 - 1];
-		if (f->pub.kind == kind && !strcmp(f->pub.name, name) &&
-		    !strcmp(f->pub.module, module))
-			return (long)t->slots[j].idx1 - 1;
+		if (f->kind == kind && !strcmp(f->name, name) && !strcmp(f->module, module))
+			return (long)i;
 	}
 	return -1;
 }
@@ -308,7 +194,7 @@ static long store_frame_find(const struct store *st, uint32_t hash, enum frame_k
 int store_frame_intern(struct store *st, enum frame_kind kind, const char *name,
 		       const char *module)
 {
-	struct frame_ent *f;
+	struct store_frame *f;
 	size_t need;
 	uint32_t hash;
 	long found;
@@ -324,8 +210,8 @@ int store_frame_intern(struct store *st, enum frame_kind kind, const char *name,
 		return (int)found;
 
 	need = strlen(name) + strlen(module) + 2;
-	need += arena_growth(st, need) + table_growth(&st->frame_tab) +
-	       array_growth(st->nframes, st->frames_cap, sizeof(*st->frames));
+	need += arena_growth(st, need) + htab_index_insert_cost(&st->frame_idx) +
+	       store_array_growth(st->nframes, st->frames_cap, sizeof(*st->frames));
 	/* The marker frame itself is interned by store_new, before any limit. */
 	if (st->nframes && (st->nframes >= st->lim.max_frames || !store_fits(st, need))) {
 		st->truncated = true;
@@ -336,26 +222,33 @@ int store_frame_intern(struct store *st, enum frame_kind kind, const char *name,
 		r = -ENOSPC;
 		goto out;
 	}
-	r = array_reserve(st, (void **)&st->frames, st->nframes, &st->frames_cap,
+	r = store_array_reserve(st, (void **)&st->frames, st->nframes, &st->frames_cap,
 			  sizeof(*st->frames));
 	if (r < 0)
 		goto out;
 	f = &st->frames[st->nframes];
-	f->pub.kind = kind;
-	f->hash = hash;
-	f->pub.name = store_arena_strdup(st, name);
+	f->kind = kind;
+	f->name = store_arena_strdup(st, name);
 	/* Most frames have no module: share one static "" for them. */
-	f->pub.module = *module ? store_arena_strdup(st, module) : "";
-	if (!f->pub.name || !f->pub.module) {
+	f->module = *module ? store_arena_strdup(st, module) : "";
+	if (!f->name || !f->module) {
 		r = -ENOMEM;
 		goto out;
 	}
-	r = table_insert(st, &st->frame_tab, hash, st->nframes);
+	r = htab_index_insert(&st->frame_idx, hash, (uint32_t)st->nframes);
 	if (r < 0)
 		goto out;
 	r = (int)st->nframes++;
 out:
 	return r;
+}
+
+uint32_t store_frame_ref(struct store *st, enum frame_kind kind, const char *name,
+			 const char *module)
+{
+	int id = store_frame_intern(st, kind, name, module);
+
+	return id < 0 ? store_truncated_frame(st) : (uint32_t)id;
 }
 
 uint32_t store_truncated_frame(const struct store *st)
@@ -372,144 +265,151 @@ const struct store_frame *store_frame_get(const struct store *st, uint32_t id)
 {
 	if (!st || id >= st->nframes)
 		return NULL;
-	return &st->frames[id].pub;
+	return &st->frames[id];
 }
 
 /* ---- stacks ------------------------------------------------------------- */
 
-static struct stack_ent *store_stack_find(const struct store *st, uint32_t hash, uint32_t pid,
-					  uint32_t tid, const uint32_t *frames, size_t n)
+static long store_stack_find(const struct store *st, uint32_t hash, uint32_t pid, uint32_t tid,
+			     const uint32_t *frames, size_t n)
 {
-	const struct table *t = &st->stack_tab;
-	size_t j;
+	struct htab_probe p;
+	uint32_t i;
 
-	if (!t->cap)
-		return NULL;
-	for (j = hash & (t->cap - 1); t->slots[j].idx1; j = (j + 1) & (t->cap - 1)) {
-		struct stack_ent *s;
+	for (i = htab_index_first(&st->stack_idx, hash, &p); i != HTAB_NONE;
+	     i = htab_index_next(&st->stack_idx, &p)) {
+		const struct store_stack *s = &st->stacks[i].pub;
 
-		if (t->slots[j].hash != hash)
-			continue;
-		s = &st->stacks[t->slots[j].idx1 - 1];
-		if (s->pub.pid == pid && s->pub.tid == tid && s->pub.nframes == n &&
-		    (n == 0 || !memcmp(s->pub.frames, frames, n * sizeof(*frames))))
-			return s;
+		if (s->pid == pid && s->tid == tid && s->nframes == n &&
+		    (n == 0 || !memcmp(s->frames, frames, n * sizeof(*frames))))
+			return (long)i;
 	}
-	return NULL;
+	return -1;
 }
 
 static size_t store_stack_cost(const struct store *st, size_t n)
 {
-	size_t ids = n * sizeof(uint32_t);
+	size_t data = n * sizeof(uint32_t) + st->nvalues * sizeof(uint64_t);
 
-	return ids + arena_growth(st, ids) + table_growth(&st->stack_tab) +
-	       array_growth(st->nstacks, st->stacks_cap, sizeof(*st->stacks));
+	return data + arena_growth(st, data) + htab_index_insert_cost(&st->stack_idx) +
+	       store_array_growth(st->nstacks, st->stacks_cap, sizeof(*st->stacks));
 }
 
+/* Appends a stack with zero values; its index goes to *idx. */
 static int store_stack_new(struct store *st, uint32_t hash, uint32_t pid, uint32_t tid,
-			   const uint32_t *frames, size_t n, struct stack_ent **res)
+			   const uint32_t *frames, size_t n, size_t *idx)
 {
 	struct stack_ent *s;
 	uint32_t *copy = NULL;
+	uint64_t *values;
 	int r;
 
-	r = array_reserve(st, (void **)&st->stacks, st->nstacks, &st->stacks_cap,
+	r = store_array_reserve(st, (void **)&st->stacks, st->nstacks, &st->stacks_cap,
 			  sizeof(*st->stacks));
 	if (r < 0)
 		goto out;
-	if (n) {
+	values = store_arena_alloc(st, st->nvalues * sizeof(*values), _Alignof(uint64_t));
+	if (n && values)
 		copy = store_arena_alloc(st, n * sizeof(*copy), _Alignof(uint32_t));
-		if (!copy) {
-			r = -ENOMEM;
-			goto out;
-		}
-		memcpy(copy, frames, n * sizeof(*copy));
+	if (!values || (n && !copy)) {
+		r = -ENOMEM;
+		goto out;
 	}
-	r = table_insert(st, &st->stack_tab, hash, st->nstacks);
+	memset(values, 0, st->nvalues * sizeof(*values));
+	if (n)
+		memcpy(copy, frames, n * sizeof(*copy));
+	r = htab_index_insert(&st->stack_idx, hash, (uint32_t)st->nstacks);
 	if (r < 0)
 		goto out;
+	*idx = st->nstacks;
 	s = &st->stacks[st->nstacks++];
 	s->pub.pid = pid;
 	s->pub.tid = tid;
 	s->pub.frames = copy;
 	s->pub.nframes = (uint32_t)n;
-	s->pub.samples = 0;
-	s->pub.weight_ns = 0;
+	s->pub.values = values;
+	s->values = values;
 	s->hash = hash;
-	*res = s;
 out:
 	return r;
 }
 
 /* The per-process marker stack that absorbs samples past a limit. */
-static int store_add_truncated(struct store *st, uint32_t pid, uint64_t samples,
-			       uint64_t weight_ns)
+static int store_truncated_stack(struct store *st, uint32_t pid, size_t *idx)
 {
-	struct stack_ent *s;
 	uint32_t hash;
+	long found;
 	int r = 0;
 
 	hash = store_hash_stack(pid, 0, &st->trunc_frame, 1);
-	s = store_stack_find(st, hash, pid, 0, &st->trunc_frame, 1);
-	if (!s && st->ntrunc_stacks >= STORE_MAX_TRUNC_STACKS) {
+	found = store_stack_find(st, hash, pid, 0, &st->trunc_frame, 1);
+	if (found < 0 && st->ntrunc_stacks >= STORE_MAX_TRUNC_STACKS) {
 		pid = 0;
 		hash = store_hash_stack(pid, 0, &st->trunc_frame, 1);
-		s = store_stack_find(st, hash, pid, 0, &st->trunc_frame, 1);
+		found = store_stack_find(st, hash, pid, 0, &st->trunc_frame, 1);
 	}
-	if (!s) {
-		r = store_stack_new(st, hash, pid, 0, &st->trunc_frame, 1, &s);
-		if (r < 0)
-			goto out;
+	if (found >= 0) {
+		*idx = (size_t)found;
+		goto out;
+	}
+	r = store_stack_new(st, hash, pid, 0, &st->trunc_frame, 1, idx);
+	if (r == 0)
 		st->ntrunc_stacks++;
-	}
-	s->pub.samples += samples;
-	s->pub.weight_ns += weight_ns;
-	st->samples += samples;
-	st->weight_ns += weight_ns;
-	st->truncated_samples += samples;
-	st->truncated = true;
-	r = 1;
 out:
 	return r;
 }
 
-int store_add(struct store *st, uint32_t pid, uint32_t tid, const uint32_t *frames,
-	      size_t n, uint64_t samples, uint64_t weight_ns)
+int store_add_at(struct store *st, const struct store_sample *s, size_t *idx)
 {
-	struct stack_ent *s;
+	struct stack_ent *e;
 	uint32_t hash;
+	long found;
 	size_t i;
 	int r = 0;
 
-	if (!st || (n && !frames) || n > UINT32_MAX) {
+	if (!st || !s || !s->values || (s->nframes && !s->frames) || s->nframes > UINT32_MAX) {
 		r = -EINVAL;
 		goto out;
 	}
-	for (i = 0; i < n; i++) {
-		if (frames[i] >= st->nframes) {
+	for (i = 0; i < s->nframes; i++) {
+		if (s->frames[i] >= st->nframes) {
 			r = -EINVAL;
 			goto out;
 		}
 	}
-	hash = store_hash_stack(pid, tid, frames, n);
-	s = store_stack_find(st, hash, pid, tid, frames, n);
-	if (!s) {
-		if (st->nstacks - st->ntrunc_stacks >= st->lim.max_stacks ||
-		    st->nstacks >= UINT32_MAX - 1 ||
-		    !store_fits(st, store_stack_cost(st, n))) {
-			r = store_add_truncated(st, pid, samples, weight_ns);
+	hash = store_hash_stack(s->pid, s->tid, s->frames, s->nframes);
+	found = store_stack_find(st, hash, s->pid, s->tid, s->frames, s->nframes);
+	if (found >= 0) {
+		*idx = (size_t)found;
+	} else if (st->nstacks - st->ntrunc_stacks >= st->lim.max_stacks ||
+		   st->nstacks >= UINT32_MAX - 1 || !store_fits(st, store_stack_cost(st, s->nframes))) {
+		r = store_truncated_stack(st, s->pid, idx);
+		if (r < 0)
 			goto out;
-		}
-		r = store_stack_new(st, hash, pid, tid, frames, n, &s);
+		st->truncated_samples += s->values[0];
+		st->truncated = true;
+		r = 1;
+	} else {
+		r = store_stack_new(st, hash, s->pid, s->tid, s->frames, s->nframes, idx);
 		if (r < 0)
 			goto out;
 	}
-	s->pub.samples += samples;
-	s->pub.weight_ns += weight_ns;
-	st->samples += samples;
-	st->weight_ns += weight_ns;
+	e = &st->stacks[*idx];
+	for (i = 0; i < st->nvalues; i++) {
+		e->values[i] += s->values[i];
+		st->values[i] += s->values[i];
+	}
+	if (s->time_ns)
+		store_record_time(st, *idx, s->tid, s->time_ns, s->values);
 out:
 	return r;
+}
+
+int store_add(struct store *st, const struct store_sample *s)
+{
+	size_t idx;
+
+	return store_add_at(st, s, &idx);
 }
 
 int store_foreach_stack(const struct store *st,
@@ -540,180 +440,73 @@ const struct store_stack *store_stack_get(const struct store *st, size_t idx)
 	return &st->stacks[idx].pub;
 }
 
-/* ---- thread and process names ------------------------------------------- */
+/* ---- sample times ---------------------------------------------------------- */
 
-static struct name_ent *name_map_find(const struct name_map *m, uint64_t key, uint32_t hash)
+int store_keep_times(struct store *st, size_t max)
 {
-	size_t j;
-
-	if (!m->tab.cap)
-		return NULL;
-	for (j = hash & (m->tab.cap - 1); m->tab.slots[j].idx1; j = (j + 1) & (m->tab.cap - 1)) {
-		struct name_ent *e = &m->ents[m->tab.slots[j].idx1 - 1];
-
-		if (e->key == key)
-			return e;
-	}
-	return NULL;
-}
-
-static int name_map_set(struct store *st, struct name_map *m, uint64_t key, const char *name)
-{
-	uint32_t hash = (uint32_t)store_mix64(key);
-	struct name_ent *e = name_map_find(m, key, hash);
-	size_t len = strlen(name);
-	char *copy;
-	int r = 0;
-
-	if (e && !strcmp(e->name, name))
-		goto out;
-	/* Renames of a known thread always succeed; new entries respect the
-	 * memory limit like frames and stacks do. */
-	if (!e && !store_fits(st, len + 1 + sizeof(*e) + table_growth(&m->tab) +
-				      array_growth(m->n, m->cap, sizeof(*m->ents)))) {
-		st->truncated = true;
-		r = -ENOSPC;
-		goto out;
-	}
-	copy = malloc(len + 1);
-	if (!copy) {
-		r = -ENOMEM;
-		goto out;
-	}
-	memcpy(copy, name, len + 1);
-	if (e) {
-		st->bytes -= strlen(e->name) + 1;
-		free(e->name);
-		e->name = copy;
-		st->bytes += len + 1;
-		goto out;
-	}
-	r = array_reserve(st, (void **)&m->ents, m->n, &m->cap, sizeof(*m->ents));
-	if (r == 0)
-		r = table_insert(st, &m->tab, hash, m->n);
-	if (r < 0) {
-		free(copy);
-		goto out;
-	}
-	m->ents[m->n].key = key;
-	m->ents[m->n].name = copy;
-	m->n++;
-	st->bytes += len + 1;
-out:
-	return r;
-}
-
-static void name_map_release(struct name_map *m)
-{
-	size_t i;
-
-	for (i = 0; i < m->n; i++)
-		free(m->ents[i].name);
-	free(m->ents);
-	table_release(&m->tab);
-	m->ents = NULL;
-	m->n = m->cap = 0;
-}
-
-int store_set_thread_name(struct store *st, uint32_t pid, uint32_t tid, const char *name)
-{
-	if (!st || !name)
+	if (!st || max > UINT32_MAX)
 		return -EINVAL;
-	return name_map_set(st, &st->threads, (uint64_t)pid << 32 | tid, name);
+	st->times_max = max;
+	return 0;
 }
 
-int store_set_process_name(struct store *st, uint32_t pid, const char *comm)
+static int store_times_reserve(struct store *st)
 {
-	if (!st || !comm)
-		return -EINVAL;
-	return name_map_set(st, &st->procs, pid, comm);
+	size_t ncap, vsize = st->nvalues * sizeof(uint64_t), add;
+	struct time_rec *t;
+	uint64_t *v;
+
+	if (st->ntimes < st->times_cap)
+		return 0;
+	ncap = st->times_cap ? st->times_cap * 2 : 256;
+	if (ncap > st->times_max)
+		ncap = st->times_max;
+	add = (ncap - st->times_cap) * (sizeof(*t) + vsize);
+	if (!store_fits(st, add))
+		return -ENOSPC;
+	t = realloc(st->times, ncap * sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	st->times = t;
+	v = realloc(st->time_values, ncap * vsize);
+	if (!v)
+		return -ENOMEM;
+	st->time_values = v;
+	st->times_cap = ncap;
+	st->bytes += add;
+	return 0;
 }
 
-int store_set_process_labels(struct store *st, uint32_t pid, const struct store_labels *l)
+/* Keeping a time is best effort: one that does not fit is counted. */
+void store_record_time(struct store *st, size_t stack, uint32_t tid, uint64_t time_ns,
+		       const uint64_t *values)
 {
-	int r = 0;
-
-	if (!st || !l)
-		return -EINVAL;
-	if (l->cgroup && *l->cgroup)
-		r = name_map_set(st, &st->cgroups, pid, l->cgroup);
-	if (r == 0 && l->unit && *l->unit)
-		r = name_map_set(st, &st->units, pid, l->unit);
-	if (r == 0 && l->container && *l->container)
-		r = name_map_set(st, &st->containers, pid, l->container);
-	return r;
+	if (!st->times_max)
+		return;
+	if (st->ntimes >= st->times_max || store_times_reserve(st) < 0) {
+		st->times_dropped++;
+		return;
+	}
+	st->times[st->ntimes] = (struct time_rec){ (uint32_t)stack, tid, time_ns };
+	memcpy(st->time_values + st->ntimes * st->nvalues, values, st->nvalues * sizeof(*values));
+	st->ntimes++;
 }
 
-bool store_process_labels(const struct store *st, uint32_t pid, struct store_labels *out)
+int store_foreach_time(const struct store *st,
+		       int (*cb)(const struct store_time *t, void *arg), void *arg)
 {
-	uint32_t hash = (uint32_t)store_mix64(pid);
-	const struct name_ent *c, *u, *k;
-
-	*out = (struct store_labels){ "", "", "" };
-	if (!st)
-		return false;
-	c = name_map_find(&st->cgroups, pid, hash);
-	u = name_map_find(&st->units, pid, hash);
-	k = name_map_find(&st->containers, pid, hash);
-	if (c)
-		out->cgroup = c->name;
-	if (u)
-		out->unit = u->name;
-	if (k)
-		out->container = k->name;
-	return c || u || k;
-}
-
-const char *store_thread_name(const struct store *st, uint32_t pid, uint32_t tid)
-{
-	uint64_t key = (uint64_t)pid << 32 | tid;
-	const struct name_ent *e;
-
-	if (!st)
-		return NULL;
-	e = name_map_find(&st->threads, key, (uint32_t)store_mix64(key));
-	return e ? e->name : NULL;
-}
-
-const char *store_process_name(const struct store *st, uint32_t pid)
-{
-	const struct name_ent *e;
-
-	if (!st)
-		return NULL;
-	e = name_map_find(&st->procs, pid, (uint32_t)store_mix64(pid));
-	return e ? e->name : NULL;
-}
-
-int store_foreach_thread(const struct store *st,
-			 int (*cb)(uint32_t pid, uint32_t tid, const char *name, void *arg),
-			 void *arg)
-{
+	struct store_time t;
 	size_t i;
 	int r = 0;
 
 	if (!st || !cb)
 		return -EINVAL;
-	for (i = 0; i < st->threads.n; i++) {
-		const struct name_ent *e = &st->threads.ents[i];
-
-		r = cb((uint32_t)(e->key >> 32), (uint32_t)e->key, e->name, arg);
-		if (r)
-			break;
-	}
-	return r;
-}
-
-int store_foreach_process(const struct store *st,
-			  int (*cb)(uint32_t pid, const char *comm, void *arg), void *arg)
-{
-	size_t i;
-	int r = 0;
-
-	if (!st || !cb)
-		return -EINVAL;
-	for (i = 0; i < st->procs.n; i++) {
-		r = cb((uint32_t)st->procs.ents[i].key, st->procs.ents[i].name, arg);
+	for (i = 0; i < st->ntimes; i++) {
+		t.stack = st->times[i].stack;
+		t.tid = st->times[i].tid;
+		t.time_ns = st->times[i].time_ns;
+		t.values = st->time_values + i * st->nvalues;
+		r = cb(&t, arg);
 		if (r)
 			break;
 	}
@@ -729,16 +522,18 @@ void store_get_totals(const struct store *st, struct store_totals *out)
 	memset(out, 0, sizeof(*out));
 	if (!st)
 		return;
-	out->samples = st->samples;
-	out->weight_ns = st->weight_ns;
+	memcpy(out->values, st->values, sizeof(out->values));
 	out->truncated_samples = st->truncated_samples;
+	out->times = st->ntimes;
+	out->times_dropped = st->times_dropped;
 	out->stacks = st->nstacks;
 	out->frames = st->nframes;
 	out->bytes = st->bytes;
 	out->truncated = st->truncated;
 }
 
-struct store *store_new(const struct store_limits *lim)
+struct store *store_new(const struct store_limits *lim, const struct sample_type *types,
+			size_t ntypes)
 {
 	struct store *st = calloc(1, sizeof(*st));
 	int r;
@@ -754,7 +549,20 @@ struct store *store_new(const struct store_limits *lim)
 	if (!st->lim.max_bytes)
 		st->lim.max_bytes = STORE_DEFAULT_MAX_BYTES;
 	st->bytes = sizeof(*st);
-	r = store_frame_intern(st, FRAME_MARKER, STORE_TRUNCATED_NAME, "");
+	st->frame_idx.bytes = &st->bytes;
+	st->stack_idx.bytes = &st->bytes;
+	st->threads.idx.bytes = &st->bytes;
+	st->procs.idx.bytes = &st->bytes;
+	st->cgroups.idx.bytes = &st->bytes;
+	st->units.idx.bytes = &st->bytes;
+	st->containers.idx.bytes = &st->bytes;
+	if (!types) {
+		types = sample_types_cpu;
+		ntypes = SAMPLE_TYPES_CPU_N;
+	}
+	r = store_set_types(st, types, ntypes);
+	if (r == 0)
+		r = store_frame_intern(st, FRAME_MARKER, STORE_TRUNCATED_NAME, "");
 	if (r < 0) {
 		store_free(st);
 		return NULL;
@@ -774,13 +582,12 @@ void store_free(struct store *st)
 		free(b);
 	}
 	free(st->frames);
-	table_release(&st->frame_tab);
+	htab_index_release(&st->frame_idx);
 	free(st->stacks);
-	table_release(&st->stack_tab);
-	name_map_release(&st->threads);
-	name_map_release(&st->procs);
-	name_map_release(&st->cgroups);
-	name_map_release(&st->units);
-	name_map_release(&st->containers);
+	htab_index_release(&st->stack_idx);
+	store_names_release(st);
+	free(st->times);
+	free(st->time_values);
+	free(st->type_names);
 	free(st);
 }

@@ -17,7 +17,8 @@ int main(int argc, char **argv)
 {
 	struct export_meta meta = { .pid = 1, .comm = "bigapp", .event = "cpu-clock",
 				    .start_unix_ns = 1700000000000000000ULL,
-				    .duration_ns = 30000000000ULL, .interval_ns = 10000000,
+				    .duration_ns = 30000000000ULL,
+				    .period_type = { "cpu", "nanoseconds" }, .period = 10000000,
 				    .status = "complete" };
 	struct store *st = NULL;
 	struct buf out = BUF_INIT;
@@ -25,7 +26,7 @@ int main(int argc, char **argv)
 	FILE *f;
 	int fmt, r = 1;
 
-	if (argc < 4 || (fmt = export_format_parse(argv[1])) < 0) {
+	if (argc < 4 || (fmt = jprof_format_parse(argv[1])) < 0) {
 		fprintf(stderr, "usage: make_profile FORMAT OUT big [N] | hostile [NAMES.json] | empty\n");
 		return 2;
 	}
@@ -50,13 +51,13 @@ int main(int argc, char **argv)
 			buf_release(&names);
 		}
 	} else if (!strcmp(argv[3], "empty")) {
-		st = store_new(NULL);
+		st = store_new(NULL, NULL, 0);
 		meta.comm = "idle";
 	}
 	if (!st)
 		return 2;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (export_render(st, &meta, NULL, (enum export_format)fmt, &out) < 0)
+	if (export_render(st, &meta, NULL, (enum jprof_format)fmt, &out) < 0)
 		goto out;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	fprintf(stderr, "make_profile: %s %s: %zu bytes in %.3f s\n", argv[1], argv[3], out.len,

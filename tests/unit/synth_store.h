@@ -10,13 +10,24 @@
 
 #include "store.h"
 
+/* store_add of one stack with the CPU store's two values (sample count,
+ * weight in ns): the shape most tests add samples in. */
+static inline int synth_add(struct store *st, uint32_t pid, uint32_t tid, const uint32_t *frames,
+			    size_t n, uint64_t samples, uint64_t weight_ns)
+{
+	const uint64_t values[2] = { samples, weight_ns };
+
+	return store_add(st, &(struct store_sample){ .pid = pid, .tid = tid, .frames = frames,
+						     .nframes = n, .values = values });
+}
+
 /* nstacks distinct stacks, 8..40 frames deep, over 5000 frames of mixed
  * kinds, shaped like a real program: few roots, wide in the middle. One
  * stack ("main;worker;hot_loop") gets a tenth of the samples. */
 static inline struct store *synth_big_store(size_t nstacks)
 {
 	struct store_limits lim = { .max_stacks = nstacks + 16, .max_frames = 10000 };
-	struct store *st = store_new(&lim);
+	struct store *st = store_new(&lim, NULL, 0);
 	static const enum frame_kind kinds[] = { FRAME_NATIVE, FRAME_NATIVE, FRAME_KERNEL,
 		FRAME_JAVA_JIT, FRAME_JAVA_INLINED, FRAME_JAVA_INTERP, FRAME_NATIVE };
 	uint32_t ids[5000], f[48], hot[3];
@@ -45,10 +56,10 @@ static inline struct store *synth_big_store(size_t nstacks)
 			/* narrow near the root so stacks share prefixes */
 			f[j] = ids[(j < 4 ? x % (j * 3) : x % 5000)];
 		}
-		if (store_add(st, 1, 1 + (uint32_t)(added % 8), f, depth, 1 + (seed >> 40) % 5, 10000000) == 0)
+		if (synth_add(st, 1, 1 + (uint32_t)(added % 8), f, depth, 1 + (seed >> 40) % 5, 10000000) == 0)
 			added++;
 	}
-	store_add(st, 1, 1, hot, 3, nstacks / 2, nstacks / 2 * 10000000ULL);
+	synth_add(st, 1, 1, hot, 3, nstacks / 2, nstacks / 2 * 10000000ULL);
 	store_set_process_name(st, 1, "bigapp");
 	store_set_thread_name(st, 1, 1, "main");
 	return st;
@@ -75,7 +86,7 @@ static const struct {
  * "main;hostile_leaf" (1 sample); thread and process names hostile too. */
 static inline struct store *synth_hostile_store(void)
 {
-	struct store *st = store_new(NULL);
+	struct store *st = store_new(NULL, NULL, 0);
 	uint32_t f[SYNTH_HOSTILE_N], m[2];
 	size_t i;
 
@@ -85,8 +96,8 @@ static inline struct store *synth_hostile_store(void)
 		f[i] = (uint32_t)store_frame_intern(st, FRAME_NATIVE, synth_hostile[i].name, "lib<&>.so");
 	m[0] = (uint32_t)store_frame_intern(st, FRAME_NATIVE, "main", "app");
 	m[1] = (uint32_t)store_frame_intern(st, FRAME_KERNEL, "hostile_leaf;<&>", "mod\"x");
-	store_add(st, 7, 8, f, SYNTH_HOSTILE_N, 5, 50000000);
-	store_add(st, 7, 8, m, 2, 1, 10000000);
+	synth_add(st, 7, 8, f, SYNTH_HOSTILE_N, 5, 50000000);
+	synth_add(st, 7, 8, m, 2, 1, 10000000);
 	store_set_thread_name(st, 7, 8, "th;<\"&\">\xff");
 	store_set_process_name(st, 7, "pr</script>&\n");
 	return st;

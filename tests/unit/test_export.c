@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include "export.h"
+#include "synth_store.h"
 
 static uint32_t intern(struct store *st, enum frame_kind kind, const char *name,
 		       const char *module)
@@ -18,7 +19,7 @@ static uint32_t intern(struct store *st, enum frame_kind kind, const char *name,
 }
 
 static char *render(const struct store *st, const struct export_meta *meta,
-		    const struct export_options *opt, enum export_format fmt)
+		    const struct export_options *opt, enum jprof_format fmt)
 {
 	struct buf b = BUF_INIT;
 
@@ -44,25 +45,25 @@ static char *frame_text(enum frame_kind kind, const char *name, const char *modu
 
 START_TEST(test_format_names)
 {
-	ck_assert_int_eq(export_format_parse("collapsed"), EXPORT_COLLAPSED);
-	ck_assert_int_eq(export_format_parse("folded"), EXPORT_COLLAPSED);
-	ck_assert_int_eq(export_format_parse("raw"), EXPORT_RAW);
-	ck_assert_int_eq(export_format_parse("json"), EXPORT_JSON);
-	ck_assert_int_eq(export_format_parse("html"), EXPORT_HTML);
-	ck_assert_int_eq(export_format_parse("pprof"), EXPORT_PPROF);
-	ck_assert_int_eq(export_format_parse("text"), EXPORT_TEXT);
-	ck_assert_int_eq(export_format_parse("JSON"), -EINVAL);
-	ck_assert_int_eq(export_format_parse("pb"), -EINVAL);
-	ck_assert_int_eq(export_format_parse(""), -EINVAL);
-	ck_assert_int_eq(export_format_parse(NULL), -EINVAL);
-	ck_assert_str_eq(export_format_name(EXPORT_COLLAPSED), "collapsed");
-	ck_assert_str_eq(export_format_name(EXPORT_RAW), "raw");
-	ck_assert_str_eq(export_format_name(EXPORT_JSON), "json");
-	ck_assert_str_eq(export_format_name(EXPORT_PPROF), "pprof");
-	ck_assert(!export_format_is_binary(EXPORT_COLLAPSED));
-	ck_assert(!export_format_is_binary(EXPORT_RAW));
-	ck_assert(!export_format_is_binary(EXPORT_HTML));
-	ck_assert(export_format_is_binary(EXPORT_PPROF));
+	ck_assert_int_eq(jprof_format_parse("collapsed"), JPROF_FMT_COLLAPSED);
+	ck_assert_int_eq(jprof_format_parse("folded"), JPROF_FMT_COLLAPSED);
+	ck_assert_int_eq(jprof_format_parse("raw"), JPROF_FMT_RAW);
+	ck_assert_int_eq(jprof_format_parse("json"), JPROF_FMT_JSON);
+	ck_assert_int_eq(jprof_format_parse("html"), JPROF_FMT_HTML);
+	ck_assert_int_eq(jprof_format_parse("pprof"), JPROF_FMT_PPROF);
+	ck_assert_int_eq(jprof_format_parse("text"), JPROF_FMT_TEXT);
+	ck_assert_int_eq(jprof_format_parse("JSON"), -EINVAL);
+	ck_assert_int_eq(jprof_format_parse("pb"), -EINVAL);
+	ck_assert_int_eq(jprof_format_parse(""), -EINVAL);
+	ck_assert_int_eq(jprof_format_parse(NULL), -EINVAL);
+	ck_assert_str_eq(jprof_format_info(JPROF_FMT_COLLAPSED)->name, "collapsed");
+	ck_assert_str_eq(jprof_format_info(JPROF_FMT_RAW)->name, "raw");
+	ck_assert_str_eq(jprof_format_info(JPROF_FMT_JSON)->name, "json");
+	ck_assert_str_eq(jprof_format_info(JPROF_FMT_PPROF)->name, "pprof");
+	ck_assert(!jprof_format_info(JPROF_FMT_COLLAPSED)->binary);
+	ck_assert(!jprof_format_info(JPROF_FMT_RAW)->binary);
+	ck_assert(!jprof_format_info(JPROF_FMT_HTML)->binary);
+	ck_assert(jprof_format_info(JPROF_FMT_PPROF)->binary);
 }
 END_TEST
 
@@ -89,7 +90,7 @@ END_TEST
  * name that needs escaping. */
 static struct store *sample_store(void)
 {
-	struct store *st = store_new(NULL);
+	struct store *st = store_new(NULL, NULL, 0);
 	uint32_t main_ = intern(st, FRAME_NATIVE, "main", "app");
 	uint32_t work = intern(st, FRAME_NATIVE, "do_work", "app");
 	uint32_t rd = intern(st, FRAME_KERNEL, "sys_read", NULL);
@@ -103,13 +104,13 @@ static struct store *sample_store(void)
 	uint32_t s2[] = { main_, weird };
 	uint32_t s3[] = { run, loop, inl, irq };
 
-	ck_assert_int_eq(store_add(st, 10, 10, s1, 3, 3, 30), 0);
-	ck_assert_int_eq(store_add(st, 10, 11, s1, 3, 2, 20), 0);
-	ck_assert_int_eq(store_add(st, 10, 11, s2, 2, 1, 10), 0);
-	ck_assert_int_eq(store_add(st, 10, 12, s3, 4, 4, 40), 0);
-	ck_assert_int_eq(store_add(st, 10, 12, NULL, 0, 1, 10), 0);
-	ck_assert_int_eq(store_add(st, 10, 10, &gc, 1, 7, 70), 0);
-	ck_assert_int_eq(store_add(st, 10, 10, s1, 1, 1, 10), 0);
+	ck_assert_int_eq(synth_add(st, 10, 10, s1, 3, 3, 30), 0);
+	ck_assert_int_eq(synth_add(st, 10, 11, s1, 3, 2, 20), 0);
+	ck_assert_int_eq(synth_add(st, 10, 11, s2, 2, 1, 10), 0);
+	ck_assert_int_eq(synth_add(st, 10, 12, s3, 4, 4, 40), 0);
+	ck_assert_int_eq(synth_add(st, 10, 12, NULL, 0, 1, 10), 0);
+	ck_assert_int_eq(synth_add(st, 10, 10, &gc, 1, 7, 70), 0);
+	ck_assert_int_eq(synth_add(st, 10, 10, s1, 1, 1, 10), 0);
 	ck_assert_int_eq(store_set_thread_name(st, 10, 10, "main-thread"), 0);
 	ck_assert_int_eq(store_set_thread_name(st, 10, 12, "worker;1"), 0);
 	ck_assert_int_eq(store_set_process_name(st, 10, "app"), 0);
@@ -119,7 +120,7 @@ static struct store *sample_store(void)
 START_TEST(test_collapsed_exact)
 {
 	struct store *st = sample_store();
-	char *out = render(st, NULL, NULL, EXPORT_COLLAPSED);
+	char *out = render(st, NULL, NULL, JPROF_FMT_COLLAPSED);
 
 	/* Byte order: 'F' < '[' < 'm'; "main" sorts before "main;..." */
 	ck_assert_str_eq(out,
@@ -138,7 +139,7 @@ START_TEST(test_collapsed_thread_frames)
 {
 	struct store *st = sample_store();
 	struct export_options opt = { .thread_frames = true };
-	char *out = render(st, NULL, &opt, EXPORT_COLLAPSED);
+	char *out = render(st, NULL, &opt, JPROF_FMT_COLLAPSED);
 
 	ck_assert_str_eq(out,
 			 "[main-thread tid=10];[gc_active] 7\n"
@@ -155,15 +156,15 @@ END_TEST
 
 START_TEST(test_collapsed_merges_identical_text)
 {
-	struct store *st = store_new(NULL);
+	struct store *st = store_new(NULL, NULL, 0);
 	/* Same name in two modules: the folded text cannot tell them apart. */
 	uint32_t a = intern(st, FRAME_NATIVE, "memcpy", "libc.so.6");
 	uint32_t b = intern(st, FRAME_NATIVE, "memcpy", "libfoo.so");
 	char *out;
 
-	ck_assert_int_eq(store_add(st, 1, 1, &a, 1, 2, 0), 0);
-	ck_assert_int_eq(store_add(st, 2, 2, &b, 1, 3, 0), 0);
-	out = render(st, NULL, NULL, EXPORT_COLLAPSED);
+	ck_assert_int_eq(synth_add(st, 1, 1, &a, 1, 2, 0), 0);
+	ck_assert_int_eq(synth_add(st, 2, 2, &b, 1, 3, 0), 0);
+	out = render(st, NULL, NULL, JPROF_FMT_COLLAPSED);
 	ck_assert_str_eq(out, "memcpy 5\n");
 	free(out);
 	store_free(st);
@@ -175,7 +176,7 @@ END_TEST
 START_TEST(test_collapsed_sorted_random)
 {
 	static const char alphabet[] = " -;a~";
-	struct store *st = store_new(NULL);
+	struct store *st = store_new(NULL, NULL, 0);
 	uint32_t ids[40], f[4];
 	char name[4], *out, *line, *prev = NULL, *save = NULL;
 	uint64_t total = 0, sum = 0;
@@ -193,10 +194,10 @@ START_TEST(test_collapsed_sorted_random)
 
 		for (j = 0; j < n; j++)
 			f[j] = ids[rand() % 40];
-		ck_assert_int_eq(store_add(st, 1, (uint32_t)rand() % 3, f, n, 1, 0), 0);
+		ck_assert_int_eq(synth_add(st, 1, (uint32_t)rand() % 3, f, n, 1, 0), 0);
 		total++;
 	}
-	out = render(st, NULL, NULL, EXPORT_COLLAPSED);
+	out = render(st, NULL, NULL, JPROF_FMT_COLLAPSED);
 	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		char *sp = strrchr(line, ' ');
 
@@ -217,13 +218,13 @@ END_TEST
 
 START_TEST(test_empty_store)
 {
-	struct store *st = store_new(NULL);
+	struct store *st = store_new(NULL, NULL, 0);
 	struct buf b = BUF_INIT;
 	struct json_object *root = NULL, *v;
 
-	ck_assert_int_eq(export_render(st, NULL, NULL, EXPORT_COLLAPSED, &b), 0);
+	ck_assert_int_eq(export_render(st, NULL, NULL, JPROF_FMT_COLLAPSED, &b), 0);
 	ck_assert_uint_eq(b.len, 0);
-	ck_assert_int_eq(export_render(st, NULL, NULL, EXPORT_RAW, &b), 0);
+	ck_assert_int_eq(export_render(st, NULL, NULL, JPROF_FMT_RAW, &b), 0);
 	root = json_tokener_parse(b.data);
 	ck_assert_ptr_nonnull(root);
 	ck_assert(json_object_object_get_ex(root, "stacks", &v));
@@ -238,14 +239,14 @@ END_TEST
 
 START_TEST(test_render_errors_keep_buffer)
 {
-	struct store *st = store_new(NULL);
+	struct store *st = store_new(NULL, NULL, 0);
 	struct buf b = BUF_INIT;
 
 	ck_assert_int_eq(buf_puts(&b, "keep"), 0);
-	ck_assert_int_eq(export_render(st, NULL, NULL, EXPORT_FORMAT_COUNT, &b), -EINVAL);
-	ck_assert_int_eq(export_render(NULL, NULL, NULL, EXPORT_RAW, &b), -EINVAL);
+	ck_assert_int_eq(export_render(st, NULL, NULL, JPROF_FMT_COUNT, &b), -EINVAL);
+	ck_assert_int_eq(export_render(NULL, NULL, NULL, JPROF_FMT_RAW, &b), -EINVAL);
 	ck_assert_str_eq(b.data, "keep");
-	ck_assert_int_eq(export_render(st, NULL, NULL, EXPORT_RAW, NULL), -EINVAL);
+	ck_assert_int_eq(export_render(st, NULL, NULL, JPROF_FMT_RAW, NULL), -EINVAL);
 	ck_assert_int_eq(export_collapsed_frame(NULL, &b), -EINVAL);
 	buf_release(&b);
 	store_free(st);
@@ -280,7 +281,8 @@ START_TEST(test_json_structure)
 	struct store *st = sample_store();
 	struct export_meta meta = { .pid = 10, .comm = "app", .event = "cpu-clock",
 				    .start_unix_ns = 1700000000123456789ULL,
-				    .duration_ns = 30000000000ULL, .interval_ns = 10000000,
+				    .duration_ns = 30000000000ULL,
+				    .period_type = { "cpu", "nanoseconds" }, .period = 10000000,
 				    .status = "complete" };
 	struct json_object *root, *m, *t, *frames, *stacks, *threads, *procs;
 	struct store_totals tot;
@@ -288,7 +290,7 @@ START_TEST(test_json_structure)
 	uint64_t sum = 0, wsum = 0;
 	size_t i, j, nframes;
 
-	ck_assert_int_eq(export_render(st, &meta, NULL, EXPORT_RAW, &b), 0);
+	ck_assert_int_eq(export_render(st, &meta, NULL, JPROF_FMT_RAW, &b), 0);
 	ck_assert_uint_gt(b.len, 2);
 	ck_assert_int_eq(b.data[b.len - 1], '\n');
 	root = parse_strict(b.data, b.len);
@@ -363,15 +365,15 @@ END_TEST
 START_TEST(test_json_null_meta_and_truncation)
 {
 	struct store_limits lim = { .max_stacks = 1 };
-	struct store *st = store_new(&lim);
+	struct store *st = store_new(&lim, NULL, 0);
 	uint32_t a = intern(st, FRAME_NATIVE, "a", NULL), b = intern(st, FRAME_NATIVE, "b", NULL);
 	struct json_object *root, *m, *t;
 	struct buf out = BUF_INIT;
 	char *folded;
 
-	ck_assert_int_eq(store_add(st, 5, 6, &a, 1, 2, 0), 0);
-	ck_assert_int_eq(store_add(st, 5, 6, &b, 1, 3, 0), 1);
-	ck_assert_int_eq(export_render(st, NULL, NULL, EXPORT_RAW, &out), 0);
+	ck_assert_int_eq(synth_add(st, 5, 6, &a, 1, 2, 0), 0);
+	ck_assert_int_eq(synth_add(st, 5, 6, &b, 1, 3, 0), 1);
+	ck_assert_int_eq(export_render(st, NULL, NULL, JPROF_FMT_RAW, &out), 0);
 	root = parse_strict(out.data, out.len);
 	m = get(root, "meta");
 	ck_assert(json_object_get_type(get(m, "comm")) == json_type_null);
@@ -383,7 +385,7 @@ START_TEST(test_json_null_meta_and_truncation)
 	json_object_put(root);
 	buf_release(&out);
 
-	folded = render(st, NULL, NULL, EXPORT_COLLAPSED);
+	folded = render(st, NULL, NULL, JPROF_FMT_COLLAPSED);
 	ck_assert_str_eq(folded, "[truncated] 3\na 2\n");
 	free(folded);
 	store_free(st);
@@ -410,7 +412,7 @@ static const struct {
 
 START_TEST(test_json_escaping)
 {
-	struct store *st = store_new(NULL);
+	struct store *st = store_new(NULL, NULL, 0);
 	struct export_meta meta = { .comm = "we\"ird\\comm\x02", .event = "cpu-clock",
 				    .status = "complete" };
 	struct json_object *root, *frames;
@@ -420,9 +422,9 @@ START_TEST(test_json_escaping)
 
 	for (i = 0; i < n; i++)
 		ids[i] = intern(st, FRAME_NATIVE, tricky[i].name, tricky[i].name);
-	ck_assert_int_eq(store_add(st, 1, 2, ids, n, 1, 1), 0);
+	ck_assert_int_eq(synth_add(st, 1, 2, ids, n, 1, 1), 0);
 	ck_assert_int_eq(store_set_thread_name(st, 1, 2, "\"<&>\""), 0);
-	ck_assert_int_eq(export_render(st, &meta, NULL, EXPORT_RAW, &b), 0);
+	ck_assert_int_eq(export_render(st, &meta, NULL, JPROF_FMT_RAW, &b), 0);
 
 	/* Nothing raw that could break a line-oriented reader or an HTML page. */
 	for (i = 0; i + 1 < b.len; i++) {
@@ -460,8 +462,8 @@ START_TEST(test_json_python_reads_it)
 	int status;
 
 	id = intern(st, FRAME_NATIVE, "bad\xff\"q\\\x01<&>\xed\xa0\x80", NULL);
-	ck_assert_int_eq(store_add(st, 10, 10, &id, 1, 1, 1), 0);
-	ck_assert_int_eq(export_render(st, NULL, NULL, EXPORT_RAW, &b), 0);
+	ck_assert_int_eq(synth_add(st, 10, 10, &id, 1, 1, 1), 0);
+	ck_assert_int_eq(export_render(st, NULL, NULL, JPROF_FMT_RAW, &b), 0);
 	p = popen("python3 -c 'import json,sys; d=json.loads(sys.stdin.buffer.read()"
 		  ".decode(\"utf-8\")); assert d[\"frames\"][-1][\"name\"]=="
 		  "\"bad\\\\xff\\\"q\\\\\\x01<&>\\\\xed\\\\xa0\\\\x80\", d[\"frames\"][-1];"
@@ -472,6 +474,30 @@ START_TEST(test_json_python_reads_it)
 	status = pclose(p);
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 		      "python3 rejected the JSON (status %d)", status);
+	buf_release(&b);
+	store_free(st);
+}
+END_TEST
+
+START_TEST(test_registry)
+{
+	struct store *st = store_new(NULL, NULL, 0);
+	struct buf b = BUF_INIT;
+
+	/* Every format of proto/jprof_formats.h has its renderer, and each one
+	 * renders an empty store. */
+	for (int f = 0; f < JPROF_FMT_COUNT; f++) {
+		const struct export_renderer *r = export_renderer((enum jprof_format)f);
+
+		ck_assert_ptr_nonnull(r);
+		ck_assert_int_eq(r->id, f);
+		ck_assert_ptr_nonnull(r->render);
+		buf_reset(&b);
+		ck_assert_int_eq(export_render(st, NULL, NULL, (enum jprof_format)f, &b), 0);
+		ck_assert_uint_gt(b.len + (f == JPROF_FMT_COLLAPSED), 0);
+	}
+	ck_assert_ptr_null(export_renderer(JPROF_FMT_COUNT));
+	ck_assert_ptr_null(export_renderer((enum jprof_format)-1));
 	buf_release(&b);
 	store_free(st);
 }
@@ -493,6 +519,7 @@ static Suite *export_suite(void)
 	tcase_add_test(tc, test_render_errors_keep_buffer);
 	tcase_add_test(tc, test_json_structure);
 	tcase_add_test(tc, test_json_null_meta_and_truncation);
+	tcase_add_test(tc, test_registry);
 	tcase_add_test(tc, test_json_escaping);
 	tcase_add_test(tc, test_json_python_reads_it);
 	suite_add_tcase(s, tc);

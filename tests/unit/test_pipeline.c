@@ -2,6 +2,7 @@
  * builder (real symbolization of this test's own code), JVM samples joined
  * with Java frames, host-view feeding counted once. */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -186,6 +187,7 @@ START_TEST(test_jvm_join_through_the_builder)
 	struct raw_sample rs;
 	struct jpring_frame jf[2] = { { .method_id = 7, .bci = 1 }, { .method_id = 8, .bci = 2 } };
 	uint32_t tid = (uint32_t)getpid();
+	uint64_t ids[4];
 
 	setup(&f, false);
 	j = jvm_join_new(&(struct jvm_join_opts){ .interval_ns = 10 * MS });
@@ -198,6 +200,10 @@ START_TEST(test_jvm_join_through_the_builder)
 	pipeline_on_sample(&rs, f.p);        /* goes into the join, not out */
 	ck_assert_uint_eq(f.rec.n, 0);
 	jvm_join_add_agent(j, tid, 100 * MS + 20000, 2, jf);  /* leaf first */
+	/* Joined, held until the agent names the methods it is asked about. */
+	pipeline_source_join_run(f.src, 200 * MS, false);
+	ck_assert_uint_eq(f.rec.n, 0);
+	ck_assert_uint_eq(jvm_join_wanted(j, ids, 4), 2);
 	jvm_join_method(j, 7, "LApp;", 5, "leaf", 4, "()V", 3, NULL, 0, false);
 	jvm_join_method(j, 8, "LApp;", 5, "main", 4, "()V", 3, NULL, 0, false);
 	pipeline_source_join_run(f.src, UINT64_MAX, true);

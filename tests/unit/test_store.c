@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "store.h"
+#include "synth_store.h"
 
 struct collect {
 	const struct store_stack *s[256];
@@ -32,7 +33,7 @@ static int intern(struct store *st, enum frame_kind kind, const char *name, cons
 
 START_TEST(test_dedup_sums_counts)
 {
-	struct store *st = store_new(NULL);
+	struct store *st = store_new(NULL, NULL, 0);
 	struct store_totals t;
 	struct collect c = { 0 };
 	uint32_t f[3];
@@ -42,13 +43,13 @@ START_TEST(test_dedup_sums_counts)
 	f[1] = (uint32_t)intern(st, FRAME_NATIVE, "work", "app");
 	f[2] = (uint32_t)intern(st, FRAME_KERNEL, "sys_read", NULL);
 
-	ck_assert_int_eq(store_add(st, 100, 101, f, 3, 2, 2000), 0);
-	ck_assert_int_eq(store_add(st, 100, 101, f, 3, 3, 3000), 0);
+	ck_assert_int_eq(synth_add(st, 100, 101, f, 3, 2, 2000), 0);
+	ck_assert_int_eq(synth_add(st, 100, 101, f, 3, 3, 3000), 0);
 
 	store_get_totals(st, &t);
 	ck_assert_uint_eq(t.stacks, 1);
-	ck_assert_uint_eq(t.samples, 5);
-	ck_assert_uint_eq(t.weight_ns, 5000);
+	ck_assert_uint_eq(t.values[0], 5);
+	ck_assert_uint_eq(t.values[1], 5000);
 	ck_assert(!t.truncated);
 	ck_assert_uint_eq(t.truncated_samples, 0);
 	ck_assert_uint_gt(t.bytes, 0);
@@ -59,15 +60,15 @@ START_TEST(test_dedup_sums_counts)
 	ck_assert_uint_eq(c.s[0]->tid, 101);
 	ck_assert_uint_eq(c.s[0]->nframes, 3);
 	ck_assert_mem_eq(c.s[0]->frames, f, sizeof(f));
-	ck_assert_uint_eq(c.s[0]->samples, 5);
-	ck_assert_uint_eq(c.s[0]->weight_ns, 5000);
+	ck_assert_uint_eq(c.s[0]->values[0], 5);
+	ck_assert_uint_eq(c.s[0]->values[1], 5000);
 	store_free(st);
 }
 END_TEST
 
 START_TEST(test_distinct_keys_are_separate)
 {
-	struct store *st = store_new(NULL);
+	struct store *st = store_new(NULL, NULL, 0);
 	struct store_totals t;
 	uint32_t f[2], rev[2];
 
@@ -75,17 +76,17 @@ START_TEST(test_distinct_keys_are_separate)
 	f[1] = (uint32_t)intern(st, FRAME_NATIVE, "b", NULL);
 	rev[0] = f[1];
 	rev[1] = f[0];
-	ck_assert_int_eq(store_add(st, 1, 1, f, 2, 1, 10), 0);
-	ck_assert_int_eq(store_add(st, 1, 2, f, 2, 1, 10), 0);   /* other tid */
-	ck_assert_int_eq(store_add(st, 2, 1, f, 2, 1, 10), 0);   /* other pid */
-	ck_assert_int_eq(store_add(st, 1, 1, rev, 2, 1, 10), 0); /* other order */
-	ck_assert_int_eq(store_add(st, 1, 1, f, 1, 1, 10), 0);   /* prefix */
-	ck_assert_int_eq(store_add(st, 1, 1, NULL, 0, 1, 10), 0); /* empty stack */
-	ck_assert_int_eq(store_add(st, 1, 1, NULL, 0, 1, 10), 0);
+	ck_assert_int_eq(synth_add(st, 1, 1, f, 2, 1, 10), 0);
+	ck_assert_int_eq(synth_add(st, 1, 2, f, 2, 1, 10), 0);   /* other tid */
+	ck_assert_int_eq(synth_add(st, 2, 1, f, 2, 1, 10), 0);   /* other pid */
+	ck_assert_int_eq(synth_add(st, 1, 1, rev, 2, 1, 10), 0); /* other order */
+	ck_assert_int_eq(synth_add(st, 1, 1, f, 1, 1, 10), 0);   /* prefix */
+	ck_assert_int_eq(synth_add(st, 1, 1, NULL, 0, 1, 10), 0); /* empty stack */
+	ck_assert_int_eq(synth_add(st, 1, 1, NULL, 0, 1, 10), 0);
 	store_get_totals(st, &t);
 	ck_assert_uint_eq(t.stacks, 6);
-	ck_assert_uint_eq(t.samples, 7);
-	ck_assert_uint_eq(store_stack_get(st, 5)->samples, 2);
+	ck_assert_uint_eq(t.values[0], 7);
+	ck_assert_uint_eq(store_stack_get(st, 5)->values[0], 2);
 	ck_assert_uint_eq(store_stack_get(st, 5)->nframes, 0);
 	store_free(st);
 }
@@ -93,7 +94,7 @@ END_TEST
 
 START_TEST(test_frame_interning)
 {
-	struct store *st = store_new(NULL);
+	struct store *st = store_new(NULL, NULL, 0);
 	const struct store_frame *fr;
 	char name[32] = "Foo.bar";
 	uint32_t trunc = store_truncated_frame(st);
@@ -137,7 +138,7 @@ END_TEST
 
 START_TEST(test_many_frames_stay_stable)
 {
-	struct store *st = store_new(NULL);
+	struct store *st = store_new(NULL, NULL, 0);
 	char name[32];
 	int i;
 
@@ -157,12 +158,12 @@ END_TEST
 
 START_TEST(test_add_rejects_bad_input)
 {
-	struct store *st = store_new(NULL);
+	struct store *st = store_new(NULL, NULL, 0);
 	uint32_t bad = 99;
 
-	ck_assert_int_eq(store_add(st, 1, 1, &bad, 1, 1, 1), -EINVAL);
-	ck_assert_int_eq(store_add(st, 1, 1, NULL, 2, 1, 1), -EINVAL);
-	ck_assert_int_eq(store_add(NULL, 1, 1, NULL, 0, 1, 1), -EINVAL);
+	ck_assert_int_eq(synth_add(st, 1, 1, &bad, 1, 1, 1), -EINVAL);
+	ck_assert_int_eq(synth_add(st, 1, 1, NULL, 2, 1, 1), -EINVAL);
+	ck_assert_int_eq(synth_add(NULL, 1, 1, NULL, 0, 1, 1), -EINVAL);
 	store_free(st);
 }
 END_TEST
@@ -170,7 +171,7 @@ END_TEST
 START_TEST(test_stack_limit_keeps_every_sample)
 {
 	struct store_limits lim = { .max_stacks = 10 };
-	struct store *st = store_new(&lim);
+	struct store *st = store_new(&lim, NULL, 0);
 	const struct store_stack *s;
 	struct store_totals t;
 	uint64_t added = 0, expect_trunc = 0, in_trunc = 0;
@@ -186,7 +187,7 @@ START_TEST(test_stack_limit_keeps_every_sample)
 
 		snprintf(name, sizeof(name), "leaf%zu", i);
 		f[1] = (uint32_t)intern(st, FRAME_NATIVE, name, NULL);
-		r = store_add(st, 7 + (uint32_t)(i % 2), 70 + (uint32_t)i, f, 2, i + 1, 1000 * (i + 1));
+		r = synth_add(st, 7 + (uint32_t)(i % 2), 70 + (uint32_t)i, f, 2, i + 1, 1000 * (i + 1));
 		ck_assert_int_eq(r, i < 10 ? 0 : 1);
 		added += i + 1;
 		if (i >= 10)
@@ -194,11 +195,11 @@ START_TEST(test_stack_limit_keeps_every_sample)
 	}
 	/* An existing stack keeps counting after the limit is hit. */
 	f[1] = 2;
-	ck_assert_int_eq(store_add(st, 7, 70, f, 2, 5, 0), 0);
+	ck_assert_int_eq(synth_add(st, 7, 70, f, 2, 5, 0), 0);
 	added += 5;
 
 	store_get_totals(st, &t);
-	ck_assert_uint_eq(t.samples, added);
+	ck_assert_uint_eq(t.values[0], added);
 	ck_assert(t.truncated);
 	ck_assert_uint_gt(t.truncated_samples, 0);
 	ck_assert_uint_eq(t.truncated_samples, expect_trunc);
@@ -209,7 +210,7 @@ START_TEST(test_stack_limit_keeps_every_sample)
 		if (s->nframes == 1 && s->frames[0] == trunc) {
 			ck_assert_uint_eq(s->tid, 0);
 			ck_assert(s->pid == 7 || s->pid == 8);
-			in_trunc += s->samples;
+			in_trunc += s->values[0];
 			ntrunc++;
 		}
 	}
@@ -222,7 +223,7 @@ END_TEST
 START_TEST(test_frame_limit)
 {
 	struct store_limits lim = { .max_frames = 3 };
-	struct store *st = store_new(&lim);
+	struct store *st = store_new(&lim, NULL, 0);
 	struct store_totals t;
 
 	ck_assert_int_eq(store_frame_intern(st, FRAME_NATIVE, "a", NULL), 1);
@@ -240,7 +241,7 @@ END_TEST
 START_TEST(test_byte_limit)
 {
 	struct store_limits lim = { .max_bytes = 512 << 10 };
-	struct store *st = store_new(&lim);
+	struct store *st = store_new(&lim, NULL, 0);
 	struct store_totals t;
 	uint32_t f[64];
 	uint64_t added = 0;
@@ -257,7 +258,7 @@ START_TEST(test_byte_limit)
 		f[0] = (uint32_t)(i % 64) + 1;
 		f[1] = (uint32_t)(i / 64 % 64) + 1;
 		f[2] = (uint32_t)(i / 4096) + 1;
-		r = store_add(st, 1, 2, f, 64, 1, 1);
+		r = synth_add(st, 1, 2, f, 64, 1, 1);
 		ck_assert_int_ge(r, 0);
 		stored += r == 0;
 		added++;
@@ -266,7 +267,7 @@ START_TEST(test_byte_limit)
 	ck_assert(t.truncated);
 	ck_assert_uint_gt(stored, 100);
 	ck_assert_uint_lt(stored, 20000);
-	ck_assert_uint_eq(t.samples, added);
+	ck_assert_uint_eq(t.values[0], added);
 	ck_assert_uint_eq(t.truncated_samples, added - stored);
 	ck_assert_uint_le(t.bytes, lim.max_bytes);
 	store_free(st);
@@ -275,7 +276,7 @@ END_TEST
 
 START_TEST(test_many_stacks)
 {
-	struct store *st = store_new(NULL);
+	struct store *st = store_new(NULL, NULL, 0);
 	struct store_totals t;
 	uint32_t f[8];
 	size_t i, j;
@@ -291,17 +292,17 @@ START_TEST(test_many_stacks)
 		for (i = 0; i < 120000; i++) {
 			for (j = 0; j < 8; j++)
 				f[j] = (uint32_t)((i >> (2 * j)) & 63) + 1;
-			ck_assert_int_eq(store_add(st, 1000 + (uint32_t)(i % 3), 5, f, 8, 1, 10), 0);
+			ck_assert_int_eq(synth_add(st, 1000 + (uint32_t)(i % 3), 5, f, 8, 1, 10), 0);
 		}
 	}
 	store_get_totals(st, &t);
 	ck_assert_uint_eq(t.stacks, 120000);
-	ck_assert_uint_eq(t.samples, 240000);
+	ck_assert_uint_eq(t.values[0], 240000);
 	ck_assert(!t.truncated);
 	for (i = 0; i < t.stacks; i += 997) {
 		const struct store_stack *s = store_stack_get(st, i);
 
-		ck_assert_uint_eq(s->samples, 2);
+		ck_assert_uint_eq(s->values[0], 2);
 		ck_assert_uint_eq(s->pid, 1000 + i % 3);
 		ck_assert_uint_eq(s->frames[0], (i & 63) + 1);
 	}
@@ -333,7 +334,7 @@ static int proc_cb(uint32_t pid, const char *comm, void *arg)
 
 START_TEST(test_names)
 {
-	struct store *st = store_new(NULL);
+	struct store *st = store_new(NULL, NULL, 0);
 	struct name_seen seen = { 0 };
 	char buf[16] = "worker-1";
 
@@ -372,7 +373,7 @@ END_TEST
 
 START_TEST(test_foreach_insertion_order)
 {
-	struct store *st = store_new(NULL);
+	struct store *st = store_new(NULL, NULL, 0);
 	struct collect c = { 0 };
 	uint32_t f;
 	size_t i;
@@ -380,13 +381,13 @@ START_TEST(test_foreach_insertion_order)
 	f = (uint32_t)intern(st, FRAME_NATIVE, "x", NULL);
 	/* pids descending so a sort by key would visibly reorder them */
 	for (i = 0; i < 50; i++)
-		ck_assert_int_eq(store_add(st, 1000 - (uint32_t)i, 1, &f, 1, 1, 1), 0);
-	ck_assert_int_eq(store_add(st, 1000, 1, &f, 1, 1, 1), 0);
+		ck_assert_int_eq(synth_add(st, 1000 - (uint32_t)i, 1, &f, 1, 1, 1), 0);
+	ck_assert_int_eq(synth_add(st, 1000, 1, &f, 1, 1, 1), 0);
 	ck_assert_int_eq(store_foreach_stack(st, collect_cb, &c), 0);
 	ck_assert_uint_eq(c.n, 50);
 	for (i = 0; i < 50; i++)
 		ck_assert_uint_eq(c.s[i]->pid, 1000 - i);
-	ck_assert_uint_eq(c.s[0]->samples, 2);
+	ck_assert_uint_eq(c.s[0]->values[0], 2);
 
 	/* A non-zero return stops the walk and is passed back. */
 	memset(&c, 0, sizeof(c));
@@ -407,7 +408,288 @@ START_TEST(test_null_safety)
 	ck_assert_ptr_null(store_thread_name(NULL, 1, 1));
 	ck_assert_int_eq(store_frame_intern(NULL, FRAME_NATIVE, "x", NULL), -EINVAL);
 	store_get_totals(NULL, &t);
-	ck_assert_uint_eq(t.samples, 0);
+	ck_assert_uint_eq(t.values[0], 0);
+}
+END_TEST
+
+static const struct sample_type offcpu_types[] = {
+	{ "samples", "count" }, { "offcpu", "nanoseconds" }, { "switches", "count" },
+};
+
+START_TEST(test_sample_types)
+{
+	char type[16] = "offcpu", unit[16] = "nanoseconds";
+	struct sample_type mine[2] = { { "samples", "count" }, { type, unit } };
+	struct sample_type many[STORE_MAX_VALUES + 1];
+	struct store *st;
+
+	/* The CPU default. */
+	st = store_new(NULL, NULL, 0);
+	ck_assert_uint_eq(store_value_count(st), 2);
+	ck_assert_str_eq(store_value_type(st, 0)->type, "samples");
+	ck_assert_str_eq(store_value_type(st, 0)->unit, "count");
+	ck_assert_str_eq(store_value_type(st, 1)->type, "cpu");
+	ck_assert_str_eq(store_value_type(st, 1)->unit, "nanoseconds");
+	ck_assert_ptr_null(store_value_type(st, 2));
+	ck_assert_int_eq(store_value_find(st, "cpu"), 1);
+	ck_assert_int_eq(store_value_find(st, "nanoseconds"), -ENOENT);
+	store_free(st);
+
+	/* The strings are copied. */
+	st = store_new(NULL, mine, 2);
+	ck_assert_ptr_nonnull(st);
+	strcpy(type, "scribbled");
+	strcpy(unit, "bytes");
+	ck_assert_str_eq(store_value_type(st, 1)->type, "offcpu");
+	ck_assert_str_eq(store_value_type(st, 1)->unit, "nanoseconds");
+	store_free(st);
+
+	/* Type 0 must be the count; 1..STORE_MAX_VALUES types; no NULLs. */
+	ck_assert_ptr_null(store_new(NULL, offcpu_types + 1, 2));
+	ck_assert_ptr_null(store_new(NULL, offcpu_types, 0));
+	for (size_t i = 0; i < STORE_MAX_VALUES + 1; i++)
+		many[i] = i ? (struct sample_type){ "x", "count" } : sample_type_count;
+	ck_assert_ptr_null(store_new(NULL, many, STORE_MAX_VALUES + 1));
+	st = store_new(NULL, many, STORE_MAX_VALUES);
+	ck_assert_ptr_nonnull(st);
+	store_free(st);
+	mine[1].unit = NULL;
+	ck_assert_ptr_null(store_new(NULL, mine, 2));
+	st = store_new(NULL, &sample_type_count, 1);
+	ck_assert_uint_eq(store_value_count(st), 1);
+	store_free(st);
+}
+END_TEST
+
+START_TEST(test_values_per_type)
+{
+	struct store_limits lim = { .max_stacks = 1 };
+	struct store *st = store_new(&lim, offcpu_types, 3);
+	struct store_totals t;
+	uint32_t f[2];
+
+	f[0] = (uint32_t)intern(st, FRAME_NATIVE, "main", NULL);
+	f[1] = (uint32_t)intern(st, FRAME_KERNEL, "schedule", NULL);
+	ck_assert_int_eq(store_add(st, &(struct store_sample){ 1, 2, f, 2,
+			 (const uint64_t[]){ 1, 5000, 1 }, 0 }), 0);
+	ck_assert_int_eq(store_add(st, &(struct store_sample){ 1, 2, f, 2,
+			 (const uint64_t[]){ 2, 7000, 3 }, 0 }), 0);
+	/* Past the stack limit: the marker stack gets every value. */
+	ck_assert_int_eq(store_add(st, &(struct store_sample){ 1, 3, f, 1,
+			 (const uint64_t[]){ 4, 100, 4 }, 0 }), 1);
+	ck_assert_uint_eq(store_stack_get(st, 0)->values[0], 3);
+	ck_assert_uint_eq(store_stack_get(st, 0)->values[1], 12000);
+	ck_assert_uint_eq(store_stack_get(st, 0)->values[2], 4);
+	ck_assert_uint_eq(store_stack_get(st, 1)->values[1], 100);
+	store_get_totals(st, &t);
+	ck_assert_uint_eq(t.values[0], 7);
+	ck_assert_uint_eq(t.values[1], 12100);
+	ck_assert_uint_eq(t.values[2], 8);
+	ck_assert_uint_eq(t.values[3], 0);
+	ck_assert_uint_eq(t.truncated_samples, 4);
+	ck_assert_int_eq(store_add(st, &(struct store_sample){ 1, 2, f, 2, NULL, 0 }), -EINVAL);
+	store_free(st);
+}
+END_TEST
+
+struct times_seen {
+	struct store_time t[16];
+	uint64_t v[16][3];
+	size_t n;
+};
+
+static int time_cb(const struct store_time *t, void *arg)
+{
+	struct times_seen *s = arg;
+
+	s->t[s->n] = *t;
+	memcpy(s->v[s->n], t->values, sizeof(s->v[0]));
+	return ++s->n == 15 ? 7 : 0;
+}
+
+static void add_timed(struct store *st, uint32_t tid, uint32_t frame, uint64_t time_ns, uint64_t ns)
+{
+	ck_assert_int_ge(store_add(st, &(struct store_sample){ 1, tid, &frame, 1,
+			 (const uint64_t[]){ 1, ns, 1 }, time_ns }), 0);
+}
+
+START_TEST(test_sample_times)
+{
+	struct store_limits lim = { .max_stacks = 2 };
+	struct store *st = store_new(&lim, offcpu_types, 3);
+	struct times_seen seen = { 0 };
+	struct store_totals t;
+	uint32_t a = (uint32_t)intern(st, FRAME_NATIVE, "a", NULL);
+	size_t before;
+
+	/* Off by default: times are ignored, not counted as dropped. */
+	add_timed(st, 10, a, 1000, 5);
+	store_get_totals(st, &t);
+	ck_assert_uint_eq(t.times, 0);
+	ck_assert_uint_eq(t.times_dropped, 0);
+	before = t.bytes;
+
+	ck_assert_int_eq(store_keep_times(st, 4), 0);
+	add_timed(st, 11, a, 2000, 6);     /* stack 1 */
+	add_timed(st, 10, a, 0, 7);        /* no time: nothing kept */
+	add_timed(st, 10, a, 3000, 8);     /* stack 0 */
+	add_timed(st, 12, a, 4000, 9);     /* past max_stacks: the marker stack */
+	add_timed(st, 11, a, 5000, 10);
+	add_timed(st, 11, a, 6000, 11);    /* past max times: dropped */
+	store_get_totals(st, &t);
+	ck_assert_uint_eq(t.times, 4);
+	ck_assert_uint_eq(t.times_dropped, 1);
+	ck_assert_uint_gt(t.bytes, before);
+
+	ck_assert_int_eq(store_foreach_time(st, time_cb, &seen), 0);
+	ck_assert_uint_eq(seen.n, 4);
+	ck_assert_uint_eq(seen.t[0].time_ns, 2000);
+	ck_assert_uint_eq(seen.t[0].stack, 1);
+	ck_assert_uint_eq(seen.t[0].tid, 11);
+	ck_assert_uint_eq(seen.v[0][1], 6);
+	ck_assert_uint_eq(seen.t[1].time_ns, 3000);
+	ck_assert_uint_eq(seen.t[1].stack, 0);
+	ck_assert_uint_eq(seen.t[2].tid, 12);
+	ck_assert_uint_eq(store_stack_get(st, seen.t[2].stack)->frames[0], store_truncated_frame(st));
+	ck_assert_uint_eq(seen.v[2][1], 9);
+	ck_assert_uint_eq(seen.t[3].time_ns, 5000);
+
+	/* Off again: nothing more is kept or counted. */
+	ck_assert_int_eq(store_keep_times(st, 0), 0);
+	add_timed(st, 11, a, 7000, 12);
+	store_get_totals(st, &t);
+	ck_assert_uint_eq(t.times, 4);
+	ck_assert_uint_eq(t.times_dropped, 1);
+	ck_assert_int_eq(store_foreach_time(NULL, time_cb, &seen), -EINVAL);
+	store_free(st);
+}
+END_TEST
+
+START_TEST(test_sample_times_memory_bound)
+{
+	struct store_limits lim = { .max_bytes = 256 << 10 };
+	struct store *st = store_new(&lim, offcpu_types, 3);
+	struct times_seen seen = { 0 };
+	struct store_totals t;
+	uint32_t a = (uint32_t)intern(st, FRAME_NATIVE, "a", NULL);
+
+	ck_assert_int_eq(store_keep_times(st, 10000000), 0);
+	for (uint64_t i = 1; i <= 100000; i++)
+		add_timed(st, 1, a, i, i);
+	store_get_totals(st, &t);
+	ck_assert_uint_gt(t.times, 1000);
+	ck_assert_uint_gt(t.times_dropped, 0);
+	ck_assert_uint_eq(t.times + t.times_dropped, 100000);
+	ck_assert_uint_le(t.bytes, lim.max_bytes);
+	ck_assert_uint_eq(t.values[0], 100000);   /* the samples themselves all count */
+	/* A non-zero return stops the walk and is passed back. */
+	ck_assert_int_eq(store_foreach_time(st, time_cb, &seen), 7);
+	ck_assert_uint_eq(seen.n, 15);
+	ck_assert_uint_eq(seen.t[14].time_ns, 15);
+	store_free(st);
+}
+END_TEST
+
+/* Merge filter: skips pid 3, and roots pid 2's stacks at the frame in arg. */
+static bool merge_filter(const struct store *src, const struct store_stack *s, struct store *dst,
+			 uint32_t *prefix, void *arg)
+{
+	(void)src;
+	if (s->pid == 3)
+		return false;
+	if (s->pid == 2)
+		*prefix = store_frame_ref(dst, FRAME_MARKER, arg, NULL);
+	return true;
+}
+
+START_TEST(test_merge)
+{
+	struct store *src = store_new(NULL, NULL, 0), *dst = store_new(NULL, offcpu_types, 3);
+	const struct sample_type both[] = { { "samples", "count" }, { "offcpu", "nanoseconds" },
+					    { "cpu", "nanoseconds" } };
+	struct store *dst2 = store_new(NULL, both, 3);
+	struct store_labels l = { "/system.slice/x.service", "x.service", "" };
+	struct times_seen seen = { 0 };
+	const struct store_stack *s;
+	struct store_totals t;
+	uint32_t f[2], g;
+
+	f[0] = (uint32_t)intern(src, FRAME_NATIVE, "main", "app");
+	f[1] = (uint32_t)intern(src, FRAME_KERNEL, "read", NULL);
+	ck_assert_int_eq(store_keep_times(src, 100), 0);
+	ck_assert_int_eq(store_add(src, &(struct store_sample){ 1, 11, f, 2,
+			 (const uint64_t[]){ 2, 20 }, 500 }), 0);
+	ck_assert_int_eq(store_add(src, &(struct store_sample){ 2, 21, f, 1,
+			 (const uint64_t[]){ 3, 30 }, 600 }), 0);
+	ck_assert_int_eq(store_add(src, &(struct store_sample){ 3, 31, f, 2,
+			 (const uint64_t[]){ 4, 40 }, 700 }), 0);
+	store_set_process_name(src, 1, "one");
+	store_set_process_labels(src, 1, &l);
+	store_set_thread_name(src, 1, 11, "t11");
+	store_set_process_name(src, 3, "three");
+
+	/* dst knows a frame already: ids differ, names match. */
+	g = (uint32_t)intern(dst, FRAME_NATIVE, "other", NULL);
+	ck_assert_int_eq(store_merge(dst, src, merge_filter, "[group]"), 0);
+	ck_assert_int_eq(store_merge(dst, src, merge_filter, "[group]"), 0);  /* adds up */
+	store_get_totals(dst, &t);
+	ck_assert_uint_eq(t.stacks, 2);
+	ck_assert_uint_eq(t.values[0], 10);
+	ck_assert_uint_eq(t.values[1], 0);   /* cpu is not a type of dst: dropped */
+	s = store_stack_get(dst, 0);
+	ck_assert_uint_eq(s->pid, 1);
+	ck_assert_uint_eq(s->nframes, 2);
+	ck_assert_uint_ne(s->frames[0], f[0]);
+	ck_assert_uint_ne(s->frames[0], g);
+	ck_assert_str_eq(store_frame_get(dst, s->frames[0])->name, "main");
+	ck_assert_str_eq(store_frame_get(dst, s->frames[0])->module, "app");
+	ck_assert_int_eq(store_frame_get(dst, s->frames[1])->kind, FRAME_KERNEL);
+	ck_assert_uint_eq(s->values[0], 4);
+	s = store_stack_get(dst, 1);
+	ck_assert_uint_eq(s->pid, 2);
+	ck_assert_uint_eq(s->nframes, 2);
+	ck_assert_str_eq(store_frame_get(dst, s->frames[0])->name, "[group]");
+	ck_assert_str_eq(store_frame_get(dst, s->frames[1])->name, "main");
+	ck_assert_str_eq(store_process_name(dst, 1), "one");
+	ck_assert(store_process_labels(dst, 1, &l));
+	ck_assert_str_eq(l.unit, "x.service");
+	ck_assert_str_eq(store_thread_name(dst, 1, 11), "t11");
+	ck_assert_ptr_null(store_process_name(dst, 3));   /* filtered out */
+
+	/* Values go by type and unit; times follow when dst keeps them. */
+	ck_assert_int_eq(store_keep_times(dst2, 100), 0);
+	ck_assert_int_eq(store_merge(dst2, src, NULL, NULL), 0);
+	store_get_totals(dst2, &t);
+	ck_assert_uint_eq(t.stacks, 3);
+	ck_assert_uint_eq(t.values[0], 9);
+	ck_assert_uint_eq(t.values[1], 0);
+	ck_assert_uint_eq(t.values[2], 90);
+	ck_assert_uint_eq(t.times, 3);
+	ck_assert_int_eq(store_foreach_time(dst2, time_cb, &seen), 0);
+	ck_assert_uint_eq(seen.t[1].time_ns, 600);
+	ck_assert_uint_eq(seen.t[1].tid, 21);
+	ck_assert_uint_eq(store_stack_get(dst2, seen.t[1].stack)->pid, 2);
+	ck_assert_uint_eq(seen.v[1][2], 30);
+	ck_assert_uint_eq(seen.v[1][0], 3);
+
+	ck_assert_int_eq(store_merge(dst, dst, NULL, NULL), -EINVAL);
+	ck_assert_int_eq(store_merge(NULL, src, NULL, NULL), -EINVAL);
+	store_free(src);
+	store_free(dst);
+	store_free(dst2);
+}
+END_TEST
+
+START_TEST(test_frame_ref)
+{
+	struct store_limits lim = { .max_frames = 2 };
+	struct store *st = store_new(&lim, NULL, 0);
+
+	ck_assert_uint_eq(store_frame_ref(st, FRAME_NATIVE, "a", NULL), 1);
+	ck_assert_uint_eq(store_frame_ref(st, FRAME_NATIVE, "a", ""), 1);
+	/* Past the limit: the marker, and the store says it was truncated. */
+	ck_assert_uint_eq(store_frame_ref(st, FRAME_NATIVE, "b", NULL), store_truncated_frame(st));
+	store_free(st);
 }
 END_TEST
 
@@ -429,6 +711,12 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_names);
 	tcase_add_test(tc, test_foreach_insertion_order);
 	tcase_add_test(tc, test_null_safety);
+	tcase_add_test(tc, test_sample_types);
+	tcase_add_test(tc, test_values_per_type);
+	tcase_add_test(tc, test_sample_times);
+	tcase_add_test(tc, test_sample_times_memory_bound);
+	tcase_add_test(tc, test_merge);
+	tcase_add_test(tc, test_frame_ref);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,32 @@
+#include "sampletype.h"
+
+#include <errno.h>
+#include <string.h>
+
+const struct sample_type sample_type_count = { "samples", "count" };
+const struct sample_type sample_types_cpu[SAMPLE_TYPES_CPU_N] = {
+	{ "samples", "count" },
+	{ "cpu", "nanoseconds" },
+};
+
+static bool sample_type_str_eq(const char *a, const char *b)
+{
+	return a == b || (a && b && !strcmp(a, b));
+}
+
+bool sample_type_eq(const struct sample_type *a, const struct sample_type *b)
+{
+	return sample_type_str_eq(a->type, b->type) && sample_type_str_eq(a->unit, b->unit);
+}
+
+int sample_type_find(const struct sample_type *types, size_t n, const char *type)
+{
+	size_t i;
+
+	if (!type)
+		return -ENOENT;
+	for (i = 0; i < n; i++)
+		if (types[i].type && !strcmp(types[i].type, type))
+			return (int)i;
+	return -ENOENT;
+}

@@ -1,0 +1,11 @@
+/* The "raw" format: jprofd-profile JSON, the lossless export (frames once,
+ * every stack per thread with one value per sample type). */
+#ifndef JPROF_RAWJSON_H
+#define JPROF_RAWJSON_H
+
+#include "buf.h"
+#include "export.h"
+
+int rawjson_render(const struct export_job *job, struct buf *out);
+
+#endif
