@@ -306,7 +306,7 @@ void session_abandon(struct session *s)
 
 static void on_end_timer(struct loop_source *src, void *arg)
 {
-	finish(arg, "session_complete");
+	finish(arg, "complete");
 }
 
 static void on_pidfd(struct loop_source *src, int fd, uint32_t events, void *arg)
