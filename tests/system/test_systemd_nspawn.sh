@@ -17,15 +17,16 @@
 #     tests/java/SpinRead.java is compiled on the host): `jprofctl record
 #     --pid <it> --java require` as that user returns the Java frames of its
 #     CPU-bound thread, and for its file-reading thread stacks that go
-#     Java (SpinRead.readFile) -> native (libc read) -> kernel (vfs_read);
+#     Java (SpinRead.readFile) -> native (libjava readBytes, libc read) ->
+#     kernel (ksys_read/vfs_read);
 #   - systemctl stop jprofd: result success, not failed, and every BPF
 #     program the daemon held is gone from the kernel;
 #   - systemd-analyze verify of the installed units is clean, and
 #     systemd-analyze security prints its score (for docs/operations.md).
 # The container is always torn down (trap), also on failure or timeout.
 # Everything that happens asynchronously (boot, journal lines, the JVM
-# getting ready, units stopping) is waited for with a deadline, never with
-# a fixed sleep.
+# getting ready) is waited for with a deadline, never with a fixed sleep;
+# systemctl stop itself returns only once the unit has stopped.
 #
 # Must run as root. Exit 0 pass, 1 fail, 77 skip (only when this machine
 # cannot run it at all: no BTF, or no namespaces; the reason is printed).
