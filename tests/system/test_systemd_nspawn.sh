@@ -13,11 +13,20 @@
 #   - systemctl stop / start jprofd; is-active says active;
 #   - `jprofctl record --pid <busy loop of that user> -d 2s` returns samples;
 #     `record --all` as that user is denied;
+#   - a JVM of that user (openjdk-17-jre-headless in the root; the workload
+#     tests/java/SpinRead.java is compiled on the host): `jprofctl record
+#     --pid <it> --java require` as that user returns the Java frames of its
+#     CPU-bound thread, and for its file-reading thread stacks that go
+#     Java (SpinRead.readFile) -> native (libjava readBytes, libc read) ->
+#     kernel (ksys_read/vfs_read);
 #   - systemctl stop jprofd: result success, not failed, and every BPF
 #     program the daemon held is gone from the kernel;
 #   - systemd-analyze verify of the installed units is clean, and
 #     systemd-analyze security prints its score (for docs/operations.md).
 # The container is always torn down (trap), also on failure or timeout.
+# Everything that happens asynchronously (boot, journal lines, the JVM
+# getting ready) is waited for with a deadline, never with a fixed sleep;
+# systemctl stop itself returns only once the unit has stopped.
 #
 # Must run as root. Exit 0 pass, 1 fail, 77 skip (only when this machine
 # cannot run it at all: no BTF, or no namespaces; the reason is printed).
@@ -56,6 +65,20 @@ fi
 for tool in systemd-nspawn debootstrap dpkg-buildpackage lintian nsenter flock bpftool; do
 	command -v "$tool" >/dev/null || fail "$tool is missing: run packaging/install-deps.sh"
 done
+# The host's JDK 17 compiles the workload (as tests/java/workloads.cmake does).
+javac=/usr/lib/jvm/java-17-openjdk-amd64/bin/javac
+[ -x "$javac" ] || javac=$(command -v javac) || fail "no javac on this host (the build needs one too)"
+
+# wait_until SECONDS CMD...: runs CMD every 0.2 s until it succeeds (0) or
+# SECONDS have passed (1).
+wait_until() {
+	local deadline=$((SECONDS + $1))
+	shift
+	until "$@"; do
+		[ "$SECONDS" -lt "$deadline" ] || return 1
+		sleep 0.2
+	done
+}
 
 work=$(mktemp -d /var/tmp/jprofd-nspawn.XXXXXX)
 root=$work/root
@@ -104,12 +127,19 @@ deb=$("$src/packaging/build-deb.sh" "$work/deb" | tail -n 1) || fail "packaging/
 [ -f "$deb" ] || fail "no .deb built"
 log "built $(basename "$deb") ($(stat -c %s "$deb") bytes)"
 
+# The workload, compiled on the host; the container only needs a JRE.
+mkdir -p "$work/classes"
+"$javac" --release 17 -g -encoding UTF-8 -Xlint:all -Werror -d "$work/classes" \
+	"$src/tests/java/SpinRead.java" >"$work/javac.log" 2>&1 ||
+	{ cat "$work/javac.log"; fail "javac SpinRead.java failed"; }
+
 # ---- 2. a bookworm root, from the cache or from nothing ------------------------
-# The root holds systemd and every runtime dependency of the .deb, so that
-# `apt install ./jprofd_*.deb` inside needs no network; the cache key is a
-# hash of everything that goes into it.
+# The root holds systemd, a headless JRE and every runtime dependency of the
+# .deb, so that `apt install ./jprofd_*.deb` inside needs no network; the
+# cache key is a hash of everything that goes into it (so a changed package
+# list makes a new tarball).
 deps=$(dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed 's/|.*//; s/(.*)//; s/ //g' | grep -v '^$')
-pkgs=$(printf '%s\n' systemd systemd-sysv dbus passwd $deps | sort -u | paste -sd, -)
+pkgs=$(printf '%s\n' systemd systemd-sysv dbus passwd openjdk-17-jre-headless $deps | sort -u | paste -sd, -)
 key=$(printf 'v1 %s %s %s\n' "$suite" "$mirror" "$pkgs" | sha256sum | cut -c1-16)
 tarball=$cache/$suite-$key.tar
 log "root: $suite minbase + $pkgs (cache key $key)"
@@ -147,6 +177,8 @@ else
 	exec 9>&-
 fi
 cp "$deb" "$root/root/" || fail "cannot copy the .deb into the root"
+mkdir -p "$root/opt/jprof-test" && cp "$work/classes/"*.class "$root/opt/jprof-test/" &&
+	chmod -R a+rX "$root/opt/jprof-test" || fail "cannot copy the workload into the root"
 echo "jprofd-test" >"$root/etc/hostname"
 
 # ---- 3. boot it ------------------------------------------------------------------
@@ -184,6 +216,16 @@ in_ct() {
 # as_user CMD...: runs CMD inside the container as the test user.
 as_user() {
 	in_ct runuser -u "$user" -- "$@"
+}
+# jprofd's journal of this boot. journald writes a line some time after
+# the daemon (or PID 1) logged it, so checks wait for lines with
+# wait_until ... journal_has.
+journal() {
+	in_ct journalctl -u jprofd.service -b --no-pager -o short-monotonic 2>&1
+}
+# journal_has REGEX: some line of journal matches the extended REGEX.
+journal_has() {
+	journal | grep -Eq -- "$1"
 }
 
 # Until PID 1's private bus exists, systemctl cannot connect at all.
@@ -233,12 +275,11 @@ printf '%s\n' "$out" | sed 's/^/    /'
 log "socket activation: the first jprofctl status started jprofd.service"
 
 # READY=1: a Type=notify unit is "Started" only after it; STATUS= shows up too.
-journal=$(in_ct journalctl -u jprofd.service -b --no-pager -o short-monotonic 2>&1)
-printf '%s\n' "$journal" | grep -q 'ready on systemd sockets' || fail "no 'ready' line in the journal:
-$journal"
-printf '%s\n' "$journal" | grep -Eq 'Started (jprofd.service|jprofd system-wide eBPF profiler)' ||
-	fail "the journal has no 'Started' after READY=1:
-$journal"
+wait_until 30 journal_has 'ready on systemd sockets' || fail "no 'ready' line in the journal within 30 s:
+$(journal)"
+wait_until 30 journal_has 'Started (jprofd.service|jprofd system-wide eBPF profiler)' ||
+	fail "the journal has no 'Started' after READY=1 within 30 s:
+$(journal)"
 status_text=$(in_ct systemctl show -p StatusText --value jprofd.service)
 case $status_text in
 "Sampling at 19 Hz"*) ;;
@@ -289,11 +330,93 @@ printf '%s\n' "$profile" | grep -v '^\[unknown\]' | grep -q . ||
 out=$(as_user jprofctl record --all -d 1s 2>&1)
 rc=$?
 [ "$rc" -eq 4 ] || fail "record --all as $user: exit $rc, want 4 (permission denied): $out"
-in_ct journalctl -u jprofd -b --no-pager | grep -q 'audit: denied' || fail "no audit line for the denial"
-in_ct systemctl stop jprofd-busy.service
+wait_until 30 journal_has 'audit: denied' || fail "no audit line for the denial in the journal within 30 s"
 log "record --all as $user denied (exit 4) with an audit line"
+in_ct systemctl stop jprof-busy.service || fail "systemctl stop jprof-busy.service failed"
+if in_ct test -e "/proc/$busy"; then fail "busy loop (pid $busy) still runs after its unit stopped"; fi
 
-# ---- 8. a clean stop ------------------------------------------------------------------
+# ---- 8. record the user's JVM: Java -> native -> kernel ------------------------------
+# The flagship use: the user starts a JVM, the service (socket-activated,
+# under its shipped unit) loads the agent into it on request.
+in_ct test -x /usr/bin/java || fail "no java in the container root (openjdk-17-jre-headless)"
+data=/home/$user/spinread.data
+# SuccessExitStatus=143: a JVM stopped by SIGTERM exits 128+15 after its
+# shutdown hooks, which is how this unit is meant to end.
+in_ct systemd-run --quiet --uid="$user" --unit=jprof-java --property=Type=simple \
+	--property=SuccessExitStatus=143 --working-directory="/home/$user" \
+	/usr/bin/java -Xmx64m -XX:+UseSerialGC -cp /opt/jprof-test SpinRead 600 "$data" ||
+	fail "cannot start the JVM"
+jvm_ready() {
+	in_ct test -e "$data.ready" && return 0
+	# A JVM that died will never get ready: stop waiting.
+	[ "$(in_ct systemctl is-active jprof-java.service)" = active ] || return 0
+	return 1
+}
+wait_until 120 jvm_ready && in_ct test -e "$data.ready" ||
+	fail "the JVM did not get ready in 120 s:
+$(in_ct systemctl status --no-pager -n 20 jprof-java.service 2>&1)"
+jvm=$(in_ct systemctl show -p MainPID --value jprof-java.service)
+[ "${jvm:-0}" -gt 0 ] || fail "the JVM has no pid"
+log "JVM SpinRead of $user ready: pid $jvm (container pid)"
+
+rec_err=$work/record-jvm.err
+t_rec=$SECONDS
+profile=$(as_user timeout 120 jprofctl record --pid "$jvm" -d 3s -i 10ms --java require --threads \
+	--format collapsed --no-progress 2>"$rec_err")
+rc=$?
+[ "$rc" -eq 0 ] || fail "jprofctl record --pid $jvm --java require as $user: exit $rc: $(cat "$rec_err")"
+printf '%s\n' "$profile" >"$work/jvm.collapsed"
+samples=$(awk 'NF { n += $NF } END { print n + 0 }' "$work/jvm.collapsed")
+log "jprofctl record --pid $jvm -d 3s --java require as $user: $samples samples in $((SECONDS - t_rec)) s; top stacks:"
+awk '{ print $NF, $0 }' "$work/jvm.collapsed" | sort -rn | cut -d' ' -f2- | head -n 5 |
+	cut -c1-200 | sed 's/^/    /'
+
+# stack_samples AWK_CONDITION: samples of the JVM's stacks for which the
+# condition holds. It sees the frames, root to leaf, as f[1..nf], and
+# after(I, REGEX): the index of the first frame past I that matches, or 0;
+# kernel_from(I): whether frames I..nf are all kernel frames (_[k]).
+# A Java frame is its name with _[j], _[i] or _[0], or bare when its
+# execution mode is unknown (docs/formats.md).
+stack_samples() {
+	awk '
+		function after(i, re) {
+			for (i++; i <= nf; i++) if (f[i] ~ re) return i
+			return 0
+		}
+		function kernel_from(i) {
+			for (; i <= nf; i++) if (f[i] !~ /_\[k\]$/) return 0
+			return 1
+		}
+		NF {
+			n = $0; sub(/.* /, "", n)
+			line = $0; sub(/ [0-9]+$/, "", line)
+			nf = split(line, f, ";")
+		}
+		NF && ('"$1"') { total += n }
+		END { print total + 0 }' "$work/jvm.collapsed"
+}
+# The CPU-bound thread: Java frames SpinRead.main -> SpinRead.spin.
+spin=$(stack_samples '(m = after(0, "^SpinRead[.]main(_\\[[ji0]\\])?$")) && after(m, "^SpinRead[.]spin(_\\[[ji0]\\])?$")')
+# The reading thread: Java frames SpinRead.readFile and the native method
+# java.io.FileInputStream.readBytes, then native frames of libjava
+# (readBytes) and libc (read), then the kernel's ksys_read or vfs_read, and
+# from the first kernel frame on only kernel frames.
+read_ok='f[1] ~ /^\[reader tid=[0-9]+\]$/ &&
+	(j = after(1, "^SpinRead[.]readFile(_\\[[ji0]\\])?$")) &&
+	(j = after(j, "^java[.]io[.]FileInputStream[.]readBytes(_\\[[ji0]\\])?$")) &&
+	(c = after(j, "^readBytes$")) && (c = after(c, "^(__libc_read|__read|read)$")) &&
+	(k = after(c, "_\\[k\\]$")) && kernel_from(k) && after(k - 1, "^(ksys_read|vfs_read)_\\[k\\]$")'
+reads=$(stack_samples "$read_ok")
+log "JVM profile: $spin samples main -> SpinRead.main -> SpinRead.spin; $reads samples reader -> SpinRead.readFile -> FileInputStream.readBytes -> libjava readBytes -> libc read -> ksys_read/vfs_read"
+[ "$spin" -gt 0 ] || fail "no Java frames SpinRead.main -> SpinRead.spin in the main thread's stacks"
+[ "$reads" -gt 0 ] || fail "no stack of the reader thread goes SpinRead.readFile -> FileInputStream.readBytes -> readBytes -> read -> ksys_read/vfs_read:
+$(grep "^\[reader" "$work/jvm.collapsed" | awk "{ print \$NF, \$0 }" | sort -rn | cut -d" " -f2- | head -n 10 | cut -c1-400)"
+in_ct systemctl stop jprof-java.service || fail "systemctl stop jprof-java.service failed"
+[ "$(in_ct systemctl show -p Result --value jprof-java.service)" = success ] ||
+	fail "the JVM's unit did not end with Result=success"
+if in_ct test -e "/proc/$jvm"; then fail "the JVM (pid $jvm) still runs after its unit stopped"; fi
+
+# ---- 9. a clean stop ------------------------------------------------------------------
 in_ct systemctl stop jprofd.service 2>/dev/null || fail "systemctl stop jprofd failed"
 active=$(in_ct systemctl is-active jprofd.service)
 result=$(in_ct systemctl show -p Result --value jprofd.service)
@@ -305,10 +428,11 @@ if in_ct systemctl is-failed --quiet jprofd.service; then fail "jprofd.service i
 for id in $prog_ids; do
 	if bpftool prog show id "$id" >/dev/null 2>&1; then fail "BPF program $id is still loaded after stop"; fi
 done
-in_ct journalctl -u jprofd -b --no-pager | grep -q 'jprofd stopped' || fail "no 'jprofd stopped' in the journal"
+wait_until 30 journal_has 'jprofd stopped' || fail "no 'jprofd stopped' in the journal within 30 s:
+$(journal | tail -n 20)"
 log "systemctl stop jprofd: inactive, Result=success, exit 0, BPF programs $prog_ids gone"
 
-# ---- 9. the exposure score, for the record -----------------------------------------
+# ---- 10. the exposure score, for the record -----------------------------------------
 security=$(in_ct systemd-analyze security --no-pager jprofd.service 2>&1)
 log "systemd-analyze security jprofd.service: $(printf '%s\n' "$security" | tail -n 1)"
 log "settings it counts as exposed:"
