@@ -54,6 +54,12 @@ static bool htab_full(size_t used, size_t cap)
 	return (used + 1) * 2 > cap;
 }
 
+/* Bytes of the slots the next insert allocates: 0 unless it grows. */
+static size_t htab_insert_cost(size_t used, size_t cap, size_t slot)
+{
+	return htab_full(used, cap) ? htab_next_cap(cap) * slot : 0;
+}
+
 static void htab_count(size_t *bytes, size_t add, size_t sub)
 {
 	if (bytes)
@@ -88,9 +94,7 @@ uint32_t htab_index_first(const struct htab_index *t, uint32_t hash, struct htab
 
 size_t htab_index_insert_cost(const struct htab_index *t)
 {
-	if (!htab_full(t->used, t->cap))
-		return 0;
-	return htab_next_cap(t->cap) * sizeof(struct htab_slot);
+	return htab_insert_cost(t->used, t->cap, sizeof(struct htab_slot));
 }
 
 static int htab_index_grow(struct htab_index *t)
@@ -182,9 +186,7 @@ uint64_t *htab_map_get(const struct htab_map *m, uint64_t key)
 
 size_t htab_map_insert_cost(const struct htab_map *m)
 {
-	if (!htab_full(m->used, m->cap))
-		return 0;
-	return htab_next_cap(m->cap) * sizeof(struct htab_pair);
+	return htab_insert_cost(m->used, m->cap, sizeof(struct htab_pair));
 }
 
 static int htab_map_grow(struct htab_map *m)

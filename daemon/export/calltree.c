@@ -13,7 +13,7 @@ struct calltree {
 	struct calltree_node *nodes;
 	size_t n, cap;
 	size_t nvalues;                  /* values per node kept in vals, 0 = none */
-	uint64_t *vals;                  /* per node: nvalues self, then nvalues total */
+	uint64_t *vals;                  /* per node: the total of every value */
 	struct htab_map children;        /* (parent node, key) -> child node */
 	struct htab_map threads;         /* (pid, tid) -> thread frame key */
 	struct buf names;                /* display name of every key, NUL-separated */
@@ -59,7 +59,7 @@ static int calltree_new_node(struct calltree *t, uint32_t parent, uint32_t key, 
 			return -ENOMEM;
 		t->nodes = n;
 		if (t->nvalues) {
-			uint64_t *v = realloc(t->vals, cap * 2 * t->nvalues * sizeof(*v));
+			uint64_t *v = realloc(t->vals, cap * t->nvalues * sizeof(*v));
 
 			if (!v)
 				return -ENOMEM;
@@ -68,7 +68,7 @@ static int calltree_new_node(struct calltree *t, uint32_t parent, uint32_t key, 
 		t->cap = cap;
 	}
 	if (t->nvalues)
-		memset(&t->vals[t->n * 2 * t->nvalues], 0, 2 * t->nvalues * sizeof(*t->vals));
+		memset(&t->vals[t->n * t->nvalues], 0, t->nvalues * sizeof(*t->vals));
 	n = &t->nodes[t->n];
 	n->key = key;
 	n->parent = parent;
@@ -156,12 +156,10 @@ static void calltree_add_values(struct calltree *t, uint32_t node, const uint64_
 	size_t nv = t->nvalues, k;
 
 	t->nodes[node].self += values[value];
-	for (k = 0; k < nv; k++)
-		t->vals[node * 2 * nv + k] += values[k];
 	for (; node != CALLTREE_NONE; node = t->nodes[node].parent) {
 		t->nodes[node].total += values[value];
 		for (k = 0; k < nv; k++)
-			t->vals[node * 2 * nv + nv + k] += values[k];
+			t->vals[node * nv + k] += values[k];
 	}
 }
 
@@ -254,14 +252,9 @@ const struct calltree_node *calltree_node(const struct calltree *t, uint32_t idx
 	return t && idx < t->n ? &t->nodes[idx] : NULL;
 }
 
-const uint64_t *calltree_self_values(const struct calltree *t, uint32_t idx)
-{
-	return t && t->nvalues && idx < t->n ? &t->vals[idx * 2 * t->nvalues] : NULL;
-}
-
 const uint64_t *calltree_total_values(const struct calltree *t, uint32_t idx)
 {
-	return t && t->nvalues && idx < t->n ? &t->vals[idx * 2 * t->nvalues + t->nvalues] : NULL;
+	return t && t->nvalues && idx < t->n ? &t->vals[idx * t->nvalues] : NULL;
 }
 
 uint32_t calltree_key_count(const struct calltree *t)
@@ -385,8 +378,6 @@ static int calltree_json_nodes(const struct calltree *t, struct buf *out)
 			r = export_json_u64(out, "self", n->self, false);
 		if (r == 0)
 			r = export_json_u64(out, "total", n->total, false);
-		if (r == 0 && t->nvalues)
-			r = export_json_values(out, "self_values", calltree_self_values(t, i), t->nvalues);
 		if (r == 0 && t->nvalues)
 			r = export_json_values(out, "total_values", calltree_total_values(t, i), t->nvalues);
 		if (r == 0)

@@ -30,16 +30,15 @@ struct calltree_node {
 struct calltree;
 
 /* Builds the tree of job->st; job->opt->thread_frames adds a "[<name>
- * tid=N]" root frame. all_values also keeps every value per node
- * (calltree_self_values), for formats that show them all. */
+ * tid=N]" root frame. all_values also keeps the total of every value per
+ * node (calltree_total_values), for formats that show them all. */
 int calltree_build(const struct export_job *job, bool all_values, struct calltree **out);
 void calltree_free(struct calltree *t);
 
 size_t calltree_count(const struct calltree *t);
 const struct calltree_node *calltree_node(const struct calltree *t, uint32_t idx);
-/* Every value (store_value_count()) of a node, self or total; NULL unless
+/* The total of every value (store_value_count()) of a node; NULL unless
  * built with all_values. */
-const uint64_t *calltree_self_values(const struct calltree *t, uint32_t idx);
 const uint64_t *calltree_total_values(const struct calltree *t, uint32_t idx);
 
 /* Display name of a key ("all" for the root), NUL-terminated and valid

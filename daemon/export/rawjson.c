@@ -10,9 +10,9 @@ struct json_list {
 	const struct store *st;
 };
 
-static int rawjson_thread(uint32_t pid, uint32_t tid, const char *name, void *arg)
+/* Opens the next object of a list with its first member, "pid". */
+static int rawjson_item(struct json_list *l, uint32_t pid)
 {
-	struct json_list *l = arg;
 	int r = 0;
 
 	if (!l->first)
@@ -22,6 +22,14 @@ static int rawjson_thread(uint32_t pid, uint32_t tid, const char *name, void *ar
 		r = buf_putc(l->out, '{');
 	if (r == 0)
 		r = export_json_u64(l->out, "pid", pid, true);
+	return r;
+}
+
+static int rawjson_thread(uint32_t pid, uint32_t tid, const char *name, void *arg)
+{
+	struct json_list *l = arg;
+	int r = rawjson_item(l, pid);
+
 	if (r == 0)
 		r = export_json_u64(l->out, "tid", tid, false);
 	if (r == 0)
@@ -35,15 +43,8 @@ static int rawjson_process(uint32_t pid, const char *comm, void *arg)
 {
 	struct json_list *l = arg;
 	struct store_labels pl;
-	int r = 0;
+	int r = rawjson_item(l, pid);
 
-	if (!l->first)
-		r = buf_putc(l->out, ',');
-	l->first = false;
-	if (r == 0)
-		r = buf_putc(l->out, '{');
-	if (r == 0)
-		r = export_json_u64(l->out, "pid", pid, true);
 	if (r == 0)
 		r = export_json_strfield(l->out, "comm", comm, false);
 	if (r == 0 && l->st && store_process_labels(l->st, pid, &pl)) {
@@ -65,15 +66,8 @@ static int rawjson_stack(const struct store_stack *s, void *arg)
 	struct json_list *l = arg;
 	struct buf *out = l->out;
 	uint32_t i;
-	int r = 0;
+	int r = rawjson_item(l, s->pid);
 
-	if (!l->first)
-		r = buf_putc(out, ',');
-	l->first = false;
-	if (r == 0)
-		r = buf_putc(out, '{');
-	if (r == 0)
-		r = export_json_u64(out, "pid", s->pid, true);
 	if (r == 0)
 		r = export_json_u64(out, "tid", s->tid, false);
 	if (r == 0)

@@ -328,7 +328,6 @@ static int store_stack_new(struct store *st, uint32_t hash, uint32_t pid, uint32
 	s->pub.frames = copy;
 	s->pub.nframes = (uint32_t)n;
 	s->pub.values = values;
-	s->values = values;
 	s->hash = hash;
 out:
 	return r;
@@ -361,7 +360,7 @@ out:
 
 int store_add_at(struct store *st, const struct store_sample *s, size_t *idx)
 {
-	struct stack_ent *e;
+	uint64_t *sum;
 	uint32_t hash;
 	long found;
 	size_t i;
@@ -394,9 +393,9 @@ int store_add_at(struct store *st, const struct store_sample *s, size_t *idx)
 		if (r < 0)
 			goto out;
 	}
-	e = &st->stacks[*idx];
+	sum = (uint64_t *)st->stacks[*idx].pub.values;  /* the store's own arena memory */
 	for (i = 0; i < st->nvalues; i++) {
-		e->values[i] += s->values[i];
+		sum[i] += s->values[i];
 		st->values[i] += s->values[i];
 	}
 	if (s->time_ns)

@@ -92,9 +92,11 @@ struct store_sample {
 int store_add(struct store *st, const struct store_sample *s);
 
 /* Sample times (for timelines): from now on every store_add with a time_ns
- * records (stack, tid, time, values), up to max records; the rest are
+ * records (stack, tid, time, values), up to max records and within the
+ * store's memory limit (their bytes count in totals.bytes); the rest are
  * counted in totals.times_dropped. Calling it again changes max (records
- * already kept stay). 0 or -EINVAL. */
+ * already kept stay); max 0 stops keeping and counting. 0, or -EINVAL for
+ * max above UINT32_MAX. */
 int store_keep_times(struct store *st, size_t max);
 
 struct store_time {

@@ -14,9 +14,9 @@ struct arena_block {
 	_Alignas(8) unsigned char data[];
 };
 
+/* pub.values points into the store's arena (written by store_add). */
 struct stack_ent {
 	struct store_stack pub;
-	uint64_t *values;        /* == pub.values, writable */
 	uint32_t hash;
 };
 

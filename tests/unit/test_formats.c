@@ -414,7 +414,7 @@ START_TEST(test_value_types_in_json)
 	ck_assert_str_eq(json_object_get_string(get(child, "name")), "wait");
 	ck_assert_uint_eq(get_at(child, "total_values", 1),
 			  3000000000ULL);
-	ck_assert_uint_eq(get_at(child, "self_values", 1), 0);
+	ck_assert(!json_object_object_get_ex(child, "self_values", NULL));
 	json_object_put(o);
 
 	/* A store with only the count: one value everywhere, no weight. */
