@@ -111,6 +111,9 @@ def main(t):
         jt.check(s["samples"] > 0 and s["span_ms"] > 0 and s["from_ms"] < s["to_ms"] <= 0,
                  "summary: %r" % s)
         jt.check_eq(s["group_by"], "comm", "default grouping of a whole-host profile")
+        jt.check_eq([t["type"] for t in s["sample_types"]], ["samples", "cpu"],
+                    "sample types of the host profile")
+        jt.check_eq(s["values"][0], s["samples"], "values[0] is the sample count")
 
     with t.case("pid and comm filters return only that process"):
         other = t.spawn([spin, "40"], settle=0.1)

@@ -72,6 +72,14 @@ def main(t):
         jt.check(240 <= total <= 360, "total samples %d not within 300 +-20%%" % total)
         jt.check_eq(rec.summary().get("samples"), total,
                     "summary.samples vs the sum of the collapsed counts")
+        # Typed totals: the CPU event's sample types, one total per type.
+        jt.check_eq(rec.summary().get("sample_types"),
+                    [{"type": "samples", "unit": "count"}, {"type": "cpu", "unit": "nanoseconds"}],
+                    "summary.sample_types of a cpu recording")
+        jt.check_eq(rec.summary().get("values"),
+                    [total, rec.summary().get("weight_ns")], "summary.values")
+        jt.check_eq(rec.summary()["values"][1], total * 10000000,
+                    "cpu nanoseconds = samples x the 10 ms interval")
         jt.check_eq(c.status()["sessions"]["active"], 0, "active sessions after the profile")
         c.close()
         w.kill()
