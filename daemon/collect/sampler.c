@@ -44,11 +44,13 @@ struct watch {
 	uint32_t refs;
 };
 
-/* The sampling period of each source's events: a sample's weight. */
+/* The sampling period of each source's events: a sample's weight. Kept
+ * through the drain after its last events close, whose samples need it. */
 struct source_period {
 	uint32_t source;
 	uint32_t refs;
 	uint64_t period_ns;
+	uint64_t retire_after;    /* refs 0: drop once drains reaches this */
 };
 
 /* A stack read during one drain, so each stack is fetched once. */
@@ -364,7 +366,7 @@ static int source_period_ref(struct sampler *s, uint32_t source, uint64_t period
 	if (!n)
 		return -ENOMEM;
 	s->periods = n;
-	s->periods[s->nperiods++] = (struct source_period){ source, 1, period_ns };
+	s->periods[s->nperiods++] = (struct source_period){ source, 1, period_ns, 0 };
 	return 0;
 }
 
@@ -373,9 +375,20 @@ static void source_period_unref(struct sampler *s, uint32_t source)
 	for (size_t i = 0; i < s->nperiods; i++) {
 		if (s->periods[i].source == source) {
 			if (--s->periods[i].refs == 0)
-				s->periods[i] = s->periods[--s->nperiods];
+				s->periods[i].retire_after = s->drains + 1;
 			return;
 		}
+	}
+}
+
+/* After a drain: forget the periods of sources closed before it. */
+static void source_periods_retire(struct sampler *s)
+{
+	for (size_t i = 0; i < s->nperiods;) {
+		if (s->periods[i].refs == 0 && s->drains >= s->periods[i].retire_after)
+			s->periods[i] = s->periods[--s->nperiods];
+		else
+			i++;
 	}
 }
 
@@ -521,6 +534,7 @@ int sampler_drain(struct sampler *s)
 		r = clear_stacks(s, old);
 	stack_cache_reset(s);
 	s->drains++;
+	source_periods_retire(s);
 	s->drain_ns_total += clock_mono_ns() - t0;
 	return r;
 }
