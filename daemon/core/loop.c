@@ -3,13 +3,20 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
 #include <sys/wait.h>
 #include <systemd/sd-event.h>
 #include <time.h>
+#include <unistd.h>
+
+/* fd events handled per wakeup of the fd set. */
+#define LOOP_BATCH 64
 
 struct loop_source {
 	struct loop *loop;
-	sd_event_source *es;          /* NULL once removed */
+	sd_event_source *es;          /* timers, signals, children */
+	int fd;                       /* fd watches; -1 for the others */
+	bool removed;
 	union {
 		loop_io_fn io;
 		loop_timer_fn timer;
@@ -24,10 +31,17 @@ struct loop_source {
 
 struct loop {
 	sd_event *event;
+	/* Every fd watch is in this one epoll set, itself one sd-event source
+	 * (see loop.h): one epoll_wait per LOOP_BATCH ready fds. */
+	int epfd;
+	sd_event_source *fds_src;
+	int error;                    /* of epoll_wait, for loop_run */
 	bool quit;
 	struct loop_source *live;     /* doubly linked */
 	struct loop_source *dead;     /* removed, freed after the round */
 };
+
+static int on_fds(sd_event_source *es, int fd, uint32_t revents, void *userdata);
 
 int loop_new(struct loop **out)
 {
@@ -37,9 +51,18 @@ int loop_new(struct loop **out)
 	*out = NULL;
 	if (!l)
 		return -ENOMEM;
+	l->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (l->epfd < 0) {
+		r = -errno;
+		goto out;
+	}
 	r = sd_event_new(&l->event);
+	if (r < 0)
+		goto out;
+	r = sd_event_add_io(l->event, &l->fds_src, l->epfd, EPOLLIN, on_fds, l);
+out:
 	if (r < 0) {
-		free(l);
+		loop_free(l);
 		return r;
 	}
 	*out = l;
@@ -63,7 +86,10 @@ void loop_free(struct loop *l)
 	while (l->live)
 		loop_remove(l->live);
 	reap(l);
+	sd_event_source_disable_unref(l->fds_src);
 	sd_event_unref(l->event);
+	if (l->epfd >= 0)
+		close(l->epfd);
 	free(l);
 }
 
@@ -74,7 +100,7 @@ static struct loop_source *source_new(struct loop *l, void *arg, struct loop_sou
 	if (out)
 		*out = NULL;
 	if (src)
-		*src = (struct loop_source){ .loop = l, .arg = arg };
+		*src = (struct loop_source){ .loop = l, .fd = -1, .arg = arg };
 	return src;
 }
 
@@ -95,12 +121,23 @@ static int source_commit(struct loop *l, struct loop_source *src, int r, struct 
 	return 0;
 }
 
-/* sd-event disables a source whose callback returns < 0: ours return 0. */
-static int on_io(sd_event_source *es, int fd, uint32_t revents, void *userdata)
+static int on_fds(sd_event_source *es, int fd, uint32_t revents, void *userdata)
 {
-	struct loop_source *src = userdata;
+	struct epoll_event evs[LOOP_BATCH];
+	struct loop *l = userdata;
+	int n = epoll_wait(l->epfd, evs, LOOP_BATCH, 0);
 
-	src->fn.io(src, fd, revents, src->arg);
+	if (n < 0 && errno != EINTR) {
+		l->error = -errno;
+		l->quit = true;
+	}
+	for (int i = 0; i < n && !l->quit; i++) {
+		struct loop_source *src = evs[i].data.ptr;
+
+		/* Removed by an earlier callback of this batch: not freed yet. */
+		if (!src->removed)
+			src->fn.io(src, src->fd, evs[i].events, src->arg);
+	}
 	return 0;
 }
 
@@ -108,22 +145,30 @@ int loop_add_io(struct loop *l, int fd, uint32_t events, loop_io_fn fn, void *ar
 		struct loop_source **out)
 {
 	struct loop_source *src = source_new(l, arg, out);
+	struct epoll_event ev = { .events = events, .data.ptr = src };
+	int r = 0;
 
 	if (!src)
 		return -ENOMEM;
 	src->fn.io = fn;
-	return source_commit(l, src, sd_event_add_io(l->event, &src->es, fd, events, on_io, src),
-			     out);
+	src->fd = fd;
+	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+		r = -errno;
+	return source_commit(l, src, r, out);
 }
 
 int loop_set_events(struct loop_source *src, uint32_t events)
 {
-	/* What epoll says of a descriptor that is no longer watched. */
-	if (!src->es)
-		return -ENOENT;
-	return sd_event_source_set_io_events(src->es, events);
+	struct epoll_event ev = { .events = events, .data.ptr = src };
+
+	if (src->removed)
+		return -ENOENT;  /* what epoll says of an fd it does not watch */
+	if (epoll_ctl(src->loop->epfd, EPOLL_CTL_MOD, src->fd, &ev) < 0)
+		return -errno;
+	return 0;
 }
 
+/* sd-event disables a source whose callback returns < 0: ours return 0. */
 static int on_time(sd_event_source *es, uint64_t usec, void *userdata)
 {
 	struct loop_source *src = userdata;
@@ -216,11 +261,14 @@ void loop_remove(struct loop_source *src)
 {
 	struct loop *l;
 
-	if (!src || !src->es)
+	if (!src || src->removed)
 		return;
 	l = src->loop;
+	src->removed = true;
 	/* Off at once (the fd leaves epoll, a pending event is dropped);
 	 * sd-event itself defers freeing a source that is being dispatched. */
+	if (src->fd >= 0)
+		epoll_ctl(l->epfd, EPOLL_CTL_DEL, src->fd, NULL);
 	src->es = sd_event_source_disable_unref(src->es);
 	if (src->prev)
 		src->prev->next = src->next;
@@ -238,14 +286,16 @@ int loop_run(struct loop *l)
 	int r = 0;
 
 	l->quit = false;
-	/* sd_event_run dispatches one source per call: that is our round. */
+	l->error = 0;
+	/* One sd_event_run dispatches one sd-event source (a timer, a signal, a
+	 * child, or a batch of fd events): that is our round. */
 	while (!l->quit) {
 		r = sd_event_run(l->event, UINT64_MAX);
 		reap(l);
 		if (r < 0)
-			break;
+			return r;
 	}
-	return r < 0 ? r : 0;
+	return l->error;
 }
 
 void loop_quit(struct loop *l)

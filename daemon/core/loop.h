@@ -2,14 +2,17 @@
  * processes, on top of sd-event (libsystemd).
  *
  * Why a layer remains instead of sd_event_* everywhere:
+ * - fd watches are dispatched in batches: they live in one epoll set that
+ *   is a single sd-event source. sd-event runs one callback per iteration
+ *   and polls its whole epoll set before each, so n fds ready at once cost
+ *   O(n^2): 1000 clients asking at once took 6.5 times the CPU;
  * - fds are borrowed: the caller closes its fd after loop_remove, and
  *   loop_remove takes the fd out of epoll at once;
  * - a source is freed only after the current dispatch round, so a callback
  *   may remove any source, itself or one whose event is still pending, and
  *   a second loop_remove of the same source in that round is harmless;
- * - one place checks sd-event's calls and returns their -errno unchanged, and
- *   callbacks return void: sd-event would disable a source whose callback
- *   returned an error, which nobody here wants;
+ * - errors are -errno from one place, and callbacks return void: sd-event
+ *   would disable a source whose callback returned an error;
  * - timers are in milliseconds, precise (sd-event would coalesce them within
  *   250 ms by default), and repeating ones keep a fixed rate like timerfd. */
 #ifndef JPROF_LOOP_H

@@ -369,6 +369,46 @@ START_TEST(test_quit_and_run_again)
 }
 END_TEST
 
+struct quitter {
+	struct loop *loop;
+	int calls;
+};
+
+static void on_ready_quit(struct loop_source *src, int fd, uint32_t events, void *arg)
+{
+	struct quitter *q = arg;
+	char c;
+
+	ck_assert_int_eq(read(fd, &c, 1), 1);
+	q->calls++;
+	loop_quit(q->loop);
+}
+
+/* Three fds ready at once: loop_quit in the first callback returns before
+ * the others run; they run on the next loop_run, one per quit. */
+START_TEST(test_quit_mid_batch)
+{
+	struct quitter q = { 0 };
+	int p[3][2];
+
+	ck_assert_int_eq(loop_new(&q.loop), 0);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(pipe2(p[i], O_CLOEXEC | O_NONBLOCK), 0);
+		ck_assert_int_eq(loop_add_io(q.loop, p[i][0], EPOLLIN, on_ready_quit, &q, NULL), 0);
+		ck_assert_int_eq(write(p[i][1], "q", 1), 1);
+	}
+	for (int run = 1; run <= 3; run++) {
+		ck_assert_int_eq(loop_run(q.loop), 0);
+		ck_assert_int_eq(q.calls, run);
+	}
+	loop_free(q.loop);
+	for (int i = 0; i < 3; i++) {
+		close(p[i][0]);
+		close(p[i][1]);
+	}
+}
+END_TEST
+
 /* ---- signals ------------------------------------------------------------- */
 
 struct sig_run {
@@ -538,6 +578,7 @@ int main(void)
 	tcase_add_test(tc, test_timer_repeating);
 	tcase_add_test(tc, test_repeating_timer_removes_itself);
 	tcase_add_test(tc, test_quit_and_run_again);
+	tcase_add_test(tc, test_quit_mid_batch);
 	tcase_add_test(tc, test_signal_source);
 	tcase_add_test(tc, test_child_exit_source);
 	tcase_add_test(tc, test_child_removed_early_is_left_alone);
