@@ -8,7 +8,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <systemd/sd-daemon.h>
@@ -167,24 +166,15 @@ static int load_config(const struct options *o, struct config *cfg)
 	return 0;
 }
 
-static void on_signal(struct loop_source *src, int fd, uint32_t events, void *arg)
+static void on_signal(struct loop_source *src, int signo, void *arg)
 {
-	struct signalfd_siginfo si;
-
-	if (read(fd, &si, sizeof(si)) != sizeof(si))
-		return;
-	log_notice("received %s, shutting down", strsignal((int)si.ssi_signo));
+	log_notice("received %s, shutting down", strsignal(signo));
 	loop_quit(arg);
 }
 
 static void on_ring(struct loop_source *src, int fd, uint32_t events, void *arg)
 {
 	sampler_poll_ring(arg);
-}
-
-static void on_watchdog(struct loop_source *src, void *arg)
-{
-	sd_notify(0, "WATCHDOG=1");
 }
 
 static void raise_fd_limit(void)
@@ -217,11 +207,10 @@ int main(int argc, char **argv)
 	char *http_token = NULL;
 	struct sockaddr_un listen_addr = { 0 };
 	struct loop *loop = NULL;
-	struct loop_source *wd = NULL;
 	bool own_socket = false;
-	uint64_t wd_usec = 0;
 	sigset_t mask;
-	int sfd = -1, ret = 1, r, nfds;
+	static const int stop_signals[] = { SIGTERM, SIGINT, SIGHUP };
+	int ret = 1, r, nfds;
 
 	config_defaults(&o.cli);
 	o.cli.set = 0;
@@ -241,10 +230,12 @@ int main(int argc, char **argv)
 	sampler_setup_logging();
 	raise_fd_limit();
 	signal(SIGPIPE, SIG_IGN);
+	/* Blocked so that only the loop sees them: the stop signals through
+	 * its signal sources, SIGCHLD through pidfds (attach helpers). */
 	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGHUP);
+	for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++)
+		sigaddset(&mask, stop_signals[i]);
+	sigaddset(&mask, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 
 	if (cfg.group[0]) {
@@ -380,15 +371,17 @@ int main(int argc, char **argv)
 		log_warn("agent %s is not readable (%s): JVM recordings will have native frames only",
 			 cfg.agent, strerror(errno));
 
-	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (sfd < 0 || loop_add_io(loop, sfd, EPOLLIN, on_signal, loop, NULL) < 0) {
-		log_err("cannot set up signal handling");
-		goto out;
-	}
-	if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec >= 2000) {
-		r = loop_add_timer(loop, wd_usec / 2000, wd_usec / 2000, on_watchdog, NULL, &wd);
-		if (r < 0)
+	for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++) {
+		r = loop_add_signal(loop, stop_signals[i], on_signal, loop, NULL);
+		if (r < 0) {
+			log_err("cannot set up signal handling: %s", strerror(-r));
 			goto out;
+		}
+	}
+	r = loop_enable_watchdog(loop);
+	if (r < 0) {
+		log_err("cannot set up the systemd watchdog: %s", strerror(-r));
+		goto out;
 	}
 	log_info("jprofd %s ready on %s (host sampling %u Hz)", JPROF_VERSION,
 		 nfds > 0 ? "systemd sockets" : cfg.socket, cfg.rate_hz);
@@ -414,9 +407,6 @@ out:
 	session_mgr_free(sessions);
 	control_free(control);
 	agentlink_free(agents);
-	loop_remove(wd);
-	if (sfd >= 0)
-		close(sfd);
 	sampler_free(sampler);
 	pipeline_free(pipeline);
 	hostview_free(hostview);

@@ -3,9 +3,10 @@
  * attach_start forks a child that does everything that changes process
  * state (setns, setgroups/setgid/setuid) or may block (waiting for the
  * attach socket, talking to the JVM). The child writes one struct
- * attach_result into a pipe and _exits; the parent watches the pipe from the
- * loop, reaps the child and calls done. A loop timer kills the child when the
- * overall timeout passes. */
+ * attach_result into a pipe and _exits; the parent watches the child's pidfd
+ * from the loop and, once it exited, reads the pipe and calls done (the loop
+ * reaps the child). A loop timer stops the child when the overall timeout
+ * passes. */
 #include "attach.h"
 
 #include <ctype.h>
@@ -22,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -42,6 +42,8 @@
 /* The child gives up this much before the parent's timer, so that its own,
  * more precise reason ("no_attach_socket") usually wins over "timeout". */
 #define ATTACH_CHILD_MARGIN_MS 150
+/* A helper told to stop (SIGTERM) gets this long before SIGKILL. */
+#define ATTACH_KILL_GRACE_MS 100
 /* Upper bound of /proc/PID/environ we look at. */
 #define ATTACH_ENVIRON_MAX (4u << 20)
 
@@ -49,14 +51,15 @@ struct attach_req {
 	struct loop *loop;
 	pid_t pid;           /* target (host pid) */
 	uid_t uid;           /* target euid, for the audit line */
-	pid_t child;         /* -1 once reaped */
-	int rfd;             /* result pipe, read end; -1 once closed */
-	struct loop_source *io, *timer;
+	pid_t child;         /* the helper; -1 when none or reaped */
+	int child_fd;        /* its pidfd, -1 when none */
+	int rfd;             /* result pipe, read end; -1 when none */
+	struct loop_source *exit_src, *timer;
 	attach_done_fn done;
 	void *arg;
 	struct attach_result res;
 	size_t got;          /* bytes of res read from the pipe */
-	bool have_result;    /* res is final (probe failure, timeout, or child) */
+	bool stopping;       /* timed out: SIGTERM sent, res says "timeout" */
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -1070,42 +1073,34 @@ static __attribute__((noreturn)) void child_main(const struct child_ctx *c, int 
 
 /* ---- parent --------------------------------------------------------------- */
 
-/* Stops the child: SIGTERM lets it remove the trigger file; SIGKILL if it
- * has not exited within 100 ms. */
-static void stop_child(struct attach_req *req)
+/* Stops the helper and reaps it before returning, for callers that need it
+ * gone (attach_cancel, a failed start): SIGTERM lets it remove the trigger
+ * file, SIGKILL follows if it has not exited within the grace period. */
+static void stop_child_now(struct attach_req *req)
 {
+	struct pollfd exited = { .fd = req->child_fd, .events = POLLIN };
 	int st;
 
 	if (req->child <= 0)
 		return;
 	kill(req->child, SIGTERM);
-	for (int i = 0; i < 100; i++) {
-		pid_t w = waitpid(req->child, &st, WNOHANG);
-
-		if (w == req->child || (w < 0 && errno != EINTR)) {
-			req->child = -1;
-			return;
-		}
-		sleep_ms(1);
-	}
-	kill(req->child, SIGKILL);
+	if (req->child_fd < 0 || poll(&exited, 1, ATTACH_KILL_GRACE_MS) <= 0)
+		kill(req->child, SIGKILL);
+	while (waitpid(req->child, &st, 0) < 0 && errno == EINTR)
+		;
+	req->child = -1;
 }
 
 static void req_release(struct attach_req *req)
 {
-	loop_remove(req->io);
+	stop_child_now(req);
+	loop_remove(req->exit_src);
 	loop_remove(req->timer);
-	req->io = req->timer = NULL;
+	req->exit_src = req->timer = NULL;
 	if (req->rfd >= 0)
 		close(req->rfd);
-	req->rfd = -1;
-	if (req->child > 0) {
-		int st;
-
-		while (waitpid(req->child, &st, 0) < 0 && errno == EINTR)
-			;
-		req->child = -1;
-	}
+	if (req->child_fd >= 0)
+		close(req->child_fd);
 	free(req);
 }
 
@@ -1123,40 +1118,55 @@ static void req_finish(struct attach_req *req)
 	req_release(req);
 }
 
-static void on_pipe(struct loop_source *src, int fd, uint32_t events, void *arg)
+/* The helper has exited, so whatever it wrote is in the pipe: one struct
+ * attach_result, or less when it died on the way. */
+static void read_result(struct attach_req *req)
 {
-	struct attach_req *req = arg;
-	ssize_t n;
+	while (req->got < sizeof(req->res)) {
+		ssize_t n = read(req->rfd, (char *)&req->res + req->got, sizeof(req->res) - req->got);
 
-	n = read(fd, (char *)&req->res + req->got, sizeof(req->res) - req->got);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	if (n > 0) {
-		req->got += (size_t)n;
-		if (req->got < sizeof(req->res))
-			return;
+		if (n > 0)
+			req->got += (size_t)n;
+		else if (n == 0 || errno != EINTR)
+			break;
 	}
-	/* A full result, EOF or an error: the child is done or dead. */
 	if (req->got != sizeof(req->res)) {
 		memset(&req->res, 0, sizeof(req->res));
 		res_set(&req->res, -EIO, "internal", "the attach helper process died without a result");
 	}
 	req->res.code[sizeof(req->res.code) - 1] = '\0';
 	req->res.message[sizeof(req->res.message) - 1] = '\0';
-	/* Once the child wrote everything it only exits: reaping it blocks for
-	 * no time worth mentioning. */
+}
+
+static void on_child_exit(struct loop_source *src, const siginfo_t *si, void *arg)
+{
+	struct attach_req *req = arg;
+
+	req->child = -1;  /* the loop reaps it once we return */
+	if (!req->stopping)
+		read_result(req);
 	req_finish(req);
 }
 
+/* Without a helper (a failed probe) this reports the result. Otherwise the
+ * first expiry is the timeout: SIGTERM, so the helper removes its trigger
+ * file and exits; the next ones, every grace period, SIGKILL. The helper's
+ * exit then reports "timeout". */
 static void on_timer(struct loop_source *src, void *arg)
 {
 	struct attach_req *req = arg;
 
-	stop_child(req);
-	if (!req->have_result)
-		res_set(&req->res, -ETIMEDOUT, "timeout", "attaching to pid %d took too long",
-			(int)req->pid);
-	req_finish(req);
+	if (req->child <= 0) {
+		req_finish(req);
+		return;
+	}
+	if (req->stopping) {
+		kill(req->child, SIGKILL);
+		return;
+	}
+	req->stopping = true;
+	res_set(&req->res, -ETIMEDOUT, "timeout", "attaching to pid %d took too long", (int)req->pid);
+	kill(req->child, SIGTERM);
 }
 
 int attach_start(struct loop *loop, pid_t pid, const char *agent_path, const char *options,
@@ -1175,7 +1185,7 @@ int attach_start(struct loop *loop, pid_t pid, const char *agent_path, const cha
 	if (!req)
 		return -ENOMEM;
 	*req = (struct attach_req){ .loop = loop, .pid = pid, .uid = (uid_t)-1, .child = -1,
-				    .rfd = -1, .done = done, .arg = arg };
+				    .child_fd = -1, .rfd = -1, .done = done, .arg = arg };
 	if (pid > 0 && proc_read_uids(pid, uids) == 0)
 		req->uid = uids[1];
 	/* The pidfd pins the target before anything is checked: the child
@@ -1193,7 +1203,6 @@ int attach_start(struct loop *loop, pid_t pid, const char *agent_path, const cha
 	}
 	if (r < 0) {
 		/* Reported from the loop like every other result. */
-		req->have_result = true;
 		r = loop_add_timer(loop, 0, 0, on_timer, req, &req->timer);
 		goto out;
 	}
@@ -1207,10 +1216,7 @@ int attach_start(struct loop *loop, pid_t pid, const char *agent_path, const cha
 							? timeout_ms - ATTACH_CHILD_MARGIN_MS
 							: timeout_ms / 2) };
 	req->rfd = pipefd[0];
-	r = loop_add_io(loop, req->rfd, EPOLLIN, on_pipe, req, &req->io);
-	if (r < 0)
-		goto out;
-	r = loop_add_timer(loop, timeout_ms, 0, on_timer, req, &req->timer);
+	r = loop_add_timer(loop, timeout_ms, ATTACH_KILL_GRACE_MS, on_timer, req, &req->timer);
 	if (r < 0)
 		goto out;
 	req->child = fork();
@@ -1220,7 +1226,13 @@ int attach_start(struct loop *loop, pid_t pid, const char *agent_path, const cha
 	}
 	if (req->child == 0)
 		child_main(&c, pipefd[1]);
-	r = 0;
+	/* Not reaped before we say so, so the pid is still this child's. */
+	req->child_fd = (int)syscall(SYS_pidfd_open, req->child, 0);
+	if (req->child_fd < 0) {
+		r = -errno;
+		goto out;
+	}
+	r = loop_add_child(loop, req->child_fd, on_child_exit, req, &req->exit_src);
 out:
 	if (pipefd[1] >= 0)
 		close(pipefd[1]);
@@ -1239,7 +1251,6 @@ void attach_cancel(struct attach_req *req)
 {
 	if (!req)
 		return;
-	stop_child(req);
 	log_audit("attach: pid %d (uid %d) cancelled", (int)req->pid, (int)req->uid);
 	req_release(req);
 }

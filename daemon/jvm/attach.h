@@ -5,8 +5,8 @@
  * The work runs in a forked child that enters the target's mount namespace
  * and takes its euid/egid, so no process-wide state of the daemon changes and
  * every file it creates belongs to the target's user. Every wait and read has
- * a deadline. The parent learns the result through a pipe watched by the
- * event loop, and reaps the child. */
+ * a deadline. The loop watches the child's exit (a child source on its
+ * pidfd, so nothing waits); the parent then reads its result from a pipe. */
 #ifndef JPROF_ATTACH_H
 #define JPROF_ATTACH_H
 
@@ -41,12 +41,14 @@ typedef void (*attach_done_fn)(const struct attach_result *res, void *arg);
  * pid. If the target cannot read the file at that path in its own mount
  * namespace, it is copied into the target's /tmp first (owned by the target
  * user, named after its content so a second attach reuses it). done runs from
- * the loop exactly once, unless attach_cancel comes first. */
+ * the loop exactly once, unless attach_cancel comes first. SIGCHLD must be
+ * blocked (see loop_add_child). */
 int attach_start(struct loop *loop, pid_t pid, const char *agent_path, const char *options,
 		 unsigned timeout_ms, attach_done_fn done, void *arg, struct attach_req **out);
 
-/* Kills the child (if running) and frees the request; done is not called.
- * NULL-safe. */
+/* Stops the child (if running) and frees the request; done is not called.
+ * The child is gone when it returns: the one wait left, at most 100 ms
+ * before SIGKILL. NULL-safe. */
 void attach_cancel(struct attach_req *req);
 
 #endif

@@ -560,6 +560,72 @@ START_TEST(test_cancel)
 }
 END_TEST
 
+/* The helper itself hangs (stopped, so SIGTERM waits): the parent's timer
+ * gives up, SIGKILL follows the grace period, "timeout" is reported, and
+ * the loop kept running meanwhile. */
+struct stuck {
+	struct run *run;
+	pid_t jvm, helper;
+	int ticks;
+};
+
+static void on_stop_helper(struct loop_source *src, void *arg)
+{
+	struct stuck *st = arg;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)getpid(), (int)getpid());
+	for (char *tok = strtok(slurp(path), " \n"); tok; tok = strtok(NULL, " \n"))
+		if (atoi(tok) != st->jvm)
+			st->helper = atoi(tok);
+	ck_assert_int_gt(st->helper, 0);
+	ck_assert_int_eq(kill(st->helper, SIGSTOP), 0);
+}
+
+static void on_stuck_tick(struct loop_source *src, void *arg)
+{
+	struct stuck *st = arg;
+
+	st->ticks++;
+}
+
+START_TEST(test_timeout_helper_stuck)
+{
+	char trigger[64];
+	struct attach_req *req = NULL;
+	struct stuck st = { 0 };
+	struct jvm j;
+	struct run r;
+	double t0;
+
+	jvm_start(&j, JDK17, NULL, NULL);
+	ck_assert_int_eq(kill(j.pid, SIGSTOP), 0);
+	memset(&r, 0, sizeof(r));
+	st = (struct stuck){ .run = &r, .jvm = j.pid };
+	ck_assert_int_eq(loop_new(&r.loop), 0);
+	ck_assert_int_eq(loop_add_timer(r.loop, 5000, 0, on_guard, &r, NULL), 0);
+	t0 = now_ms();
+	ck_assert_int_eq(attach_start(r.loop, j.pid, agent, "", 1000, on_done, &r, &req), 0);
+	ck_assert_int_eq(loop_add_timer(r.loop, 200, 0, on_stop_helper, &st, NULL), 0);
+	ck_assert_int_eq(loop_add_timer(r.loop, 1000, 10, on_stuck_tick, &st, NULL), 0);
+	ck_assert_int_eq(loop_run(r.loop), 0);
+	r.ms = now_ms() - t0;
+	ck_assert(!r.guard_fired);
+	ck_assert_int_eq(r.calls, 1);
+	ck_assert_msg(strcmp(r.res.code, "timeout") == 0, "%s: %s", r.res.code, r.res.message);
+	ck_assert_int_eq(r.res.status, -ETIMEDOUT);
+	/* 1000 ms, then 100 ms of grace during which the loop ran on. */
+	ck_assert_msg(r.ms >= 1090 && r.ms < 1000 + 100 + 300, "took %.0f ms", r.ms);
+	ck_assert_msg(st.ticks >= 5, "the loop ticked %d times while the helper was stopped", st.ticks);
+	ck_assert_int_eq(count_children(), 1);
+	loop_free(r.loop);
+	/* SIGKILL gave the helper no chance to remove its trigger file. */
+	snprintf(trigger, sizeof(trigger), "/tmp/.attach_pid%d", (int)j.pid);
+	unlink(trigger);
+	jvm_stop(&j);
+}
+END_TEST
+
 /* A socket file at the JVM's name; listening or not (stale). */
 static int make_socket(pid_t pid, bool listening, uid_t owner)
 {
@@ -719,6 +785,7 @@ static Suite *attach_suite(void)
 	tcase_add_test(tc, test_java_tool_options);
 	tcase_add_test(tc, test_timeout_stopped_jvm);
 	tcase_add_test(tc, test_cancel);
+	tcase_add_test(tc, test_timeout_helper_stuck);
 	tcase_add_test(tc, test_mount_namespace);
 	tcase_add_test(tc, test_stale_socket);
 	tcase_add_test(tc, test_squatted_socket);
@@ -731,6 +798,7 @@ static Suite *attach_suite(void)
 int main(void)
 {
 	SRunner *sr = srunner_create(attach_suite());
+	sigset_t chld;
 	int failed;
 
 	if (geteuid() != 0) {
@@ -741,6 +809,11 @@ int main(void)
 		fprintf(stderr, "test_attach needs %s and %s\n", JDK17, JDK25);
 		return 77;
 	}
+	/* As jprofd's main does: attach watches its helper through the loop's
+	 * child source, which needs SIGCHLD blocked. */
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, NULL);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
