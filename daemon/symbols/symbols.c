@@ -13,11 +13,11 @@
 #include <unistd.h>
 
 #include "elfsym.h"
+#include "htab.h"
 #include "kallsyms.h"
 #include "log.h"
 #include "procmaps.h"
 
-#define SYM_PROC_BUCKETS 1024
 /* A miss re-reads maps (dlopen) at most this often per pid, so a stream of
  * garbage addresses cannot turn into a stream of /proc reads. */
 #define SYM_MAPS_REREAD_MS 1000
@@ -63,7 +63,6 @@ struct sym_map {
 #define SYM_DEAD_GRACE_MS 2000
 
 struct sym_proc {
-	struct sym_proc *next;
 	pid_t pid;
 	uint64_t start_time;             /* /proc/PID/stat field 22 */
 	struct sym_map *maps;            /* executable mappings, sorted */
@@ -78,8 +77,7 @@ struct symbols {
 	char *kallsyms_path;
 	char *proc_root;
 	char *debug_root;
-	struct sym_proc *procs[SYM_PROC_BUCKETS];
-	size_t nprocs;
+	struct htab_map procs;           /* pid -> struct sym_proc * */
 	struct sym_elf *elfs;
 	size_t nelfs;
 	struct kallsyms *ksyms;
@@ -181,18 +179,18 @@ static void symbols_elf_sweep(struct symbols *s)
 	}
 }
 
+static bool symbols_drop_proc(uint64_t key, uint64_t *val, void *arg)
+{
+	symbols_proc_free((struct sym_proc *)(uintptr_t)*val);
+	return false;
+}
+
 void symbols_free(struct symbols *s)
 {
 	if (!s)
 		return;
-	for (size_t b = 0; b < SYM_PROC_BUCKETS; b++) {
-		while (s->procs[b]) {
-			struct sym_proc *p = s->procs[b];
-
-			s->procs[b] = p->next;
-			symbols_proc_free(p);
-		}
-	}
+	htab_map_retain(&s->procs, symbols_drop_proc, NULL);
+	htab_map_release(&s->procs);
 	while (s->elfs) {
 		struct sym_elf *e = s->elfs;
 
@@ -334,19 +332,16 @@ out:
 	return ret;
 }
 
-static struct sym_proc **symbols_proc_slot(struct symbols *s, pid_t pid)
+static struct sym_proc *symbols_proc_find(const struct symbols *s, pid_t pid)
 {
-	struct sym_proc **pp = &s->procs[(uint32_t)pid % SYM_PROC_BUCKETS];
+	uint64_t *v = htab_map_get(&s->procs, (uint64_t)(uint32_t)pid);
 
-	while (*pp && (*pp)->pid != pid)
-		pp = &(*pp)->next;
-	return pp;
+	return v ? (struct sym_proc *)(uintptr_t)*v : NULL;
 }
 
 static int symbols_get_proc(struct symbols *s, pid_t pid, uint64_t now, struct sym_proc **out)
 {
-	struct sym_proc **pp = symbols_proc_slot(s, pid);
-	struct sym_proc *p = *pp;
+	struct sym_proc *p = symbols_proc_find(s, pid);
 	int ret = 0;
 
 	if (p) {
@@ -374,8 +369,12 @@ static int symbols_get_proc(struct symbols *s, pid_t pid, uint64_t now, struct s
 	p->pid = pid;
 	p->start_time = symbols_read_start_time(s, pid);
 	p->last_check_ms = now;
-	*pp = p;
-	s->nprocs++;
+	ret = htab_map_put(&s->procs, (uint64_t)(uint32_t)pid, (uint64_t)(uintptr_t)p);
+	if (ret < 0) {
+		free(p);
+		p = NULL;
+		goto out;
+	}
 	ret = symbols_read_maps(s, p, now);
 out:
 	if (p)
@@ -698,17 +697,30 @@ int symbols_resolve_kernel(struct symbols *s, uint64_t addr, struct sym_result *
 
 void symbols_forget_pid(struct symbols *s, pid_t pid)
 {
-	struct sym_proc **pp, *p;
+	uint64_t v;
 
-	if (!s)
-		return;
-	pp = symbols_proc_slot(s, pid);
-	p = *pp;
-	if (!p)
-		return;
-	*pp = p->next;
-	s->nprocs--;
+	if (s && htab_map_del(&s->procs, (uint64_t)(uint32_t)pid, &v))
+		symbols_proc_free((struct sym_proc *)(uintptr_t)v);
+}
+
+struct sym_expire {
+	uint64_t now, idle_ms;
+};
+
+static bool symbols_keep_proc(uint64_t key, uint64_t *val, void *arg)
+{
+	const struct sym_expire *e = arg;
+	struct sym_proc *p = (struct sym_proc *)(uintptr_t)*val;
+	uint64_t idle = e->now - p->last_used_ms;
+
+	/* A process that has exited needs its maps only until its last samples
+	 * are drained (a second); hosts that spawn processes all the time would
+	 * otherwise hold thousands. */
+	if (idle < e->idle_ms &&
+	    !(idle >= SYM_DEAD_GRACE_MS && kill(p->pid, 0) < 0 && errno == ESRCH))
+		return true;
 	symbols_proc_free(p);
+	return false;
 }
 
 void symbols_expire(struct symbols *s, unsigned max_idle_s)
@@ -718,26 +730,7 @@ void symbols_expire(struct symbols *s, unsigned max_idle_s)
 	if (!s)
 		return;
 	now = symbols_now_ms();
-	for (size_t b = 0; b < SYM_PROC_BUCKETS; b++) {
-		struct sym_proc **pp = &s->procs[b];
-
-		while (*pp) {
-			struct sym_proc *p = *pp;
-			uint64_t idle = now - p->last_used_ms;
-
-			/* A process that has exited needs its maps only until its
-			 * last samples are drained (a second); hosts that spawn
-			 * processes all the time would otherwise hold thousands. */
-			if (idle >= idle_ms ||
-			    (idle >= SYM_DEAD_GRACE_MS && kill(p->pid, 0) < 0 && errno == ESRCH)) {
-				*pp = p->next;
-				s->nprocs--;
-				symbols_proc_free(p);
-			} else {
-				pp = &p->next;
-			}
-		}
-	}
+	htab_map_retain(&s->procs, symbols_keep_proc, &(struct sym_expire){ now, idle_ms });
 	symbols_elf_sweep(s);
 }
 
@@ -750,5 +743,5 @@ void symbols_get_stats(const struct symbols *s, struct symbols_stats *out)
 		return;
 	*out = s->stats;
 	out->cached_elfs = s->nelfs;
-	out->cached_pids = s->nprocs;
+	out->cached_pids = htab_map_count(&s->procs);
 }
