@@ -94,7 +94,27 @@ def wait_until(pred, timeout, interval=0.05, what="condition"):
 # --------------------------------------------------------------------------
 # Users
 
-def nobody_ids():
+# A second ordinary user, for tests where one unprivileged user attacks
+# another (tests/security/). Created on first use.
+SECOND_USER = "jprof-test2"
+USERS = ("nobody", SECOND_USER)
+
+
+def ensure_second_user():
+    try:
+        pwd.getpwnam(SECOND_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--user-group",
+                        "--shell", "/usr/sbin/nologin", SECOND_USER], check=True)
+
+
+def user_ids(user):
+    """(uid, gid) of "nobody" or SECOND_USER."""
+    check(user in USERS, "unsupported user %r" % user)
+    if user == SECOND_USER:
+        ensure_second_user()
+        pw = pwd.getpwnam(user)
+        return pw.pw_uid, pw.pw_gid
     uid = pwd.getpwnam("nobody").pw_uid
     for name in ("nogroup", "nobody"):
         try:
@@ -104,14 +124,17 @@ def nobody_ids():
     return uid, pwd.getpwnam("nobody").pw_gid
 
 
+def nobody_ids():
+    return user_ids("nobody")
+
+
 def as_user_argv(user, argv):
     """Prefixes argv so it runs as user ("nobody", or root for None/"root")
     and is killed if this harness dies without cleaning up (e.g. killed by a
     ctest timeout). setpriv execs, so the child's pid is the program's."""
     pre = ["setpriv", "--pdeathsig", "KILL"]
     if user not in (None, "root"):
-        check(user == "nobody", "unsupported user %r" % user)
-        uid, gid = nobody_ids()
+        uid, gid = user_ids(user)
         pre += ["--reuid=%d" % uid, "--regid=%d" % gid, "--clear-groups"]
     return pre + ["--"] + list(argv)
 
@@ -377,8 +400,7 @@ class Client:
         _cleanups.append(self.close)
 
     def _connect_as(self, user, timeout):
-        check(user == "nobody", "unsupported user %r" % user)
-        uid, gid = nobody_ids()
+        uid, gid = user_ids(user)
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = os.fork()
         if pid == 0:  # child: drop privileges, connect, pass the fd, linger
