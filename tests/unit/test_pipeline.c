@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_main.h"
 #include "jvmjoin.h"
 #include "loop.h"
 #include "pipeline.h"
@@ -227,17 +228,11 @@ int main(void)
 {
 	Suite *s = suite_create("pipeline");
 	TCase *tc = tcase_create("pipeline");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, test_native_sample_built_root_first);
 	tcase_add_test(tc, test_routing_and_host_feed);
 	tcase_add_test(tc, test_markers_and_process_root);
 	tcase_add_test(tc, test_jvm_join_through_the_builder);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return jprof_check_run(s);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_main.h"
 #include "procinfo.h"
 
 static const char HEX64[] = "4f1c2a9d0b3e5f6a7b8c9d0e1f2a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c";
@@ -115,17 +116,11 @@ int main(void)
 {
 	Suite *s = suite_create("procinfo");
 	TCase *tc = tcase_create("procinfo");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, test_parse_cgroup_lines);
 	tcase_add_test(tc, test_parse_unit);
 	tcase_add_test(tc, test_parse_container);
 	tcase_add_test(tc, test_names_and_labels_of_self);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return jprof_check_run(s);
 }
