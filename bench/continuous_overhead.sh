@@ -93,7 +93,10 @@ declare -a results=()
 for rate in $rates; do
 	port=$(free_port)
 	base="http://127.0.0.1:$port"
-	args=(--socket "$tmp/jprofd.sock" --rate "$rate" --http "127.0.0.1:$port")
+	# Profiles need authorization even on loopback: as root, the Unix
+	# socket listener serves them without a token.
+	args=(--socket "$tmp/jprofd.sock" --rate "$rate" --http "127.0.0.1:$port"
+	      --http-socket "$tmp/http.sock")
 	[ -n "$retention" ] && args+=(--host-retention "$retention")
 	"$jprofd" "${args[@]}" 2>"$tmp/jprofd-$rate.log" &
 	daemon_pid=$!
@@ -121,7 +124,8 @@ for rate in $rates; do
 	while [ "$elapsed" -lt "$seconds" ]; do
 		# The profile request waits its 10 s in the daemon; start it and
 		# read what the previous one returned.
-		curl -fs -o "$tmp/profile-$n.pb.gz" "$base/debug/pprof/profile?seconds=$scrape" &
+		curl -fs --unix-socket "$tmp/http.sock" -o "$tmp/profile-$n.pb.gz" \
+			"http://localhost/debug/pprof/profile?seconds=$scrape" &
 		sleep "$scrape"
 		if ! kill -0 "$daemon_pid" 2>/dev/null; then
 			echo "jprofd died during the benchmark; its log:" >&2

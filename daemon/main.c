@@ -61,8 +61,10 @@ static void usage(FILE *f)
 		"      --http ADDR:PORT   serve /metrics and /debug/pprof/profile over HTTP\n"
 		"                         (off by default; \":9464\" means 127.0.0.1:9464)\n"
 		"      --http-token-file PATH\n"
-		"                         bearer token HTTP clients must send; required\n"
-		"                         when ADDR is not a loopback address\n"
+		"                         bearer token HTTP clients must send; profiles need it\n"
+		"                         on every address, and a non-loopback ADDR needs it\n"
+		"      --http-socket PATH serve the same over a Unix socket, profiles to root\n"
+		"                         and the group without a token (off by default)\n"
 		"  -l, --log-level LEVEL  err, warning, notice, info (default) or debug\n"
 		"  -h, --help             show this help\n"
 		"  -V, --version          show the version\n",
@@ -72,7 +74,7 @@ static void usage(FILE *f)
 static int parse_args(int argc, char **argv, struct options *o)
 {
 	enum { OPT_MAX_SESSIONS = 256, OPT_MAX_CLIENTS, OPT_HOST_BUCKET, OPT_HOST_RETENTION,
-	       OPT_HOST_MAX_MEMORY, OPT_HTTP, OPT_HTTP_TOKEN_FILE };
+	       OPT_HOST_MAX_MEMORY, OPT_HTTP, OPT_HTTP_TOKEN_FILE, OPT_HTTP_SOCKET };
 	static const struct option longopts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "check-config", no_argument, NULL, 't' },
@@ -87,6 +89,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "host-max-memory", required_argument, NULL, OPT_HOST_MAX_MEMORY },
 		{ "http", required_argument, NULL, OPT_HTTP },
 		{ "http-token-file", required_argument, NULL, OPT_HTTP_TOKEN_FILE },
+		{ "http-socket", required_argument, NULL, OPT_HTTP_SOCKET },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -115,6 +118,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case OPT_HOST_MAX_MEMORY: k = CONFIG_HOST_MAX_MEMORY; break;
 		case OPT_HTTP: k = CONFIG_HTTP; break;
 		case OPT_HTTP_TOKEN_FILE: k = CONFIG_HTTP_TOKEN_FILE; break;
+		case OPT_HTTP_SOCKET: k = CONFIG_HTTP_SOCKET; break;
 		case 'l': k = CONFIG_LOG_LEVEL; break;
 		case 'h':
 			usage(stdout);
@@ -303,8 +307,10 @@ int main(int argc, char **argv)
 		goto out;
 	control_set_hostview(control, hostview);
 
-	if (cfg.http[0]) {
-		struct http_config hcfg = { .listen = cfg.http };
+	if (cfg.http[0] || cfg.http_socket[0]) {
+		struct http_config hcfg = { .listen = cfg.http[0] ? cfg.http : NULL,
+					    .socket = cfg.http_socket[0] ? cfg.http_socket : NULL,
+					    .group = ccfg.group, .group_name = ccfg.group_name };
 		struct http_sources hsrc = { .sampler = sampler, .symbols = symbols, .agents = agents,
 					     .hostview = hostview, .sessions = sessions, .control = control,
 					     .host_rate_hz = cfg.rate_hz };

@@ -24,6 +24,7 @@ static const char *const key_names[CONFIG_NKEYS] = {
 	[CONFIG_HOST_RETENTION] = "host_retention",
 	[CONFIG_HOST_MAX_MEMORY] = "host_max_memory",
 	[CONFIG_HTTP_TOKEN_FILE] = "http_token_file",
+	[CONFIG_HTTP_SOCKET] = "http_socket",
 };
 
 void config_defaults(struct config *c)
@@ -54,7 +55,7 @@ int config_key_lookup(const char *name)
 	return -ENOENT;
 }
 
-static int parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
+int config_parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
 {
 	unsigned long v;
 	char *end;
@@ -138,14 +139,14 @@ int config_set(struct config *c, enum config_key k, const char *v, char *err, si
 		snprintf(c->group, sizeof(c->group), "%s", v);
 		break;
 	case CONFIG_RATE:
-		if (parse_uint(v, 0, 10000, &c->rate_hz) < 0) {
+		if (config_parse_uint(v, 0, 10000, &c->rate_hz) < 0) {
 			snprintf(err, errlen, "rate wants 0..10000 Hz (0 = off), not \"%s\"", v);
 			return -EINVAL;
 		}
 		break;
 	case CONFIG_MAX_SESSIONS:
 	case CONFIG_MAX_CLIENTS:
-		if (parse_uint(v, 1, 100000, k == CONFIG_MAX_SESSIONS ? &c->max_sessions : &c->max_clients) < 0) {
+		if (config_parse_uint(v, 1, 100000, k == CONFIG_MAX_SESSIONS ? &c->max_sessions : &c->max_clients) < 0) {
 			snprintf(err, errlen, "%s wants 1..100000, not \"%s\"", key_names[k], v);
 			return -EINVAL;
 		}
@@ -181,13 +182,13 @@ int config_set(struct config *c, enum config_key k, const char *v, char *err, si
 		snprintf(c->agent, sizeof(c->agent), "%s", v);
 		break;
 	case CONFIG_HOST_BUCKET:
-		if (parse_uint(v, 1, 3600, &c->host_bucket_s) < 0) {
+		if (config_parse_uint(v, 1, 3600, &c->host_bucket_s) < 0) {
 			snprintf(err, errlen, "host_bucket wants 1..3600 seconds, not \"%s\"", v);
 			return -EINVAL;
 		}
 		break;
 	case CONFIG_HOST_RETENTION:
-		if (parse_uint(v, 1, 7 * 86400, &c->host_retention_s) < 0) {
+		if (config_parse_uint(v, 1, 7 * 86400, &c->host_retention_s) < 0) {
 			snprintf(err, errlen, "host_retention wants 1..604800 seconds, not \"%s\"", v);
 			return -EINVAL;
 		}
@@ -199,13 +200,20 @@ int config_set(struct config *c, enum config_key k, const char *v, char *err, si
 		}
 		break;
 	case CONFIG_HTTP_TOKEN_FILE:
-		if ((v[0] && v[0] != '/') || strlen(v) >= sizeof(c->http_token_file) || has_space(v)) {
-			snprintf(err, errlen, "http_token_file wants an absolute path of at most %zu bytes "
-				 "(or nothing for none), not \"%s\"", sizeof(c->http_token_file) - 1, v);
+	case CONFIG_HTTP_SOCKET: {
+		/* Optional absolute paths: empty means none (the token) or off. */
+		bool sock = k == CONFIG_HTTP_SOCKET;
+		char *dst = sock ? c->http_socket : c->http_token_file;
+		size_t size = sock ? sizeof(c->http_socket) : sizeof(c->http_token_file);
+
+		if ((v[0] && v[0] != '/') || strlen(v) >= size || has_space(v)) {
+			snprintf(err, errlen, "%s wants an absolute path of at most %zu bytes (or nothing "
+				 "for %s), not \"%s\"", key_names[k], size - 1, sock ? "off" : "none", v);
 			return -EINVAL;
 		}
-		snprintf(c->http_token_file, sizeof(c->http_token_file), "%s", v);
+		snprintf(dst, size, "%s", v);
 		break;
+	}
 	default:
 		snprintf(err, errlen, "no such key");
 		return -EINVAL;
@@ -341,6 +349,7 @@ void config_format(const struct config *c, enum config_key k, char *buf, size_t 
 			snprintf(buf, len, "%llu", c->host_max_memory);
 		break;
 	case CONFIG_HTTP_TOKEN_FILE: snprintf(buf, len, "%s", c->http_token_file); break;
+	case CONFIG_HTTP_SOCKET: snprintf(buf, len, "%s", c->http_socket); break;
 	default: snprintf(buf, len, "?"); break;
 	}
 }
@@ -371,6 +380,8 @@ void config_override(struct config *dst, const struct config *src)
 		dst->host_max_memory = src->host_max_memory;
 	if (src->set & (1u << CONFIG_HTTP_TOKEN_FILE))
 		memcpy(dst->http_token_file, src->http_token_file, sizeof(dst->http_token_file));
+	if (src->set & (1u << CONFIG_HTTP_SOCKET))
+		memcpy(dst->http_socket, src->http_socket, sizeof(dst->http_socket));
 	for (int k = 0; k < CONFIG_NKEYS; k++)
 		if (src->set & (1u << k))
 			dst->line[k] = src->line[k];
@@ -383,6 +394,16 @@ int config_check(const struct config *c, const char *path, char *err, size_t err
 	socklen_t slen;
 	bool loopback = true;
 
+	if (c->http_socket[0] && strcmp(c->http_socket, c->socket) == 0) {
+		if (c->line[CONFIG_HTTP_SOCKET])
+			snprintf(err, errlen, "%s:%u: http_socket = %s is the control socket's path; give "
+				 "the HTTP listener a path of its own (such as /run/jprofd/http.sock)", path,
+				 c->line[CONFIG_HTTP_SOCKET], c->http_socket);
+		else
+			snprintf(err, errlen, "--http-socket %s is the control socket's path; give the HTTP "
+				 "listener a path of its own (such as /run/jprofd/http.sock)", c->http_socket);
+		return -EINVAL;
+	}
 	if (!c->http[0] || c->http_token_file[0])
 		return 0;
 	if (http_addr_parse(c->http, &ss, &slen, &loopback) < 0 || loopback)

@@ -24,6 +24,7 @@ enum config_key {
 	CONFIG_HOST_RETENTION,
 	CONFIG_HOST_MAX_MEMORY,
 	CONFIG_HTTP_TOKEN_FILE,
+	CONFIG_HTTP_SOCKET,
 	CONFIG_NKEYS,
 };
 
@@ -40,9 +41,13 @@ struct config {
 	unsigned host_retention_s;   /* how long windows are kept */
 	unsigned long long host_max_memory;  /* bytes for all windows */
 	char http_token_file[256];   /* bearer token for HTTP, "" = none (absolute path) */
+	char http_socket[108];       /* HTTP on a Unix socket (sun_path size), "" = off */
 	unsigned set;                /* bit (1 << key) for every key given */
 	unsigned line[CONFIG_NKEYS]; /* file line a key came from; 0 = default or flag */
 };
+
+/* A decimal number in min..max (digits only, no sign or space): 0 or -EINVAL. */
+int config_parse_uint(const char *s, unsigned min, unsigned max, unsigned *out);
 
 /* Fills every key with its built-in default; set = 0. */
 void config_defaults(struct config *c);
@@ -69,8 +74,9 @@ void config_format(const struct config *c, enum config_key k, char *buf, size_t 
 void config_override(struct config *dst, const struct config *src);
 
 /* Rules across keys, checked on the final configuration (file, then flags):
- * an http address that is not loopback needs http_token_file. -EINVAL with
- * a message naming the file and line (path) or the flag in err. */
+ * an http address that is not loopback needs http_token_file; http_socket
+ * is not the control socket's path. -EINVAL with a message naming the file
+ * and line (path) or the flag in err. */
 int config_check(const struct config *c, const char *path, char *err, size_t errlen);
 
 #endif

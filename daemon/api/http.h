@@ -1,13 +1,24 @@
-/* The HTTP listener for fleet scrapers (off unless configured): Prometheus
+/* The HTTP listeners for fleet scrapers (off unless configured): Prometheus
  * metrics at /metrics, the Go net/http/pprof scrape contract at
- * /debug/pprof/profile, and an index page at /. libmicrohttpd runs inside the
- * daemon's one epoll loop (MHD_USE_EPOLL: its epoll fd is watched by the
- * loop, a loop timer follows MHD_get_timeout); no threads.
+ * /debug/pprof/profile, and an index page at /. A TCP listener, a Unix
+ * socket listener, or both; libmicrohttpd runs inside the daemon's one epoll
+ * loop (MHD_USE_EPOLL: each listener's epoll fd is watched by the loop, a
+ * loop timer follows MHD_get_timeout); no threads.
  *
- * A profile request waits its N seconds suspended (MHD_suspend_connection)
- * under a loop timer, then gets the host view's samples of that time as
- * gzipped pprof. With a token configured, every request needs
- * "Authorization: Bearer TOKEN" (compared in constant time). */
+ * Who may read what (docs/operations.md, "HTTP access"):
+ * - profile data (/debug/pprof/...) needs authorization on every listener,
+ *   loopback included: the bearer token ("Authorization: Bearer TOKEN",
+ *   compared in constant time), or on the Unix socket a peer that is root or
+ *   in the configured group (SO_PEERCRED, as the control socket's whole-host
+ *   rule). Without either: 401 when a token is configured, else 403 saying
+ *   how to configure one;
+ * - /metrics and / carry only daemon-wide counters (no pid, comm, cgroup,
+ *   unit, path, stack or address): they need the token on the TCP listener
+ *   when one is configured, and are open otherwise.
+ *
+ * A profile request waits its N seconds suspended under a loop timer, then
+ * gets the host view's samples of that time as gzipped pprof (http_pprof.h:
+ * shared windows, cancel on hang-up, bounds). */
 #ifndef JPROF_HTTP_H
 #define JPROF_HTTP_H
 
@@ -15,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include "metrics.h"
 
@@ -33,12 +45,17 @@ struct http;
 #define HTTP_TOKEN_MAX 4096
 
 struct http_config {
-	const char *listen;              /* "ADDR:PORT", see http_addr_parse */
-	const char *token;               /* NULL: no authentication */
-	unsigned max_profiles;           /* waiting profile requests; default 8, then 503 */
+	const char *listen;              /* TCP "ADDR:PORT" (http_addr_parse), NULL: none */
+	const char *socket;              /* Unix socket path, NULL: none */
+	const char *token;               /* NULL: no bearer token */
+	gid_t group;                     /* besides root, reads profiles on the Unix
+					  * socket; (gid_t)-1: none */
+	const char *group_name;          /* for messages */
+	unsigned max_profiles;           /* distinct profile windows open; default 8, then 503 */
 	unsigned max_seconds;            /* seconds=N is clamped to 1..this; default 600 */
 	unsigned default_seconds;        /* when seconds is missing or <= 0; default 30 */
-	unsigned max_connections;        /* default 64 */
+	unsigned max_connections;        /* per listener, default 64; also bounds the
+					  * waiting profile requests */
 };
 
 /* Where the numbers and profiles come from (borrowed; any may be NULL
@@ -64,12 +81,14 @@ int http_addr_parse(const char *s, struct sockaddr_storage *ss, socklen_t *len, 
  * message naming path in err. */
 int http_token_read(const char *path, char **out, char *err, size_t errlen);
 
+/* At least one of cfg->listen and cfg->socket. The Unix socket is created
+ * (mode 0666: authorization is per request) and removed by http_free. */
 int http_new(struct loop *loop, const struct http_config *cfg, const struct http_sources *src,
 	     struct http **out);
 /* Answers waiting profile requests with 503 and stops listening; NULL-safe. */
 void http_free(struct http *h);
 
-/* The bound port (useful with port 0). */
+/* The bound TCP port (useful with port 0); 0 without a TCP listener. */
 unsigned http_port(const struct http *h);
 void http_get_stats(const struct http *h, struct metrics_http *out);
 

@@ -124,12 +124,18 @@ static void symbols_metrics(struct out *o, const struct symbols_stats *s)
 static void http_metrics(struct out *o, const struct metrics_http *h)
 {
 	counter(o, "jprofd_http_requests_total", "HTTP requests answered.", h->requests);
-	counter(o, "jprofd_http_unauthorized_total", "HTTP requests refused for a missing or wrong token.",
-		h->unauthorized);
+	counter(o, "jprofd_http_unauthorized_total",
+		"HTTP requests refused for missing authorization (401 or 403).", h->unauthorized);
 	counter(o, "jprofd_http_profiles_rejected_total",
 		"Profile requests refused because too many were waiting.", h->rejected_busy);
+	counter(o, "jprofd_http_profiles_shared_total",
+		"Profile requests that joined the window of an identical one.", h->profiles_shared);
+	counter(o, "jprofd_http_profiles_cancelled_total",
+		"Profile requests dropped because their client hung up.", h->profiles_cancelled);
 	gauge(o, "jprofd_http_profiles_in_flight", "Profile requests waiting for their duration to pass.",
 	      h->profiles_in_flight);
+	gauge(o, "jprofd_http_profile_windows", "Distinct profile windows (host view taps) open.",
+	      h->profile_windows);
 }
 
 static void self_metrics(struct out *o, const struct metrics_self *s)

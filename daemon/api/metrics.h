@@ -24,9 +24,12 @@ struct metrics_self {
 
 struct metrics_http {
 	uint64_t requests;                /* answered, any status */
-	uint64_t unauthorized;            /* 401 */
+	uint64_t unauthorized;            /* 401 and 403: no authorization */
 	uint64_t rejected_busy;           /* 503 for too many profile requests */
+	uint64_t profiles_shared;         /* joined an open window */
+	uint64_t profiles_cancelled;      /* the client hung up while waiting */
 	unsigned profiles_in_flight;      /* suspended /debug/pprof/profile */
+	unsigned profile_windows;         /* their distinct windows (taps) */
 };
 
 /* NULL members are left out of the exposition (module not running). */

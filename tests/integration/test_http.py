@@ -1,17 +1,25 @@
-"""The HTTP listener, read by the real scrapers (only 127.0.0.1 is contacted):
+"""The HTTP listeners, read by the real scrapers (only 127.0.0.1 is contacted),
+set up as docs/operations.md says (a bearer token, also on loopback):
 
-- a real Prometheus server (Debian prometheus) scrapes /metrics every second;
-  its query API shows up == 1 for the target and jprofd_samples_total
-  increasing; `promtool check metrics` accepts the exposition;
-- `go tool pprof -top http://127.0.0.1:PORT/debug/pprof/profile?seconds=3`
-  (the real Go client of the pprof scrape contract) prints a profile whose
-  top entry is the busy workload's `spin`; the pid filter keeps only it;
+- a real Prometheus server (Debian prometheus) scrapes /metrics every second
+  with the token from a credentials_file; its query API shows up == 1 for
+  the target and jprofd_samples_total increasing; `promtool check metrics`
+  accepts the exposition;
+- `go tool pprof -top http://jprof:TOKEN@127.0.0.1:PORT/debug/pprof/profile?seconds=3`
+  (the real Go client of the pprof scrape contract; the token as the Basic
+  password) prints a profile whose top entry is the busy workload's `spin`;
+  the pid filter keeps only it;
 - the contract's errors: text/plain with X-Go-Pprof: 1 (bad seconds, bad
-  pid), 503 once 8 profile requests wait;
+  pid); 503 once 8 distinct profile windows are open, while identical
+  requests share one window;
+- the Unix socket listener serves root a profile without a token;
 - the index page lists the endpoints;
 - a non-loopback listener without a token refuses to start, naming the
   flag; a world-readable token file refuses to start; with a token, no or a
-  wrong Authorization header gets 401 and the right one 200."""
+  wrong Authorization header gets 401 and the right one 200.
+
+Unprivileged users attacking the listeners: tests/security/test_http.py."""
+import base64
 import json
 import os
 import re
@@ -78,14 +86,16 @@ def pprof_top(t, url, env):
 
 
 class Prometheus:
-    def __init__(self, t, target_port):
+    def __init__(self, t, target_port, token_file):
         self.dir = t.mkdtemp("prometheus-")
         self.port = free_port()
         cfg = os.path.join(self.dir, "prometheus.yml")
         with open(cfg, "w") as f:
             f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-                    "scrape_configs:\n  - job_name: jprofd\n    static_configs:\n"
-                    "      - targets: ['127.0.0.1:%d']\n" % target_port)
+                    "scrape_configs:\n  - job_name: jprofd\n"
+                    "    authorization:\n      credentials_file: %s\n"
+                    "    static_configs:\n"
+                    "      - targets: ['127.0.0.1:%d']\n" % (token_file, target_port))
         self.log = os.path.join(self.dir, "prometheus.log")
         argv = ["prometheus", "--config.file=" + cfg,
                 "--storage.tsdb.path=" + os.path.join(self.dir, "data"),
@@ -113,25 +123,46 @@ class Prometheus:
         return [(r["metric"], float(r["value"][1])) for r in doc["data"]["result"]]
 
 
+def unix_get(path, url, timeout=30):
+    """(status, headers dict, body) of a GET over the Unix socket at path (as root)."""
+    r = subprocess.run(["curl", "-sS", "-D", "-", "--max-time", str(timeout), "--unix-socket", path,
+                        "http://localhost" + url], capture_output=True, timeout=timeout + 10)
+    jt.check(r.returncode == 0, "curl --unix-socket %s %s failed: %s" % (path, url, r.stderr))
+    head, _, body = r.stdout.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    hdr = dict(ln.split(": ", 1) for ln in lines[1:] if ": " in ln)
+    return int(lines[0].split()[1]), hdr, body
+
+
 def main(t):
     consumers()
     port = free_port()
     base = "http://127.0.0.1:%d" % port
-    d = t.start_daemon("--http", "127.0.0.1:%d" % port, "--rate", "99")
+    tokdir = t.mkdtemp("token-")
+    tok = os.path.join(tokdir, "token")
+    with open(tok, "w") as f:
+        f.write(TOKEN + "\n")
+    os.chmod(tok, 0o600)
+    auth = {"Authorization": "Bearer " + TOKEN}
+    usock = os.path.join(t.mkdtemp("http-"), "http.sock")
+    d = t.start_daemon("--http", "127.0.0.1:%d" % port, "--http-token-file", tok,
+                       "--http-socket", usock, "--rate", "99")
     w = t.workload("spin_chain", 300)
     env = go_env(t)
+    # go tool pprof sends no headers: the token goes as the Basic password.
+    gobase = "http://jprof:%s@127.0.0.1:%d" % (TOKEN, port)
 
     with t.case("index page lists the endpoints"):
-        status, hdr, body = get(base + "/")
+        status, hdr, body = get(base + "/", auth)
         jt.check_eq(status, 200, "GET / status")
         jt.check(hdr["Content-Type"].startswith("text/html"), "index Content-Type %r" % hdr["Content-Type"])
         text = body.decode()
         jt.check("/metrics" in text and "/debug/pprof/profile" in text, "index page:\n%s" % text)
-        status, _, _ = get(base + "/nope")
+        status, _, _ = get(base + "/nope", auth)
         jt.check_eq(status, 404, "GET /nope status")
 
     with t.case("/metrics: promtool check metrics accepts it"):
-        status, hdr, body = get(base + "/metrics")
+        status, hdr, body = get(base + "/metrics", auth)
         jt.check_eq(status, 200, "GET /metrics status")
         jt.check(hdr["Content-Type"].startswith("text/plain; version=0.0.4"),
                  "metrics Content-Type %r" % hdr["Content-Type"])
@@ -148,7 +179,7 @@ def main(t):
                      "%s missing from /metrics:\n%s" % (fam, text))
 
     with t.case("a real Prometheus scrapes it: up == 1, samples counter increases"):
-        prom = Prometheus(t, port)
+        prom = Prometheus(t, port, tok)
         try:
             up = jt.wait_until(lambda: [v for m, v in prom.query('up{job="jprofd"}') if v == 1.0],
                                60, 0.5, "prometheus to report up == 1 for jprofd")
@@ -170,7 +201,7 @@ def main(t):
 
     with t.case("go tool pprof fetches /debug/pprof/profile?seconds=3: spin on top"):
         t0 = time.monotonic()
-        total, rows, out = pprof_top(t, base + "/debug/pprof/profile?seconds=3", env)
+        total, rows, out = pprof_top(t, gobase + "/debug/pprof/profile?seconds=3", env)
         took = time.monotonic() - t0
         jt.log("go tool pprof -top (%.1f s):\n%s" % (took, out))
         jt.check(took >= 3, "the profile request returned after %.1f s, before its 3 s" % took)
@@ -178,7 +209,7 @@ def main(t):
         jt.check(total >= 50, "only %d samples in a 3 s host profile at 99 Hz" % total)
 
     with t.case("pid filter: only the workload's samples"):
-        status, hdr, body = get(base + "/debug/pprof/profile?seconds=1&pid=%d" % w.pid)
+        status, hdr, body = get(base + "/debug/pprof/profile?seconds=1&pid=%d" % w.pid, auth)
         jt.check_eq(status, 200, "status of a pid-filtered profile")
         path = os.path.join(t.mkdtemp("pprof-"), "pid.pb.gz")
         with open(path, "wb") as f:
@@ -194,33 +225,63 @@ def main(t):
 
     with t.case("pprof contract errors: text/plain with X-Go-Pprof: 1"):
         for q, code in (("seconds=abc", 400), ("pid=-3", 400), ("pid=x", 400)):
-            status, hdr, body = get(base + "/debug/pprof/profile?" + q)
+            status, hdr, body = get(base + "/debug/pprof/profile?" + q, auth)
             jt.check_eq(status, code, "status for ?%s" % q)
             jt.check_eq(hdr.get("X-Go-Pprof"), "1", "X-Go-Pprof header for ?%s" % q)
             jt.check(hdr["Content-Type"].startswith("text/plain"), "Content-Type %r" % hdr["Content-Type"])
             jt.log("?%s -> %d %s" % (q, status, body.decode().strip()))
 
-    with t.case("at most 8 waiting profile requests, then 503"):
+    def metric(name):
+        text = get(base + "/metrics", auth)[2].decode()
+        m = re.search(r"^%s (\d+)$" % name, text, re.M)
+        return int(m.group(1)) if m else None
+
+    with t.case("at most 8 distinct profile windows, then 503"):
         results = []
 
-        def fetch():
-            results.append(get(base + "/debug/pprof/profile?seconds=3", timeout=60))
-        threads = [threading.Thread(target=fetch) for _ in range(8)]
+        def fetch(q):
+            results.append(get(base + "/debug/pprof/profile?seconds=3&" + q, auth, timeout=60))
+        threads = [threading.Thread(target=fetch, args=("comm=w%d" % i,)) for i in range(8)]
         for th in threads:
             th.start()
-        ok = jt.wait_until(lambda: re.search(r"^jprofd_http_profiles_in_flight 8$",
-                                             get(base + "/metrics")[2].decode(), re.M),
-                           20, 0.1, "8 profile requests in flight")
-        jt.check(ok, "not 8 in flight")
-        status, hdr, body = get(base + "/debug/pprof/profile?seconds=1")
-        jt.check_eq(status, 503, "status of a 9th profile request")
+        jt.wait_until(lambda: metric("jprofd_http_profile_windows") == 8, 20, 0.1,
+                      "8 profile windows open")
+        status, hdr, body = get(base + "/debug/pprof/profile?seconds=1&comm=ninth", auth)
+        jt.log("9th window -> %d %s" % (status, body.decode().strip()))
+        jt.check_eq(status, 503, "status of a 9th distinct profile request")
         jt.check_eq(hdr.get("X-Go-Pprof"), "1", "X-Go-Pprof of the 503")
+        jt.check("too many profile requests" in body.decode(), "503 message: %r" % body)
         for th in threads:
             th.join(60)
         jt.check_eq(sorted(r[0] for r in results), [200] * 8, "statuses of the 8 waiting requests")
         for r in results:
             jt.check_eq(r[1]["Content-Type"], "application/octet-stream", "profile Content-Type")
             jt.check(r[2][:2] == b"\x1f\x8b", "profile is not gzip")
+
+    with t.case("identical requests share one window: 16 at once, all answered alike"):
+        results = []
+        shared0 = metric("jprofd_http_profiles_shared_total")
+        threads = [threading.Thread(target=fetch, args=("pid=%d" % w.pid,)) for _ in range(16)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(60)
+        jt.check_eq(sorted(r[0] for r in results), [200] * 16, "statuses of 16 identical requests")
+        shared = metric("jprofd_http_profiles_shared_total") - shared0
+        jt.log("16 identical requests: %d joined an open window, %d distinct bodies"
+               % (shared, len({r[2] for r in results})))
+        # They start within a drain or two of each other: most share.
+        jt.check(shared >= 8, "only %d of 16 identical requests shared a window" % shared)
+        jt.check(len({r[2] for r in results}) <= 16 - shared, "shared requests got different bytes")
+
+    with t.case("the Unix socket listener: root gets a profile without a token"):
+        status, hdr, body = unix_get(usock, "/debug/pprof/profile?seconds=1&pid=%d" % w.pid)
+        jt.check_eq(status, 200, "root's profile over %s" % usock)
+        path = os.path.join(t.mkdtemp("pprof-"), "unix.pb.gz")
+        with open(path, "wb") as f:
+            f.write(body)
+        total, rows, out = pprof_top(t, path, env)
+        jt.check_eq(rows[0][5], "spin", "top entry of the profile read over the Unix socket")
 
     with t.case("non-loopback without a token refuses to start"):
         p2 = free_port()
@@ -231,11 +292,6 @@ def main(t):
         jt.check(r.returncode != 0, "jprofd started on 0.0.0.0 without a token")
         jt.check("--http 0.0.0.0:%d is not a loopback address" % p2 in r.stderr and
                  "--http-token-file" in r.stderr, "unclear message: %r" % r.stderr)
-
-    tokdir = t.mkdtemp("token-")
-    tok = os.path.join(tokdir, "token")
-    with open(tok, "w") as f:
-        f.write(TOKEN + "\n")
 
     with t.case("a token file readable by others refuses to start"):
         os.chmod(tok, 0o644)
@@ -259,9 +315,15 @@ def main(t):
             jt.check_eq(status, 401, "%s with a wrong token" % path)
             status, _, _ = get(b4 + path, {"Authorization": "Bearer " + TOKEN + "X"})
             jt.check_eq(status, 401, "%s with a longer token" % path)
+        status, _, _ = get(b4 + "/metrics", {"Authorization": "Basic " + base64.b64encode(
+            ("jprof:" + TOKEN + "X").encode()).decode()})
+        jt.check_eq(status, 401, "/metrics with a wrong Basic password")
+        status, _, _ = get(b4 + "/metrics", {"Authorization": "Basic " + base64.b64encode(
+            ("jprof:" + TOKEN).encode()).decode()})
+        jt.check_eq(status, 200, "/metrics with the token as the Basic password")
         status, _, body = get(b4 + "/metrics", {"Authorization": "Bearer " + TOKEN})
         jt.check_eq(status, 200, "/metrics with the token")
-        jt.check(re.search(r"^jprofd_http_unauthorized_total 9$", body.decode(), re.M),
+        jt.check(re.search(r"^jprofd_http_unauthorized_total 10$", body.decode(), re.M),
                  "unauthorized counter:\n%s" % body.decode())
         jt.check("audit: denied: http GET /metrics from 127.0.0.1" in d4.stderr_text(),
                  "no audit line for the denial")
@@ -270,11 +332,10 @@ def main(t):
     with t.case("SIGTERM with a profile request waiting: answered, clean exit"):
         results = []
         th = threading.Thread(target=lambda: results.append(
-            get(base + "/debug/pprof/profile?seconds=60", timeout=60)))
+            get(base + "/debug/pprof/profile?seconds=60", auth, timeout=60)))
         th.start()
-        jt.wait_until(lambda: re.search(r"^jprofd_http_profiles_in_flight 1$",
-                                        get(base + "/metrics")[2].decode(), re.M),
-                      20, 0.1, "the profile request to wait")
+        jt.wait_until(lambda: metric("jprofd_http_profiles_in_flight") == 1, 20, 0.1,
+                      "the profile request to wait")
         d.stop()
         th.join(30)
         jt.check(results, "the waiting request got no answer")

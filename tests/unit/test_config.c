@@ -93,7 +93,8 @@ START_TEST(test_every_key)
 				   "host_bucket = 5\n"
 				   "host_retention = 120\n"
 				   "host_max_memory = 3M\n"
-				   "http_token_file = /etc/jprofd/http.token\n",
+				   "http_token_file = /etc/jprofd/http.token\n"
+				   "http_socket = /run/x/http.sock\n",
 				   &c, err, sizeof(err)), 0);
 	ck_assert_uint_eq(c.host_bucket_s, 5);
 	ck_assert_uint_eq(c.host_retention_s, 120);
@@ -107,6 +108,7 @@ START_TEST(test_every_key)
 	ck_assert_str_eq(c.http, "127.0.0.1:9464");
 	ck_assert_str_eq(c.agent, "/opt/jprofd/libjprofagent.so");
 	ck_assert_str_eq(c.http_token_file, "/etc/jprofd/http.token");
+	ck_assert_str_eq(c.http_socket, "/run/x/http.sock");
 	ck_assert_uint_eq(c.set, (1u << CONFIG_NKEYS) - 1);
 	ck_assert_uint_eq(c.line[CONFIG_HTTP], 7);
 	ck_assert_uint_eq(c.line[CONFIG_HTTP_TOKEN_FILE], 12);
@@ -220,6 +222,7 @@ START_TEST(test_bad_values)
 	assert_error_at("http = [::1]9464\n", 1, "http wants");
 	assert_error_at("http = 127.0.0.1:\n", 1, "http wants");
 	assert_error_at("http_token_file = token\n", 1, "http_token_file wants an absolute path");
+	assert_error_at("http_socket = http.sock\n", 1, "http_socket wants an absolute path");
 	assert_error_at("just some words\n", 1, "expected \"key = value\"");
 	assert_error_at("= 5\n", 1, "unknown key \"\"");
 }
@@ -369,6 +372,12 @@ START_TEST(test_http_needs_token)
 	/* Off, or loopback: no token needed. */
 	config_defaults(&c);
 	ck_assert_int_eq(config_check(&c, path, err, sizeof(err)), 0);
+
+	/* The HTTP socket cannot be the control socket. */
+	ck_assert_int_eq(load_text("socket = /run/j/s\nhttp_socket = /run/j/s\n", &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(config_check(&c, path, err, sizeof(err)), -EINVAL);
+	snprintf(want, sizeof(want), "%s:2: http_socket = /run/j/s is the control socket's path", path);
+	ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "%s", err);
 }
 END_TEST
 
