@@ -290,10 +290,33 @@ int sample_thread(struct bpf_perf_event_data *ctx)
 	return (cookie & JP_COOKIE_SIGNAL) ? 1 : 0;
 }
 
+/* Tells userspace that a thread of a watched tgid was created (type
+ * JP_MSG_NEW_THREAD) or that the process exec'd (JP_MSG_EXEC). */
+static __always_inline void report_task(__u32 type, __u32 tgid, __u32 tid)
+{
+	struct jp_msg_new_thread *m;
+
+	if (!bpf_map_lookup_elem(&watched, &tgid))
+		return;
+	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+	if (!m) {
+		struct jp_counters *c = get_counters();
+
+		if (c)
+			c->ringbuf_full++;
+		return;
+	}
+	m->type = type;
+	m->tgid = tgid;
+	m->tid = tid;
+	m->pad = 0;
+	m->time_ns = bpf_ktime_get_ns();
+	bpf_ringbuf_submit(m, 0);
+}
+
 SEC("tp_btf/task_newtask")
 int BPF_PROG(on_fork, struct task_struct *task, __u64 clone_flags)
 {
-	struct jp_msg_new_thread *m;
 	__u32 tgid, tid = task->pid, ctid;
 
 	if (!(clone_flags & CLONE_THREAD))
@@ -307,21 +330,19 @@ int BPF_PROG(on_fork, struct task_struct *task, __u64 clone_flags)
 			return 0;
 		tid = 0;
 	}
-	if (!bpf_map_lookup_elem(&watched, &tgid))
-		return 0;
-	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
-	if (!m) {
-		struct jp_counters *c = get_counters();
+	report_task(JP_MSG_NEW_THREAD, tgid, tid);
+	return 0;
+}
 
-		if (c)
-			c->ringbuf_full++;
+/* After an exec has installed its credentials: the daemon checks again
+ * that whoever records the process may still read it (a setuid program). */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u32 tgid, tid;
+
+	if (current_ids(&tgid, &tid))
 		return 0;
-	}
-	m->type = JP_MSG_NEW_THREAD;
-	m->tgid = tgid;
-	m->tid = tid;
-	m->pad = 0;
-	m->time_ns = bpf_ktime_get_ns();
-	bpf_ringbuf_submit(m, 0);
+	report_task(JP_MSG_EXEC, tgid, tid);
 	return 0;
 }

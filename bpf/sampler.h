@@ -47,6 +47,7 @@ struct jp_counters {
 enum jp_msg_type {
 	JP_MSG_NEW_THREAD = 1,
 	JP_MSG_SAMPLE = 2,
+	JP_MSG_EXEC = 3,     /* struct jp_msg_new_thread: a watched tgid exec'd */
 };
 
 struct jp_msg_new_thread {

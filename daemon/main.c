@@ -288,6 +288,7 @@ int main(int argc, char **argv)
 	}
 	cb = (struct sampler_callbacks){ .sample = pipeline_on_sample, .sample_arg = pipeline,
 					 .new_thread = session_mgr_on_new_thread,
+					 .exec = session_mgr_on_exec,
 					 .new_thread_arg = sessions };
 	r = sampler_new(&scfg, &cb, &sampler);
 	if (r < 0)

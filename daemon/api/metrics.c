@@ -93,6 +93,9 @@ static void agent_metrics(struct out *o, const struct agentlink_stats *a)
 	counter(o, "jprofd_agent_fds_denied_total", "Perf fd requests of JVM agents denied.", a->fds_denied);
 	counter(o, "jprofd_agent_protocol_errors_total", "JVM agents dropped for protocol errors.",
 		a->protocol_errors);
+	counter(o, "jprofd_agent_identity_lost_total",
+		"JVM agent connections closed because the process that connected had exited.",
+		a->identity_lost);
 }
 
 static void hostview_metrics(struct out *o, const struct hostview_stats *h)

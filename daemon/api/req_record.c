@@ -101,6 +101,7 @@ void req_record(const struct request *r)
 		.pidfd = -1,
 		.all = rr->all,
 		.uid = r->peer->uid,
+		.peer = *r->peer,
 		.duration_ms = rr->duration_ms,
 		.interval_us = rr->interval_us,
 		.progress = rr->progress,

@@ -14,6 +14,7 @@
 #include "export.h"
 #include "jprof_proto.h"
 #include "log.h"
+#include "proc.h"
 #include "server.h"
 
 /* Every request kind: a new one is one line here. privileged: the whole
@@ -120,29 +121,47 @@ static int pidfd_open_checked(pid_t pid)
 	return fd < 0 ? -errno : (int)fd;
 }
 
+/* One answer for every refusal of a pid to an unprivileged caller: whether
+ * another user's process exists, and whose it is, is not the caller's to
+ * learn (/proc may hide it: hidepid). The audit line keeps the reason. */
+static void deny_pid(const struct request *r, pid_t pid, const char *asked, int err,
+		     const char *why)
+{
+	const struct authz_peer *peer = r->peer;
+
+	if (peer->privileged && err == -ESRCH) {
+		requests_error(r, JPROF_E_NO_SUCH_PROCESS, "no process with pid %d", (int)pid);
+		return;
+	}
+	log_audit("denied: uid %u (pid %d) asked %s pid %d: %s", (unsigned)peer->uid,
+		  (int)peer->pid, asked, (int)pid, why);
+	if (peer->privileged)
+		requests_error(r, JPROF_E_PERMISSION_DENIED, "pid %d: %s", (int)pid, why);
+	else
+		requests_error(r, JPROF_E_PERMISSION_DENIED, REQUESTS_DENY_PID_FMT, (int)pid,
+			       (unsigned)peer->uid);
+}
+
 int requests_authorize_pid(const struct request *r, pid_t pid, const char *asked, int *pidfd)
 {
-	char why[512] = "";
-	int fd, ret;
+	char why[512] = "no such process";
+	int fd, ret = -ESRCH;
 
 	fd = pidfd_open_checked(pid);
-	if (fd < 0) {
-		requests_error(r, JPROF_E_NO_SUCH_PROCESS, "no process with pid %d", (int)pid);
-		return -ESRCH;
+	if (fd >= 0) {
+		ret = authz_check_pid(r->peer, pid, 0, why, sizeof(why));
+		/* The pidfd was taken first: still running means pid was this
+		 * process all along, not a successor. */
+		if (ret == 0 && proc_pidfd_running(fd) != 1) {
+			snprintf(why, sizeof(why), "no such process");
+			ret = -ESRCH;
+		}
 	}
-	ret = authz_check_pid(r->peer, pid, why, sizeof(why));
-	if (ret == 0 && syscall(SYS_pidfd_send_signal, fd, 0, NULL, 0) < 0)
-		ret = -ESRCH;
-	if (ret == -ESRCH) {
-		requests_error(r, JPROF_E_NO_SUCH_PROCESS, "no process with pid %d", (int)pid);
-	} else if (ret < 0) {
-		log_audit("denied: uid %u (pid %d) asked %s pid %d: %s", (unsigned)r->peer->uid,
-			  (int)r->peer->pid, asked, (int)pid, why);
-		requests_error(r, JPROF_E_PERMISSION_DENIED, "%s", why);
-	}
+	if (ret < 0)
+		deny_pid(r, pid, asked, ret, why);
 	if (ret == 0 && pidfd)
 		*pidfd = fd;
-	else
+	else if (fd >= 0)
 		close(fd);
 	return ret;
 }

@@ -95,8 +95,15 @@ int requests_format(const struct request *r, const char *name);
 /* Whether the peer may profile pid: pins it with a pidfd first, so a
  * recycled pid cannot slip in after the check. 0 with *pidfd the pinned
  * process (taken by the caller; pidfd NULL: closed), or -errno after the
- * reply was sent (no_such_process, or permission_denied with an audit line
- * "denied: uid U (pid P) asked <asked> pid N: why"). */
+ * reply was sent: for root and the group no_such_process, or
+ * permission_denied with the reason; for anyone else permission_denied with
+ * REQUESTS_DENY_PID_FMT whatever the reason, so that the answer does not
+ * tell whether another user's process exists. Each refusal but root's
+ * no_such_process is an audit line "denied: uid U (pid P) asked <asked> pid
+ * N: <reason>". */
+#define REQUESTS_DENY_PID_FMT \
+	"pid %d is not a process uid %u may record (no such process, or not the caller's: " \
+	"all its uids and gids must be the caller's, dumpable, without capabilities)"
 int requests_authorize_pid(const struct request *r, pid_t pid, const char *asked, int *pidfd);
 
 /* Refuses an unprivileged peer something only root or the group may do:

@@ -194,7 +194,7 @@ static bool maybe_hand_over(struct server_client *c)
 		return false;  /* wait for the rest of the magic */
 	client_unlink(c);
 	r = agentlink_adopt(agents, c->fd, c->peer.pid, c->peer.uid, c->in.data, c->in.len);
-	if (r < 0)
+	if (r < 0 && r != -ESRCH)  /* its process gone: agentlink's audit line says so */
 		log_warn("cannot serve the agent of pid %d: %s", (int)c->peer.pid, strerror(-r));
 	buf_release(&c->in);
 	buf_release(&c->out);

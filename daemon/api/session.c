@@ -14,6 +14,7 @@
 
 #include "agentlink.h"
 #include "attach.h"
+#include "authz.h"
 #include "event.h"
 #include "jprof_proto.h"
 #include "jring.h"
@@ -53,10 +54,19 @@ static void on_sample(const struct built_sample *bs, void *arg)
 {
 	struct session *s = arg;
 
-	sample_store_add(s->store, bs, NULL);
-	s->samples += bs->values[0];
-	if (bs->stack_lost)
-		s->stacks_lost += bs->values[0];
+	if (s->access_lost)
+		return;  /* taken after the requester lost the right to them */
+	if (s->pending) {
+		sample_store_add(s->pending, bs, NULL);
+		s->pending_samples += bs->values[0];
+		if (bs->stack_lost)
+			s->pending_lost += bs->values[0];
+	} else {
+		sample_store_add(s->store, bs, NULL);
+		s->samples += bs->values[0];
+		if (bs->stack_lost)
+			s->stacks_lost += bs->values[0];
+	}
 	if (bs->has_java && bs->time_ns > s->start_mono_ns) {
 		/* The earliest sample taken, not the first one emitted: samples
 		 * waiting for method names come out later than newer ones. */
@@ -79,6 +89,164 @@ void session_mgr_on_new_thread(uint32_t tgid, uint32_t tid, void *arg)
 		else
 			threadset_rescan(s->threads);
 	}
+}
+
+/* ---- the requester's right, checked again ----
+ * The kernel checks ptrace access once, at attach; an exec of a setuid or
+ * setgid program (or of one with file capabilities) takes the process out
+ * of its owner's reach. An unprivileged recording therefore keeps its
+ * samples in s->pending until a check of the requester's right made after
+ * their drain passes (after every drain, at once after an exec the sampler
+ * reports, and at the end); a failed check drops them and ends the
+ * recording with status "access_lost". */
+
+enum access { ACCESS_OK, ACCESS_LOST, ACCESS_GONE };
+
+static enum access access_check(struct session *s)
+{
+	char why[256];
+	int r = authz_check_pid(&s->p.peer, s->p.pid, s->proc_start_ns, why, sizeof(why));
+
+	if (r == -ESRCH)
+		return ACCESS_GONE;  /* reaped: nothing left to read */
+	if (r < 0) {
+		log_audit("session %u: uid %u may no longer record pid %d: %s; recording ends",
+			  s->id, (unsigned)s->p.peer.uid, (int)s->p.pid, why);
+		return ACCESS_LOST;
+	}
+	return ACCESS_OK;
+}
+
+static int pending_reset(struct session *s, bool keep)
+{
+	int r = keep ? store_merge(s->store, s->pending, NULL, NULL) : 0;
+
+	if (keep) {
+		s->samples += s->pending_samples;
+		s->stacks_lost += s->pending_lost;
+	}
+	s->pending_samples = s->pending_lost = 0;
+	store_free(s->pending);
+	s->pending = store_new(NULL, s->event->types, s->event->ntypes);
+	if (r < 0 || !s->pending) {
+		log_err("session %u: cannot keep checked samples: %s", s->id,
+			strerror(r < 0 ? -r : ENOMEM));
+		return r < 0 ? r : -ENOMEM;
+	}
+	return 0;
+}
+
+static void access_passed(struct session *s)
+{
+	struct sampler_stats st;
+
+	s->exec_seen = false;
+	sampler_get_stats(s->mgr->sampler, &st);
+	s->ringbuf_full_mark = st.ringbuf_full;
+	if (pending_reset(s, true) < 0)
+		s->access_lost = true;  /* cannot hold samples back any more */
+}
+
+/* The final check, as the recording ends: the status to report. */
+static const char *access_final(struct session *s, const char *status)
+{
+	struct sampler_stats st;
+
+	if (!s->pending || s->access_lost)
+		return s->access_lost ? "access_lost" : status;
+	switch (access_check(s)) {
+	case ACCESS_OK:
+		access_passed(s);
+		return status;
+	case ACCESS_LOST:
+		s->access_lost = true;
+		pending_reset(s, false);
+		return "access_lost";
+	case ACCESS_GONE:
+		break;
+	}
+	/* Reaped before it could be checked. Its credentials can only have
+	 * changed by an exec (its uids and gids were all the requester's, so
+	 * setuid() has nothing to switch to): keep the samples unless one was
+	 * seen, or the sampler dropped messages and could have lost one. */
+	sampler_get_stats(s->mgr->sampler, &st);
+	if (s->exec_seen || st.ringbuf_full != s->ringbuf_full_mark) {
+		log_info("session %u: pid %d exec'd and exited before its credentials could be read; "
+			 "%llu samples since the last check dropped", s->id, (int)s->p.pid,
+			 (unsigned long long)s->pending_samples);
+		pending_reset(s, false);
+	} else {
+		pending_reset(s, true);
+	}
+	return status;
+}
+
+static void finish(struct session *s, const char *status);
+
+/* After a drain or an exec: keeps the held samples, or ends the recording
+ * (true: s is freed). */
+static bool access_recheck(struct session *s)
+{
+	if (!s->pending || s->finishing)
+		return false;
+	switch (access_check(s)) {
+	case ACCESS_OK:
+		access_passed(s);
+		break;
+	case ACCESS_LOST:
+		s->access_lost = true;
+		pending_reset(s, false);
+		finish(s, "access_lost");  /* no name wait: frees s */
+		return true;
+	case ACCESS_GONE:
+		break;  /* its pidfd ends the recording; access_final decides */
+	}
+	return false;
+}
+
+static void on_access_timer(struct loop_source *src, void *arg)
+{
+	struct session *s = arg;
+
+	loop_remove(s->access_timer);
+	s->access_timer = NULL;
+	access_recheck(s);
+}
+
+void session_mgr_on_exec(uint32_t tgid, void *arg)
+{
+	struct session_mgr *m = arg;
+
+	/* Called inside a drain: only note it and check from the loop. */
+	for (struct session *s = m->sessions; s; s = s->next) {
+		if (s->p.all || (uint32_t)s->p.pid != tgid || !s->pending || s->finishing)
+			continue;
+		s->exec_seen = true;
+		if (!s->access_timer)
+			loop_add_timer(m->loop, 0, 0, on_access_timer, s, &s->access_timer);
+	}
+}
+
+/* An unprivileged recording: when the process started (so a check never
+ * reads a successor's credentials), and a store to hold samples in. */
+static int access_init(struct session *s)
+{
+	struct sampler_stats st;
+	int r;
+
+	if (s->p.peer.privileged || s->p.all)
+		return 0;
+	r = proc_read_start_boottime(s->p.pid, &s->proc_start_ns);
+	if (r == 0 && proc_pidfd_running(s->p.pidfd) != 1)
+		r = -ESRCH;  /* the start time may be a successor's */
+	if (r < 0)
+		return r == -ENOENT ? -ESRCH : r;
+	s->pending = store_new(NULL, s->event->types, s->event->ntypes);
+	if (!s->pending)
+		return -ENOMEM;
+	sampler_get_stats(s->mgr->sampler, &st);
+	s->ringbuf_full_mark = st.ringbuf_full;
+	return 0;
 }
 
 /* ---- messages ---- */
@@ -205,10 +373,12 @@ static void session_free(struct session *s)
 	loop_remove(s->java_timer);
 	jvm_join_free(s->join);
 	loop_remove(s->end_timer);
+	loop_remove(s->access_timer);
 	loop_remove(s->pidfd_src);
 	if (s->p.pidfd >= 0)
 		close(s->p.pidfd);
 	pipeline_source_close(s->src);
+	store_free(s->pending);
 	store_free(s->store);
 	free(s);
 }
@@ -225,6 +395,7 @@ void session_complete(struct session *s, const char *status)
 		pipeline_source_join_flush(s->src);
 	agent_stop(s->agent);  /* the agent closes its fds and unmaps the ring */
 	s->agent = NULL;
+	status = access_final(s, status);
 	store_get_totals(s->store, &tot);
 	log_info("session %u: %s after %llu ms, %llu samples, %zu stacks%s", s->id, status,
 		 (unsigned long long)elapsed_ms(s), (unsigned long long)tot.values[0], tot.stacks,
@@ -262,7 +433,7 @@ static void finish(struct session *s, const char *status)
 		session_jvm_read_ring(s);
 		pipeline_source_join_run(s->src, UINT64_MAX, true);
 		session_jvm_request_names(s);
-		if (jvm_join_held(s->join) && s->agent) {
+		if (jvm_join_held(s->join) && s->agent && !s->access_lost) {
 			/* Give the agent a moment to name the last methods. */
 			s->final_status = status;
 			s->java_finishing = true;
@@ -325,10 +496,13 @@ static void on_tick(void *arg, uint64_t now)
 	/* Agent records up to here have their BPF records in this drain. */
 	uint64_t horizon = now - 1000000ull;
 
-	for (struct session *s = m->sessions; s; s = s->next) {
+	for (struct session *s = m->sessions, *next; s; s = next) {
+		next = s->next;
 		if (s->finishing)
 			continue;
 		session_jvm_step(s, horizon);
+		if (access_recheck(s))
+			continue;
 		if (s->threads)
 			threadset_rescan(s->threads);
 		if (s->p.progress)
@@ -397,6 +571,14 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 			goto fail;
 		}
 		r = loop_add_io(m->loop, p->pidfd, EPOLLIN, on_pidfd, s, &s->pidfd_src);
+		if (r < 0)
+			goto fail_internal;
+		r = access_init(s);
+		if (r == -ESRCH) {
+			*err_code = JPROF_E_NO_SUCH_PROCESS;
+			snprintf(err_msg, err_len, "pid %d exited before recording started", (int)p->pid);
+			goto fail;
+		}
 		if (r < 0)
 			goto fail_internal;
 	}

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "authz.h"
 #include "export.h"
 
 struct agent;
@@ -38,6 +39,10 @@ struct session_params {
 	int pidfd;                 /* taken: the process, checked by the caller; -1 when all */
 	bool all;
 	uid_t uid;                 /* requester, for status */
+	/* The requester. Unless privileged, its right to read the process is
+	 * checked again after every drain and every exec of the process, and
+	 * the recording ends "access_lost" when it no longer holds. */
+	struct authz_peer peer;
 	uint64_t duration_ms;
 	uint64_t interval_us;
 	enum jprof_format format;
@@ -82,6 +87,8 @@ void session_mgr_on_agent(struct agent *a, pid_t pid, void *mgr);
 
 /* The sampler's new-thread callback. */
 void session_mgr_on_new_thread(uint32_t tgid, uint32_t tid, void *mgr);
+/* The sampler's exec callback: recordings of tgid check their right again. */
+void session_mgr_on_exec(uint32_t tgid, void *mgr);
 
 /* Starts a recording. On success the "started" line has been sent and *out
  * is set. On failure returns -errno with err_code/err_msg set for the client

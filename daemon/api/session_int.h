@@ -55,6 +55,15 @@ struct session {
 	uint64_t stacks_lost;       /* samples with a stack that could not be read */
 	uint64_t threads_over_limit;
 	char comm[64];
+	/* The requester's right, checked again (unprivileged recordings):
+	 * samples wait in pending until a check after their drain passes. */
+	struct store *pending;      /* NULL: privileged, samples go to store */
+	uint64_t pending_samples, pending_lost;
+	uint64_t proc_start_ns;     /* the recorded process's start (boot time) */
+	bool exec_seen;             /* the process exec'd since the last check passed */
+	bool access_lost;           /* the check failed: samples are dropped */
+	uint64_t ringbuf_full_mark; /* sampler ring overflows at the last check */
+	struct loop_source *access_timer;  /* the check after an exec */
 	/* JVM */
 	enum java_state java;
 	bool java_finishing;        /* end reached, waiting for the last names */

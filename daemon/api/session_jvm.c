@@ -68,8 +68,13 @@ static void ring_record(const struct jring_record *rec, void *arg)
 
 void session_jvm_read_ring(struct session *s)
 {
-	struct jring *ring = s->agent ? agent_ring(s->agent) : NULL;
+	struct jring *ring;
 
+	/* Records only while the agent's connection is still the recorded
+	 * process's own (the ring is shared memory: its writer must be it). */
+	if (!s->agent || agent_is_process(s->agent, s->p.pid, s->p.pidfd) < 0)
+		return;
+	ring = agent_ring(s->agent);
 	if (!ring)
 		return;
 	jring_read(ring, jring_nslots(ring), 10, ring_record, s);
@@ -121,6 +126,11 @@ static int jvm_perf_fd(void *ctx, uint32_t ns_tid, int *fd)
 
 	if (s->finishing || !s->threads)
 		return -ECANCELED;
+	if (agent_is_process(s->agent, s->p.pid, s->p.pidfd) < 0) {
+		log_audit("denied: a perf event of pid %d to an agent whose process is gone",
+			  (int)s->p.pid);
+		return -ESRCH;
+	}
 	/* Only threads of the agent's own process: the recorded pid. */
 	r = proc_ns_tid_to_host(s->p.pid, (pid_t)ns_tid, &host);
 	if (r < 0) {
@@ -222,6 +232,13 @@ void session_mgr_on_agent(struct agent *a, pid_t pid, void *arg)
 		if (s->p.all || s->p.pid != pid || s->finishing || s->agent ||
 		    s->p.java == JPROF_JAVA_OFF || s->java == JAVA_NONE)
 			continue;
+		/* The pid is not enough: the connection must come from the very
+		 * process recorded, not from an earlier holder of its pid. */
+		if (agent_is_process(a, s->p.pid, s->p.pidfd) < 0) {
+			log_audit("agent of pid %d not bound to session %u: not the recorded process",
+				  (int)pid, s->id);
+			return;
+		}
 		bind_agent(s, a);
 		return;
 	}
@@ -253,7 +270,7 @@ static void on_attach_done(const struct attach_result *res, void *arg)
 		return;
 	}
 	s->java = JAVA_WAIT_AGENT;
-	a = agentlink_find(s->mgr->agents, s->p.pid);
+	a = agentlink_find(s->mgr->agents, s->p.pid, s->p.pidfd);
 	if (a) {
 		bind_agent(s, a);
 		return;
@@ -271,7 +288,7 @@ int session_jvm_check(struct session *s, struct attach_result *res, const char *
 	res->status = 0;
 	if (s->p.all || s->p.java == JPROF_JAVA_OFF || !m->agents)
 		return 0;
-	if (agentlink_find(m->agents, s->p.pid)) {
+	if (agentlink_find(m->agents, s->p.pid, s->p.pidfd)) {
 		s->java = JAVA_WAIT_AGENT;
 		return 0;
 	}
@@ -303,7 +320,7 @@ static void java_begin(struct session *s)
 
 	switch (s->java) {
 	case JAVA_WAIT_AGENT:
-		a = agentlink_find(m->agents, s->p.pid);
+		a = agentlink_find(m->agents, s->p.pid, s->p.pidfd);
 		if (a)
 			bind_agent(s, a);
 		break;

@@ -179,7 +179,6 @@ int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks
 	struct sampler *s = calloc(1, sizeof(*s));
 	unsigned stack_entries = cfg->stack_entries ? cfg->stack_entries : 16384;
 	unsigned count_entries = cfg->count_entries ? cfg->count_entries : 65536;
-	struct bpf_link *link;
 	int r;
 
 	*out = NULL;
@@ -218,13 +217,14 @@ int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks
 			strerror(-r));
 		goto fail;
 	}
-	link = bpf_program__attach(s->skel->progs.on_fork);
-	if (!link) {
-		r = -errno;
-		log_err("sampler: cannot attach task_newtask tracepoint: %s", strerror(-r));
+	/* The tracepoints (new threads, execs); perf_event programs are
+	 * attached per event and skipped here. */
+	r = sampler_bpf__attach(s->skel);
+	if (r < 0) {
+		log_err("sampler: cannot attach the task_newtask and sched_process_exec tracepoints: %s",
+			strerror(-r));
 		goto fail;
 	}
-	s->skel->links.on_fork = link;
 	s->ring = ring_buffer__new(bpf_map__fd(s->skel->maps.events), handle_ring_msg, s, NULL);
 	if (!s->ring) {
 		r = -errno;
@@ -442,6 +442,11 @@ static int handle_ring_msg(void *ctx, void *data, size_t size)
 
 		if (s->cb.new_thread)
 			s->cb.new_thread(m->tgid, m->tid, s->cb.new_thread_arg);
+	} else if (type == JP_MSG_EXEC && size >= sizeof(struct jp_msg_new_thread)) {
+		const struct jp_msg_new_thread *m = data;
+
+		if (s->cb.exec)
+			s->cb.exec(m->tgid, s->cb.new_thread_arg);
 	} else if (type == JP_MSG_SAMPLE && size >= sizeof(struct jp_msg_sample)) {
 		const struct jp_msg_sample *m = data;
 		struct jp_count_key k = {

@@ -53,6 +53,9 @@ struct sampler_callbacks {
 	/* A new thread of a watched tgid was created (tid 0: not known, the
 	 * daemon runs in a pid namespace; rescan the process). */
 	void (*new_thread)(uint32_t tgid, uint32_t tid, void *arg);
+	/* A watched tgid exec'd (its credentials may have changed); the
+	 * argument is new_thread_arg. May be NULL. */
+	void (*exec)(uint32_t tgid, void *arg);
 	void *sample_arg;
 	void *new_thread_arg;
 };

@@ -3,11 +3,19 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/nsfs.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77   /* Linux 6.5; libc headers may lag */
+#endif
 
 int proc_read_comm(pid_t pid, pid_t tid, char *buf, size_t len)
 {
@@ -42,29 +50,100 @@ int proc_read_comm(pid_t pid, pid_t tid, char *buf, size_t len)
 
 int proc_read_uids(pid_t pid, uid_t uids[4])
 {
-	char path[64], line[256];
+	struct proc_creds c;
+	int r = proc_read_creds(pid, &c);
+
+	if (r == 0)
+		memcpy(uids, c.uid, sizeof(c.uid));
+	return r;
+}
+
+/* Four ids after a "Uid:"/"Gid:" tag. */
+static bool parse_ids(const char *p, unsigned out[4])
+{
+	return sscanf(p, "%u %u %u %u", &out[0], &out[1], &out[2], &out[3]) == 4;
+}
+
+/* The lines of /proc/PID/status the ptrace check needs; -EIO if one lacks. */
+static int parse_status(FILE *f, struct proc_creds *c)
+{
+	char line[256];
+	unsigned ids[4], seen = 0;
+	unsigned long long caps;
+	char state;
+
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "State:", 6) == 0 && sscanf(line + 6, " %c", &state) == 1) {
+			c->exited = state == 'Z' || state == 'X';
+			seen |= 1;
+		} else if (strncmp(line, "Uid:", 4) == 0 && parse_ids(line + 4, ids)) {
+			for (int i = 0; i < 4; i++)
+				c->uid[i] = ids[i];
+			seen |= 2;
+		} else if (strncmp(line, "Gid:", 4) == 0 && parse_ids(line + 4, ids)) {
+			for (int i = 0; i < 4; i++)
+				c->gid[i] = ids[i];
+			seen |= 4;
+		} else if (strncmp(line, "CapPrm:", 7) == 0 && sscanf(line + 7, "%llx", &caps) == 1) {
+			c->cap_prm = caps;
+			seen |= 8;
+		} else if (strncmp(line, "CapEff:", 7) == 0 && sscanf(line + 7, "%llx", &caps) == 1) {
+			c->cap_eff = caps;
+			seen |= 16;
+		}
+	}
+	return seen == 31 ? 0 : -EIO;
+}
+
+/* Whether pid lives in a user namespace other than ours, and who made it. */
+static int read_userns(pid_t pid, struct proc_creds *c)
+{
+	struct stat ours, theirs;
+	char path[64];
+	int fd, r = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+	if (stat("/proc/self/ns/user", &ours) < 0 || stat(path, &theirs) < 0)
+		return -errno;
+	c->other_userns = ours.st_dev != theirs.st_dev || ours.st_ino != theirs.st_ino;
+	if (!c->other_userns)
+		return 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (ioctl(fd, NS_GET_OWNER_UID, &c->userns_owner) < 0)
+		r = -errno;
+	close(fd);
+	return r;
+}
+
+int proc_read_creds(pid_t pid, struct proc_creds *out)
+{
+	struct proc_creds c = { 0 };
+	char path[64];
+	struct stat st;
 	FILE *f;
-	int r = -EIO;
+	int r;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	f = fopen(path, "re");
 	if (!f)
 		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned a, b, c, d;
-
-		if (strncmp(line, "Uid:", 4) != 0)
-			continue;
-		if (sscanf(line + 4, "%u %u %u %u", &a, &b, &c, &d) == 4) {
-			uids[0] = a;
-			uids[1] = b;
-			uids[2] = c;
-			uids[3] = d;
-			r = 0;
-		}
-		break;
+	/* The owner is set as the file is opened (/proc revalidates it on
+	 * every lookup); the directory itself keeps the euid either way. */
+	if (fstat(fileno(f), &st) < 0) {
+		r = -errno;
+	} else {
+		c.dump_owner = st.st_uid;
+		r = parse_status(f, &c);
 	}
 	fclose(f);
+	if (r == 0)
+		r = read_userns(pid, &c);
+	if (r == 0)
+		r = proc_read_start_boottime(pid, &c.start_ns);
+	if (r == 0)
+		*out = c;
 	return r;
 }
 
@@ -91,18 +170,6 @@ int proc_foreach_task(pid_t pid, int (*fn)(pid_t tid, void *arg), void *arg)
 	}
 	closedir(d);
 	return r;
-}
-
-int proc_dump_owner(pid_t pid, uid_t *out)
-{
-	char path[64];
-	struct stat st;
-
-	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
-	if (stat(path, &st) < 0)
-		return -errno;
-	*out = st.st_uid;
-	return 0;
 }
 
 static int same_pid_ns(pid_t pid)
@@ -174,7 +241,8 @@ int proc_ns_tid_to_host(pid_t pid, pid_t ns_tid, pid_t *host)
 	return 0;
 }
 
-int proc_read_start_boottime(pid_t pid, uint64_t *out_ns)
+/* State letter and start time (CLOCK_BOOTTIME ns) from /proc/PID/stat. */
+static int read_stat(pid_t pid, char *state, uint64_t *start_ns)
 {
 	char path[64], text[1024], *p;
 	unsigned long long ticks;
@@ -196,7 +264,7 @@ int proc_read_start_boottime(pid_t pid, uint64_t *out_ns)
 	/* The name may hold spaces and ')': fields follow the last ')'. Field 3
 	 * is the state; starttime is field 22, i.e. the 20th after the name. */
 	p = strrchr(text, ')');
-	if (!p || hz <= 0)
+	if (!p || hz <= 0 || sscanf(p + 1, " %c", state) != 1)
 		return -EINVAL;
 	p++;
 	for (int field = 3; field < 22; field++) {
@@ -206,6 +274,106 @@ int proc_read_start_boottime(pid_t pid, uint64_t *out_ns)
 	}
 	if (sscanf(p, " %llu", &ticks) != 1)
 		return -EINVAL;
-	*out_ns = ticks * (1000000000ull / (unsigned long long)hz);
+	*start_ns = ticks * (1000000000ull / (unsigned long long)hz);
 	return 0;
+}
+
+int proc_read_start_boottime(pid_t pid, uint64_t *out_ns)
+{
+	char state;
+
+	return read_stat(pid, &state, out_ns);
+}
+
+int proc_pidfd_running(int pidfd)
+{
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+	int n = poll(&p, 1, 0);
+
+	if (n < 0)
+		return -errno;
+	if (p.revents & POLLNVAL)
+		return -EBADF;
+	/* Readable (and hung up once reaped) when the process has exited. */
+	return n == 0 ? 1 : 0;
+}
+
+int proc_ident_from_pid(pid_t pid, struct proc_ident *out)
+{
+	struct proc_ident id = PROC_IDENT_INIT;
+	int r;
+
+	*out = id;
+	if (pid <= 0)
+		return -ESRCH;
+	id.pid = pid;
+	r = proc_read_start_boottime(pid, &id.start_ns);
+	if (r < 0)
+		return r == -ENOENT ? -ESRCH : r;
+	r = proc_ident_check(&id);
+	if (r == 0)
+		*out = id;
+	return r;
+}
+
+int proc_ident_from_socket(int sock, pid_t pid, struct proc_ident *out)
+{
+	struct proc_ident id = PROC_IDENT_INIT;
+	socklen_t len = sizeof(id.pidfd);
+	int r;
+
+	*out = id;
+	if (pid <= 0)
+		return -ESRCH;  /* not in our pid namespace */
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERPIDFD, &id.pidfd, &len) < 0) {
+		r = -errno;
+		id.pidfd = -1;
+		/* Kernels before 6.5 do not know the option; newer ones fail
+		 * (ESRCH, or EINVAL before 6.9) when the process is gone. */
+		if (r == -ENOPROTOOPT || r == -EOPNOTSUPP)
+			return proc_ident_from_pid(pid, out);
+		return r == -EMFILE || r == -ENFILE || r == -ENOMEM ? r : -ESRCH;
+	}
+	id.pid = pid;
+	r = proc_ident_check(&id);
+	if (r < 0) {
+		proc_ident_release(&id);
+		return r;
+	}
+	*out = id;
+	return 0;
+}
+
+int proc_ident_check(const struct proc_ident *id)
+{
+	uint64_t start;
+	char state;
+	int r;
+
+	if (id->pidfd >= 0)
+		return proc_pidfd_running(id->pidfd) == 1 ? 0 : -ESRCH;
+	if (id->pid <= 0)
+		return -ESRCH;
+	r = read_stat(id->pid, &state, &start);
+	if (r < 0 || state == 'Z' || state == 'X' || start != id->start_ns)
+		return -ESRCH;
+	return 0;
+}
+
+int proc_ident_matches(const struct proc_ident *id, pid_t pid, int pidfd)
+{
+	/* pidfd was taken before id is checked here (the caller's process was
+	 * pinned first): both running now with the same pid is one process. */
+	if (id->pid != pid || proc_ident_check(id) < 0 || proc_pidfd_running(pidfd) != 1)
+		return -ESRCH;
+	return 0;
+}
+
+void proc_ident_release(struct proc_ident *id)
+{
+	if (!id)
+		return;
+	if (id->pidfd >= 0)
+		close(id->pidfd);
+	id->pidfd = -1;
 }

@@ -3,6 +3,7 @@
 #ifndef JPROF_PROC_H
 #define JPROF_PROC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -14,12 +15,28 @@ int proc_read_comm(pid_t pid, pid_t tid, char *buf, size_t len);
 /* Real, effective, saved and filesystem uids from /proc/PID/status. */
 int proc_read_uids(pid_t pid, uid_t uids[4]);
 
+/* What the kernel's ptrace access check looks at, read from /proc/PID. */
+struct proc_creds {
+	uid_t uid[4];              /* real, effective, saved, filesystem */
+	gid_t gid[4];
+	uint64_t cap_prm, cap_eff; /* permitted and effective capabilities */
+	/* Owner /proc gives the process's files (not its directory): its euid
+	 * while it is dumpable, root (of its user namespace) when it is not. */
+	uid_t dump_owner;
+	bool exited;               /* a zombie: no memory left, so no dumpable flag */
+	bool other_userns;         /* in a user namespace other than ours */
+	uid_t userns_owner;        /* who created that namespace (other_userns) */
+	uint64_t start_ns;         /* when it started (CLOCK_BOOTTIME), read last */
+};
+
+/* 0, -ENOENT/-ESRCH when there is no such process, or -errno. start_ns is
+ * read after everything else, so a caller that knows the start time of the
+ * process it means can tell whether these credentials were that process's. */
+int proc_read_creds(pid_t pid, struct proc_creds *out);
+
 /* Calls fn for every tid in /proc/PID/task; stops when fn returns non-zero
  * and returns that value. -errno if the directory cannot be read. */
 int proc_foreach_task(pid_t pid, int (*fn)(pid_t tid, void *arg), void *arg);
-
-/* Owner of /proc/PID: the process's euid, or 0 when it is not dumpable. */
-int proc_dump_owner(pid_t pid, uid_t *out);
 
 /* Thread ns_tid of process pid as seen in pid's own pid namespace, in our
  * namespace. -ESRCH when pid has no such thread. */
@@ -27,5 +44,34 @@ int proc_ns_tid_to_host(pid_t pid, pid_t ns_tid, pid_t *host);
 
 /* When pid started, as CLOCK_BOOTTIME nanoseconds (/proc/PID/stat). */
 int proc_read_start_boottime(pid_t pid, uint64_t *out_ns);
+
+/* 1 while the process of pidfd runs, 0 once it has exited (a zombie too),
+ * or -errno. Never blocks. */
+int proc_pidfd_running(int pidfd);
+
+/* A process identity that cannot be reused: a pidfd where the kernel gives
+ * one, else the pid and its start time (a reused pid has a later start, up
+ * to the clock tick of /proc/PID/stat). */
+struct proc_ident {
+	pid_t pid;
+	int pidfd;                 /* owned; -1: none, start_ns alone tells */
+	uint64_t start_ns;         /* CLOCK_BOOTTIME; 0 with a pidfd */
+};
+#define PROC_IDENT_INIT { .pid = 0, .pidfd = -1, .start_ns = 0 }
+
+/* The process that connected a Unix socket (pid: its SO_PEERCRED pid):
+ * SO_PEERPIDFD (Linux 6.5+) names that very process; older kernels fall
+ * back to the pid's start time read now. -ESRCH when it is gone already. */
+int proc_ident_from_socket(int sock, pid_t pid, struct proc_ident *out);
+/* The fallback alone: pid and its start time. */
+int proc_ident_from_pid(pid_t pid, struct proc_ident *out);
+/* 0 while the identified process runs; -ESRCH once it has exited (a zombie
+ * too) or its pid belongs to another process. */
+int proc_ident_check(const struct proc_ident *id);
+/* 0 when id is the process pidfd refers to (pid must be its pid): both
+ * run, and a pid names one running process at a time; -ESRCH otherwise. */
+int proc_ident_matches(const struct proc_ident *id, pid_t pid, int pidfd);
+/* Closes the pidfd; NULL-safe. */
+void proc_ident_release(struct proc_ident *id);
 
 #endif

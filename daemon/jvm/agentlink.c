@@ -13,6 +13,7 @@
 #include "jring.h"
 #include "log.h"
 #include "loop.h"
+#include "proc.h"
 
 #define AGENT_MAX_QUEUED (1u << 20)   /* bytes waiting for a slow agent */
 #define AGENT_MAX_AGENTS 1024
@@ -31,6 +32,8 @@ struct agent {
 	struct loop_source *src;
 	pid_t pid;
 	uid_t uid;
+	struct proc_ident ident;      /* the process that connected, not just its pid */
+	struct loop_source *exit_src; /* its pidfd: closes the connection at its exit */
 	struct buf in;
 	bool hello;
 	bool dead;
@@ -66,6 +69,23 @@ static void agent_kill(struct agent *a)
 	shutdown(a->fd, SHUT_RDWR);
 }
 
+/* A connection belongs to the process that made it, for as long as that
+ * process runs: once it exits (its socket may live on in another process
+ * it passed it to), or its pid names another process, the connection is
+ * closed. Any context. */
+static int agent_verify(struct agent *a)
+{
+	if (a->dead)
+		return -ESRCH;
+	if (proc_ident_check(&a->ident) == 0)
+		return 0;
+	a->link->st.identity_lost++;
+	log_audit("agent of pid %d uid %u: the process that connected has exited; connection closed",
+		  (int)a->pid, (unsigned)a->uid);
+	agent_kill(a);
+	return -ESRCH;
+}
+
 static void out_free(struct outmsg *m)
 {
 	if (m->fd >= 0)
@@ -85,6 +105,10 @@ static void agent_flush(struct agent *a)
 
 		if (m->fd >= 0 && m->off == 0) {
 			struct cmsghdr *c;
+
+			/* Queued while the process ran; it must still. */
+			if (agent_verify(a) < 0)
+				break;
 
 			memset(cbuf, 0, sizeof(cbuf));
 			mh.msg_control = cbuf;
@@ -189,15 +213,24 @@ static void on_hello(struct agent *a, const void *p, uint32_t len)
 			*c = '?';
 	snprintf(a->jvm, sizeof(a->jvm), "%s", hello.jvm);
 	a->hello = true;
-	/* One agent per process: a newer connection replaces an older one
-	 * (the agent reconnects after a daemon restart or re-attach). */
+	/* One agent per process. An older connection whose process is gone
+	 * goes; an idle one of this same process is replaced (the agent
+	 * reconnects after a re-attach); one bound to a recording stays, and
+	 * this newer one is refused. */
 	for (struct agent *o = l->agents, *next; o; o = next) {
 		next = o->next;
-		if (o != a && o->pid == a->pid) {
-			agent_drop(o, "replaced by a newer connection of the same process");
-			agent_unlink(o);
-			agent_free(o);
+		if (o == a || o->pid != a->pid || o->dead)
+			continue;
+		if (agent_verify(o) == 0 && o->ops) {
+			log_audit("agent of pid %d: a second connection refused; the one bound to a "
+				  "recording stays", (int)a->pid);
+			send_error(a, -EBUSY, "this process already has an agent bound to a recording");
+			agent_drop(a, NULL);
+			return;
 		}
+		agent_drop(o, o->dead ? NULL : "replaced by a newer connection of the same process");
+		agent_unlink(o);
+		agent_free(o);
 	}
 	agent_send(a, JPAG_WELCOME, &w, sizeof(w), -1);
 	log_info("agent connected: pid %d uid %u (%s)", (int)a->pid, (unsigned)a->uid, a->jvm);
@@ -327,6 +360,8 @@ static void process_input(struct agent *a)
 		}
 		if (a->in.len < sizeof(h) + h.len)
 			return;
+		if (agent_verify(a) < 0)
+			return;  /* nothing from a process that is not there */
 		handle_frame(a, &h, a->in.data + sizeof(h));
 		if (a->dead)
 			return;
@@ -343,10 +378,12 @@ static void agent_free(struct agent *a)
 		out_free(m);
 	}
 	loop_remove(a->src);
+	loop_remove(a->exit_src);
 	if (a->fd >= 0)
 		close(a->fd);
 	jring_free(a->ring);
 	buf_release(&a->in);
+	proc_ident_release(&a->ident);
 	free(a);
 }
 
@@ -416,6 +453,17 @@ static void on_agent_io(struct loop_source *src, int fd, uint32_t events, void *
 	}
 }
 
+/* The process that connected has exited: its socket may live on in a
+ * process it was passed to, which is nobody's agent. */
+static void on_agent_exit(struct loop_source *src, int fd, uint32_t events, void *arg)
+{
+	struct agent *a = arg;
+
+	loop_remove(a->exit_src);
+	a->exit_src = NULL;
+	agent_verify(a);  /* closes it; its I/O handler tells the session and frees it */
+}
+
 int agentlink_new(struct loop *loop, agentlink_connect_fn on_connect, void *arg,
 		  struct agentlink **out)
 {
@@ -465,7 +513,21 @@ int agentlink_adopt(struct agentlink *l, int fd, pid_t pid, uid_t uid, const voi
 	a->fd = fd;
 	a->pid = pid;
 	a->uid = uid;
+	r = proc_ident_from_socket(fd, pid, &a->ident);
+	if (r < 0) {
+		l->st.rejected++;
+		if (r == -ESRCH) {
+			l->st.identity_lost++;
+			log_audit("agent connection of pid %d uid %u refused: the process that "
+				  "connected has exited", (int)pid, (unsigned)uid);
+		}
+		close(fd);
+		free(a);
+		return r;
+	}
 	r = loop_add_io(l->loop, fd, EPOLLIN | EPOLLRDHUP, on_agent_io, a, &a->src);
+	if (r == 0 && a->ident.pidfd >= 0)
+		r = loop_add_io(l->loop, a->ident.pidfd, EPOLLIN, on_agent_exit, a, &a->exit_src);
 	if (r < 0 || (len && buf_append(&a->in, buffered, len) < 0)) {
 		agent_free(a);
 		return r < 0 ? r : -ENOMEM;
@@ -483,12 +545,19 @@ int agentlink_adopt(struct agentlink *l, int fd, pid_t pid, uid_t uid, const voi
 	return 0;
 }
 
-struct agent *agentlink_find(struct agentlink *l, pid_t pid)
+struct agent *agentlink_find(struct agentlink *l, pid_t pid, int pidfd)
 {
 	for (struct agent *a = l->agents; a; a = a->next)
-		if (a->pid == pid && a->hello && !a->dead)
+		if (a->pid == pid && a->hello && agent_is_process(a, pid, pidfd) == 0)
 			return a;
 	return NULL;
+}
+
+int agent_is_process(struct agent *a, pid_t pid, int pidfd)
+{
+	if (agent_verify(a) < 0)
+		return -ESRCH;
+	return proc_ident_matches(&a->ident, pid, pidfd);
 }
 
 pid_t agent_pid(const struct agent *a)

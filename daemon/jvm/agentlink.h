@@ -4,13 +4,19 @@
  *
  * Connections from JVM agents (libjprofagent.so) on the daemon socket, speaking
  * the binary agent protocol (proto/jprof_agent.h). The control server hands a
- * connection over when its first bytes are the agent magic. An agent is known
- * by its SO_PEERCRED pid only; what it says about itself is informational.
+ * connection over when its first bytes are the agent magic. An agent is the
+ * process that connected (SO_PEERPIDFD: that very process, not just a pid;
+ * pid + start time on kernels before 6.5); what it says about itself is
+ * informational. The connection is closed (audit line) as soon as that
+ * process is found gone: before every frame is handled, every fd is sent,
+ * and whenever a recording checks it (agent_is_process, before each fd
+ * handed out and each read of the ring).
  *
- * A recording binds an agent with agentlink_start(): the agent gets a ring
+ * A recording binds an agent with agent_start(): the agent gets a ring
  * and asks for one perf fd per thread; each request goes to the session
  * (ops->perf_fd), which checks the thread belongs to the agent's process and
- * opens the event. */
+ * opens the event. One agent per process: a newer connection of a process
+ * whose agent is bound to a recording is refused. */
 #ifndef JPROF_AGENTLINK_H
 #define JPROF_AGENTLINK_H
 
@@ -53,6 +59,7 @@ struct agentlink_stats {
 	uint64_t accepted, rejected;
 	uint64_t fds_passed, fds_denied;
 	uint64_t protocol_errors;
+	uint64_t identity_lost;       /* connections whose process had exited */
 };
 
 typedef void (*agentlink_connect_fn)(struct agent *a, pid_t pid, void *arg);
@@ -66,7 +73,11 @@ void agentlink_free(struct agentlink *l);
 int agentlink_adopt(struct agentlink *l, int fd, pid_t pid, uid_t uid, const void *buffered,
 		    size_t len);
 
-struct agent *agentlink_find(struct agentlink *l, pid_t pid);
+/* The live agent of the process pidfd pins (pid its pid), or NULL. */
+struct agent *agentlink_find(struct agentlink *l, pid_t pid, int pidfd);
+/* 0 when a's connection still belongs to the process pidfd pins (pid its
+ * pid), -ESRCH otherwise; a connection whose process is gone is closed. */
+int agent_is_process(struct agent *a, pid_t pid, int pidfd);
 pid_t agent_pid(const struct agent *a);
 const char *agent_jvm(const struct agent *a);
 

@@ -43,7 +43,7 @@ import time
 import traceback
 
 SKIP = 77
-BPF_PROG_NAMES = ("sample_cpu", "sample_thread", "on_fork")
+BPF_PROG_NAMES = ("sample_cpu", "sample_thread", "on_fork", "on_exec")
 BPFTOOL_PATHS = ("/usr/sbin/bpftool", "/sbin/bpftool", "/usr/bin/bpftool")
 SOCKET_WAIT_S = 15.0
 STOP_WAIT_S = 5.0
@@ -730,6 +730,16 @@ class Daemon:
         self.bpf_ids |= {i for i in held if i in named}
         log("%s holds BPF programs: %s" % (self.name, ", ".join(
             "%s (id %d)" % (named[i], i) for i in sorted(self.bpf_ids)) or "none"))
+
+    def check_root_answered(self, limit_s=0.1):
+        """root's status is answered within limit_s (after an attack: the
+        daemon still serves everyone)."""
+        c = self.client()
+        t0 = time.monotonic()
+        c.status()
+        took = time.monotonic() - t0
+        c.close()
+        check(took < limit_s, "root's status took %.3f s (limit %.3f s)" % (took, limit_s))
 
     def check_socket_mode(self):
         st = os.stat(self.socket)
