@@ -202,6 +202,12 @@ static int run_finish(struct run *run, struct jprof_response *resp)
 		if (!run->json_events)
 			ctl_err("%s exited during the recording", run->target);
 		r = CTL_EXIT_PROCESS_EXITED;
+	} else if (strcmp(status, "access_lost") == 0) {
+		/* What was written covers only the time before it. */
+		if (!run->json_events)
+			ctl_err("%s changed credentials (exec of a setuid program?); you may no longer "
+				"record it, so the recording stopped", run->target);
+		r = CTL_EXIT_PERMISSION;
 	} else {
 		r = CTL_EXIT_OK;
 	}

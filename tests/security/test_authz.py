@@ -166,6 +166,24 @@ def main(t):
                   if "may no longer record pid %d" % sh.pid in line], "no audit line")
         sh.kill()
 
+    with t.case("jprofctl: access_lost says why and exits 4 (permission)"):
+        suid = privileged_copy(t, t.prog("spin_chain"), "spin_chain", 0, 0, 0o4755)
+        trigger = os.path.join(t.mkdtemp("trigger-", owner="nobody"), "go")
+        sh = t.spawn(["/bin/sh", "-c", SHELL, "sh", suid, trigger, "5"], user="nobody", what="sh")
+        outdir = t.mkdtemp("ctl-out-", owner="nobody")
+        out = os.path.join(outdir, "lost.collapsed")
+        p, stdout, stderr = t.ctl_popen(["record", "--pid", str(sh.pid), "-d", "15s", "-o", out,
+                                         "--json-events"], user="nobody", socket_path=d.socket)
+        # --json-events writes the events to stderr, one JSON line each.
+        jt.wait_until(lambda: any('"type":"progress"' in line.replace(" ", "")
+                                  for line in open(stderr, errors="replace")), 10,
+                      what="jprofctl's first progress event")
+        open(trigger, "w").close()
+        jt.check_eq(p.wait(10), 4, "jprofctl exit status after access_lost")
+        jt.check('"status":"access_lost"' in open(stderr).read().replace(" ", ""),
+                 "no access_lost event from jprofctl")
+        sh.kill()
+
     with t.case("a recorded shell execs an ordinary program: still recorded"):
         rec, took, sh = record_through_exec(t, d, t.prog("spin_chain"))
         jt.check(rec.profile is not None, "no profile: %s" % rec.describe())
