@@ -22,6 +22,7 @@
 #include "log.h"
 #include "loop.h"
 #include "pipeline.h"
+#include "quota.h"
 #include "sampler.h"
 #include "session.h"
 #include "symbols.h"
@@ -58,6 +59,12 @@ static void usage(FILE *f)
 		"      --host-max-memory BYTES  memory for all windows, K/M/G suffix (default 64M)\n"
 		"      --max-sessions N   concurrent recordings (default 64)\n"
 		"      --max-clients N    concurrent connections (default 1024)\n"
+		"  Per-uid quotas (root has none, and a sixteenth of each total is kept for it):\n"
+		"      --max-clients-per-uid N      connections (default 64)\n"
+		"      --max-agents-per-uid N       JVM agent connections (default 64)\n"
+		"      --max-sessions-per-uid N     recordings (default 8)\n"
+		"      --max-perf-events-per-uid N  per-thread perf events (default 4096)\n"
+		"      --max-output-per-uid BYTES   unread replies queued, K/M/G suffix (default 64M)\n"
 		"      --http ADDR:PORT   serve /metrics and /debug/pprof/profile over HTTP\n"
 		"                         (off by default; \":9464\" means 127.0.0.1:9464)\n"
 		"      --http-token-file PATH\n"
@@ -74,7 +81,9 @@ static void usage(FILE *f)
 static int parse_args(int argc, char **argv, struct options *o)
 {
 	enum { OPT_MAX_SESSIONS = 256, OPT_MAX_CLIENTS, OPT_HOST_BUCKET, OPT_HOST_RETENTION,
-	       OPT_HOST_MAX_MEMORY, OPT_HTTP, OPT_HTTP_TOKEN_FILE, OPT_HTTP_SOCKET };
+	       OPT_HOST_MAX_MEMORY, OPT_HTTP, OPT_HTTP_TOKEN_FILE, OPT_HTTP_SOCKET,
+	       /* a per-uid quota flag is OPT_QUOTA + its config key */
+	       OPT_QUOTA = 512 };
 	static const struct option longopts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "check-config", no_argument, NULL, 't' },
@@ -90,6 +99,12 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "http", required_argument, NULL, OPT_HTTP },
 		{ "http-token-file", required_argument, NULL, OPT_HTTP_TOKEN_FILE },
 		{ "http-socket", required_argument, NULL, OPT_HTTP_SOCKET },
+		{ "max-clients-per-uid", required_argument, NULL, OPT_QUOTA + CONFIG_MAX_CLIENTS_PER_UID },
+		{ "max-agents-per-uid", required_argument, NULL, OPT_QUOTA + CONFIG_MAX_AGENTS_PER_UID },
+		{ "max-sessions-per-uid", required_argument, NULL, OPT_QUOTA + CONFIG_MAX_SESSIONS_PER_UID },
+		{ "max-perf-events-per-uid", required_argument, NULL,
+		  OPT_QUOTA + CONFIG_MAX_PERF_EVENTS_PER_UID },
+		{ "max-output-per-uid", required_argument, NULL, OPT_QUOTA + CONFIG_MAX_OUTPUT_PER_UID },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -120,6 +135,13 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case OPT_HTTP_TOKEN_FILE: k = CONFIG_HTTP_TOKEN_FILE; break;
 		case OPT_HTTP_SOCKET: k = CONFIG_HTTP_SOCKET; break;
 		case 'l': k = CONFIG_LOG_LEVEL; break;
+		case OPT_QUOTA + CONFIG_MAX_CLIENTS_PER_UID:
+		case OPT_QUOTA + CONFIG_MAX_AGENTS_PER_UID:
+		case OPT_QUOTA + CONFIG_MAX_SESSIONS_PER_UID:
+		case OPT_QUOTA + CONFIG_MAX_PERF_EVENTS_PER_UID:
+		case OPT_QUOTA + CONFIG_MAX_OUTPUT_PER_UID:
+			k = c - OPT_QUOTA;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -181,15 +203,50 @@ static void on_ring(struct loop_source *src, int fd, uint32_t events, void *arg)
 	sampler_poll_ring(arg);
 }
 
-static void raise_fd_limit(void)
+/* Returns the fd limit the daemon runs with. */
+static uint64_t raise_fd_limit(void)
 {
 	struct rlimit rl;
 
 	/* One perf fd per recorded thread: take the hard limit. */
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return 1024;
+	if (rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			getrlimit(RLIMIT_NOFILE, &rl);
 	}
+	return rl.rlim_cur;
+}
+
+static void on_log_flush(struct loop_source *src, void *arg)
+{
+	log_flush_suppressed();
+}
+
+/* The per-uid quotas of cfg, and what all uids may hold together. Each
+ * per-thread event holds two fds (the event and its BPF link); the fd table
+ * is shared out so that events alone cannot fill it: connections, agents
+ * and the daemon's own files keep max_clients + agents + 1024 fds. */
+static void quota_limits_from(const struct config *cfg, uint64_t nofile, struct quota_limits *q)
+{
+	uint64_t keep = (uint64_t)cfg->max_clients + AGENTLINK_MAX_AGENTS + 1024;
+
+	*q = (struct quota_limits){
+		.per_uid = {
+			[QUOTA_CLIENTS] = cfg->max_clients_per_uid,
+			[QUOTA_AGENTS] = cfg->max_agents_per_uid,
+			[QUOTA_SESSIONS] = cfg->max_sessions_per_uid,
+			[QUOTA_PERF_EVENTS] = cfg->max_perf_events_per_uid,
+			[QUOTA_OUTPUT] = cfg->max_output_per_uid,
+		},
+		.total = {
+			[QUOTA_CLIENTS] = cfg->max_clients,
+			[QUOTA_AGENTS] = AGENTLINK_MAX_AGENTS,
+			[QUOTA_SESSIONS] = cfg->max_sessions,
+			[QUOTA_PERF_EVENTS] = nofile > 2 * keep ? (nofile - keep) / 2 : nofile / 4,
+		},
+	};
 }
 
 int main(int argc, char **argv)
@@ -207,6 +264,8 @@ int main(int argc, char **argv)
 	struct hostview *hostview = NULL;
 	struct control *control = NULL;
 	struct agentlink *agents = NULL;
+	struct quota_limits qlim;
+	struct quota *quota = NULL;
 	struct http *http = NULL;
 	char *http_token = NULL;
 	struct sockaddr_un listen_addr = { 0 };
@@ -232,7 +291,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	sampler_setup_logging();
-	raise_fd_limit();
+	quota_limits_from(&cfg, raise_fd_limit(), &qlim);
 	signal(SIGPIPE, SIG_IGN);
 	/* Blocked so that only the loop sees them: the stop signals through
 	 * its signal sources, SIGCHLD through pidfds (attach helpers). */
@@ -258,6 +317,18 @@ int main(int argc, char **argv)
 	scfg.host_rate_hz = cfg.rate_hz;
 
 	r = loop_new(&loop);
+	if (r < 0)
+		goto out;
+	r = quota_new(&qlim, &quota);
+	if (r < 0)
+		goto out;
+	ccfg.quota = quota;
+	slim.quota = quota;
+	log_info("per-uid quotas: %u connections, %u agents, %u recordings, %u perf events, %llu bytes "
+		 "of unread replies; perf events in all: %llu (fd limit)", cfg.max_clients_per_uid,
+		 cfg.max_agents_per_uid, cfg.max_sessions_per_uid, cfg.max_perf_events_per_uid,
+		 cfg.max_output_per_uid, (unsigned long long)qlim.total[QUOTA_PERF_EVENTS]);
+	r = loop_add_timer(loop, 1000, 1000, on_log_flush, NULL, NULL);
 	if (r < 0)
 		goto out;
 	symbols = symbols_new(NULL, NULL);
@@ -303,6 +374,7 @@ int main(int argc, char **argv)
 	r = agentlink_new(loop, session_mgr_on_agent, sessions, &agents);
 	if (r < 0)
 		goto out;
+	agentlink_set_quota(agents, quota);
 	r = control_new(loop, sessions, sampler, agents, &ccfg, &control);
 	if (r < 0)
 		goto out;
@@ -418,6 +490,7 @@ out:
 	pipeline_free(pipeline);
 	hostview_free(hostview);
 	symbols_free(symbols);
+	quota_free(quota);
 	loop_free(loop);
 	if (own_socket)
 		unlink(cfg.socket);

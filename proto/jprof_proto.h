@@ -37,7 +37,8 @@ struct json_object;
 #define JPROF_E_PERMISSION_DENIED "permission_denied"
 #define JPROF_E_NO_SUCH_PROCESS "no_such_process"
 #define JPROF_E_NO_SUCH_SESSION "no_such_session"
-#define JPROF_E_LIMIT "limit_exceeded"              /* too many sessions/clients */
+#define JPROF_E_LIMIT "limit_exceeded"              /* a limit or per-uid quota reached */
+#define JPROF_E_RESOURCE_EXHAUSTED "resource_exhausted"  /* the daemon is out of fds or memory */
 #define JPROF_E_SHUTTING_DOWN "shutting_down"
 #define JPROF_E_NOT_A_JVM "not_a_jvm"                /* "java":"require" on a process that is not one */
 #define JPROF_E_ATTACH_FAILED "attach_failed"        /* "java":"require" and the agent could not be loaded */

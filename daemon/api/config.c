@@ -25,6 +25,11 @@ static const char *const key_names[CONFIG_NKEYS] = {
 	[CONFIG_HOST_MAX_MEMORY] = "host_max_memory",
 	[CONFIG_HTTP_TOKEN_FILE] = "http_token_file",
 	[CONFIG_HTTP_SOCKET] = "http_socket",
+	[CONFIG_MAX_CLIENTS_PER_UID] = "max_clients_per_uid",
+	[CONFIG_MAX_AGENTS_PER_UID] = "max_agents_per_uid",
+	[CONFIG_MAX_SESSIONS_PER_UID] = "max_sessions_per_uid",
+	[CONFIG_MAX_PERF_EVENTS_PER_UID] = "max_perf_events_per_uid",
+	[CONFIG_MAX_OUTPUT_PER_UID] = "max_output_per_uid",
 };
 
 void config_defaults(struct config *c)
@@ -40,6 +45,11 @@ void config_defaults(struct config *c)
 	c->host_bucket_s = 10;
 	c->host_retention_s = 600;
 	c->host_max_memory = 64ull << 20;
+	c->max_clients_per_uid = 64;
+	c->max_agents_per_uid = 64;
+	c->max_sessions_per_uid = 8;
+	c->max_perf_events_per_uid = 4096;
+	c->max_output_per_uid = 64ull << 20;
 }
 
 const char *config_key_name(enum config_key k)
@@ -118,8 +128,22 @@ static bool has_space(const char *s)
 	return false;
 }
 
+/* The unsigned quota keys: where each is kept and its range. */
+static unsigned *quota_field(struct config *c, enum config_key k, unsigned *max)
+{
+	*max = k == CONFIG_MAX_PERF_EVENTS_PER_UID ? 1000000 : 100000;
+	switch (k) {
+	case CONFIG_MAX_CLIENTS_PER_UID: return &c->max_clients_per_uid;
+	case CONFIG_MAX_AGENTS_PER_UID: return &c->max_agents_per_uid;
+	case CONFIG_MAX_SESSIONS_PER_UID: return &c->max_sessions_per_uid;
+	case CONFIG_MAX_PERF_EVENTS_PER_UID: return &c->max_perf_events_per_uid;
+	default: return NULL;
+	}
+}
+
 int config_set(struct config *c, enum config_key k, const char *v, char *err, size_t errlen)
 {
+	unsigned *field, max;
 	int lvl;
 
 	switch (k) {
@@ -214,6 +238,22 @@ int config_set(struct config *c, enum config_key k, const char *v, char *err, si
 		snprintf(dst, size, "%s", v);
 		break;
 	}
+	case CONFIG_MAX_CLIENTS_PER_UID:
+	case CONFIG_MAX_AGENTS_PER_UID:
+	case CONFIG_MAX_SESSIONS_PER_UID:
+	case CONFIG_MAX_PERF_EVENTS_PER_UID:
+		field = quota_field(c, k, &max);
+		if (config_parse_uint(v, 1, max, field) < 0) {
+			snprintf(err, errlen, "%s wants 1..%u, not \"%s\"", key_names[k], max, v);
+			return -EINVAL;
+		}
+		break;
+	case CONFIG_MAX_OUTPUT_PER_UID:
+		if (parse_bytes(v, 64ull << 10, 16ull << 30, &c->max_output_per_uid) < 0) {
+			snprintf(err, errlen, "max_output_per_uid wants 64K..16G (bytes, or K/M/G), not \"%s\"", v);
+			return -EINVAL;
+		}
+		break;
 	default:
 		snprintf(err, errlen, "no such key");
 		return -EINVAL;
@@ -319,6 +359,19 @@ out:
 	return r;
 }
 
+/* Bytes with the largest suffix that divides them. */
+static void format_bytes(unsigned long long v, char *buf, size_t len)
+{
+	if (v && v % (1ull << 30) == 0)
+		snprintf(buf, len, "%lluG", v >> 30);
+	else if (v && v % (1ull << 20) == 0)
+		snprintf(buf, len, "%lluM", v >> 20);
+	else if (v && v % (1ull << 10) == 0)
+		snprintf(buf, len, "%lluK", v >> 10);
+	else
+		snprintf(buf, len, "%llu", v);
+}
+
 void config_format(const struct config *c, enum config_key k, char *buf, size_t len)
 {
 	static const char *const levels[] = { [LOG_LVL_ERR] = "err", [LOG_LVL_WARNING] = "warning",
@@ -338,18 +391,16 @@ void config_format(const struct config *c, enum config_key k, char *buf, size_t 
 	case CONFIG_AGENT: snprintf(buf, len, "%s", c->agent); break;
 	case CONFIG_HOST_BUCKET: snprintf(buf, len, "%u", c->host_bucket_s); break;
 	case CONFIG_HOST_RETENTION: snprintf(buf, len, "%u", c->host_retention_s); break;
-	case CONFIG_HOST_MAX_MEMORY:
-		if (c->host_max_memory % (1ull << 30) == 0)
-			snprintf(buf, len, "%lluG", c->host_max_memory >> 30);
-		else if (c->host_max_memory % (1ull << 20) == 0)
-			snprintf(buf, len, "%lluM", c->host_max_memory >> 20);
-		else if (c->host_max_memory % (1ull << 10) == 0)
-			snprintf(buf, len, "%lluK", c->host_max_memory >> 10);
-		else
-			snprintf(buf, len, "%llu", c->host_max_memory);
-		break;
+	case CONFIG_HOST_MAX_MEMORY: format_bytes(c->host_max_memory, buf, len); break;
 	case CONFIG_HTTP_TOKEN_FILE: snprintf(buf, len, "%s", c->http_token_file); break;
 	case CONFIG_HTTP_SOCKET: snprintf(buf, len, "%s", c->http_socket); break;
+	case CONFIG_MAX_CLIENTS_PER_UID: snprintf(buf, len, "%u", c->max_clients_per_uid); break;
+	case CONFIG_MAX_AGENTS_PER_UID: snprintf(buf, len, "%u", c->max_agents_per_uid); break;
+	case CONFIG_MAX_SESSIONS_PER_UID: snprintf(buf, len, "%u", c->max_sessions_per_uid); break;
+	case CONFIG_MAX_PERF_EVENTS_PER_UID:
+		snprintf(buf, len, "%u", c->max_perf_events_per_uid);
+		break;
+	case CONFIG_MAX_OUTPUT_PER_UID: format_bytes(c->max_output_per_uid, buf, len); break;
 	default: snprintf(buf, len, "?"); break;
 	}
 }
@@ -382,6 +433,16 @@ void config_override(struct config *dst, const struct config *src)
 		memcpy(dst->http_token_file, src->http_token_file, sizeof(dst->http_token_file));
 	if (src->set & (1u << CONFIG_HTTP_SOCKET))
 		memcpy(dst->http_socket, src->http_socket, sizeof(dst->http_socket));
+	if (src->set & (1u << CONFIG_MAX_CLIENTS_PER_UID))
+		dst->max_clients_per_uid = src->max_clients_per_uid;
+	if (src->set & (1u << CONFIG_MAX_AGENTS_PER_UID))
+		dst->max_agents_per_uid = src->max_agents_per_uid;
+	if (src->set & (1u << CONFIG_MAX_SESSIONS_PER_UID))
+		dst->max_sessions_per_uid = src->max_sessions_per_uid;
+	if (src->set & (1u << CONFIG_MAX_PERF_EVENTS_PER_UID))
+		dst->max_perf_events_per_uid = src->max_perf_events_per_uid;
+	if (src->set & (1u << CONFIG_MAX_OUTPUT_PER_UID))
+		dst->max_output_per_uid = src->max_output_per_uid;
 	for (int k = 0; k < CONFIG_NKEYS; k++)
 		if (src->set & (1u << k))
 			dst->line[k] = src->line[k];

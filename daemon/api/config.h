@@ -25,6 +25,12 @@ enum config_key {
 	CONFIG_HOST_MAX_MEMORY,
 	CONFIG_HTTP_TOKEN_FILE,
 	CONFIG_HTTP_SOCKET,
+	/* per-uid quotas (uid 0 has none) */
+	CONFIG_MAX_CLIENTS_PER_UID,
+	CONFIG_MAX_AGENTS_PER_UID,
+	CONFIG_MAX_SESSIONS_PER_UID,
+	CONFIG_MAX_PERF_EVENTS_PER_UID,
+	CONFIG_MAX_OUTPUT_PER_UID,
 	CONFIG_NKEYS,
 };
 
@@ -42,6 +48,11 @@ struct config {
 	unsigned long long host_max_memory;  /* bytes for all windows */
 	char http_token_file[256];   /* bearer token for HTTP, "" = none (absolute path) */
 	char http_socket[108];       /* HTTP on a Unix socket (sun_path size), "" = off */
+	unsigned max_clients_per_uid;        /* connections */
+	unsigned max_agents_per_uid;         /* JVM agent connections */
+	unsigned max_sessions_per_uid;       /* recordings */
+	unsigned max_perf_events_per_uid;    /* per-thread events over all its recordings */
+	unsigned long long max_output_per_uid;  /* bytes of unread replies over all its connections */
 	unsigned set;                /* bit (1 << key) for every key given */
 	unsigned line[CONFIG_NKEYS]; /* file line a key came from; 0 = default or flag */
 };

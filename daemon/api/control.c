@@ -19,7 +19,7 @@ int control_new(struct loop *loop, struct session_mgr *sessions, struct sampler 
 	struct requests_config rcfg = {
 		.group_name = cfg->group_name,
 		.max_sessions_per_client = cfg->max_sessions_per_client,
-		.max_sessions_per_user = cfg->max_sessions_per_user,
+		.quota = cfg->quota,
 	};
 	struct server_config scfg = {
 		.group = cfg->group,
@@ -27,6 +27,7 @@ int control_new(struct loop *loop, struct session_mgr *sessions, struct sampler 
 		.max_output = cfg->max_output,
 		.client_data_size = REQUESTS_CLIENT_DATA_SIZE,
 		.agents = agents,
+		.quota = cfg->quota,
 	};
 	struct control *c = calloc(1, sizeof(*c));
 	struct server_hooks hooks;

@@ -14,6 +14,7 @@
 struct agentlink;
 struct hostview;
 struct loop;
+struct quota;
 struct sampler;
 struct session_mgr;
 struct control;
@@ -23,8 +24,8 @@ struct control_config {
 	const char *group_name;          /* for messages */
 	unsigned max_clients;            /* default 1024 */
 	unsigned max_sessions_per_client;/* default 4 */
-	unsigned max_sessions_per_user;  /* unprivileged uids; default 8 */
 	size_t max_output;               /* queued bytes per client before it is dropped; default 512 MiB */
+	struct quota *quota;             /* per-uid connections, queued bytes, recordings; NULL: none */
 };
 
 /* agents: where connections that speak the agent protocol go (NULL: refused

@@ -1,6 +1,6 @@
 /* record and cancel: a recording is a session (session.c) whose lines go to
  * the client that asked; this file keeps each connection's recordings, by
- * request id, within the per-connection and per-uid limits. */
+ * request id, within the per-connection limit and the per-uid quotas. */
 #include "requests.h"
 
 #include <errno.h>
@@ -8,6 +8,7 @@
 
 #include "authz.h"
 #include "jprof_proto.h"
+#include "quota.h"
 #include "server.h"
 #include "session.h"
 
@@ -25,6 +26,7 @@ static void sink_done(void *ctx, struct session *s)
 	for (unsigned i = 0; i < conn->nrec; i++) {
 		if (conn->rec[i].s == s) {
 			conn->rec[i] = conn->rec[--conn->nrec];
+			quota_give(conn->quota, conn->uid, QUOTA_SESSIONS, 1);
 			return;
 		}
 	}
@@ -35,34 +37,30 @@ void req_record_abandon_all(struct requests_conn *conn)
 	while (conn->nrec) {
 		struct session *s = conn->rec[--conn->nrec].s;
 
+		quota_give(conn->quota, conn->uid, QUOTA_SESSIONS, 1);
 		session_abandon(s);
 	}
 }
 
 /* ---- limits ---- */
 
-struct uid_count {
-	uid_t uid;
-	unsigned n;
-};
-
-static int count_uid_sessions(struct session *s, void *arg)
+/* Sends limit_exceeded for a quota_take() of kind k that failed with err. */
+static void quota_error(const struct request *r, enum quota_kind k, int err)
 {
-	struct uid_count *uc = arg;
-	struct session_info si;
+	char why[256];
 
-	session_get_info(s, &si);
-	if (si.uid == uc->uid)
-		uc->n++;
-	return 0;
+	quota_explain(r->rq->cfg.quota, r->peer->uid, k, err, why, sizeof(why));
+	requests_error(r, JPROF_E_LIMIT, "%s", why);
 }
 
-/* 0, or -errno after the reply was sent. */
+/* 0 with one recording charged to the peer's uid, or -errno after the
+ * reply was sent. */
 static int check_limits(const struct request *r)
 {
 	const struct requests_config *cfg = &r->rq->cfg;
 	struct requests_conn *conn = r->conn;
 	int64_t id = r->msg->id;
+	int ret;
 
 	for (unsigned i = 0; i < conn->nrec; i++) {
 		if (conn->rec[i].req_id == id) {
@@ -77,17 +75,21 @@ static int check_limits(const struct request *r)
 			       cfg->max_sessions_per_client);
 		return -EMFILE;
 	}
-	if (!r->peer->privileged) {
-		struct uid_count uc = { .uid = r->peer->uid };
-
-		session_foreach(r->rq->sessions, count_uid_sessions, &uc);
-		if (uc.n >= cfg->max_sessions_per_user) {
-			requests_error(r, JPROF_E_LIMIT, "uid %u already runs %u recordings (the limit)",
-				       (unsigned)r->peer->uid, uc.n);
-			return -EMFILE;
+	/* A recording of a process needs perf events: refused at once when the
+	 * uid has none left (past this point the threads beyond the quota are
+	 * counted, not sampled). */
+	if (!r->msg->record.all) {
+		ret = quota_take(cfg->quota, r->peer->uid, QUOTA_PERF_EVENTS, 1);
+		if (ret < 0) {
+			quota_error(r, QUOTA_PERF_EVENTS, ret);
+			return ret;
 		}
+		quota_give(cfg->quota, r->peer->uid, QUOTA_PERF_EVENTS, 1);
 	}
-	return 0;
+	ret = quota_take(cfg->quota, r->peer->uid, QUOTA_SESSIONS, 1);
+	if (ret < 0)
+		quota_error(r, QUOTA_SESSIONS, ret);
+	return ret;
 }
 
 /* ---- requests ---- */
@@ -115,22 +117,33 @@ void req_record(const struct request *r)
 	const char *code = NULL;
 	char why[512];
 	struct session *s;
-	int fmt;
+	int fmt, ret;
 
 	fmt = requests_format(r, rr->format);
-	if (fmt < 0 || check_limits(r) < 0)
+	if (fmt < 0)
 		return;
 	p.format = (enum jprof_format)fmt;
 	if (rr->all && !r->peer->privileged) {
 		requests_deny(r, "to record the whole host", "recording the whole host", "");
 		return;
 	}
-	if (!rr->all && requests_authorize_pid(r, rr->pid, "to record", &p.pidfd) < 0)
+	if (check_limits(r) < 0)
 		return;
-	if (session_start(r->rq->sessions, &p, &sink, &s, &code, why, sizeof(why)) < 0) {
-		requests_error(r, code ? code : JPROF_E_INTERNAL, "%s", why);
+	if (!rr->all && requests_authorize_pid(r, rr->pid, "to record", &p.pidfd) < 0) {
+		quota_give(r->rq->cfg.quota, r->peer->uid, QUOTA_SESSIONS, 1);
 		return;
 	}
+	ret = session_start(r->rq->sessions, &p, &sink, &s, &code, why, sizeof(why));
+	if (ret < 0) {
+		quota_give(r->rq->cfg.quota, r->peer->uid, QUOTA_SESSIONS, 1);
+		if (ret == -EDQUOT || ret == -EUSERS)
+			quota_error(r, QUOTA_PERF_EVENTS, ret);
+		else if (!requests_exhausted(r, ret))
+			requests_error(r, code ? code : JPROF_E_INTERNAL, "%s", why);
+		return;
+	}
+	conn->quota = r->rq->cfg.quota;
+	conn->uid = r->peer->uid;
 	conn->rec[conn->nrec].req_id = r->msg->id;
 	conn->rec[conn->nrec].s = s;
 	conn->nrec++;

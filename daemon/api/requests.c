@@ -58,8 +58,6 @@ int requests_new(struct session_mgr *sessions, struct sampler *sampler,
 	rq->cfg = *cfg;
 	if (!rq->cfg.max_sessions_per_client)
 		rq->cfg.max_sessions_per_client = 4;
-	if (!rq->cfg.max_sessions_per_user)
-		rq->cfg.max_sessions_per_user = 8;
 	if (rq->cfg.max_sessions_per_client > REQUESTS_MAX_RECORDINGS)
 		rq->cfg.max_sessions_per_client = REQUESTS_MAX_RECORDINGS;
 	rq->start_mono_ns = clock_ns(CLOCK_MONOTONIC);
@@ -142,12 +140,27 @@ static void deny_pid(const struct request *r, pid_t pid, const char *asked, int 
 			       (unsigned)peer->uid);
 }
 
+bool requests_exhausted(const struct request *r, int err)
+{
+	if (err != -EMFILE && err != -ENFILE && err != -ENOMEM && err != -ENOBUFS)
+		return false;
+	requests_error(r, JPROF_E_RESOURCE_EXHAUSTED, "jprofd is out of %s; try again later",
+		       err == -EMFILE || err == -ENFILE ? "file descriptors" : "memory");
+	return true;
+}
+
 int requests_authorize_pid(const struct request *r, pid_t pid, const char *asked, int *pidfd)
 {
 	char why[512] = "no such process";
 	int fd, ret = -ESRCH;
 
 	fd = pidfd_open_checked(pid);
+	if (fd < 0 && requests_exhausted(r, fd)) {
+		/* Out of fds is not "no such process". */
+		log_warn("cannot pin pid %d for uid %u: %s", (int)pid, (unsigned)r->peer->uid,
+			 strerror(-fd));
+		return fd;
+	}
 	if (fd >= 0) {
 		ret = authz_check_pid(r->peer, pid, 0, why, sizeof(why));
 		/* The pidfd was taken first: still running means pid was this

@@ -22,6 +22,7 @@ struct authz_peer;
 struct hostview;
 struct jprof_request;
 struct json_object;
+struct quota;
 struct sampler;
 struct server;
 struct server_client;
@@ -33,7 +34,7 @@ struct session_mgr;
 struct requests_config {
 	const char *group_name;          /* the authorized group, for messages; NULL: "jprof" */
 	unsigned max_sessions_per_client;/* default 4, at most REQUESTS_MAX_RECORDINGS */
-	unsigned max_sessions_per_user;  /* unprivileged uids; default 8 */
+	struct quota *quota;             /* recordings per uid; NULL: none */
 };
 
 /* What the handlers read; set up by requests_new and the setters. */
@@ -46,13 +47,16 @@ struct requests {
 	uint64_t start_mono_ns;
 };
 
-/* The recordings one connection runs (server_client_data of each client). */
+/* The recordings one connection runs (server_client_data of each client),
+ * each charged to the peer's uid (QUOTA_SESSIONS) while it is listed. */
 struct requests_conn {
 	struct {
 		int64_t req_id;
 		struct session *s;
 	} rec[REQUESTS_MAX_RECORDINGS];
 	unsigned nrec;
+	struct quota *quota;             /* where the recordings are charged, */
+	uid_t uid;                       /* and to whom */
 };
 
 /* One request being answered. */
@@ -100,11 +104,17 @@ int requests_format(const struct request *r, const char *name);
  * REQUESTS_DENY_PID_FMT whatever the reason, so that the answer does not
  * tell whether another user's process exists. Each refusal but root's
  * no_such_process is an audit line "denied: uid U (pid P) asked <asked> pid
- * N: <reason>". */
+ * N: <reason>". resource_exhausted (for anyone) when the daemon has no fd
+ * left to pin the process. */
 #define REQUESTS_DENY_PID_FMT \
 	"pid %d is not a process uid %u may record (no such process, or not the caller's: " \
 	"all its uids and gids must be the caller's, dumpable, without capabilities)"
 int requests_authorize_pid(const struct request *r, pid_t pid, const char *asked, int *pidfd);
+
+/* When err says the daemon ran out of fds or memory (-EMFILE, -ENFILE,
+ * -ENOMEM, -ENOBUFS): sends resource_exhausted and returns true (the
+ * caller logs). */
+bool requests_exhausted(const struct request *r, int err);
 
 /* Refuses an unprivileged peer something only root or the group may do:
  * audit line "denied: uid U (pid P) asked <asked>", and permission_denied

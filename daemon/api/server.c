@@ -18,10 +18,15 @@
 #include "jprof_proto.h"
 #include "log.h"
 #include "loop.h"
+#include "quota.h"
 
 #define READ_CHUNK 65536
 #define READ_BUDGET (1024 * 1024)   /* bytes per wakeup, so one client cannot starve others */
 #define MAX_LISTENERS 8
+/* accept() out of fds or memory: the listener rests, first this long, then
+ * twice as long each time up to the maximum, instead of failing in a loop. */
+#define ACCEPT_PAUSE_MIN_MS 50
+#define ACCEPT_PAUSE_MAX_MS 1000
 
 struct server_client {
 	struct server *srv;
@@ -38,8 +43,11 @@ struct server_client {
 };
 
 struct listener {
+	struct server *srv;
 	int fd;
 	struct loop_source *src;
+	struct loop_source *pause;  /* timer while the listener rests */
+	unsigned pause_ms;          /* the last rest; 0 after an accept worked */
 };
 
 struct server {
@@ -54,6 +62,25 @@ struct server {
 
 /* ---- output ---- */
 
+/* Queued bytes are charged to the peer's uid (QUOTA_OUTPUT) while queued. */
+static void out_consume(struct server_client *c, size_t n)
+{
+	buf_consume(&c->out, n);
+	quota_give(c->srv->cfg.quota, c->peer.uid, QUOTA_OUTPUT, n);
+}
+
+/* Marks the client dead and frees its queue. The socket is shut down so
+ * that its I/O handler runs next round and drops it, never under a
+ * caller's feet. */
+static void client_kill(struct server_client *c)
+{
+	quota_give(c->srv->cfg.quota, c->peer.uid, QUOTA_OUTPUT, c->out.len);
+	buf_release(&c->out);
+	if (!c->dead)
+		shutdown(c->fd, SHUT_RDWR);
+	c->dead = true;
+}
+
 static void client_flush(struct server_client *c)
 {
 	while (c->out.len) {
@@ -64,11 +91,10 @@ static void client_flush(struct server_client *c)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				break;
-			c->dead = true;  /* EPIPE etc.: the read side will clean up */
-			buf_reset(&c->out);
+			client_kill(c);  /* EPIPE etc. */
 			break;
 		}
-		buf_consume(&c->out, (size_t)n);
+		out_consume(c, (size_t)n);
 	}
 	if (c->dead)
 		return;
@@ -78,15 +104,45 @@ static void client_flush(struct server_client *c)
 	}
 }
 
+/* The most one client may have queued: its own limit, or its uid's. */
+static size_t out_limit(const struct server_client *c)
+{
+	uint64_t own = quota_limit(c->srv->cfg.quota, c->peer.uid, QUOTA_OUTPUT);
+
+	return own && own < c->srv->cfg.max_output ? (size_t)own : c->srv->cfg.max_output;
+}
+
 void server_client_send(struct server_client *c, const char *line, size_t len)
 {
+	struct quota *q = c->srv->cfg.quota;
+	char why[256], msg[384];
+	int r;
+
 	if (c->dead)
 		return;
-	if (c->out.len + len > c->srv->cfg.max_output || buf_append(&c->out, line, len) < 0) {
-		log_warn("client pid %d uid %u: not reading its replies (%zu bytes queued); disconnecting",
-			 (int)c->peer.pid, (unsigned)c->peer.uid, c->out.len);
-		c->dead = true;
-		buf_reset(&c->out);
+	if (len > out_limit(c)) {
+		/* Could never be queued, reader or not: say so instead. */
+		snprintf(msg, sizeof(msg), "a reply of %zu bytes is larger than the %zu bytes of unread "
+			 "replies uid %u may have queued; it was not sent", len, out_limit(c),
+			 (unsigned)c->peer.uid);
+		log_warn("client pid %d uid %u: %s", (int)c->peer.pid, (unsigned)c->peer.uid, msg);
+		server_client_send_error(c, 0, false, JPROF_E_LIMIT, msg);
+		return;
+	}
+	r = c->out.len + len > c->srv->cfg.max_output ? -ENOBUFS :
+	    quota_take(q, c->peer.uid, QUOTA_OUTPUT, len);
+	if (r == 0 && buf_append(&c->out, line, len) < 0) {
+		quota_give(q, c->peer.uid, QUOTA_OUTPUT, len);
+		r = -ENOMEM;
+	}
+	if (r < 0) {
+		if (r == -ENOBUFS)
+			snprintf(why, sizeof(why), "%zu bytes queued for it", c->out.len);
+		else
+			quota_explain(q, c->peer.uid, QUOTA_OUTPUT, r, why, sizeof(why));
+		log_warn("client pid %d uid %u: not reading its replies (%s); disconnecting",
+			 (int)c->peer.pid, (unsigned)c->peer.uid, why);
+		client_kill(c);
 		return;
 	}
 	client_flush(c);
@@ -162,17 +218,26 @@ static void client_unlink(struct server_client *c)
 	if (*pp)
 		*pp = c->next;
 	srv->nclients--;
+	quota_give(srv->cfg.quota, c->peer.uid, QUOTA_CLIENTS, 1);
+	quota_give(srv->cfg.quota, c->peer.uid, QUOTA_OUTPUT, c->out.len);
+	buf_release(&c->out);
 	loop_remove(c->src);  /* deregisters the fd before anyone else watches it */
 }
 
+static void listener_wake(struct listener *l);
+
 static void client_drop(struct server_client *c)
 {
-	c->srv->hooks.gone(c->srv->hooks.ctx, c);
+	struct server *srv = c->srv;
+
+	srv->hooks.gone(srv->hooks.ctx, c);
 	client_unlink(c);
 	close(c->fd);
 	buf_release(&c->in);
-	buf_release(&c->out);
 	free(c);
+	/* An fd is free again: a resting listener may accept now. */
+	for (unsigned i = 0; i < srv->nlisteners; i++)
+		listener_wake(&srv->listeners[i]);
 }
 
 /* The first bytes tell a JVM agent (binary frames, "JPAG") from a JSON
@@ -194,10 +259,11 @@ static bool maybe_hand_over(struct server_client *c)
 		return false;  /* wait for the rest of the magic */
 	client_unlink(c);
 	r = agentlink_adopt(agents, c->fd, c->peer.pid, c->peer.uid, c->in.data, c->in.len);
-	if (r < 0 && r != -ESRCH)  /* its process gone: agentlink's audit line says so */
-		log_warn("cannot serve the agent of pid %d: %s", (int)c->peer.pid, strerror(-r));
+	/* The agent link said why: its process gone, or a quota. */
+	if (r < 0 && r != -ESRCH && r != -EDQUOT && r != -EUSERS)
+		log_warn("cannot serve the agent of pid %d uid %u: %s", (int)c->peer.pid,
+			 (unsigned)c->peer.uid, strerror(-r));
 	buf_release(&c->in);
-	buf_release(&c->out);
 	free(c);
 	return true;
 }
@@ -241,10 +307,10 @@ static void on_client(struct loop_source *src, int fd, uint32_t events, void *ar
 		client_drop(c);
 }
 
-/* Refuses a connection past max_clients with an error line it may read. */
-static void refuse_busy(int cfd)
+/* Refuses a connection with an error line it may read, then closes it. */
+static void refuse(int cfd, const char *code, const char *msg)
 {
-	char *line = jprof_error_line(0, false, JPROF_E_LIMIT, "too many clients connected");
+	char *line = jprof_error_line(0, false, code, msg);
 
 	if (line)
 		send(cfd, line, strlen(line), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -252,37 +318,100 @@ static void refuse_busy(int cfd)
 	close(cfd);
 }
 
+/* 0 when the peer behind cfd may hold one more connection (charged to its
+ * uid), else -errno after it was refused. */
+static int admit(struct server *srv, int cfd, const struct authz_peer *peer)
+{
+	char why[256];
+	int r = srv->nclients >= srv->cfg.max_clients ? -EUSERS :
+		quota_take(srv->cfg.quota, peer->uid, QUOTA_CLIENTS, 1);
+
+	if (r == 0)
+		return 0;
+	if (srv->cfg.quota)
+		quota_explain(srv->cfg.quota, peer->uid, QUOTA_CLIENTS, r, why, sizeof(why));
+	else
+		snprintf(why, sizeof(why), "too many clients connected");
+	log_warn("refused a connection of uid %u (pid %d): %s", (unsigned)peer->uid, (int)peer->pid,
+		 why);
+	refuse(cfd, JPROF_E_LIMIT, why);
+	return r;
+}
+
+/* Watches a resting listener again (its rest, if any, is cut short). */
+static void listener_wake(struct listener *l)
+{
+	if (!l->pause)
+		return;
+	loop_remove(l->pause);
+	l->pause = NULL;
+	if (loop_set_events(l->src, EPOLLIN) < 0)
+		log_err("cannot watch the listening socket again; new connections wait");
+}
+
+static void on_listener_rested(struct loop_source *src, void *arg)
+{
+	listener_wake(arg);
+}
+
+/* accept() failed for want of fds or memory. The pending connection stays
+ * in the backlog, so the listener stays readable: rather than failing in a
+ * busy loop, it stops being watched for a while. */
+static void listener_rest(struct listener *l, int err)
+{
+	unsigned ms = l->pause_ms ? l->pause_ms * 2 : ACCEPT_PAUSE_MIN_MS;
+
+	if (l->pause)
+		return;
+	l->pause_ms = ms < ACCEPT_PAUSE_MAX_MS ? ms : ACCEPT_PAUSE_MAX_MS;
+	log_warn("cannot accept connections: %s; trying again in %u ms", strerror(err), l->pause_ms);
+	if (loop_add_timer(l->srv->loop, l->pause_ms, 0, on_listener_rested, l, &l->pause) < 0)
+		return;  /* no timer: keep watching rather than stop for good */
+	loop_set_events(l->src, 0);
+}
+
 static void on_listener(struct loop_source *src, int fd, uint32_t events, void *arg)
 {
-	struct server *srv = arg;
+	struct listener *l = arg;
+	struct server *srv = l->srv;
 
 	for (int i = 0; i < 64; i++) {
 		int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		struct server_client *c;
+		struct authz_peer peer;
 		int r;
 
 		if (cfd < 0) {
-			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-				log_warn("accept failed: %s", strerror(errno));
+			r = errno;
+			if (r == EMFILE || r == ENFILE || r == ENOBUFS || r == ENOMEM)
+				listener_rest(l, r);
+			else if (r == ECONNABORTED || r == EINTR)
+				continue;
+			else if (r != EAGAIN && r != EWOULDBLOCK)
+				log_warn("accept failed: %s", strerror(r));
 			return;
 		}
-		if (srv->nclients >= srv->cfg.max_clients) {
-			refuse_busy(cfd);
-			continue;
-		}
-		c = calloc(1, sizeof(*c) + srv->cfg.client_data_size);
-		if (!c) {
-			close(cfd);
-			continue;
-		}
-		c->srv = srv;
-		c->fd = cfd;
-		r = authz_peer_from_fd(cfd, srv->cfg.group, &c->peer);
-		if (r == 0)
-			r = loop_add_io(srv->loop, cfd, EPOLLIN | EPOLLRDHUP, on_client, c, &c->src);
+		l->pause_ms = 0;
+		r = authz_peer_from_fd(cfd, srv->cfg.group, &peer);
 		if (r < 0) {
-			log_warn("cannot serve a new client: %s", strerror(-r));
+			log_warn("cannot read the credentials of a new client: %s", strerror(-r));
 			close(cfd);
+			continue;
+		}
+		if (admit(srv, cfd, &peer) < 0)
+			continue;
+		c = calloc(1, sizeof(*c) + srv->cfg.client_data_size);
+		r = -ENOMEM;
+		if (c) {
+			c->srv = srv;
+			c->fd = cfd;
+			c->peer = peer;
+			r = loop_add_io(srv->loop, cfd, EPOLLIN | EPOLLRDHUP, on_client, c, &c->src);
+		}
+		if (r < 0) {
+			log_warn("cannot serve a new client of uid %u: %s", (unsigned)peer.uid, strerror(-r));
+			quota_give(srv->cfg.quota, peer.uid, QUOTA_CLIENTS, 1);
+			refuse(cfd, JPROF_E_RESOURCE_EXHAUSTED, "jprofd is out of memory");
 			free(c);
 			continue;
 		}
@@ -323,8 +452,9 @@ int server_add_listener(struct server *s, int fd)
 		return -EMFILE;
 	}
 	l = &s->listeners[s->nlisteners];
+	l->srv = s;
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-	r = loop_add_io(s->loop, fd, EPOLLIN, on_listener, s, &l->src);
+	r = loop_add_io(s->loop, fd, EPOLLIN, on_listener, l, &l->src);
 	if (r < 0) {
 		close(fd);
 		return r;
@@ -343,6 +473,7 @@ void server_free(struct server *s)
 		client_drop(s->clients);
 	}
 	for (unsigned i = 0; i < s->nlisteners; i++) {
+		loop_remove(s->listeners[i].pause);
 		loop_remove(s->listeners[i].src);
 		close(s->listeners[i].fd);
 	}

@@ -7,7 +7,12 @@
  * Fairness and bounds: lines are at most JPROF_PROTO_MAX_REQUEST bytes
  * (longer ones are answered with line_too_long and skipped up to the next
  * newline), a client is read for at most 1 MiB per wakeup, and a client
- * that does not read its replies is dropped past max_output queued bytes.
+ * that does not read its replies is dropped past max_output queued bytes
+ * or past its uid's quota of queued bytes (quota.h); a reply that could
+ * never fit is replaced by a limit_exceeded error. Connections are charged
+ * to the peer's uid (refused with limit_exceeded past its quota or past
+ * the share of max_clients kept for uids other than root). When accept()
+ * runs out of fds the listener rests (50 ms, doubling up to 1 s).
  * A connection whose first bytes are the agent protocol's magic ("JPAG") is
  * handed to the agent link instead. */
 #ifndef JPROF_SERVER_H
@@ -21,6 +26,7 @@
 struct agentlink;
 struct authz_peer;
 struct loop;
+struct quota;
 struct server;
 struct server_client;
 
@@ -40,6 +46,7 @@ struct server_config {
 	size_t max_output;               /* queued bytes per client before it is dropped; default 512 MiB */
 	size_t client_data_size;         /* zeroed bytes per client for the dispatcher */
 	struct agentlink *agents;        /* NULL: agent connections are refused as bad JSON */
+	struct quota *quota;             /* per-uid connections and queued bytes; NULL: none */
 };
 
 int server_new(struct loop *loop, const struct server_config *cfg, const struct server_hooks *hooks,

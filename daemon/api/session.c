@@ -561,7 +561,8 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 		store_set_process_name(s->store, (uint32_t)p->pid, s->comm);
 		r = threadset_new(m->sampler, &(struct threadset_config){
 			.source = s->id, .pid = p->pid, .period_ns = interval_ns(s),
-			.max_threads = m->lim.max_threads }, &s->threads);
+			.max_threads = m->lim.max_threads, .quota = m->lim.quota, .uid = p->uid },
+			&s->threads);
 		if (r < 0 && r != -ESRCH)
 			goto fail_internal;
 		if (r < 0) {

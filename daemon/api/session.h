@@ -21,6 +21,7 @@ struct agent;
 struct agentlink;
 struct loop;
 struct pipeline;
+struct quota;
 struct sampler;
 struct session;
 struct session_mgr;
@@ -68,6 +69,7 @@ struct session_info {
 struct session_limits {
 	unsigned max_sessions;           /* total; default 64 */
 	unsigned max_threads;            /* per-thread events per session; default 8192 */
+	struct quota *quota;             /* per-thread events charged to the requester's uid */
 };
 
 int session_mgr_new(struct loop *loop, struct pipeline *pipeline, const struct session_limits *lim,

@@ -8,6 +8,7 @@
 #include "htab.h"
 #include "log.h"
 #include "proc.h"
+#include "quota.h"
 #include "sampler.h"
 #include <linux/types.h>
 #include "bpf/sampler.h"
@@ -26,6 +27,8 @@ struct threadset {
 	uint32_t epoch;
 	bool watching;
 	uint64_t over_limit;
+	bool over_quota;            /* said once that the uid's quota stopped us */
+	int last_err;               /* why the last event could not be opened */
 };
 
 static struct ts_thread *find(const struct threadset *ts, pid_t tid)
@@ -52,11 +55,34 @@ static int insert(struct threadset *ts, pid_t tid, struct sampler_events *ev, bo
 	return 0;
 }
 
+/* Closes an event that event_open() opened and gives its quota back. */
+static void event_close(struct threadset *ts, struct sampler_events *ev)
+{
+	sampler_events_close(ev);
+	quota_give(ts->cfg.quota, ts->cfg.uid, QUOTA_PERF_EVENTS, 1);
+}
+
 static void close_thread(struct threadset *ts, struct ts_thread *t)
 {
 	sampler_uncover_tid(ts->sampler, (uint32_t)t->tid, ts->cfg.source);
-	sampler_events_close(t->ev);
+	event_close(ts, t->ev);
 	free(t);
+}
+
+/* Opens one event for tid, charged to the requester's perf-event quota. */
+static int event_open(struct threadset *ts, pid_t tid, uint64_t flags, struct sampler_events **ev)
+{
+	int r = quota_take(ts->cfg.quota, ts->cfg.uid, QUOTA_PERF_EVENTS, 1);
+
+	if (r == 0) {
+		r = sampler_thread_event_open(ts->sampler, ts->cfg.source, tid, ts->cfg.period_ns, flags,
+					      ev);
+		if (r < 0)
+			quota_give(ts->cfg.quota, ts->cfg.uid, QUOTA_PERF_EVENTS, 1);
+	}
+	if (r < 0)
+		ts->last_err = r;
+	return r;
 }
 
 int threadset_add(struct threadset *ts, pid_t tid)
@@ -75,9 +101,17 @@ int threadset_add(struct threadset *ts, pid_t tid)
 				 ts->cfg.source, (int)ts->cfg.pid, ts->cfg.max_threads);
 		return 0;
 	}
-	r = sampler_thread_event_open(ts->sampler, ts->cfg.source, tid, ts->cfg.period_ns, 0, &ev);
+	r = event_open(ts, tid, 0, &ev);
 	if (r == -ESRCH || r == -ENOENT)
 		return 0;  /* the thread exited meanwhile */
+	if (r == -EDQUOT || r == -EUSERS) {
+		ts->over_limit++;
+		if (!ts->over_quota)
+			log_warn("session %u: uid %u reached its perf-event quota; further threads of pid %d are not sampled",
+				 ts->cfg.source, (unsigned)ts->cfg.uid, (int)ts->cfg.pid);
+		ts->over_quota = true;
+		return 0;
+	}
 	if (r < 0) {
 		log_warn("session %u: cannot open event for pid %d tid %d: %s", ts->cfg.source,
 			 (int)ts->cfg.pid, (int)tid, strerror(-r));
@@ -85,7 +119,7 @@ int threadset_add(struct threadset *ts, pid_t tid)
 	}
 	r = insert(ts, tid, ev, false);
 	if (r < 0)
-		sampler_events_close(ev);
+		event_close(ts, ev);
 	return r;
 }
 
@@ -126,8 +160,11 @@ int threadset_agent_fd(struct threadset *ts, pid_t host_tid, int *fd)
 	}
 	if (!t && htab_map_count(&ts->tids) >= ts->cfg.max_threads)
 		return -EMFILE;
-	r = sampler_thread_event_open(ts->sampler, ts->cfg.source, host_tid, ts->cfg.period_ns,
-				      JP_COOKIE_RECORD | JP_COOKIE_SIGNAL, &ev);
+	if (t)  /* replaces the plain event: still one event for this thread */
+		r = sampler_thread_event_open(ts->sampler, ts->cfg.source, host_tid, ts->cfg.period_ns,
+					      JP_COOKIE_RECORD | JP_COOKIE_SIGNAL, &ev);
+	else
+		r = event_open(ts, host_tid, JP_COOKIE_RECORD | JP_COOKIE_SIGNAL, &ev);
 	if (r < 0)
 		return r;
 	if (t) {
@@ -138,7 +175,7 @@ int threadset_agent_fd(struct threadset *ts, pid_t host_tid, int *fd)
 	} else {
 		r = insert(ts, host_tid, ev, true);
 		if (r < 0) {
-			sampler_events_close(ev);
+			event_close(ts, ev);
 			return r;
 		}
 	}
@@ -169,7 +206,7 @@ int threadset_new(struct sampler *s, const struct threadset_config *cfg, struct 
 	ts->watching = true;
 	r = proc_foreach_task(cfg->pid, scan_cb, ts);
 	if (r < 0 || htab_map_count(&ts->tids) == 0)
-		r = -ESRCH;
+		r = r < 0 || !ts->last_err || ts->last_err == -ENOENT ? -ESRCH : ts->last_err;
 	if (r < 0)
 		goto fail;
 	*out = ts;

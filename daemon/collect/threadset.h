@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct quota;
 struct sampler;
 struct threadset;
 
@@ -19,10 +20,15 @@ struct threadset_config {
 	pid_t pid;
 	uint64_t period_ns;
 	unsigned max_threads;      /* events at most; the rest are counted, not sampled */
+	struct quota *quota;       /* each event is charged to uid (QUOTA_PERF_EVENTS); NULL: none */
+	uid_t uid;                 /* who asked for the recording */
 };
 
 /* Watches pid for new threads, then opens an event for every thread in
- * /proc/PID/task. -ESRCH when the process has no thread left. */
+ * /proc/PID/task. -ESRCH when the process has no thread left; when no
+ * event could be opened, why: -EDQUOT/-EUSERS (the uid's perf-event
+ * quota), -EMFILE, ... Past max_threads or the quota the rest of the
+ * threads are counted, not sampled. */
 int threadset_new(struct sampler *s, const struct threadset_config *cfg, struct threadset **out);
 /* Closes every event and stops watching; NULL-safe. */
 void threadset_free(struct threadset *ts);
@@ -33,7 +39,8 @@ int threadset_add(struct threadset *ts, pid_t tid);
 void threadset_rescan(struct threadset *ts);
 /* The record+signal event of host_tid for the agent (opened once, replacing
  * the plain event); *fd is borrowed. 0 when opened now, 1 when the agent
- * already had it, -EMFILE (thread limit), -errno. */
+ * already had it, -EMFILE (thread limit), -EDQUOT/-EUSERS (perf-event
+ * quota), -errno. */
 int threadset_agent_fd(struct threadset *ts, pid_t host_tid, int *fd);
 
 size_t threadset_count(const struct threadset *ts);

@@ -14,9 +14,9 @@
 #include "log.h"
 #include "loop.h"
 #include "proc.h"
+#include "quota.h"
 
 #define AGENT_MAX_QUEUED (1u << 20)   /* bytes waiting for a slow agent */
-#define AGENT_MAX_AGENTS 1024
 
 struct outmsg {
 	struct outmsg *next;
@@ -52,6 +52,7 @@ struct agentlink {
 	void *arg;
 	struct agent *agents;
 	struct agentlink_stats st;
+	struct quota *quota;          /* agent connections per uid; NULL: none */
 };
 
 static void agent_drop(struct agent *a, const char *why);
@@ -396,6 +397,7 @@ static void agent_unlink(struct agent *a)
 	if (*pp) {
 		*pp = a->next;
 		a->link->st.connected--;
+		quota_give(a->link->quota, a->uid, QUOTA_AGENTS, 1);
 	}
 }
 
@@ -493,19 +495,47 @@ void agentlink_free(struct agentlink *l)
 	free(l);
 }
 
+void agentlink_set_quota(struct agentlink *l, struct quota *q)
+{
+	l->quota = q;
+}
+
+/* Past a limit: an ERROR frame says why (the agent retries later), then
+ * the connection is closed. */
+static int refuse(struct agentlink *l, int fd, uid_t uid, int err)
+{
+	struct jpag_hdr h = { .magic = JPAG_MAGIC, .version = JPAG_VERSION, .type = JPAG_ERROR,
+			      .len = sizeof(struct jpag_error) };
+	struct {
+		struct jpag_hdr h;
+		struct jpag_error e;
+	} msg = { .h = h, .e = { .code = err } };
+
+	quota_explain(l->quota, uid, QUOTA_AGENTS, err, msg.e.message, sizeof(msg.e.message));
+	log_warn("refused an agent connection of uid %u: %s", (unsigned)uid, msg.e.message);
+	send(fd, &msg, sizeof(msg), MSG_DONTWAIT | MSG_NOSIGNAL);
+	l->st.rejected++;
+	close(fd);
+	return err;
+}
+
 int agentlink_adopt(struct agentlink *l, int fd, pid_t pid, uid_t uid, const void *buffered,
 		    size_t len)
 {
 	struct agent *a;
 	int r;
 
-	if (l->st.connected >= AGENT_MAX_AGENTS) {
+	if (l->st.connected >= AGENTLINK_MAX_AGENTS) {
 		l->st.rejected++;
 		close(fd);
 		return -EMFILE;
 	}
+	r = quota_take(l->quota, uid, QUOTA_AGENTS, 1);
+	if (r < 0)
+		return refuse(l, fd, uid, r);
 	a = calloc(1, sizeof(*a));
 	if (!a) {
+		quota_give(l->quota, uid, QUOTA_AGENTS, 1);
 		close(fd);
 		return -ENOMEM;
 	}
@@ -515,6 +545,7 @@ int agentlink_adopt(struct agentlink *l, int fd, pid_t pid, uid_t uid, const voi
 	a->uid = uid;
 	r = proc_ident_from_socket(fd, pid, &a->ident);
 	if (r < 0) {
+		quota_give(l->quota, uid, QUOTA_AGENTS, 1);
 		l->st.rejected++;
 		if (r == -ESRCH) {
 			l->st.identity_lost++;
@@ -529,6 +560,7 @@ int agentlink_adopt(struct agentlink *l, int fd, pid_t pid, uid_t uid, const voi
 	if (r == 0 && a->ident.pidfd >= 0)
 		r = loop_add_io(l->loop, a->ident.pidfd, EPOLLIN, on_agent_exit, a, &a->exit_src);
 	if (r < 0 || (len && buf_append(&a->in, buffered, len) < 0)) {
+		quota_give(l->quota, uid, QUOTA_AGENTS, 1);
 		agent_free(a);
 		return r < 0 ? r : -ENOMEM;
 	}

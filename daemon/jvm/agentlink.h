@@ -27,7 +27,10 @@
 
 #include "jprof_agent.h"
 
+#define AGENTLINK_MAX_AGENTS 1024      /* agent connections at once, all uids */
+
 struct loop;
+struct quota;
 struct agent;
 struct agentlink;
 struct jring;
@@ -67,6 +70,9 @@ typedef void (*agentlink_connect_fn)(struct agent *a, pid_t pid, void *arg);
 int agentlink_new(struct loop *loop, agentlink_connect_fn on_connect, void *arg,
 		  struct agentlink **out);
 void agentlink_free(struct agentlink *l);
+/* Counts agent connections per uid (QUOTA_AGENTS, quota.h): one past the
+ * quota is answered with an ERROR frame and closed. */
+void agentlink_set_quota(struct agentlink *l, struct quota *q);
 
 /* Takes over a connected socket (fd taken) whose peer pid/uid are known and
  * whose first `len` bytes were already read into `buffered`. */

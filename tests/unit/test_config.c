@@ -73,6 +73,11 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(c.max_clients, 1024);
 	ck_assert_int_eq(c.log_level, LOG_LVL_INFO);
 	ck_assert_str_eq(c.http, "");
+	ck_assert_uint_eq(c.max_clients_per_uid, 64);
+	ck_assert_uint_eq(c.max_agents_per_uid, 64);
+	ck_assert_uint_eq(c.max_sessions_per_uid, 8);
+	ck_assert_uint_eq(c.max_perf_events_per_uid, 4096);
+	ck_assert_uint_eq(c.max_output_per_uid, 64ull << 20);
 	ck_assert_uint_eq(c.set, 0);
 }
 END_TEST
@@ -94,8 +99,18 @@ START_TEST(test_every_key)
 				   "host_retention = 120\n"
 				   "host_max_memory = 3M\n"
 				   "http_token_file = /etc/jprofd/http.token\n"
-				   "http_socket = /run/x/http.sock\n",
+				   "http_socket = /run/x/http.sock\n"
+				   "max_clients_per_uid = 3\n"
+				   "max_agents_per_uid = 4\n"
+				   "max_sessions_per_uid = 5\n"
+				   "max_perf_events_per_uid = 600\n"
+				   "max_output_per_uid = 512K\n",
 				   &c, err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.max_clients_per_uid, 3);
+	ck_assert_uint_eq(c.max_agents_per_uid, 4);
+	ck_assert_uint_eq(c.max_sessions_per_uid, 5);
+	ck_assert_uint_eq(c.max_perf_events_per_uid, 600);
+	ck_assert_uint_eq(c.max_output_per_uid, 512ull << 10);
 	ck_assert_uint_eq(c.host_bucket_s, 5);
 	ck_assert_uint_eq(c.host_retention_s, 120);
 	ck_assert_uint_eq(c.host_max_memory, 3ull << 20);
@@ -207,6 +222,13 @@ START_TEST(test_bad_values)
 	assert_error_at("rate = 99999999999999999999\n", 1, "rate wants");
 	assert_error_at("max_sessions = 0\n", 1, "max_sessions wants 1..100000");
 	assert_error_at("max_clients = 100001\n", 1, "max_clients wants");
+	assert_error_at("max_clients_per_uid = 0\n", 1, "max_clients_per_uid wants 1..100000");
+	assert_error_at("max_agents_per_uid = -1\n", 1, "max_agents_per_uid wants 1..100000");
+	assert_error_at("max_sessions_per_uid = 8x\n", 1, "max_sessions_per_uid wants");
+	assert_error_at("max_perf_events_per_uid = 1000001\n", 1,
+			"max_perf_events_per_uid wants 1..1000000");
+	assert_error_at("max_output_per_uid = 1K\n", 1, "max_output_per_uid wants 64K..16G");
+	assert_error_at("max_output_per_uid = 17G\n", 1, "max_output_per_uid wants");
 	assert_error_at("log_level = loud\n", 1, "log_level wants");
 	assert_error_at("socket = relative.sock\n", 1, "socket wants an absolute path");
 	assert_error_at("socket = /run/"
@@ -291,10 +313,14 @@ START_TEST(test_flags_override_file)
 	struct config file, cli;
 	char err[CONFIG_ERR_MAX];
 
-	ck_assert_int_eq(load_text("rate = 99\ngroup = ops\nmax_clients = 9\n", &file, err, sizeof(err)), 0);
+	ck_assert_int_eq(load_text("rate = 99\ngroup = ops\nmax_clients = 9\n"
+				   "max_clients_per_uid = 7\nmax_output_per_uid = 1M\n",
+				   &file, err, sizeof(err)), 0);
 	config_defaults(&cli);
 	cli.set = 0;
 	ck_assert_int_eq(config_set(&cli, CONFIG_RATE, "0", err, sizeof(err)), 0);
+	ck_assert_int_eq(config_set(&cli, CONFIG_MAX_PERF_EVENTS_PER_UID, "16", err, sizeof(err)), 0);
+	ck_assert_int_eq(config_set(&cli, CONFIG_MAX_OUTPUT_PER_UID, "2M", err, sizeof(err)), 0);
 	ck_assert_int_eq(config_set(&cli, CONFIG_SOCKET, "/tmp/t.sock", err, sizeof(err)), 0);
 	ck_assert_int_eq(config_set(&cli, CONFIG_GROUP, "", err, sizeof(err)), 0);
 	config_override(&file, &cli);
@@ -302,6 +328,9 @@ START_TEST(test_flags_override_file)
 	ck_assert_str_eq(file.socket, "/tmp/t.sock");  /* flag over default */
 	ck_assert_str_eq(file.group, "");              /* an empty flag still wins */
 	ck_assert_uint_eq(file.max_clients, 9);        /* file kept where no flag */
+	ck_assert_uint_eq(file.max_clients_per_uid, 7);
+	ck_assert_uint_eq(file.max_perf_events_per_uid, 16);
+	ck_assert_uint_eq(file.max_output_per_uid, 2ull << 20);
 	ck_assert_int_eq(config_set(&cli, CONFIG_MAX_SESSIONS, "x", err, sizeof(err)), -EINVAL);
 	ck_assert_str_eq(err, "max_sessions wants 1..100000, not \"x\"");
 }
