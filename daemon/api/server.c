@@ -22,6 +22,12 @@
 
 #define READ_CHUNK 65536
 #define READ_BUDGET (1024 * 1024)   /* bytes per wakeup, so one client cannot starve others */
+/* Requests handled per client per loop round: a client that sends
+ * thousands at once is not read further until they are handled, 16 each
+ * round, so everyone else is answered in between. */
+#define LINE_BUDGET 16
+/* An emptied reply queue bigger than this is freed, not kept. */
+#define OUT_KEEP (1024 * 1024)
 #define MAX_LISTENERS 8
 /* accept() out of fds or memory: the listener rests, first this long, then
  * twice as long each time up to the maximum, instead of failing in a loop. */
@@ -35,9 +41,15 @@ struct server_client {
 	struct loop_source *src;
 	struct authz_peer peer;
 	struct buf in, out;
+	/* Handled lines and sent bytes are skipped by offset and moved out in
+	 * one go later: a memmove per line or per partial send would make a
+	 * flood of requests, or a slow reader, cost quadratic time. */
+	size_t in_off;              /* start of the lines not yet handled */
+	size_t out_off;             /* start of the bytes not yet sent */
 	bool discarding;            /* inside an oversized request line */
 	bool decided;               /* JSON client, not an agent */
 	bool want_out;
+	bool backlog;               /* complete lines wait for the next round; not read meanwhile */
 	bool dead;
 	max_align_t data[];         /* cfg.client_data_size bytes for the dispatcher */
 };
@@ -58,15 +70,48 @@ struct server {
 	unsigned nlisteners;
 	struct server_client *clients;
 	unsigned nclients;
+	struct loop_source *backlog_timer;  /* next round for clients with a backlog */
 };
 
 /* ---- output ---- */
 
-/* Queued bytes are charged to the peer's uid (QUOTA_OUTPUT) while queued. */
+/* What epoll should report for c. */
+static void client_watch(struct server_client *c)
+{
+	if (!c->dead)
+		loop_set_events(c->src, (c->backlog ? 0 : EPOLLIN | EPOLLRDHUP) |
+					(c->want_out ? EPOLLOUT : 0));
+}
+
+static size_t out_queued(const struct server_client *c)
+{
+	return c->out.len - c->out_off;
+}
+
+/* Frees the queue, giving its bytes back to the uid. */
+static void out_release(struct server_client *c)
+{
+	quota_give(c->srv->cfg.quota, c->peer.uid, QUOTA_OUTPUT, out_queued(c));
+	buf_release(&c->out);
+	c->out_off = 0;
+}
+
+/* Queued bytes are charged to the peer's uid (QUOTA_OUTPUT) until sent. */
 static void out_consume(struct server_client *c, size_t n)
 {
-	buf_consume(&c->out, n);
 	quota_give(c->srv->cfg.quota, c->peer.uid, QUOTA_OUTPUT, n);
+	c->out_off += n;
+	if (c->out_off == c->out.len) {
+		c->out_off = 0;
+		if (c->out.cap > OUT_KEEP)
+			buf_release(&c->out);
+		else
+			buf_reset(&c->out);
+	} else if (c->out_off >= c->out.len / 2) {
+		/* Moves at most as much as was sent: linear overall. */
+		buf_consume(&c->out, c->out_off);
+		c->out_off = 0;
+	}
 }
 
 /* Marks the client dead and frees its queue. The socket is shut down so
@@ -74,8 +119,7 @@ static void out_consume(struct server_client *c, size_t n)
  * caller's feet. */
 static void client_kill(struct server_client *c)
 {
-	quota_give(c->srv->cfg.quota, c->peer.uid, QUOTA_OUTPUT, c->out.len);
-	buf_release(&c->out);
+	out_release(c);
 	if (!c->dead)
 		shutdown(c->fd, SHUT_RDWR);
 	c->dead = true;
@@ -83,8 +127,9 @@ static void client_kill(struct server_client *c)
 
 static void client_flush(struct server_client *c)
 {
-	while (c->out.len) {
-		ssize_t n = send(c->fd, c->out.data, c->out.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (out_queued(c)) {
+		ssize_t n = send(c->fd, c->out.data + c->out_off, out_queued(c),
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -96,11 +141,9 @@ static void client_flush(struct server_client *c)
 		}
 		out_consume(c, (size_t)n);
 	}
-	if (c->dead)
-		return;
-	if (!!c->out.len != c->want_out) {
-		c->want_out = c->out.len != 0;
-		loop_set_events(c->src, EPOLLIN | EPOLLRDHUP | (c->want_out ? EPOLLOUT : 0));
+	if (!!out_queued(c) != c->want_out) {
+		c->want_out = out_queued(c) != 0;
+		client_watch(c);
 	}
 }
 
@@ -129,7 +172,7 @@ void server_client_send(struct server_client *c, const char *line, size_t len)
 		server_client_send_error(c, 0, false, JPROF_E_LIMIT, msg);
 		return;
 	}
-	r = c->out.len + len > c->srv->cfg.max_output ? -ENOBUFS :
+	r = out_queued(c) + len > c->srv->cfg.max_output ? -ENOBUFS :
 	    quota_take(q, c->peer.uid, QUOTA_OUTPUT, len);
 	if (r == 0 && buf_append(&c->out, line, len) < 0) {
 		quota_give(q, c->peer.uid, QUOTA_OUTPUT, len);
@@ -137,7 +180,7 @@ void server_client_send(struct server_client *c, const char *line, size_t len)
 	}
 	if (r < 0) {
 		if (r == -ENOBUFS)
-			snprintf(why, sizeof(why), "%zu bytes queued for it", c->out.len);
+			snprintf(why, sizeof(why), "%zu bytes queued for it", out_queued(c));
 		else
 			quota_explain(q, c->peer.uid, QUOTA_OUTPUT, r, why, sizeof(why));
 		log_warn("client pid %d uid %u: not reading its replies (%s); disconnecting",
@@ -182,28 +225,79 @@ static bool is_blank(const char *line, size_t len)
 	return true;
 }
 
-static void process_input(struct server_client *c)
+/* Handles up to LINE_BUDGET complete lines. Returns true when complete
+ * lines are left for another round. */
+static bool process_input(struct server_client *c)
 {
 	struct server *srv = c->srv;
+	unsigned handled = 0;
 	char *nl;
 
-	while (!c->dead && (nl = memchr(c->in.data, '\n', c->in.len))) {
-		size_t len = (size_t)(nl - c->in.data);
+	while (!c->dead && (nl = memchr(c->in.data + c->in_off, '\n', c->in.len - c->in_off))) {
+		const char *line = c->in.data + c->in_off;
+		size_t len = (size_t)(nl - line);
 
+		if (handled++ == LINE_BUDGET)
+			return true;
 		if (c->discarding)
 			c->discarding = false;  /* end of an oversized line, already answered */
 		else if (len + 1 > JPROF_PROTO_MAX_REQUEST)
 			send_line_too_long(c);
-		else if (!is_blank(c->in.data, len))
-			srv->hooks.line(srv->hooks.ctx, c, &c->peer, c->in.data, len);
-		buf_consume(&c->in, len + 1);
+		else if (!is_blank(line, len))
+			srv->hooks.line(srv->hooks.ctx, c, &c->peer, line, len);
+		c->in_off += len + 1;
 	}
+	/* At most a partial line is left. */
+	buf_consume(&c->in, c->in_off);
+	c->in_off = 0;
 	if (c->in.len >= JPROF_PROTO_MAX_REQUEST) {
 		if (!c->discarding)
 			send_line_too_long(c);
 		c->discarding = true;
 		buf_reset(&c->in);
 	}
+	return false;
+}
+
+static void on_backlog(struct loop_source *src, void *arg);
+
+/* Puts c's remaining lines off to the next round (c is not read
+ * meanwhile), or takes it off that list. false when no round could be
+ * scheduled. */
+static bool client_backlog(struct server_client *c, bool on)
+{
+	struct server *srv = c->srv;
+
+	if (on && !srv->backlog_timer &&
+	    loop_add_timer(srv->loop, 0, 0, on_backlog, srv, &srv->backlog_timer) < 0)
+		return false;
+	if (c->backlog != on) {
+		c->backlog = on;
+		client_watch(c);
+	}
+	return true;
+}
+
+/* Handles lines of c, LINE_BUDGET of them per round. */
+static void client_input(struct server_client *c)
+{
+	/* Without a next round (no memory for a timer) all are handled now. */
+	while (process_input(c))
+		if (client_backlog(c, true))
+			return;
+	client_backlog(c, false);
+}
+
+static void on_backlog(struct loop_source *src, void *arg)
+{
+	struct server *srv = arg;
+
+	loop_remove(srv->backlog_timer);
+	srv->backlog_timer = NULL;
+	/* Lines do not add or free clients (only I/O handlers do). */
+	for (struct server_client *c = srv->clients; c; c = c->next)
+		if (c->backlog)
+			client_input(c);
 }
 
 /* ---- connections ---- */
@@ -219,8 +313,7 @@ static void client_unlink(struct server_client *c)
 		*pp = c->next;
 	srv->nclients--;
 	quota_give(srv->cfg.quota, c->peer.uid, QUOTA_CLIENTS, 1);
-	quota_give(srv->cfg.quota, c->peer.uid, QUOTA_OUTPUT, c->out.len);
-	buf_release(&c->out);
+	out_release(c);
 	loop_remove(c->src);  /* deregisters the fd before anyone else watches it */
 }
 
@@ -275,8 +368,8 @@ static void on_client(struct loop_source *src, int fd, uint32_t events, void *ar
 
 	if (events & EPOLLOUT)
 		client_flush(c);
-	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) {
-		while (budget && !c->dead) {
+	if (!c->backlog && (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))) {
+		while (budget && !c->dead && !c->backlog) {
 			ssize_t n;
 
 			if (buf_reserve(&c->in, READ_CHUNK) < 0) {
@@ -300,7 +393,7 @@ static void on_client(struct loop_source *src, int fd, uint32_t events, void *ar
 			budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
 			if (maybe_hand_over(c))
 				return;
-			process_input(c);
+			client_input(c);
 		}
 	}
 	if (c->dead)
@@ -468,6 +561,8 @@ void server_free(struct server *s)
 {
 	if (!s)
 		return;
+	loop_remove(s->backlog_timer);
+	s->backlog_timer = NULL;
 	while (s->clients) {
 		client_flush(s->clients);
 		client_drop(s->clients);
