@@ -6,7 +6,8 @@
  *
  * Fairness and bounds: lines are at most JPROF_PROTO_MAX_REQUEST bytes
  * (longer ones are answered with line_too_long and skipped up to the next
- * newline), a client is read for at most 1 MiB per wakeup, and a client
+ * newline), a client is read for at most 1 MiB per wakeup and its requests
+ * are handled 16 per loop round (the rest wait, unread), and a client
  * that does not read its replies is dropped past max_output queued bytes
  * or past its uid's quota of queued bytes (quota.h); a reply that could
  * never fit is replaced by a limit_exceeded error. Connections are charged
