@@ -23,6 +23,12 @@
 #define JVM_ATTACH_TIMEOUT_MS 10000
 #define JVM_CONNECT_WAIT_MS 5000       /* from a loaded agent to its connection */
 #define JVM_SIGNAL SIGPROF
+/* Bounds on what one hostile agent (its ring, its method names) can make
+ * the daemon hold: heap bytes of one recording's join, of all the joins of
+ * one uid's recordings, and method ids per recording. */
+#define JVM_SESSION_MAX_BYTES (64u << 20)
+#define JVM_UID_MAX_BYTES (128u << 20)
+#define JVM_MAX_METHODS 131072
 
 static const char *const java_state_names[] = {
 	[JAVA_NONE] = "off", [JAVA_ATTACHING] = "attaching", [JAVA_WAIT_AGENT] = "waiting_for_agent",
@@ -59,21 +65,48 @@ static void java_fail(struct session *s, enum java_state st, const char *code, c
 	session_send_warning(s, code, msg);
 }
 
+struct ring_ctx {
+	struct session *s;
+	uint64_t now;
+};
+
 static void ring_record(const struct jring_record *rec, void *arg)
 {
-	struct session *s = arg;
+	struct ring_ctx *c = arg;
 
-	jvm_join_add_agent(s->join, rec->tid, rec->time_ns, rec->num_frames, rec->frames);
+	jvm_join_add_agent(c->s->join, rec->tid, rec->time_ns, c->now, rec->num_frames, rec->frames);
+}
+
+/* Once per recording: a bound refused records or names (the summary counts them). */
+static void warn_limits(struct session *s)
+{
+	struct jvm_join_stats js;
+	char msg[256];
+
+	if (!s->join || !jvm_join_limit_news(s->join))
+		return;
+	jvm_join_get_stats(s->join, &js);
+	snprintf(msg, sizeof(msg),
+		 "the JVM agent of pid %d sent more than jprofd keeps (implausible times, or past the "
+		 "memory or method bounds); the excess is dropped and counted in summary.java.limits",
+		 (int)s->p.pid);
+	log_warn("session %u: %s (future %llu, before start %llu, over bytes %llu, over uid bytes %llu)",
+		 s->id, msg, (unsigned long long)js.agent_future,
+		 (unsigned long long)js.agent_before_start, (unsigned long long)js.over_bytes,
+		 (unsigned long long)js.over_budget);
+	session_send_warning(s, "java_limit", msg);
 }
 
 void session_jvm_read_ring(struct session *s)
 {
 	struct jring *ring = s->agent ? agent_ring(s->agent) : NULL;
+	struct ring_ctx c = { .s = s, .now = clock_ns(CLOCK_MONOTONIC) };
 
 	if (!ring)
 		return;
-	jring_read(ring, jring_nslots(ring), 10, ring_record, s);
+	jring_read(ring, jring_nslots(ring), 10, ring_record, &c);
 	jring_get_stats(ring, &s->ring_st);
+	warn_limits(s);
 	if ((s->ring_st.corrupt || s->ring_st.header_corrupt) && !s->ring_corrupt_reported) {
 		char msg[256];
 
@@ -143,7 +176,9 @@ static void jvm_method(void *ctx, const struct agentlink_method *m)
 
 	jvm_join_method(s->join, m->id, m->cls, m->cls_len, m->name, m->name_len, m->sig,
 			m->sig_len, m->lines, m->nlines, m->unknown);
-	if (s->java_finishing) {
+	/* Only the last answer can release every held sample: checking after
+	 * each one would cost the held samples' count per name. */
+	if (s->java_finishing && jvm_join_unanswered(s->join) == 0) {
 		pipeline_source_join_run(s->src, UINT64_MAX, true);
 		if (jvm_join_held(s->join) == 0)
 			session_complete(s, s->final_status);
@@ -173,18 +208,35 @@ static const struct agentlink_ops jvm_ops = {
 	.gone = jvm_gone,
 };
 
+/* The byte budget shared by the joins of the requester's recordings. */
+static struct jvm_budget *uid_budget(struct session *s)
+{
+	for (struct session *o = s->mgr->sessions; o; o = o->next)
+		if (o != s && o->join && o->p.uid == s->p.uid)
+			return jvm_join_budget(o->join);
+	return NULL;
+}
+
 static void bind_agent(struct session *s, struct agent *a)
 {
 	struct jvm_join_opts jo = {
 		.interval_ns = interval_ns(s),
 		.lines = s->p.java_lines,
 		.signatures = s->p.java_signatures,
+		.start_ns = s->start_mono_ns,
+		.max_bytes = JVM_SESSION_MAX_BYTES,
+		.max_methods = JVM_MAX_METHODS,
 	};
+	struct jvm_budget *own = NULL;
 	char msg[256];
 	int r;
 
 	if (!s->join) {
-		s->join = jvm_join_new(&jo);
+		jo.budget = uid_budget(s);
+		if (!jo.budget)
+			jo.budget = own = jvm_budget_new(JVM_UID_MAX_BYTES);
+		s->join = jo.budget ? jvm_join_new(&jo) : NULL;
+		jvm_budget_unref(own);
 		if (!s->join) {
 			java_fail(s, JAVA_FAILED, "internal", "out of memory");
 			return;
@@ -340,6 +392,45 @@ void session_jvm_on_begin(struct loop_source *src, void *arg)
 	java_begin(s);
 }
 
+static void add_u64(struct json_object *o, const char *key, uint64_t v)
+{
+	json_object_object_add(o, key, json_object_new_int64((int64_t)v));
+}
+
+/* summary.java.limits: the bounds against a hostile agent, how close this
+ * recording came, and what they refused. */
+static void add_limits(struct jvm_join *join, struct json_object *java)
+{
+	struct json_object *l = json_object_new_object(), *d = json_object_new_object();
+	struct jvm_budget *b = jvm_join_budget(join);
+	size_t used = 0, peak = 0, limit = 0;
+	struct jvm_join_stats js;
+
+	if (!l || !d) {
+		json_object_put(l);
+		json_object_put(d);
+		return;
+	}
+	jvm_join_get_stats(join, &js);
+	if (b)
+		jvm_budget_get(b, &used, &peak, &limit);
+	add_u64(l, "session_bytes", JVM_SESSION_MAX_BYTES);
+	add_u64(l, "session_bytes_peak", js.bytes_peak);
+	add_u64(l, "uid_bytes", limit);
+	add_u64(l, "uid_bytes_peak", peak);
+	add_u64(l, "methods", JVM_MAX_METHODS);
+	add_u64(l, "methods_tracked", js.methods);
+	add_u64(d, "future_time", js.agent_future);
+	add_u64(d, "before_start", js.agent_before_start);
+	add_u64(d, "session_bytes", js.over_bytes);
+	add_u64(d, "uid_bytes", js.over_budget);
+	add_u64(d, "threads", js.over_tids);
+	add_u64(d, "queue_full", js.dropped);
+	add_u64(d, "frames_over_methods", js.frames_over_methods);
+	json_object_object_add(l, "refused", d);
+	json_object_object_add(java, "limits", l);
+}
+
 void session_jvm_summary(struct session *s, struct json_object *sum)
 {
 	struct json_object *j, *ring;
@@ -374,6 +465,8 @@ void session_jvm_summary(struct session *s, struct json_object *sum)
 	json_object_object_add(ring, "stuck", json_object_new_int64((int64_t)s->ring_st.stuck));
 	json_object_object_add(ring, "header_corrupt", json_object_new_boolean(s->ring_st.header_corrupt));
 	json_object_object_add(j, "ring", ring);
+	if (s->join)
+		add_limits(s->join, j);
 	json_object_object_add(sum, "java", j);
 }
 
