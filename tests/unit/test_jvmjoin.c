@@ -305,7 +305,9 @@ START_TEST(test_implausible_times_are_refused)
 END_TEST
 
 /* Descending times on one thread: each record costs O(log n), not the
- * queue's length (200000 records took minutes with a sorted insert). */
+ * queue's length. With a sorted insert these 200000 records moved 480 GB
+ * (minutes); with heaps they take well under a second (a few under ASan on
+ * a busy machine: hence the generous bound). */
 START_TEST(test_descending_times_stay_cheap)
 {
 	struct jvm_join *j = make(false, false);
@@ -321,7 +323,7 @@ START_TEST(test_descending_times_stay_cheap)
 	ms = now_ms() - t0;
 	jvm_join_run(j, UINT64_MAX, 5000 * MS, true, count, &c);
 	printf("%u descending records queued in %.0f ms, joined in %.0f ms\n", n, ms, now_ms() - t0 - ms);
-	ck_assert_msg(now_ms() - t0 < 2000, "took %.0f ms", now_ms() - t0);
+	ck_assert_msg(now_ms() - t0 < 10000, "took %.0f ms", now_ms() - t0);
 	jvm_join_get_stats(j, &st);
 	ck_assert_uint_eq(st.joined, n);
 	ck_assert_uint_eq(c.n, n);
