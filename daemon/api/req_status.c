@@ -6,6 +6,7 @@
 #include <json-c/json.h>
 #include <unistd.h>
 
+#include "attach.h"
 #include "authz.h"
 #include "clock.h"
 #include "hostview.h"
@@ -121,6 +122,21 @@ static void add_sampler_status(struct sampler *sampler, struct json_object *smp,
 	json_object_object_add(smp, "lost", lost);
 }
 
+/* JVM attach helpers stopped without waiting (see attach.h). */
+static void add_attach_status(struct json_object *st)
+{
+	struct json_object *a = json_object_new_object();
+	struct attach_stats as;
+
+	if (!a)
+		return;
+	attach_get_stats(&as);
+	requests_add_u64(a, "helpers_abandoned", as.helpers_abandoned);
+	requests_add_u64(a, "helpers_stuck", as.helpers_stuck);
+	requests_add_u64(a, "helpers_unreaped", as.helpers_unreaped);
+	json_object_object_add(st, "attach", a);
+}
+
 void req_status(const struct request *r)
 {
 	struct requests *rq = r->rq;
@@ -152,6 +168,9 @@ void req_status(const struct request *r)
 	json_object_object_add(sess, "list", sc.list);
 	json_object_object_add(st, "sessions", sess);
 	add_hostview_status(rq->hostview, st);
+	/* The daemon's own children: not every caller may see them in /proc. */
+	if (r->peer->privileged)
+		add_attach_status(st);
 	requests_add_u64(st, "clients", server_client_count(rq->server));
 	requests_add_u64(peer, "uid", r->peer->uid);
 	json_object_object_add(peer, "authorized_all", json_object_new_boolean(r->peer->privileged));

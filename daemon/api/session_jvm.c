@@ -18,11 +18,21 @@
 #include "sampler.h"
 #include "threadset.h"
 
-#define JVM_RING_SLOTS 4096            /* 16 MiB: 4096 records between 100 ms reads */
-#define JVM_RING_PERIOD_MS 100
+#define JVM_RING_SLOTS 4096            /* 16 MiB: room for 100 ms of records at 41 k/s */
+/* The ring is read in quarters, four times as often: the same 4096 records
+ * per 100 ms, but no loop round copies more than 4 MiB of a full ring
+ * (about 3 ms), so others wait no longer behind a flooding agent. */
+#define JVM_RING_PERIOD_MS 25
+#define JVM_RING_READ_MAX (JVM_RING_SLOTS / 4)
 #define JVM_ATTACH_TIMEOUT_MS 10000
 #define JVM_CONNECT_WAIT_MS 5000       /* from a loaded agent to its connection */
 #define JVM_SIGNAL SIGPROF
+/* Bounds on what one hostile agent (its ring, its method names) can make
+ * the daemon hold: heap bytes of one recording's join, of all the joins of
+ * one uid's recordings, and method ids per recording. */
+#define JVM_SESSION_MAX_BYTES (64u << 20)
+#define JVM_UID_MAX_BYTES (128u << 20)
+#define JVM_MAX_METHODS 131072
 
 static const char *const java_state_names[] = {
 	[JAVA_NONE] = "off", [JAVA_ATTACHING] = "attaching", [JAVA_WAIT_AGENT] = "waiting_for_agent",
@@ -59,15 +69,42 @@ static void java_fail(struct session *s, enum java_state st, const char *code, c
 	session_send_warning(s, code, msg);
 }
 
+struct ring_ctx {
+	struct session *s;
+	uint64_t now;
+};
+
 static void ring_record(const struct jring_record *rec, void *arg)
 {
-	struct session *s = arg;
+	struct ring_ctx *c = arg;
 
-	jvm_join_add_agent(s->join, rec->tid, rec->time_ns, rec->num_frames, rec->frames);
+	jvm_join_add_agent(c->s->join, rec->tid, rec->time_ns, c->now, rec->num_frames, rec->frames);
 }
 
-void session_jvm_read_ring(struct session *s)
+/* Once per recording: a bound refused records or names (the summary counts them). */
+static void warn_limits(struct session *s)
 {
+	struct jvm_join_stats js;
+	char msg[256];
+
+	if (!s->join || !jvm_join_limit_news(s->join))
+		return;
+	jvm_join_get_stats(s->join, &js);
+	snprintf(msg, sizeof(msg),
+		 "the JVM agent of pid %d sent more than jprofd keeps (implausible times, or past the "
+		 "memory or method bounds); the excess is dropped and counted in summary.java.limits",
+		 (int)s->p.pid);
+	log_warn("session %u: %s (future %llu, before start %llu, over bytes %llu, over uid bytes %llu)",
+		 s->id, msg, (unsigned long long)js.agent_future,
+		 (unsigned long long)js.agent_before_start, (unsigned long long)js.over_bytes,
+		 (unsigned long long)js.over_budget);
+	session_send_warning(s, "java_limit", msg);
+}
+
+/* Up to max records from the ring into the join queues. */
+static void read_ring(struct session *s, unsigned max)
+{
+	struct ring_ctx c = { .s = s, .now = clock_ns(CLOCK_MONOTONIC) };
 	struct jring *ring;
 
 	/* Records only while the agent's connection is still the recorded
@@ -77,8 +114,11 @@ void session_jvm_read_ring(struct session *s)
 	ring = agent_ring(s->agent);
 	if (!ring)
 		return;
-	jring_read(ring, jring_nslots(ring), 10, ring_record, s);
+	/* A slot reserved but not written yet is waited for 1 s (a handler
+	 * may be interrupted mid-write), then skipped. */
+	jring_read(ring, max, 1000 / JVM_RING_PERIOD_MS, ring_record, &c);
 	jring_get_stats(ring, &s->ring_st);
+	warn_limits(s);
 	if ((s->ring_st.corrupt || s->ring_st.header_corrupt) && !s->ring_corrupt_reported) {
 		char msg[256];
 
@@ -90,6 +130,11 @@ void session_jvm_read_ring(struct session *s)
 		log_warn("session %u: %s", s->id, msg);
 		session_send_warning(s, "ring_corrupt", msg);
 	}
+}
+
+void session_jvm_read_ring(struct session *s)
+{
+	read_ring(s, JVM_RING_SLOTS);
 }
 
 void session_jvm_request_names(struct session *s)
@@ -115,7 +160,7 @@ static void on_ring_timer(struct loop_source *src, void *arg)
 {
 	/* Only empties the ring into the join queues; joining waits for the
 	 * drain, when the matching BPF records have arrived. */
-	session_jvm_read_ring(arg);
+	read_ring(arg, JVM_RING_READ_MAX);
 }
 
 static int jvm_perf_fd(void *ctx, uint32_t ns_tid, int *fd)
@@ -153,7 +198,9 @@ static void jvm_method(void *ctx, const struct agentlink_method *m)
 
 	jvm_join_method(s->join, m->id, m->cls, m->cls_len, m->name, m->name_len, m->sig,
 			m->sig_len, m->lines, m->nlines, m->unknown);
-	if (s->java_finishing) {
+	/* Only the last answer can release every held sample: checking after
+	 * each one would cost the held samples' count per name. */
+	if (s->java_finishing && jvm_join_unanswered(s->join) == 0) {
 		pipeline_source_join_run(s->src, UINT64_MAX, true);
 		if (jvm_join_held(s->join) == 0)
 			session_complete(s, s->final_status);
@@ -183,18 +230,35 @@ static const struct agentlink_ops jvm_ops = {
 	.gone = jvm_gone,
 };
 
+/* The byte budget shared by the joins of the requester's recordings. */
+static struct jvm_budget *uid_budget(struct session *s)
+{
+	for (struct session *o = s->mgr->sessions; o; o = o->next)
+		if (o != s && o->join && o->p.uid == s->p.uid)
+			return jvm_join_budget(o->join);
+	return NULL;
+}
+
 static void bind_agent(struct session *s, struct agent *a)
 {
 	struct jvm_join_opts jo = {
 		.interval_ns = interval_ns(s),
 		.lines = s->p.java_lines,
 		.signatures = s->p.java_signatures,
+		.start_ns = s->start_mono_ns,
+		.max_bytes = JVM_SESSION_MAX_BYTES,
+		.max_methods = JVM_MAX_METHODS,
 	};
+	struct jvm_budget *own = NULL;
 	char msg[256];
 	int r;
 
 	if (!s->join) {
-		s->join = jvm_join_new(&jo);
+		jo.budget = uid_budget(s);
+		if (!jo.budget)
+			jo.budget = own = jvm_budget_new(JVM_UID_MAX_BYTES);
+		s->join = jo.budget ? jvm_join_new(&jo) : NULL;
+		jvm_budget_unref(own);
 		if (!s->join) {
 			java_fail(s, JAVA_FAILED, "internal", "out of memory");
 			return;
@@ -357,6 +421,45 @@ void session_jvm_on_begin(struct loop_source *src, void *arg)
 	java_begin(s);
 }
 
+static void add_u64(struct json_object *o, const char *key, uint64_t v)
+{
+	json_object_object_add(o, key, json_object_new_int64((int64_t)v));
+}
+
+/* summary.java.limits: the bounds against a hostile agent, how close this
+ * recording came, and what they refused. */
+static void add_limits(struct jvm_join *join, struct json_object *java)
+{
+	struct json_object *l = json_object_new_object(), *d = json_object_new_object();
+	struct jvm_budget *b = jvm_join_budget(join);
+	size_t used = 0, peak = 0, limit = 0;
+	struct jvm_join_stats js;
+
+	if (!l || !d) {
+		json_object_put(l);
+		json_object_put(d);
+		return;
+	}
+	jvm_join_get_stats(join, &js);
+	if (b)
+		jvm_budget_get(b, &used, &peak, &limit);
+	add_u64(l, "session_bytes", JVM_SESSION_MAX_BYTES);
+	add_u64(l, "session_bytes_peak", js.bytes_peak);
+	add_u64(l, "uid_bytes", limit);
+	add_u64(l, "uid_bytes_peak", peak);
+	add_u64(l, "methods", JVM_MAX_METHODS);
+	add_u64(l, "methods_tracked", js.methods);
+	add_u64(d, "future_time", js.agent_future);
+	add_u64(d, "before_start", js.agent_before_start);
+	add_u64(d, "session_bytes", js.over_bytes);
+	add_u64(d, "uid_bytes", js.over_budget);
+	add_u64(d, "threads", js.over_tids);
+	add_u64(d, "queue_full", js.dropped);
+	add_u64(d, "frames_over_methods", js.frames_over_methods);
+	json_object_object_add(l, "refused", d);
+	json_object_object_add(java, "limits", l);
+}
+
 void session_jvm_summary(struct session *s, struct json_object *sum)
 {
 	struct json_object *j, *ring;
@@ -391,6 +494,8 @@ void session_jvm_summary(struct session *s, struct json_object *sum)
 	json_object_object_add(ring, "stuck", json_object_new_int64((int64_t)s->ring_st.stuck));
 	json_object_object_add(ring, "header_corrupt", json_object_new_boolean(s->ring_st.header_corrupt));
 	json_object_object_add(j, "ring", ring);
+	if (s->join)
+		add_limits(s->join, j);
 	json_object_object_add(sum, "java", j);
 }
 

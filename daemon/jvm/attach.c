@@ -6,8 +6,16 @@
  * attach socket, talking to the JVM). The child writes one struct
  * attach_result into a pipe and _exits; the parent watches the child's pidfd
  * from the loop and, once it exited, reads the pipe and calls done (the loop
- * reaps the child). A loop timer stops the child when the overall timeout
- * passes. */
+ * reaps the child). A loop timer reports "timeout" when the overall timeout
+ * passes.
+ *
+ * Nothing here waits for the helper. One that must stop (timeout, cancel,
+ * a failed start) becomes an orphan: SIGTERM (so it removes its trigger
+ * file), SIGKILL a grace period later, and a child source that reaps it
+ * whenever it exits. A helper can outlive SIGKILL: one blocked in an
+ * uninterruptible wait (a FUSE server in the target's mount namespace that
+ * never answers) dies only when that wait ends. It is counted as abandoned
+ * and reaped from the loop when it finally exits. */
 #include "attach_int.h"
 
 #include <ctype.h>
@@ -16,7 +24,6 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -36,6 +43,10 @@
 #include "loop.h"
 #include "proc.h"
 
+/* At most one log line per this long about abandoned helpers: a peer can
+ * make the daemon start one attach after another. */
+#define ATTACH_ABANDON_LOG_MS 60000
+
 struct attach_req {
 	struct loop *loop;
 	pid_t pid;           /* target (host pid) */
@@ -48,35 +59,139 @@ struct attach_req {
 	void *arg;
 	struct attach_result res;
 	size_t got;          /* bytes of res read from the pipe */
-	bool stopping;       /* timed out: SIGTERM sent, res says "timeout" */
 };
+
+/* A helper whose request is gone, until the loop reaps it. */
+struct orphan {
+	struct orphan *prev, *next;
+	pid_t pid;
+	int pidfd;           /* -1: no child source, its timer polls waitpid */
+	struct loop_source *exit_src, *timer;
+	bool killed;         /* SIGKILL sent */
+	bool abandoned;      /* still there a grace period after SIGKILL */
+};
+
+/* Process-wide, like the children themselves: the list keeps orphans
+ * reachable until they are reaped, even past the loop that watched them. */
+static struct orphan *orphans;
+static struct attach_stats stats;
+static uint64_t abandon_logged_ms;
+
+/* ---- orphans ------------------------------------------------------------- */
+
+static void orphan_free(struct orphan *o)
+{
+	loop_remove(o->exit_src);
+	loop_remove(o->timer);
+	if (o->pidfd >= 0)
+		close(o->pidfd);
+	if (o->prev)
+		o->prev->next = o->next;
+	else
+		orphans = o->next;
+	if (o->next)
+		o->next->prev = o->prev;
+	stats.helpers_unreaped--;
+	if (o->abandoned)
+		stats.helpers_stuck--;
+	free(o);
+}
+
+static void on_orphan_exit(struct loop_source *src, const siginfo_t *si, void *arg)
+{
+	struct orphan *o = arg;
+
+	if (o->abandoned)
+		log_info("attach: abandoned helper %d exited at last; reaped", (int)o->pid);
+	orphan_free(o);  /* the loop reaps it once we return */
+}
+
+static void orphan_abandon(struct orphan *o)
+{
+	uint64_t now = attach_now_ms();
+
+	o->abandoned = true;
+	stats.helpers_abandoned++;
+	stats.helpers_stuck++;
+	if (!abandon_logged_ms || now - abandon_logged_ms >= ATTACH_ABANDON_LOG_MS) {
+		abandon_logged_ms = now;
+		log_warn("attach: helper %d did not exit after SIGKILL (an uninterruptible wait, e.g. "
+			 "on a file system of the target that does not answer); abandoned, reaped when it "
+			 "exits (%" PRIu64 " abandoned so far, %u not reaped)",
+			 (int)o->pid, stats.helpers_abandoned, stats.helpers_stuck);
+	}
+}
+
+/* Every grace period: SIGKILL, then "abandoned". Without a child source
+ * (no pidfd) it also polls for the exit, without waiting. */
+static void on_orphan_timer(struct loop_source *src, void *arg)
+{
+	struct orphan *o = arg;
+	int st;
+
+	if (!o->exit_src && waitpid(o->pid, &st, WNOHANG) == o->pid) {
+		orphan_free(o);
+		return;
+	}
+	if (!o->killed) {
+		kill(o->pid, SIGKILL);
+		o->killed = true;
+		return;
+	}
+	if (!o->abandoned)
+		orphan_abandon(o);
+	if (o->exit_src) {
+		loop_remove(o->timer);
+		o->timer = NULL;
+	}
+}
+
+/* Takes the helper pid (and its pidfd, -1 if none) out of a request: stops
+ * it and lets the loop reap it, without waiting here. */
+static void orphan_adopt(struct loop *loop, pid_t pid, int pidfd)
+{
+	struct orphan *o = calloc(1, sizeof(*o));
+
+	if (!o) {
+		/* Nothing left to watch it with: it stays a zombie until we exit. */
+		kill(pid, SIGKILL);
+		if (pidfd >= 0)
+			close(pidfd);
+		log_err("attach: out of memory; helper %d is killed but not reaped", (int)pid);
+		return;
+	}
+	*o = (struct orphan){ .pid = pid, .pidfd = pidfd, .next = orphans };
+	if (orphans)
+		orphans->prev = o;
+	orphans = o;
+	stats.helpers_unreaped++;
+	kill(pid, SIGTERM);
+	if (pidfd >= 0 && loop_add_child(loop, pidfd, on_orphan_exit, o, &o->exit_src) < 0)
+		o->exit_src = NULL;
+	if (loop_add_timer(loop, ATTACH_KILL_GRACE_MS, ATTACH_KILL_GRACE_MS, on_orphan_timer, o,
+			   &o->timer) < 0) {
+		o->timer = NULL;
+		kill(pid, SIGKILL);
+		o->killed = true;
+	}
+}
+
+void attach_get_stats(struct attach_stats *out)
+{
+	*out = stats;
+}
 
 /* ---- parent --------------------------------------------------------------- */
 
-/* Stops the helper and reaps it before returning, for callers that need it
- * gone (attach_cancel, a failed start): SIGTERM lets it remove the trigger
- * file, SIGKILL follows if it has not exited within the grace period. */
-static void stop_child_now(struct attach_req *req)
-{
-	struct pollfd exited = { .fd = req->child_fd, .events = POLLIN };
-	int st;
-
-	if (req->child <= 0)
-		return;
-	kill(req->child, SIGTERM);
-	if (req->child_fd < 0 || poll(&exited, 1, ATTACH_KILL_GRACE_MS) <= 0)
-		kill(req->child, SIGKILL);
-	while (waitpid(req->child, &st, 0) < 0 && errno == EINTR)
-		;
-	req->child = -1;
-}
-
 static void req_release(struct attach_req *req)
 {
-	stop_child_now(req);
 	loop_remove(req->exit_src);
 	loop_remove(req->timer);
 	req->exit_src = req->timer = NULL;
+	if (req->child > 0) {
+		orphan_adopt(req->loop, req->child, req->child_fd);
+		req->child_fd = -1;
+	}
 	if (req->rfd >= 0)
 		close(req->rfd);
 	if (req->child_fd >= 0)
@@ -123,30 +238,21 @@ static void on_child_exit(struct loop_source *src, const siginfo_t *si, void *ar
 	struct attach_req *req = arg;
 
 	req->child = -1;  /* the loop reaps it once we return */
-	if (!req->stopping)
-		read_result(req);
+	read_result(req);
 	req_finish(req);
 }
 
 /* Without a helper (a failed probe) this reports the result. Otherwise the
- * first expiry is the timeout: SIGTERM, so the helper removes its trigger
- * file and exits; the next ones, every grace period, SIGKILL. The helper's
- * exit then reports "timeout". */
+ * timeout passed: "timeout" now, and the helper is stopped and reaped in
+ * the background (see orphan_adopt). */
 static void on_timer(struct loop_source *src, void *arg)
 {
 	struct attach_req *req = arg;
 
-	if (req->child <= 0) {
-		req_finish(req);
-		return;
-	}
-	if (req->stopping) {
-		kill(req->child, SIGKILL);
-		return;
-	}
-	req->stopping = true;
-	attach_res_set(&req->res, -ETIMEDOUT, "timeout", "attaching to pid %d took too long", (int)req->pid);
-	kill(req->child, SIGTERM);
+	if (req->child > 0)
+		attach_res_set(&req->res, -ETIMEDOUT, "timeout", "attaching to pid %d took too long",
+			       (int)req->pid);
+	req_finish(req);
 }
 
 int attach_start(struct loop *loop, pid_t pid, const char *agent_path, const char *options,
@@ -196,7 +302,7 @@ int attach_start(struct loop *loop, pid_t pid, const char *agent_path, const cha
 							? timeout_ms - ATTACH_CHILD_MARGIN_MS
 							: timeout_ms / 2) };
 	req->rfd = pipefd[0];
-	r = loop_add_timer(loop, timeout_ms, ATTACH_KILL_GRACE_MS, on_timer, req, &req->timer);
+	r = loop_add_timer(loop, timeout_ms, 0, on_timer, req, &req->timer);
 	if (r < 0)
 		goto out;
 	req->child = fork();

@@ -6,11 +6,13 @@
  * and takes its euid/egid, so no process-wide state of the daemon changes and
  * every file it creates belongs to the target's user. Every wait and read has
  * a deadline. The loop watches the child's exit (a child source on its
- * pidfd, so nothing waits); the parent then reads its result from a pipe. */
+ * pidfd, so nothing waits); the parent then reads its result from a pipe.
+ * The daemon never waits for the child, not even to stop it. */
 #ifndef JPROF_ATTACH_H
 #define JPROF_ATTACH_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct loop;
@@ -46,9 +48,21 @@ typedef void (*attach_done_fn)(const struct attach_result *res, void *arg);
 int attach_start(struct loop *loop, pid_t pid, const char *agent_path, const char *options,
 		 unsigned timeout_ms, attach_done_fn done, void *arg, struct attach_req **out);
 
-/* Stops the child (if running) and frees the request; done is not called.
- * The child is gone when it returns: the one wait left, at most 100 ms
- * before SIGKILL. NULL-safe. */
+/* Frees the request; done is not called. Never waits: a running helper
+ * gets SIGTERM, SIGKILL 100 ms later, and is reaped from the loop whenever
+ * it exits (see attach_stats). NULL-safe. */
 void attach_cancel(struct attach_req *req);
+
+/* Helpers stopped without waiting for them (timeout, cancel). One still
+ * there 100 ms after SIGKILL is in an uninterruptible wait (e.g. on a file
+ * system of the target that never answers): it is abandoned, and reaped
+ * from the loop when that wait ends. */
+struct attach_stats {
+	uint64_t helpers_abandoned;  /* ever */
+	unsigned helpers_stuck;      /* abandoned and not reaped yet */
+	unsigned helpers_unreaped;   /* stopped and not reaped yet (stuck included) */
+};
+
+void attach_get_stats(struct attach_stats *out);
 
 #endif

@@ -17,7 +17,8 @@
 /* The child gives up this much before the parent's timer, so that its own,
  * more precise reason ("no_attach_socket") usually wins over "timeout". */
 #define ATTACH_CHILD_MARGIN_MS 150
-/* A helper told to stop (SIGTERM) gets this long before SIGKILL. */
+/* A helper told to stop (SIGTERM) gets this long before SIGKILL, and as
+ * long again before it counts as abandoned. */
 #define ATTACH_KILL_GRACE_MS 100
 /* Upper bound of /proc/PID/environ we look at. */
 #define ATTACH_ENVIRON_MAX (4u << 20)

@@ -20,6 +20,10 @@
 
 struct jvm_join;
 
+/* Heap bytes shared by the joins of one uid's recordings (a refcounted
+ * counter with a limit): one uid's recordings together stay under it. */
+struct jvm_budget;
+
 struct jvm_join_opts {
 	uint64_t interval_ns;      /* match window */
 	uint64_t name_wait_ns;     /* how long a sample waits for names; default 2 s */
@@ -27,6 +31,14 @@ struct jvm_join_opts {
 	bool lines;                /* Class.method:line */
 	bool signatures;           /* Class.method(sig) */
 	size_t max_pending;        /* records held in all queues; default 1,000,000 */
+	/* Bounds against a hostile agent (the ring is written by the profiled
+	 * process): */
+	uint64_t start_ns;         /* agent records stamped before this are refused; 0: none */
+	uint64_t future_ns;        /* ... and those after now + future_ns; default 1 s */
+	size_t max_bytes;          /* heap bytes of this join; default 64 MiB */
+	size_t max_methods;        /* method ids tracked; default 131072 */
+	size_t max_tids;           /* thread queues; default 65536 */
+	struct jvm_budget *budget; /* the uid's, or NULL; the join holds a reference */
 };
 
 struct jvm_frame {
@@ -60,12 +72,29 @@ struct jvm_join_stats {
 	uint64_t agent_unmatched;   /* agent records with no BPF record (not counted) */
 	uint64_t dropped;           /* records refused because max_pending was reached */
 	uint64_t methods_named, methods_unknown, names_timed_out;
+	/* What the bounds refused (see jvm_join_opts): */
+	uint64_t agent_future;      /* agent records stamped after now + future_ns */
+	uint64_t agent_before_start;/* agent records stamped before start_ns */
+	uint64_t over_bytes;        /* records, names or held samples refused at max_bytes */
+	uint64_t over_budget;       /* ... at the uid's budget */
+	uint64_t over_tids;         /* records of threads past max_tids */
+	uint64_t frames_over_methods; /* Java frames past max_methods: "[java_method_limit]" */
+	size_t methods;             /* method ids tracked */
+	size_t bytes, bytes_peak;   /* heap bytes of this join, now and at most */
 };
 
 typedef void (*jvm_emit_fn)(const struct jvm_sample *s, void *arg);
 
 struct jvm_join *jvm_join_new(const struct jvm_join_opts *opts);
 void jvm_join_free(struct jvm_join *j);
+
+/* A budget of limit bytes, one reference; NULL on ENOMEM. */
+struct jvm_budget *jvm_budget_new(size_t limit);
+void jvm_budget_unref(struct jvm_budget *b);
+/* The budget j charges (borrowed), or NULL. */
+struct jvm_budget *jvm_join_budget(const struct jvm_join *j);
+/* Bytes charged now, at most so far, and the limit. */
+void jvm_budget_get(const struct jvm_budget *b, size_t *used, size_t *peak, size_t *limit);
 
 /* Agent threads are named in the agent's pid namespace; map them. */
 void jvm_join_map_tid(struct jvm_join *j, uint32_t ns_tid, uint32_t host_tid);
@@ -74,9 +103,12 @@ void jvm_join_map_tid(struct jvm_join *j, uint32_t ns_tid, uint32_t host_tid);
 void jvm_join_add_bpf(struct jvm_join *j, uint32_t tid, uint64_t time_ns, const uint64_t *kips,
 		      unsigned nk, const uint64_t *uips, unsigned nu, bool kernel_mode,
 		      bool kstack_lost, bool ustack_lost, bool host_feed);
-/* Agent record (copies the frames); tid in the agent's namespace. */
-void jvm_join_add_agent(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, int32_t num_frames,
-			const struct jpring_frame *frames);
+/* Agent record (copies the frames); tid in the agent's namespace. Refused
+ * when its time is implausible: before start_ns, or after now_ns +
+ * future_ns (CLOCK_MONOTONIC, the agent's clock too). Adding or taking a
+ * record costs O(log n) whatever order the times come in. */
+void jvm_join_add_agent(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, uint64_t now_ns,
+			int32_t num_frames, const struct jpring_frame *frames);
 
 /* A name from the agent (or the news that it has none). */
 void jvm_join_method(struct jvm_join *j, uint64_t id, const char *cls, size_t cls_len,
@@ -98,10 +130,16 @@ void jvm_join_flush(struct jvm_join *j, jvm_emit_fn emit, void *arg);
 unsigned jvm_join_wanted(struct jvm_join *j, uint64_t *ids, unsigned max);
 /* Samples still waiting for names. */
 size_t jvm_join_held(const struct jvm_join *j);
+/* Method ids asked for (handed out by jvm_join_wanted or waiting there)
+ * and not answered yet: at 0, no held sample waits for a name. */
+size_t jvm_join_unanswered(const struct jvm_join *j);
+/* True once: the first call after a bound (see the stats) refused something. */
+bool jvm_join_limit_news(struct jvm_join *j);
 
 /* Frame name per the options: "java.util.HashMap.get", with ":123" or the
  * signature when asked; "[unknown_java_method]" when the agent could not name
- * it. Returns the length written (truncated to len - 1). */
+ * it, "[java_method_limit]" when the id was past max_methods (or the byte
+ * bounds). Returns the length written (truncated to len - 1). */
 size_t jvm_join_frame_name(const struct jvm_join *j, const struct jvm_frame *f, char *buf,
 			   size_t len);
 

@@ -1,7 +1,9 @@
 /* Joining BPF samples with the agent's AsyncGetCallTrace records. */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "jvmjoin.h"
 
@@ -53,7 +55,7 @@ static void agent(struct jvm_join *j, uint32_t tid, uint64_t t, int32_t n, uint6
 		f[i].bci = 10 * i;
 		f[i].reserved = 0;
 	}
-	jvm_join_add_agent(j, tid, t, n, f);
+	jvm_join_add_agent(j, tid, t, t, n, f);
 }
 
 static void name(struct jvm_join *j, uint64_t id, const char *cls, const char *m)
@@ -229,6 +231,208 @@ START_TEST(test_unknown_and_timed_out_names)
 }
 END_TEST
 
+
+/* ---- a hostile agent (the ring is written by the profiled process) ---- */
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* A full slot's worth of frames, ids first_id.. (leaf first). */
+static void agent_deep(struct jvm_join *j, uint32_t tid, uint64_t t, uint64_t now, uint64_t first_id)
+{
+	static struct jpring_frame f[JPRING_MAX_FRAMES];
+
+	for (int i = 0; i < JPRING_MAX_FRAMES; i++)
+		f[i] = (struct jpring_frame){ .method_id = first_id + (uint64_t)i, .bci = i };
+	jvm_join_add_agent(j, tid, t, now, JPRING_MAX_FRAMES, f);
+}
+
+struct counter {
+	uint64_t n, last_time, out_of_order, with_java, limit_frames;
+	struct jvm_join *j;
+};
+
+static void count(const struct jvm_sample *s, void *arg)
+{
+	struct counter *c = arg;
+	char buf[64];
+
+	if (s->time_ns < c->last_time)
+		c->out_of_order++;
+	c->last_time = s->time_ns;
+	c->n++;
+	c->with_java += s->njava > 0;
+	for (unsigned i = 0; i < s->njava; i++) {
+		jvm_join_frame_name(c->j, &s->java[i], buf, sizeof(buf));
+		c->limit_frames += strcmp(buf, "[java_method_limit]") == 0;
+	}
+}
+
+START_TEST(test_implausible_times_are_refused)
+{
+	struct jvm_join_opts o = { .interval_ns = 10 * MS, .start_ns = 1000 * MS };
+	struct jvm_join *j = jvm_join_new(&o);
+	struct jvm_join_stats st;
+	size_t before;
+
+	jvm_join_get_stats(j, &st);
+	before = st.bytes;
+	/* An hour ahead would wait for a horizon that never comes; before the
+	 * recording started there is nothing to join with. */
+	for (int i = 0; i < 1000; i++) {
+		agent_deep(j, 7, 1500 * MS + 3600000 * MS + (uint64_t)i, 1500 * MS, 1);
+		agent_deep(j, 7, 999 * MS - (uint64_t)i, 1500 * MS, 1);
+	}
+	jvm_join_get_stats(j, &st);
+	ck_assert_uint_eq(st.agent_future, 1000);
+	ck_assert_uint_eq(st.agent_before_start, 1000);
+	ck_assert_uint_eq(st.bytes, before);
+	ck_assert(jvm_join_limit_news(j));
+	ck_assert(!jvm_join_limit_news(j));  /* once */
+	/* Within the window (up to now + 1 s): taken. */
+	agent_deep(j, 7, 1500 * MS + 900 * MS, 1500 * MS, 1);
+	agent_deep(j, 7, 1000 * MS, 1500 * MS, 1);
+	jvm_join_get_stats(j, &st);
+	ck_assert_uint_eq(st.agent_records - st.agent_future - st.agent_before_start, 2);
+	ck_assert_uint_gt(st.bytes, before);
+	jvm_join_free(j);
+}
+END_TEST
+
+/* Descending times on one thread: each record costs O(log n), not the
+ * queue's length. With a sorted insert these 200000 records moved 480 GB
+ * (minutes); with heaps they take well under a second (a few under ASan on
+ * a busy machine: hence the generous bound). */
+START_TEST(test_descending_times_stay_cheap)
+{
+	struct jvm_join *j = make(false, false);
+	struct counter c = { .j = j };
+	struct jvm_join_stats st;
+	const unsigned n = 200000;
+	double t0 = now_ms(), ms;
+
+	for (unsigned i = 0; i < n; i++)
+		bpf(j, 7, 1000 * MS + (uint64_t)i * 20000);
+	for (unsigned i = n; i-- > 0;)
+		agent(j, 7, 1000 * MS + (uint64_t)i * 20000 + 1000, JPRING_GC_ACTIVE, 0);
+	ms = now_ms() - t0;
+	jvm_join_run(j, UINT64_MAX, 5000 * MS, true, count, &c);
+	printf("%u descending records queued in %.0f ms, joined in %.0f ms\n", n, ms, now_ms() - t0 - ms);
+	ck_assert_msg(now_ms() - t0 < 10000, "took %.0f ms", now_ms() - t0);
+	jvm_join_get_stats(j, &st);
+	ck_assert_uint_eq(st.joined, n);
+	ck_assert_uint_eq(c.n, n);
+	ck_assert_uint_eq(c.out_of_order, 0);
+	jvm_join_free(j);
+}
+END_TEST
+
+/* Heap bytes are bounded per join and, through a shared budget, over all
+ * the joins of one uid. */
+START_TEST(test_bytes_bounded_per_join_and_per_uid)
+{
+	struct jvm_budget *b = jvm_budget_new(3u << 20);
+	struct jvm_join_opts o = { .interval_ns = 10 * MS, .max_bytes = 2u << 20, .budget = b };
+	struct jvm_join *j1 = jvm_join_new(&o), *j2 = jvm_join_new(&o);
+	struct jvm_join_stats s1, s2;
+	size_t used, peak, limit;
+
+	for (unsigned i = 0; i < 2000; i++) {
+		agent_deep(j1, 1, 100 * MS + i, 100 * MS, 1);
+		agent_deep(j2, 2, 100 * MS + i, 100 * MS, 1);
+	}
+	jvm_join_get_stats(j1, &s1);
+	jvm_join_get_stats(j2, &s2);
+	jvm_budget_get(b, &used, &peak, &limit);
+	printf("join bytes %zu + %zu, uid %zu of %zu\n", s1.bytes, s2.bytes, used, limit);
+	ck_assert_uint_le(s1.bytes, 2u << 20);
+	ck_assert_uint_le(s2.bytes, 2u << 20);
+	ck_assert_uint_le(used, 3u << 20);
+	ck_assert_uint_le(peak, 3u << 20);
+	ck_assert_uint_eq(used, s1.bytes + s2.bytes);
+	ck_assert_uint_gt(s1.over_bytes + s1.over_budget, 0);
+	ck_assert_uint_gt(s2.over_budget, 0);
+	ck_assert_uint_gt(s1.bytes + s2.bytes, (3u << 20) - 16384);  /* filled, not starved */
+	jvm_join_free(j1);
+	jvm_budget_get(b, &used, &peak, &limit);
+	ck_assert_uint_eq(used, s2.bytes);
+	/* The room j1 left is j2's now. */
+	agent_deep(j2, 2, 200 * MS, 200 * MS, 1);
+	jvm_join_get_stats(j2, &s1);
+	ck_assert_uint_gt(s1.bytes, s2.bytes);
+	jvm_join_free(j2);
+	jvm_budget_get(b, &used, &peak, &limit);
+	ck_assert_uint_eq(used, 0);
+	jvm_budget_unref(b);
+}
+END_TEST
+
+/* Method ids are tracked up to max_methods; the rest are counted and named
+ * "[java_method_limit]", never asked about. A name past the byte bound is
+ * taken as unknown. */
+START_TEST(test_method_ids_capped)
+{
+	struct jvm_join_opts o = { .interval_ns = 10 * MS, .max_methods = 300 };
+	struct jvm_join *j = jvm_join_new(&o);
+	struct counter c = { .j = j };
+	struct jvm_join_stats st;
+	uint64_t ids[256], got = 0;
+	unsigned n;
+	static char huge[60000];
+	static bool seen[10 * JPRING_MAX_FRAMES + 1];
+
+	for (unsigned i = 0; i < 10; i++) {
+		bpf(j, 7, (100 + 20 * i) * MS);
+		agent_deep(j, 7, (100 + 20 * i) * MS + 1000, 300 * MS, 1 + i * JPRING_MAX_FRAMES);
+	}
+	jvm_join_run(j, UINT64_MAX, 400 * MS, true, count, &c);
+	jvm_join_get_stats(j, &st);
+	ck_assert_uint_eq(st.methods, 300);
+	ck_assert_uint_eq(st.frames_over_methods, 10 * JPRING_MAX_FRAMES - 300);
+	ck_assert_uint_eq(jvm_join_unanswered(j), 300);
+	while ((n = jvm_join_wanted(j, ids, 128)) > 0) {
+		for (unsigned i = 0; i < n; i++) {
+			ck_assert(ids[i] >= 1 && ids[i] <= 10 * JPRING_MAX_FRAMES && !seen[ids[i]]);
+			seen[ids[i]] = true;  /* each asked for once */
+			got++;
+			if (ids[i] == 1) {
+				memset(huge, 'a', sizeof(huge));
+				jvm_join_method(j, ids[i], huge, sizeof(huge), huge, sizeof(huge), huge,
+						sizeof(huge), NULL, 0, false);
+			} else {
+				name(j, ids[i], "LC;", "m");
+			}
+		}
+	}
+	ck_assert_uint_eq(got, 300);
+	ck_assert_uint_eq(jvm_join_unanswered(j), 0);
+	jvm_join_run(j, UINT64_MAX, 500 * MS, true, count, &c);
+	ck_assert_uint_eq(c.n, 10);
+	ck_assert_uint_eq(c.limit_frames, 10 * JPRING_MAX_FRAMES - 300);
+	jvm_join_free(j);
+
+	/* The same with a byte bound too small for the 180 KB name. */
+	o = (struct jvm_join_opts){ .interval_ns = 10 * MS, .max_bytes = 128 << 10 };
+	j = jvm_join_new(&o);
+	bpf(j, 7, 100 * MS);
+	agent(j, 7, 100 * MS + 1000, 1, 0x42);
+	jvm_join_run(j, UINT64_MAX, 400 * MS, true, count, &c);
+	ck_assert_uint_eq(jvm_join_wanted(j, ids, 4), 1);
+	jvm_join_method(j, 0x42, huge, sizeof(huge), huge, sizeof(huge), huge, sizeof(huge), NULL, 0,
+			false);
+	jvm_join_get_stats(j, &st);
+	ck_assert_uint_eq(st.methods_unknown, 1);
+	ck_assert_uint_eq(st.over_bytes, 1);
+	ck_assert_uint_lt(st.bytes_peak, 128 << 10);
+	jvm_join_free(j);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("jvmjoin");
@@ -242,6 +446,10 @@ int main(void)
 	tcase_add_test(tc, test_namespace_tids_are_mapped);
 	tcase_add_test(tc, test_names_lines_signatures_and_hostile_text);
 	tcase_add_test(tc, test_unknown_and_timed_out_names);
+	tcase_add_test(tc, test_implausible_times_are_refused);
+	tcase_add_test(tc, test_descending_times_stay_cheap);
+	tcase_add_test(tc, test_bytes_bounded_per_join_and_per_uid);
+	tcase_add_test(tc, test_method_ids_capped);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

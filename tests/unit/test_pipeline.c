@@ -200,7 +200,7 @@ START_TEST(test_jvm_join_through_the_builder)
 	rs.host_feed = true;
 	pipeline_on_sample(&rs, f.p);        /* goes into the join, not out */
 	ck_assert_uint_eq(f.rec.n, 0);
-	jvm_join_add_agent(j, tid, 100 * MS + 20000, 2, jf);  /* leaf first */
+	jvm_join_add_agent(j, tid, 100 * MS + 20000, 100 * MS, 2, jf);  /* leaf first */
 	/* Joined, held until the agent names the methods it is asked about. */
 	pipeline_source_join_run(f.src, 200 * MS, false);
 	ck_assert_uint_eq(f.rec.n, 0);
