@@ -114,16 +114,22 @@ static void push_user(struct builder *b, uint32_t pid, const uint64_t *uips, uin
 }
 
 /* Kernel frames root first (the stack map gives them leaf first); every
- * frame but the leaf is a return address, looked up at addr-1. */
+ * frame but the leaf is a return address, looked up at addr-1. Frames
+ * without a symbol are "[kernel]" (never an address), one for a run of
+ * them: without kallsyms a whole stack is one frame, not 20 equal ones. */
 static void push_kernel(struct builder *b, const uint64_t *kips, uint32_t nk, bool lost)
 {
+	bool unknown_last = false;
+
 	if (lost)
 		push(b, FRAME_MARKER, "[kernel_stack_lost]", "");
 	for (uint32_t i = nk; i-- > 0;) {
 		uint64_t addr = i > 0 ? kips[i] - 1 : kips[i];
+		int r = symbols_resolve_kernel(b->sym, addr, &b->r);
 
-		if (symbols_resolve_kernel(b->sym, addr, &b->r) < 0)
+		if (r < 0 || (r > 0 && unknown_last))
 			continue;
+		unknown_last = r > 0;
 		push(b, FRAME_KERNEL, b->r.name, b->r.module);
 	}
 }

@@ -670,7 +670,6 @@ bool symbols_kernel_available(struct symbols *s)
 int symbols_resolve_kernel(struct symbols *s, uint64_t addr, struct sym_result *out)
 {
 	const char *name, *module;
-	char tmp[32];
 	uint64_t now;
 	int r;
 
@@ -690,9 +689,10 @@ int symbols_resolve_kernel(struct symbols *s, uint64_t addr, struct sym_result *
 		elfsym_sanitize(module, strlen(module), out->module, sizeof(out->module));
 		return 0;
 	}
-	snprintf(tmp, sizeof(tmp), "[kernel]+0x%" PRIx64, addr);
-	symbols_set(out, FRAME_KERNEL, tmp, "");
-	return 0;
+	/* No address and no offset: either would give away where the kernel
+	 * is loaded (KASLR) to whoever reads the profile. */
+	symbols_set(out, FRAME_KERNEL, SYMBOLS_KERNEL_UNKNOWN, "");
+	return 1;
 }
 
 void symbols_forget_pid(struct symbols *s, pid_t pid)
