@@ -56,12 +56,15 @@ struct symbols;
 struct symbols *symbols_new(const char *kallsyms_path, const char *proc_root);
 void symbols_free(struct symbols *s);
 
-/* Resolves one user address of process pid. is_return_addr: the address is
- * a return address (every frame but the leaf), so addr-1 is looked up to land
- * inside the call instruction. Returns 0 with *out filled (an unresolvable
- * address still fills "[unknown]" or module+0xoff and returns 0); -errno only
- * for invalid arguments or allocation failure. */
-int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t addr,
+/* Resolves one user address of process pid, started at start_ns (a built
+ * sample's start_ns; 0 = whichever process has pid): when pid now names
+ * another process, the address is "[unknown]", never named from that
+ * process's binaries. is_return_addr: the address is a return address
+ * (every frame but the leaf), so addr-1 is looked up to land inside the
+ * call instruction. Returns 0 with *out filled (an unresolvable address
+ * still fills "[unknown]" or module+0xoff and returns 0); -errno only for
+ * invalid arguments or allocation failure. */
+int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t start_ns, uint64_t addr,
 			 bool is_return_addr, struct sym_result *out);
 
 /* The name of every kernel frame without a symbol. */
