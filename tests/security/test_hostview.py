@@ -44,20 +44,22 @@ def samples_with(stacks, frame):
     return jt.samples_matching(stacks, lambda f: frame in f)
 
 
-def spawn_with_pid(pid, argv, user):
+def spawn_with_pid(pid, argv, user, timeout=20.0):
     """Starts argv as user with exactly this pid: root points the kernel's
-    next pid at it; another process on the host may take it first, so try
-    again (the kernel hands pids out in order)."""
-    for _ in range(200):
+    next pid at it. Another process on the host may fork in between and
+    take it; then wait until it is free again and retry."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
         if os.path.exists("/proc/%d" % pid):
-            break
+            time.sleep(0.01)
+            continue
         with open("/proc/sys/kernel/ns_last_pid", "w") as f:
             f.write(str(pid - 1))
         p = jt.Proc(jt.as_user_argv(user, argv), os.path.basename(argv[0]))
         if p.pid == pid:
             return p
         p.kill()
-    raise jt.TestFailure("could not start a process with pid %d" % pid)
+    raise jt.TestFailure("could not start a process with pid %d within %.0f s" % (pid, timeout))
 
 
 def main(t):
