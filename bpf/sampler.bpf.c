@@ -163,6 +163,15 @@ static __always_inline void read_stacks(struct bpf_perf_event_data *ctx, void *s
 		c->ustack_err++;
 }
 
+/* The process's identity beside its pid: a sample drained after the process
+ * exited must not be taken for one of a later process with the same pid. */
+static __always_inline __u64 process_start(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	return task->group_leader->start_boottime;
+}
+
 static __always_inline void count(void *counts, struct jp_count_key *key, struct jp_counters *c)
 {
 	__u64 one = 1, *v;
@@ -190,6 +199,7 @@ static __always_inline void aggregate(struct bpf_perf_event_data *ctx, struct jp
 		.tid = tid,
 		.source = source,
 		.flags = flags,
+		.start_ns = process_start(),
 	};
 
 	if (jp_gen & 1) {
@@ -219,6 +229,7 @@ static __always_inline void emit_record(struct bpf_perf_event_data *ctx, struct 
 	m->time_ns = bpf_ktime_get_ns();
 	m->gen = gen;
 	m->flags = flags;
+	m->start_ns = process_start();
 	if (gen)
 		read_stacks(ctx, &stacks1, c, &m->kstack, &m->ustack, &m->flags);
 	else

@@ -27,6 +27,8 @@ struct jp_count_key {
 	__s32 ustack;
 	__u32 source;
 	__u32 flags;
+	__u64 start_ns;  /* when the process (thread group leader) started, CLOCK_BOOTTIME:
+			  * with tgid it names one process, whatever reuses the pid later */
 };
 
 /* Per-CPU counters; userspace sums them. */
@@ -68,6 +70,7 @@ struct jp_msg_sample {
 	__s32 ustack;
 	__u32 gen;       /* which stack map the ids refer to */
 	__u32 flags;
+	__u64 start_ns;  /* as jp_count_key.start_ns */
 };
 
 #endif

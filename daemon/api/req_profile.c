@@ -1,11 +1,15 @@
 /* profile: a window of the continuous host view (hostview.c), filtered and
- * grouped as asked, rendered in any export format. Unprivileged peers get
- * only processes they may record, and only since the process started. */
+ * grouped as asked, rendered in any export format. A pid filter means the
+ * process that has the pid now (pid and start time), never an earlier one
+ * with the same pid. Unprivileged peers get only processes they may record,
+ * and only since the process started. */
 #include "requests.h"
 
 #include <errno.h>
 #include <json-c/json.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "authz.h"
 #include "clock.h"
@@ -17,8 +21,9 @@
 #include "sampler.h"
 
 /* A continuous profile of pid needs the same right as recording it.
+ * *pidfd: the authorized process, for unprivileged peers (else -1).
  * -errno after the error was sent. */
-static int profile_authorize(const struct request *r, pid_t pid)
+static int profile_authorize(const struct request *r, pid_t pid, int *pidfd)
 {
 	if (!pid) {
 		if (r->peer->privileged)
@@ -29,25 +34,41 @@ static int profile_authorize(const struct request *r, pid_t pid)
 	}
 	if (r->peer->privileged)
 		return 0;  /* also for processes that have exited since */
-	return requests_authorize_pid(r, pid, "for the profile of", NULL);
+	return requests_authorize_pid(r, pid, "for the profile of", pidfd);
 }
 
-/* Monotonic time pid started, so an unprivileged caller never sees samples
- * of an earlier process that had the same pid; UINT64_MAX if unknown. */
-static uint64_t process_start_mono(pid_t pid, uint64_t now_mono)
+/* Which process pid names now: its start time, the identity the host view
+ * keeps beside each pid, so that a profile of pid holds no samples of an
+ * earlier process that had the same pid (another user's, maybe). With the
+ * authorized pidfd, the start is read while that process holds the pid.
+ * 0 (every process that had pid) only for privileged peers asking for a
+ * pid that no process has now. -ESRCH when the authorized process is gone. */
+static int profile_identity(pid_t pid, int pidfd, uint64_t *start)
 {
-	uint64_t start_boot, now_boot;
+	if (proc_read_start_boottime(pid, start) < 0) {
+		*start = 0;
+		return pidfd >= 0 ? -ESRCH : 0;
+	}
+	if (pidfd >= 0 && syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0)
+		return -ESRCH;
+	return 0;
+}
 
-	if (proc_read_start_boottime(pid, &start_boot) < 0)
-		return UINT64_MAX;  /* cannot tell: show nothing */
-	now_boot = clock_ns(CLOCK_BOOTTIME);
+/* Monotonic time of start_boot (CLOCK_BOOTTIME), so an unprivileged caller
+ * sees only windows since its process started. */
+static uint64_t process_start_mono(uint64_t start_boot, uint64_t now_mono)
+{
+	uint64_t now_boot = clock_ns(CLOCK_BOOTTIME);
+
 	if (now_boot < start_boot || now_boot - start_boot > now_mono)
 		return 0;
 	return now_mono - (now_boot - start_boot);
 }
 
-/* The asked window [*from, *to] in monotonic ns. */
-static void profile_window(const struct request *r, uint64_t now, uint64_t *from, uint64_t *to)
+/* The asked window [*from, *to] in monotonic ns; start: the process's
+ * start (CLOCK_BOOTTIME) for unprivileged peers. */
+static void profile_window(const struct request *r, uint64_t now, uint64_t start, uint64_t *from,
+			   uint64_t *to)
 {
 	const struct jprof_profile_req *pr = &r->msg->profile;
 	uint64_t back;
@@ -63,7 +84,7 @@ static void profile_window(const struct request *r, uint64_t now, uint64_t *from
 		*to = now;
 	}
 	if (!r->peer->privileged) {
-		uint64_t born = process_start_mono(pr->pid, now);
+		uint64_t born = process_start_mono(start, now);
 
 		if (born > *from)
 			*from = born;
@@ -93,7 +114,7 @@ void req_profile(const struct request *r)
 	struct sampler_stats ss;
 	struct buf out = BUF_INIT;
 	struct store *st = NULL;
-	int fmt, group, ret;
+	int fmt, group, ret, pidfd = -1;
 
 	fmt = requests_format(r, pr->format);
 	if (fmt < 0)
@@ -105,14 +126,18 @@ void req_profile(const struct request *r)
 		requests_error(r, JPROF_E_BAD_REQUEST, "unknown group_by \"%s\"", pr->group_by);
 		goto out;
 	}
-	if (profile_authorize(r, pr->pid) < 0)
+	if (profile_authorize(r, pr->pid, &pidfd) < 0)
 		goto out;
+	if (pr->pid && profile_identity(pr->pid, pidfd, &f.start_ns) < 0) {
+		requests_error(r, JPROF_E_NO_SUCH_PROCESS, "no process with pid %d", (int)pr->pid);
+		goto out;
+	}
 	if (!hv) {
 		requests_error(r, JPROF_E_UNAVAILABLE,
 			       "the continuous host profile is off (jprofd runs with rate = 0)");
 		goto out;
 	}
-	profile_window(r, now, &from, &to);
+	profile_window(r, now, f.start_ns, &from, &to);
 	ret = from <= to ? hostview_query_grouped(hv, from, to, &f, (enum hostview_group)group, &st,
 						  &span_from, &span_to) :
 			   -ENOENT;
@@ -152,6 +177,8 @@ void req_profile(const struct request *r)
 			       json_object_new_string(hostview_group_name((enum hostview_group)group)));
 	requests_send(r, o);
 out:
+	if (pidfd >= 0)
+		close(pidfd);
 	buf_release(&out);
 	store_free(st);
 }

@@ -15,6 +15,7 @@ struct raw_sample {
 	uint32_t pid;              /* tgid */
 	uint32_t tid;
 	uint64_t time_ns;          /* CLOCK_MONOTONIC when taken (per-sample records); 0 = aggregated */
+	uint64_t start_ns;         /* when the process started (CLOCK_BOOTTIME); 0 = unknown */
 	uint64_t values[EVENT_MAX_VALUES];  /* event_get(event)->types; values[0] = samples */
 	const char *comm;          /* task name if the collector read it, else NULL */
 	bool host_feed;            /* also stands for the host view (its thread is skipped there) */

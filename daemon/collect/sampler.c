@@ -21,10 +21,10 @@
 #include "sampler.skel.h"
 #include "bpf/sampler.h"
 
-_Static_assert(sizeof(struct jp_count_key) == 24, "jp_count_key layout");
+_Static_assert(sizeof(struct jp_count_key) == 32, "jp_count_key layout");
 _Static_assert(sizeof(struct jp_counters) == 80, "jp_counters layout");
 _Static_assert(sizeof(struct jp_msg_new_thread) == 24, "jp_msg_new_thread layout");
-_Static_assert(sizeof(struct jp_msg_sample) == 40, "jp_msg_sample layout");
+_Static_assert(sizeof(struct jp_msg_sample) == 48, "jp_msg_sample layout");
 
 #define SAMPLER_MAX_CPUS 4096
 #define DRAIN_BATCH 4096
@@ -404,6 +404,7 @@ static void deliver(struct sampler *s, unsigned gen, const struct jp_count_key *
 		.kernel_mode = k->flags & JP_KEY_KERNEL_MODE,
 		.kernel_thread = k->flags & JP_KEY_KTHREAD,
 		.time_ns = time_ns,
+		.start_ns = k->start_ns,
 	};
 	const uint64_t *p;
 	uint32_t n;
@@ -451,7 +452,7 @@ static int handle_ring_msg(void *ctx, void *data, size_t size)
 		const struct jp_msg_sample *m = data;
 		struct jp_count_key k = {
 			.tgid = m->tgid, .tid = m->tid, .kstack = m->kstack, .ustack = m->ustack,
-			.source = m->source, .flags = m->flags,
+			.source = m->source, .flags = m->flags, .start_ns = m->start_ns,
 		};
 
 		deliver(s, m->gen & 1, &k, 1, m->time_ns);

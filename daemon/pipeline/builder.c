@@ -31,7 +31,7 @@ struct builder {
 
 static const char *thread_name(const struct built_sample *bs, char *buf, size_t len)
 {
-	return procinfo_thread_name((pid_t)bs->pid, (pid_t)bs->tid, buf, len);
+	return procinfo_thread_name((pid_t)bs->pid, bs->start_ns, (pid_t)bs->tid, buf, len);
 }
 
 static void begin(struct builder *b)
@@ -94,8 +94,8 @@ static void reverse(struct builder *b, size_t from)
  * cut_at_jit, only the frames from the leaf up to the first address in JIT
  * code: from there on the Java frames tell the story (and frame-pointer
  * walks through JIT code are not to be trusted). */
-static void push_user(struct builder *b, uint32_t pid, const uint64_t *uips, uint32_t nu,
-		      bool kernel_mode, bool cut_at_jit)
+static void push_user(struct builder *b, uint32_t pid, uint64_t start, const uint64_t *uips,
+		      uint32_t nu, bool kernel_mode, bool cut_at_jit)
 {
 	size_t from = b->n;
 
@@ -104,7 +104,7 @@ static void push_user(struct builder *b, uint32_t pid, const uint64_t *uips, uin
 		 * kernel mode even the leaf points after the syscall instruction. */
 		bool ret = i > 0 || kernel_mode;
 
-		if (symbols_resolve_user(b->sym, (pid_t)pid, uips[i], ret, &b->r) < 0)
+		if (symbols_resolve_user(b->sym, (pid_t)pid, start, uips[i], ret, &b->r) < 0)
 			continue;
 		if (cut_at_jit && b->r.kind == FRAME_JIT_UNKNOWN)
 			break;
@@ -114,16 +114,22 @@ static void push_user(struct builder *b, uint32_t pid, const uint64_t *uips, uin
 }
 
 /* Kernel frames root first (the stack map gives them leaf first); every
- * frame but the leaf is a return address, looked up at addr-1. */
+ * frame but the leaf is a return address, looked up at addr-1. Frames
+ * without a symbol are "[kernel]" (never an address), one for a run of
+ * them: without kallsyms a whole stack is one frame, not 20 equal ones. */
 static void push_kernel(struct builder *b, const uint64_t *kips, uint32_t nk, bool lost)
 {
+	bool unknown_last = false;
+
 	if (lost)
 		push(b, FRAME_MARKER, "[kernel_stack_lost]", "");
 	for (uint32_t i = nk; i-- > 0;) {
 		uint64_t addr = i > 0 ? kips[i] - 1 : kips[i];
+		int r = symbols_resolve_kernel(b->sym, addr, &b->r);
 
-		if (symbols_resolve_kernel(b->sym, addr, &b->r) < 0)
+		if (r < 0 || (r > 0 && unknown_last))
 			continue;
+		unknown_last = r > 0;
 		push(b, FRAME_KERNEL, b->r.name, b->r.module);
 	}
 }
@@ -131,20 +137,23 @@ static void push_kernel(struct builder *b, const uint64_t *kips, uint32_t nk, bo
 int builder_build(struct builder *b, const struct raw_sample *rs, const struct builder_opts *o,
 		  struct built_sample *out)
 {
+	uint64_t start = procinfo_start_identity(rs->start_ns);
+
 	begin(b);
-	procinfo_get(b->pi, (pid_t)rs->pid, 0, &b->names);
+	procinfo_get(b->pi, (pid_t)rs->pid, start, 0, &b->names);
 	if (rs->comm)
 		b->names.comm = rs->comm;
 	if (o && o->process_root)
 		push(b, FRAME_MARKER, b->names.comm[0] ? b->names.comm : "[unknown]", "");
 	if (rs->ustack_lost)
 		push(b, FRAME_MARKER, "[user_stack_lost]", "");
-	push_user(b, rs->pid, rs->uips, rs->nu, rs->kernel_mode, false);
+	push_user(b, rs->pid, start, rs->uips, rs->nu, rs->kernel_mode, false);
 	push_kernel(b, rs->kips, rs->nk, rs->kstack_lost);
 	*out = (struct built_sample){
 		.event = event_get(rs->event),
 		.pid = rs->pid,
 		.tid = rs->tid,
+		.start_ns = start,
 		.time_ns = rs->time_ns,
 		.values = rs->values,
 		.stack_lost = rs->ustack_lost || rs->kstack_lost,
@@ -153,12 +162,14 @@ int builder_build(struct builder *b, const struct raw_sample *rs, const struct b
 	return 0;
 }
 
-int builder_build_jvm(struct builder *b, uint32_t pid, const struct jvm_join *j,
+int builder_build_jvm(struct builder *b, uint32_t pid, uint64_t start_ns, const struct jvm_join *j,
 		      const struct jvm_sample *js, const struct event_info *ev,
 		      const uint64_t *values, struct built_sample *out)
 {
+	uint64_t start = procinfo_start_identity(start_ns);
+
 	begin(b);
-	procinfo_get(b->pi, (pid_t)pid, 0, &b->names);
+	procinfo_get(b->pi, (pid_t)pid, start, 0, &b->names);
 	for (unsigned i = 0; i < js->njava && i < JPRING_MAX_FRAMES; i++) {
 		jvm_join_frame_name(j, &js->java[i], b->java_name, sizeof(b->java_name));
 		push(b, FRAME_JAVA, b->java_name, "");
@@ -167,12 +178,13 @@ int builder_build_jvm(struct builder *b, uint32_t pid, const struct jvm_join *j,
 		push(b, FRAME_MARKER, js->marker, "");
 	if (js->ustack_lost && !js->njava)
 		push(b, FRAME_MARKER, "[user_stack_lost]", "");
-	push_user(b, pid, js->uips, js->nu, js->kernel_mode, js->java_context);
+	push_user(b, pid, start, js->uips, js->nu, js->kernel_mode, js->java_context);
 	push_kernel(b, js->kips, js->nk, js->kstack_lost);
 	*out = (struct built_sample){
 		.event = ev,
 		.pid = pid,
 		.tid = js->tid,
+		.start_ns = start,
 		.time_ns = js->time_ns,
 		.values = values,
 		.stack_lost = js->ustack_lost || js->kstack_lost,

@@ -30,10 +30,11 @@ void builder_free(struct builder *b);
 int builder_build(struct builder *b, const struct raw_sample *rs, const struct builder_opts *o,
 		  struct built_sample *out);
 
-/* Builds a joined JVM sample of process pid: Java frames (named by j), then
- * the native frames up to the first JIT code address (when the thread was in
- * Java), then kernel frames. values: ev's types. */
-int builder_build_jvm(struct builder *b, uint32_t pid, const struct jvm_join *j,
+/* Builds a joined JVM sample of process pid (started at start_ns, as
+ * raw_sample.start_ns): Java frames (named by j), then the native frames up
+ * to the first JIT code address (when the thread was in Java), then kernel
+ * frames. values: ev's types. */
+int builder_build_jvm(struct builder *b, uint32_t pid, uint64_t start_ns, const struct jvm_join *j,
 		      const struct jvm_sample *js, const struct event_info *ev,
 		      const uint64_t *values, struct built_sample *out);
 

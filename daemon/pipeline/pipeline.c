@@ -27,6 +27,7 @@ struct pipeline_source {
 	struct pipeline_source_config cfg;
 	struct jvm_join *join;
 	uint32_t jvm_pid;
+	uint64_t jvm_start_ns;     /* of the BPF records joined: the recorded process's */
 	uint64_t jvm_period_ns;
 };
 
@@ -84,6 +85,7 @@ void pipeline_on_sample(const struct raw_sample *rs, void *arg)
 		if (!src)
 			return;  /* a recording that has just ended */
 		if (rs->time_ns && src->join) {
+			src->jvm_start_ns = rs->start_ns;
 			jvm_join_add_bpf(src->join, rs->tid, rs->time_ns, rs->kips, rs->nk, rs->uips,
 					 rs->nu, rs->kernel_mode, rs->kstack_lost, rs->ustack_lost,
 					 rs->host_feed);
@@ -111,7 +113,8 @@ static void on_jvm_sample(const struct jvm_sample *js, void *arg)
 	struct built_sample bs;
 
 	event_values_periodic(ev, 1, src->jvm_period_ns, values);
-	if (builder_build_jvm(p->builder, src->jvm_pid, src->join, js, ev, values, &bs) < 0)
+	if (builder_build_jvm(p->builder, src->jvm_pid, src->jvm_start_ns, src->join, js, ev, values,
+			      &bs) < 0)
 		return;
 	deliver(p, src, &bs, js->host_feed);
 }

@@ -24,6 +24,8 @@
 
 struct pi_proc {
 	pid_t pid;                  /* 0 = empty slot */
+	uint64_t start_ns;          /* which process of that pid the names are of; 0 = unknown */
+	uint64_t gone_ns;           /* a start of pid found gone: its samples get "[exited]" */
 	uint64_t fetched_ns;
 	uint64_t used_ns;
 	char comm[32];
@@ -36,6 +38,11 @@ struct procinfo {
 	struct htab_map procs;      /* pid -> struct pi_proc * */
 	uint64_t last_expire_ns;
 };
+
+static struct pi_proc *pi_proc_ptr(uint64_t v)
+{
+	return (struct pi_proc *)(uintptr_t)v;
+}
 
 /* ---- label parsing ---- */
 
@@ -151,6 +158,23 @@ int procinfo_parse_container(const char *cgroup, char *id, size_t len)
 
 static const char pi_empty[3] = "";
 
+/* What a sample of a process that is gone (and uncached) is named. */
+static const struct pi_proc pi_gone = {
+	.comm = "[exited]", .cgroup = (char *)pi_empty, .unit = pi_empty, .container = pi_empty,
+};
+
+uint64_t procinfo_start_identity(uint64_t boottime_ns)
+{
+	static uint64_t tick_ns;
+
+	if (!tick_ns) {
+		long hz = sysconf(_SC_CLK_TCK);
+
+		tick_ns = hz > 0 ? 1000000000ull / (uint64_t)hz : 10000000ull;
+	}
+	return boottime_ns - boottime_ns % tick_ns;
+}
+
 static void pi_proc_clear(struct pi_proc *p)
 {
 	if (p->cgroup != pi_empty)
@@ -167,7 +191,7 @@ struct pi_trim {
 static bool pi_keep(uint64_t key, uint64_t *val, void *arg)
 {
 	const struct pi_trim *t = arg;
-	struct pi_proc *p = (struct pi_proc *)(uintptr_t)*val;
+	struct pi_proc *p = pi_proc_ptr(*val);
 
 	/* Hosts that spawn processes all the time would otherwise keep the
 	 * labels of thousands of exited ones for the idle period. */
@@ -184,18 +208,15 @@ static void pi_trim(struct procinfo *pi, uint64_t keep_after, uint64_t dead_befo
 	htab_map_retain(&pi->procs, pi_keep, &(struct pi_trim){ keep_after, dead_before });
 }
 
-static void pi_proc_fill(struct pi_proc *p, pid_t pid, uint64_t now)
+/* The cgroup path and what it tells (unit, container) as one allocation of
+ * three strings; NULL when pid has none readable or on ENOMEM. */
+static char *pi_read_labels(pid_t pid)
 {
-	char path[64], text[4096], cg[PI_CGROUP_MAX], unit[256], cont[72];
+	char path[64], text[4096], cg[PI_CGROUP_MAX], unit[256], cont[72], *out = NULL;
 	size_t lc, lu, lk;
 	ssize_t n = -1;
 	int fd;
 
-	p->pid = pid;
-	p->fetched_ns = now;
-	if (proc_read_comm(pid, 0, p->comm, sizeof(p->comm)) < 0)
-		snprintf(p->comm, sizeof(p->comm), "[exited]");
-	pi_proc_clear(p);
 	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
@@ -203,10 +224,10 @@ static void pi_proc_fill(struct pi_proc *p, pid_t pid, uint64_t now)
 		close(fd);
 	}
 	if (n <= 0)
-		return;
+		goto out;
 	text[n] = '\0';
 	if (procinfo_parse_cgroup(text, cg, sizeof(cg)) < 0)
-		return;
+		goto out;
 	if (procinfo_parse_unit(cg, unit, sizeof(unit)) < 0)
 		unit[0] = '\0';
 	if (procinfo_parse_container(cg, cont, sizeof(cont)) < 0)
@@ -214,32 +235,109 @@ static void pi_proc_fill(struct pi_proc *p, pid_t pid, uint64_t now)
 	lc = strlen(cg) + 1;
 	lu = strlen(unit) + 1;
 	lk = strlen(cont) + 1;
-	p->cgroup = malloc(lc + lu + lk);
-	if (!p->cgroup) {
-		p->cgroup = (char *)pi_empty;
-		return;
-	}
-	memcpy(p->cgroup, cg, lc);
-	memcpy(p->cgroup + lc, unit, lu);
-	memcpy(p->cgroup + lc + lu, cont, lk);
-	p->unit = p->cgroup + lc;
-	p->container = p->cgroup + lc + lu;
+	out = malloc(lc + lu + lk);
+	if (!out)
+		goto out;
+	memcpy(out, cg, lc);
+	memcpy(out + lc, unit, lu);
+	memcpy(out + lc + lu, cont, lk);
+out:
+	return out;
 }
 
-static const struct pi_proc *pi_proc_get(struct procinfo *pi, pid_t pid, uint64_t now)
+/* Runs between two reads of pid's start time; true when both are start_ns
+ * (or, for start_ns 0, equal), so what fn read belongs to that process and
+ * not to one that took its pid meanwhile. *seen: the start read first. */
+static bool pi_same_process(pid_t pid, uint64_t start_ns, uint64_t *seen)
+{
+	uint64_t now;
+
+	if (proc_read_start_boottime(pid, &now) < 0)
+		return false;
+	if (*seen == UINT64_MAX)
+		*seen = now;
+	return now == *seen && (!start_ns || now == start_ns);
+}
+
+/* (Re)reads the names of process (pid, start_ns) into p; -ESRCH, leaving p
+ * as it was, when pid names no process or another one. */
+static int pi_proc_fill(struct pi_proc *p, pid_t pid, uint64_t start_ns, uint64_t now)
+{
+	uint64_t seen = UINT64_MAX;
+	char comm[sizeof(p->comm)], *labels = NULL;
+	int r = -ESRCH;
+
+	if (!pi_same_process(pid, start_ns, &seen))
+		goto out;
+	if (proc_read_comm(pid, 0, comm, sizeof(comm)) < 0)
+		goto out;
+	labels = pi_read_labels(pid);
+	if (!pi_same_process(pid, start_ns, &seen))
+		goto out;
+	pi_proc_clear(p);
+	if (labels) {
+		size_t lc = strlen(labels) + 1;
+
+		p->cgroup = labels;
+		p->unit = labels + lc;
+		p->container = p->unit + strlen(p->unit) + 1;
+		labels = NULL;
+	}
+	memcpy(p->comm, comm, sizeof(comm));
+	p->start_ns = seen;
+	p->fetched_ns = now;
+	r = 0;
+out:
+	free(labels);
+	return r;
+}
+
+/* A new entry for (pid, start_ns): its names, or "[exited]" until pid is
+ * read again, when the process is gone already. */
+static void pi_proc_init(struct pi_proc *p, pid_t pid, uint64_t start_ns, uint64_t now)
+{
+	p->pid = pid;
+	p->gone_ns = 0;
+	p->cgroup = (char *)pi_empty;
+	p->unit = p->container = pi_empty;
+	if (pi_proc_fill(p, pid, start_ns, now) == 0)
+		return;
+	snprintf(p->comm, sizeof(p->comm), "[exited]");
+	p->start_ns = start_ns;
+	p->fetched_ns = now;
+}
+
+/* The cached entry of pid for a sample of process start_ns. */
+static const struct pi_proc *pi_proc_known(struct pi_proc *p, pid_t pid, uint64_t start_ns,
+					   uint64_t now)
+{
+	if (start_ns && p->start_ns && start_ns != p->start_ns) {
+		/* Another process than the cached one: the cached one has
+		 * exited and the sample's took its pid, or the other way round
+		 * (then the sample's process is gone, and stays gone). */
+		if (start_ns == p->gone_ns || pi_proc_fill(p, pid, start_ns, now) < 0) {
+			p->gone_ns = start_ns;
+			return &pi_gone;
+		}
+	} else if (now < p->fetched_ns || now - p->fetched_ns > PI_LABEL_TTL_NS) {
+		/* Gone since: the names it had stay its names. */
+		if (pi_proc_fill(p, pid, p->start_ns, now) < 0)
+			p->fetched_ns = now;
+	}
+	p->used_ns = now;
+	return p;
+}
+
+static const struct pi_proc *pi_proc_get(struct procinfo *pi, pid_t pid, uint64_t start_ns,
+					 uint64_t now)
 {
 	/* Cache full: labels read but not kept. */
 	static struct pi_proc scratch = { .cgroup = (char *)pi_empty };
 	uint64_t *v = htab_map_get(&pi->procs, (uint64_t)pid);
 	struct pi_proc *p;
 
-	if (v) {
-		p = (struct pi_proc *)(uintptr_t)*v;
-		if (now < p->fetched_ns || now - p->fetched_ns > PI_LABEL_TTL_NS)
-			pi_proc_fill(p, pid, now);
-		p->used_ns = now;
-		return p;
-	}
+	if (v)
+		return pi_proc_known(pi_proc_ptr(*v), pid, start_ns, now);
 	/* Past the limit, forget processes not seen lately. */
 	if (htab_map_count(&pi->procs) >= PI_LABEL_MAX)
 		pi_trim(pi, now > PI_LABEL_IDLE_NS ? now - PI_LABEL_IDLE_NS : 0, 0);
@@ -248,31 +346,35 @@ static const struct pi_proc *pi_proc_get(struct procinfo *pi, pid_t pid, uint64_
 		free(p);
 		p = NULL;
 	}
-	if (!p)
+	if (!p) {
+		pi_proc_clear(&scratch);
 		p = &scratch;
-	else
-		p->cgroup = (char *)pi_empty;
-	pi_proc_fill(p, pid, now);
+	}
+	pi_proc_init(p, pid, start_ns, now);
 	p->used_ns = now;
 	return p;
 }
 
-int procinfo_get(struct procinfo *pi, pid_t pid, uint64_t now_ns, struct sample_names *out)
+int procinfo_get(struct procinfo *pi, pid_t pid, uint64_t start_ns, uint64_t now_ns,
+		 struct sample_names *out)
 {
 	const struct pi_proc *p;
 
 	if (!pi || pid <= 0 || !out)
 		return -EINVAL;
-	p = pi_proc_get(pi, pid, now_ns ? now_ns : clock_mono_ns());
+	p = pi_proc_get(pi, pid, start_ns, now_ns ? now_ns : clock_mono_ns());
 	*out = (struct sample_names){
 		.comm = p->comm, .cgroup = p->cgroup, .container = p->container, .unit = p->unit,
 	};
 	return 0;
 }
 
-const char *procinfo_thread_name(pid_t pid, pid_t tid, char *buf, size_t len)
+const char *procinfo_thread_name(pid_t pid, uint64_t start_ns, pid_t tid, char *buf, size_t len)
 {
-	if (proc_read_comm(pid, tid, buf, len) < 0)
+	uint64_t seen = UINT64_MAX;
+
+	if (!pi_same_process(pid, start_ns, &seen) || proc_read_comm(pid, tid, buf, len) < 0 ||
+	    !pi_same_process(pid, start_ns, &seen))
 		snprintf(buf, len, "[exited]");
 	return buf;
 }

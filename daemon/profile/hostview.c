@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "htab.h"
 #include "sample.h"
 #include "store.h"
 
@@ -18,11 +19,16 @@
 #define HV_CGROUP_MAX 1024
 
 struct hv_bucket {
-	struct hv_bucket *next;     /* newer */
+	struct hv_bucket *next;     /* newer, or another bucket of the same window */
 	uint64_t start_ns;          /* aligned to bucket_ns */
-	uint64_t last_ns;           /* latest sample or tick that touched it */
 	struct store *st;
-	size_t bytes;               /* as of the last rotation (closed buckets) */
+	/* pid -> start of the one process with that pid here. A pid is reused:
+	 * a process that takes the pid of one this bucket already holds goes to
+	 * another bucket of the same window, so a store never mixes the stacks,
+	 * names and labels of two processes under one pid. */
+	struct htab_map procs;
+	size_t procs_bytes;
+	size_t bytes;               /* as of the end of its window (closed buckets) */
 };
 
 struct hostview_tap {
@@ -37,20 +43,21 @@ struct hostview {
 	struct hostview_config cfg;
 	struct hostview_tap *taps;
 	uint64_t bucket_ns, retention_ns;
-	struct hv_bucket *oldest, *newest;
-	size_t closed_bytes;        /* sum of bytes of every bucket but the newest */
+	/* oldest .. newest; open .. newest are the newest window's buckets */
+	struct hv_bucket *oldest, *open, *newest;
+	size_t closed_bytes;        /* sum of bytes of the buckets before open */
 	uint64_t last_now;
 	struct hostview_stats st;
 };
 
 /* ---- buckets ---- */
 
-static size_t hv_store_bytes(const struct store *st)
+static size_t hv_bucket_bytes(const struct hv_bucket *b)
 {
 	struct store_totals t;
 
-	store_get_totals(st, &t);
-	return t.bytes;
+	store_get_totals(b->st, &t);
+	return t.bytes + b->procs_bytes;
 }
 
 static void hv_bucket_free(struct hv_bucket *b)
@@ -58,15 +65,27 @@ static void hv_bucket_free(struct hv_bucket *b)
 	if (!b)
 		return;
 	store_free(b->st);
+	htab_map_release(&b->procs);
 	free(b);
 }
 
-/* Drops the oldest bucket (never the newest). */
+/* Bytes of the newest window's buckets (there is one, unless pids were
+ * reused within the window). */
+static size_t hv_open_bytes(const struct hostview *hv)
+{
+	size_t n = 0;
+
+	for (const struct hv_bucket *b = hv->open; b; b = b->next)
+		n += hv_bucket_bytes(b);
+	return n;
+}
+
+/* Drops the oldest bucket (never one of the newest window). */
 static void hv_evict_oldest(struct hostview *hv)
 {
 	struct hv_bucket *b = hv->oldest;
 
-	if (!b || b == hv->newest)
+	if (!b || b == hv->open)
 		return;
 	hv->oldest = b->next;
 	hv->closed_bytes -= b->bytes;
@@ -76,27 +95,20 @@ static void hv_evict_oldest(struct hostview *hv)
 
 static void hv_enforce_cap(struct hostview *hv)
 {
-	size_t cur = hv->newest ? hv_store_bytes(hv->newest->st) : 0;
+	size_t cur = hv_open_bytes(hv);
 
-	while (hv->oldest && hv->oldest != hv->newest && hv->closed_bytes + cur > hv->cfg.max_bytes) {
+	while (hv->oldest && hv->oldest != hv->open && hv->closed_bytes + cur > hv->cfg.max_bytes) {
 		hv_evict_oldest(hv);
 		hv->st.evicted_memory++;
 	}
 }
 
-/* The bucket now_ns falls in, opened if needed; NULL on ENOMEM. */
-static struct hv_bucket *hv_current(struct hostview *hv, uint64_t now_ns)
+/* A new empty bucket for the window at start; NULL on ENOMEM. */
+static struct hv_bucket *hv_bucket_new(struct hostview *hv, uint64_t start)
 {
 	struct store_limits lim = { 0 };
-	uint64_t start = now_ns - now_ns % hv->bucket_ns;
-	struct hv_bucket *b;
+	struct hv_bucket *b = calloc(1, sizeof(*b));
 
-	if (now_ns > hv->last_now)
-		hv->last_now = now_ns;
-	b = hv->newest;
-	if (b && start <= b->start_ns)
-		return b;  /* also a late sample of an older window: it joins the newest */
-	b = calloc(1, sizeof(*b));
 	if (!b)
 		return NULL;
 	/* One bucket alone may use all of the cap; the older ones go first. */
@@ -106,22 +118,74 @@ static struct hv_bucket *hv_current(struct hostview *hv, uint64_t now_ns)
 		free(b);
 		return NULL;
 	}
+	b->procs.bytes = &b->procs_bytes;
 	b->start_ns = start;
-	b->last_ns = now_ns;
-	if (hv->newest) {
-		hv->newest->bytes = hv_store_bytes(hv->newest->st);
-		hv->closed_bytes += hv->newest->bytes;
-		hv->newest->next = b;
-	} else {
-		hv->oldest = b;
-	}
-	hv->newest = b;
-	hv->st.buckets++;
-	hv_enforce_cap(hv);
 	return b;
 }
 
-static bool hv_match_names(uint32_t pid, const struct sample_names *n,
+static void hv_append(struct hostview *hv, struct hv_bucket *b)
+{
+	if (hv->newest)
+		hv->newest->next = b;
+	else
+		hv->oldest = b;
+	hv->newest = b;
+	hv->st.buckets++;
+}
+
+/* Makes the window of now_ns the open one (a late sample of an older window
+ * joins the newest). false on ENOMEM. */
+static bool hv_window(struct hostview *hv, uint64_t now_ns)
+{
+	uint64_t start = now_ns - now_ns % hv->bucket_ns;
+	struct hv_bucket *b;
+
+	if (now_ns > hv->last_now)
+		hv->last_now = now_ns;
+	if (hv->newest && start <= hv->newest->start_ns)
+		return true;
+	b = hv_bucket_new(hv, start);
+	if (!b)
+		return false;
+	for (struct hv_bucket *o = hv->open; o; o = o->next) {
+		o->bytes = hv_bucket_bytes(o);
+		hv->closed_bytes += o->bytes;
+	}
+	hv_append(hv, b);
+	hv->open = b;
+	hv_enforce_cap(hv);
+	return true;
+}
+
+/* The bucket of the open window that holds process (pid, start) or can take
+ * it; another bucket of that window when each has another process with
+ * that pid. NULL on ENOMEM. */
+static struct hv_bucket *hv_bucket_for(struct hostview *hv, uint64_t now_ns, uint32_t pid,
+				       uint64_t start)
+{
+	struct hv_bucket *b, *free_b = NULL;
+
+	if (!hv_window(hv, now_ns))
+		return NULL;
+	for (b = hv->open; b; b = b->next) {
+		const uint64_t *v = htab_map_get(&b->procs, pid);
+
+		if (v && *v == start)
+			return b;
+		if (!v && !free_b)
+			free_b = b;
+	}
+	if (!free_b) {
+		free_b = hv_bucket_new(hv, hv->newest->start_ns);
+		if (!free_b)
+			return NULL;
+		hv_append(hv, free_b);
+		hv->st.reuse_buckets++;
+	}
+	return htab_map_put(&free_b->procs, pid, start) < 0 ? NULL : free_b;
+}
+
+static bool hv_match_names(uint32_t pid, uint64_t start, const struct sample_names *n,
 			   const struct hostview_filter *f);
 
 int hostview_tap_open(struct hostview *hv, const struct hostview_filter *filter,
@@ -139,6 +203,7 @@ int hostview_tap_open(struct hostview *hv, const struct hostview_filter *filter,
 	}
 	if (filter) {
 		t->f.pid = filter->pid;
+		t->f.start_ns = filter->start_ns;
 		if (filter->comm) {
 			snprintf(t->comm, sizeof(t->comm), "%s", filter->comm);
 			t->f.comm = t->comm;
@@ -183,12 +248,12 @@ void hostview_add(struct hostview *hv, const struct built_sample *bs, uint64_t n
 
 	if (!hv || !bs || !bs->pid || !bs->values[0])
 		return;
-	b = hv_current(hv, now_ns);
+	b = hv_bucket_for(hv, now_ns, bs->pid, bs->start_ns);
 	if (!b)
 		return;
 	sample_store_add(b->st, bs, NULL);
 	for (struct hostview_tap *t = hv->taps; t; t = t->next)
-		if (hv_match_names(bs->pid, bs->names, &t->f))
+		if (hv_match_names(bs->pid, bs->start_ns, bs->names, &t->f))
 			sample_store_add(t->st, bs, NULL);
 	hv->st.samples += bs->values[0];
 	hv_enforce_cap(hv);
@@ -213,11 +278,19 @@ void hostview_tick(struct hostview *hv, uint64_t now_ns)
 		hv->last_now = now_ns;
 	/* A bucket is gone once all of it is older than the retention. */
 	while (hv->oldest && hv->oldest->start_ns + hv->bucket_ns + hv->retention_ns <= now_ns) {
-		if (hv->oldest == hv->newest) {
-			hv_bucket_free(hv->oldest);
-			hv->oldest = hv->newest = NULL;
-			hv->closed_bytes = 0;
-			hv->st.buckets = 0;
+		if (hv->oldest == hv->open) {
+			/* The newest window too: nothing is left. */
+			struct hv_bucket *b = hv->oldest;
+
+			hv->oldest = b->next;
+			hv_bucket_free(b);
+			if (!hv->oldest) {
+				hv->open = hv->newest = NULL;
+				hv->closed_bytes = 0;
+			} else {
+				hv->open = hv->oldest;
+			}
+			hv->st.buckets--;
 		} else {
 			hv_evict_oldest(hv);
 		}
@@ -244,13 +317,13 @@ static bool hv_cgroup_match(const char *want, const struct store_labels *l)
 	return l->container[0] && n >= 12 && !strncmp(l->container, want, n);
 }
 
-/* comm NULL: unknown. */
-static bool hv_match_labels(uint32_t pid, const char *comm, const struct store_labels *l,
-			    const struct hostview_filter *f)
+/* comm NULL: unknown. start: the process's start (built_sample.start_ns). */
+static bool hv_match_labels(uint32_t pid, uint64_t start, const char *comm,
+			    const struct store_labels *l, const struct hostview_filter *f)
 {
 	if (!f)
 		return true;
-	if (f->pid && (uint32_t)f->pid != pid)
+	if (f->pid && ((uint32_t)f->pid != pid || (f->start_ns && f->start_ns != start)))
 		return false;
 	if (f->comm && *f->comm && (!comm || strcmp(comm, f->comm)))
 		return false;
@@ -261,7 +334,7 @@ static bool hv_match_labels(uint32_t pid, const char *comm, const struct store_l
 	return true;
 }
 
-static bool hv_match_names(uint32_t pid, const struct sample_names *n,
+static bool hv_match_names(uint32_t pid, uint64_t start, const struct sample_names *n,
 			   const struct hostview_filter *f)
 {
 	struct store_labels l = { "", "", "" };
@@ -269,7 +342,7 @@ static bool hv_match_names(uint32_t pid, const struct sample_names *n,
 	if (n)
 		l = (struct store_labels){ n->cgroup ? n->cgroup : "", n->unit ? n->unit : "",
 					   n->container ? n->container : "" };
-	return hv_match_labels(pid, n ? n->comm : NULL, &l, f);
+	return hv_match_labels(pid, start, n ? n->comm : NULL, &l, f);
 }
 
 const char *hostview_group_name(enum hostview_group g)
@@ -294,6 +367,7 @@ int hostview_group_parse(const char *name)
 struct hv_merge {
 	const struct hostview_filter *f;
 	enum hostview_group g;
+	const struct hv_bucket *b;   /* the source bucket: which process each pid is */
 };
 
 /* store_merge filter: keeps the stacks matching the filter and gives them
@@ -303,11 +377,12 @@ static bool hv_merge_stack(const struct store *src, const struct store_stack *s,
 {
 	const struct hv_merge *m = arg;
 	const char *comm = store_process_name(src, s->pid);
+	const uint64_t *start = htab_map_get(&m->b->procs, s->pid);
 	struct store_labels l;
 	char name[HV_CGROUP_MAX + 64];
 
 	store_process_labels(src, s->pid, &l);
-	if (!hv_match_labels(s->pid, comm, &l, m->f))
+	if (!hv_match_labels(s->pid, start ? *start : 0, comm, &l, m->f))
 		return false;
 	if (!comm)
 		comm = "[unknown]";
@@ -352,7 +427,7 @@ int hostview_query_grouped(struct hostview *hv, uint64_t from_ns, uint64_t to_ns
 	for (struct hv_bucket *b = hv->oldest; b; b = b->next) {
 		uint64_t end = b->start_ns + hv->bucket_ns;
 
-		if (b == hv->newest && hv->last_now < end)
+		if (b->start_ns == hv->newest->start_ns && hv->last_now < end)
 			end = hv->last_now;
 		if (b->start_ns > to_ns || end < from_ns)
 			continue;
@@ -368,7 +443,7 @@ int hostview_query_grouped(struct hostview *hv, uint64_t from_ns, uint64_t to_ns
 			sf = b->start_ns;
 		if (end > stt)
 			stt = end;
-		r = store_merge(st, b->st, hv_merge_stack, &(struct hv_merge){ filter, group });
+		r = store_merge(st, b->st, hv_merge_stack, &(struct hv_merge){ filter, group, b });
 		if (r < 0)
 			goto out;
 	}
@@ -401,7 +476,7 @@ void hostview_get_stats(const struct hostview *hv, struct hostview_stats *out)
 	if (!hv)
 		return;
 	*out = hv->st;
-	out->bytes = hv->closed_bytes + (hv->newest ? hv_store_bytes(hv->newest->st) : 0);
+	out->bytes = hv->closed_bytes + hv_open_bytes(hv);
 	if (hv->oldest) {
 		out->oldest_ns = hv->oldest->start_ns;
 		out->newest_ns = hv->last_now;

@@ -2,7 +2,13 @@
  * samples (the per-CPU host events, and per-thread recording samples that
  * stand in for threads the host events skip), kept in rolling time buckets
  * under a memory cap. A query merges the buckets of a time range that match
- * a filter into a store that any exporter renders. */
+ * a filter into a store that any exporter renders.
+ *
+ * A process is (pid, start time), as samples carry it: a bucket holds one
+ * process per pid, and a process that takes a pid another one already has
+ * in the current window goes to another bucket of that window, so a query
+ * for one process never gets the stacks, names or labels of another that
+ * had the same pid. */
 #ifndef JPROF_HOSTVIEW_H
 #define JPROF_HOSTVIEW_H
 
@@ -26,6 +32,10 @@ struct hostview_config {
 /* Any member left 0 / NULL matches everything. */
 struct hostview_filter {
 	pid_t pid;
+	/* With pid: only the process that started then (as built_sample.start_ns,
+	 * e.g. proc_read_start_boottime() of the pid now), not earlier ones that
+	 * had the same pid; 0 = every process that had pid. */
+	uint64_t start_ns;
 	const char *comm;          /* process name, exact */
 	const char *unit;          /* systemd unit, exact ("nginx.service") */
 	const char *cgroup;        /* cgroup path prefix ("/system.slice/...") or container id */
@@ -37,6 +47,7 @@ struct hostview_stats {
 	uint64_t bytes;            /* approx. memory of retained buckets */
 	uint64_t evicted_age;      /* buckets dropped for retention */
 	uint64_t evicted_memory;   /* buckets dropped for the memory cap */
+	uint64_t reuse_buckets;    /* extra buckets of a window: a pid held by two processes in it */
 	uint64_t oldest_ns, newest_ns;  /* CLOCK_MONOTONIC span retained */
 };
 

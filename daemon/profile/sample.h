@@ -31,6 +31,11 @@ struct sample_names {
 struct built_sample {
 	const struct event_info *event;
 	uint32_t pid, tid;
+	/* With pid, the process's identity: when it started (CLOCK_BOOTTIME ns
+	 * at the clock-tick resolution of /proc/PID/stat, as
+	 * proc_read_start_boottime() gives it); 0 = unknown. A pid is reused,
+	 * (pid, start) is not. */
+	uint64_t start_ns;
 	uint64_t time_ns;          /* CLOCK_MONOTONIC when taken; 0 = aggregated over a drain */
 	const uint64_t *values;    /* event->ntypes of them */
 	const struct sample_frame *frames;  /* root first */

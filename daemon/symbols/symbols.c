@@ -65,6 +65,7 @@ struct sym_map {
 struct sym_proc {
 	pid_t pid;
 	uint64_t start_time;             /* /proc/PID/stat field 22 */
+	uint64_t gone_time;              /* a start time of pid found not to be its process now */
 	struct sym_map *maps;            /* executable mappings, sorted */
 	size_t nmaps;
 	size_t last_hit;
@@ -339,13 +340,38 @@ static struct sym_proc *symbols_proc_find(const struct symbols *s, pid_t pid)
 	return v ? (struct sym_proc *)(uintptr_t)*v : NULL;
 }
 
-static int symbols_get_proc(struct symbols *s, pid_t pid, uint64_t now, struct sym_proc **out)
+/* start_ns (a sample's process identity, CLOCK_BOOTTIME ns at clock-tick
+ * resolution) as /proc/PID/stat's field 22. */
+static uint64_t symbols_start_ticks(uint64_t start_ns)
+{
+	static uint64_t tick_ns;
+
+	if (!tick_ns) {
+		long hz = sysconf(_SC_CLK_TCK);
+
+		tick_ns = hz > 0 ? 1000000000ull / (uint64_t)hz : 10000000ull;
+	}
+	return start_ns / tick_ns;
+}
+
+/* The cached maps of pid, for a sample of the process that started at
+ * start (ticks; 0 = whichever has pid). -ESRCH when that process is not the
+ * one that has pid now: its samples drained after it exited and another
+ * process took its pid must not be named from the new one's binaries. */
+static int symbols_get_proc(struct symbols *s, pid_t pid, uint64_t start, uint64_t now,
+			    struct sym_proc **out)
 {
 	struct sym_proc *p = symbols_proc_find(s, pid);
 	int ret = 0;
 
 	if (p) {
-		if (now - p->last_check_ms >= SYM_PID_CHECK_MS) {
+		bool other = start && p->start_time && start != p->start_time;
+
+		if (other && start == p->gone_time) {
+			ret = -ESRCH;
+			goto out;
+		}
+		if (other || now - p->last_check_ms >= SYM_PID_CHECK_MS) {
 			uint64_t st = symbols_read_start_time(s, pid);
 
 			p->last_check_ms = now;
@@ -358,6 +384,10 @@ static int symbols_get_proc(struct symbols *s, pid_t pid, uint64_t now, struct s
 				p->start_time = st;
 				ret = symbols_read_maps(s, p, now);
 			}
+		}
+		if (ret == 0 && start && p->start_time && start != p->start_time) {
+			p->gone_time = start;
+			ret = -ESRCH;
 		}
 		goto out;
 	}
@@ -376,6 +406,10 @@ static int symbols_get_proc(struct symbols *s, pid_t pid, uint64_t now, struct s
 		goto out;
 	}
 	ret = symbols_read_maps(s, p, now);
+	if (ret == 0 && start && p->start_time && start != p->start_time) {
+		p->gone_time = start;
+		ret = -ESRCH;
+	}
 out:
 	if (p)
 		p->last_used_ms = now;
@@ -566,8 +600,8 @@ static void symbols_set_offset(struct sym_result *out, const char *module, uint6
 	snprintf(out->name + n, sizeof(out->name) - n, "+0x%" PRIx64, off);
 }
 
-int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t addr, bool is_return_addr,
-			 struct sym_result *out)
+int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t start_ns, uint64_t addr,
+			 bool is_return_addr, struct sym_result *out)
 {
 	struct sym_proc *p;
 	struct sym_map *m;
@@ -580,7 +614,12 @@ int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t addr, bool is_re
 	now = symbols_now_ms();
 	/* A return address points after the call; addr - 1 is inside it. */
 	look = is_return_addr && addr > 0 ? addr - 1 : addr;
-	ret = symbols_get_proc(s, pid, now, &p);
+	ret = symbols_get_proc(s, pid, symbols_start_ticks(start_ns), now, &p);
+	if (ret == -ESRCH) {
+		symbols_set(out, FRAME_MARKER, "[unknown]", "");
+		ret = 0;
+		goto out;
+	}
 	if (ret < 0)
 		goto out;
 	m = symbols_find_map(p, look);
@@ -670,7 +709,6 @@ bool symbols_kernel_available(struct symbols *s)
 int symbols_resolve_kernel(struct symbols *s, uint64_t addr, struct sym_result *out)
 {
 	const char *name, *module;
-	char tmp[32];
 	uint64_t now;
 	int r;
 
@@ -690,9 +728,10 @@ int symbols_resolve_kernel(struct symbols *s, uint64_t addr, struct sym_result *
 		elfsym_sanitize(module, strlen(module), out->module, sizeof(out->module));
 		return 0;
 	}
-	snprintf(tmp, sizeof(tmp), "[kernel]+0x%" PRIx64, addr);
-	symbols_set(out, FRAME_KERNEL, tmp, "");
-	return 0;
+	/* No address and no offset: either would give away where the kernel
+	 * is loaded (KASLR) to whoever reads the profile. */
+	symbols_set(out, FRAME_KERNEL, SYMBOLS_KERNEL_UNKNOWN, "");
+	return 1;
 }
 
 void symbols_forget_pid(struct symbols *s, pid_t pid)

@@ -14,7 +14,11 @@
  *    addr2line wants), never a blank or the nearest unrelated symbol;
  *  - an address in no mapping is "[unknown]" (FRAME_MARKER), one in an
  *    anonymous executable mapping is "[jit]" (FRAME_JIT_UNKNOWN, module ""),
- *    one in the vdso is symbolized from the vdso image or "[vdso]+0x..".
+ *    one in the vdso is symbolized from the vdso image or "[vdso]+0x..";
+ *  - a kernel address is a function name, or "[kernel]" when kallsyms has
+ *    no symbol for it (or only zeros: kptr_restrict, no CAP_SYSLOG): never
+ *    an address or an offset, which would give away the kernel's load
+ *    address (KASLR).
  */
 #ifndef JPROF_SYMBOLS_H
 #define JPROF_SYMBOLS_H
@@ -52,16 +56,23 @@ struct symbols;
 struct symbols *symbols_new(const char *kallsyms_path, const char *proc_root);
 void symbols_free(struct symbols *s);
 
-/* Resolves one user address of process pid. is_return_addr: the address is
- * a return address (every frame but the leaf), so addr-1 is looked up to land
- * inside the call instruction. Returns 0 with *out filled (an unresolvable
- * address still fills "[unknown]" or module+0xoff and returns 0); -errno only
- * for invalid arguments or allocation failure. */
-int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t addr,
+/* Resolves one user address of process pid, started at start_ns (a built
+ * sample's start_ns; 0 = whichever process has pid): when pid now names
+ * another process, the address is "[unknown]", never named from that
+ * process's binaries. is_return_addr: the address is a return address
+ * (every frame but the leaf), so addr-1 is looked up to land inside the
+ * call instruction. Returns 0 with *out filled (an unresolvable address
+ * still fills "[unknown]" or module+0xoff and returns 0); -errno only for
+ * invalid arguments or allocation failure. */
+int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t start_ns, uint64_t addr,
 			 bool is_return_addr, struct sym_result *out);
 
-/* Resolves a kernel address (FRAME_KERNEL; module = kernel module name or "").
- * Unresolvable: name "[kernel]+0x<addr>". */
+/* The name of every kernel frame without a symbol. */
+#define SYMBOLS_KERNEL_UNKNOWN "[kernel]"
+
+/* Resolves a kernel address (FRAME_KERNEL; module = kernel module name or
+ * ""). Returns 0 when resolved; 1 when not, with the name
+ * SYMBOLS_KERNEL_UNKNOWN (no address); -EINVAL. */
 int symbols_resolve_kernel(struct symbols *s, uint64_t addr, struct sym_result *out);
 
 /* Process pid has exited or been re-exec'd: drop its cached maps. */

@@ -37,7 +37,7 @@ static struct procinfo *pinfo(void)
 
 static const char *thread_name(const struct built_sample *bs, char *buf, size_t len)
 {
-	return procinfo_thread_name((pid_t)bs->pid, (pid_t)bs->tid, buf, len);
+	return procinfo_thread_name((pid_t)bs->pid, bs->start_ns, (pid_t)bs->tid, buf, len);
 }
 
 /* Adds one sample of the stack main;<leaf> for pid/tid at now, as the
@@ -54,8 +54,49 @@ static void add(struct hostview *hv, uint32_t pid, uint32_t tid, const char *lea
 		.frames = frames, .nframes = 2, .names = &names, .thread_name = thread_name,
 	};
 
-	ck_assert_int_eq(procinfo_get(pinfo(), (pid_t)pid, 0, &names), 0);
+	ck_assert_int_eq(procinfo_get(pinfo(), (pid_t)pid, 0, 0, &names), 0);
 	hostview_add(hv, &bs, now);
+}
+
+/* One sample main;<leaf> of process (pid, start), named "proc". */
+static void add_proc(struct hostview *hv, uint32_t pid, uint64_t start, const char *leaf,
+		     uint64_t now)
+{
+	const struct sample_frame frames[2] = {
+		{ FRAME_NATIVE, "main", "prog" }, { FRAME_NATIVE, leaf, "prog" },
+	};
+	const uint64_t values[2] = { 1, 10000000 };
+	const struct sample_names names = { "proc", "", "", "" };
+	struct built_sample bs = {
+		.event = event_get(EVENT_CPU), .pid = pid, .tid = pid, .start_ns = start,
+		.values = values, .frames = frames, .nframes = 2, .names = &names,
+	};
+
+	hostview_add(hv, &bs, now);
+}
+
+struct leaf_filter {
+	const struct store *st;
+	const char *leaf;
+	uint64_t samples;          /* of stacks ending in leaf */
+};
+
+static int match_leaf(const struct store_stack *s, void *arg)
+{
+	struct leaf_filter *lf = arg;
+	const struct store_frame *f = store_frame_get(lf->st, s->frames[s->nframes - 1]);
+
+	if (!strcmp(f->name, lf->leaf))
+		lf->samples += s->values[0];
+	return 0;
+}
+
+static uint64_t leaf_samples(const struct store *st, const char *leaf)
+{
+	struct leaf_filter lf = { st, leaf, 0 };
+
+	store_foreach_stack(st, match_leaf, &lf);
+	return lf.samples;
 }
 
 struct leaf_count {
@@ -80,6 +121,17 @@ static uint64_t total_samples(struct store *st)
 	return t.values[0];
 }
 
+/* Ticks at now; then buckets are retained, evicted_age were dropped for age. */
+static void tick_expect(struct hostview *hv, uint64_t now, uint64_t buckets, uint64_t evicted_age)
+{
+	struct hostview_stats stats;
+
+	hostview_tick(hv, now);
+	hostview_get_stats(hv, &stats);
+	ck_assert_uint_eq(stats.buckets, buckets);
+	ck_assert_uint_eq(stats.evicted_age, evicted_age);
+}
+
 START_TEST(test_filters)
 {
 	struct hostview *hv = hv_make(10, 600, 0);
@@ -92,7 +144,7 @@ START_TEST(test_filters)
 	char comm[64], cgroup[1024];
 
 	/* The labels' strings live until the next call: keep copies. */
-	ck_assert_int_eq(procinfo_get(pinfo(), (pid_t)me, 0, &lab), 0);
+	ck_assert_int_eq(procinfo_get(pinfo(), (pid_t)me, 0, 0, &lab), 0);
 	snprintf(comm, sizeof(comm), "%s", lab.comm);
 	snprintf(cgroup, sizeof(cgroup), "%s", lab.cgroup);
 	ck_assert_str_ne(comm, "[exited]");
@@ -220,10 +272,14 @@ START_TEST(test_group_by_pid)
 }
 END_TEST
 
+/* _i processes share pid 100 in every window (_i - 1 extra buckets each):
+ * the buckets of the newest window are never evicted, older windows go. */
 START_TEST(test_memory_cap_evicts_oldest)
 {
 	const size_t cap = (size_t)1 << 20;
+	const unsigned nproc = (unsigned)_i;
 	struct hostview *hv = hv_make(1, 3600, cap);
+	struct hostview_filter last = { .pid = 100, .start_ns = nproc * S };
 	struct hostview_stats stats;
 	struct store *st = NULL;
 	uint64_t from, to, now = T0;
@@ -232,9 +288,9 @@ START_TEST(test_memory_cap_evicts_oldest)
 	/* 200 one-second buckets of 500 distinct stacks each (~several MiB
 	 * unbounded): the cap must hold throughout, the oldest going first. */
 	for (int b = 0; b < 200; b++) {
-		for (int i = 0; i < 500; i++) {
-			snprintf(leaf, sizeof(leaf), "fn_%d_%d_with_a_longish_symbol_name", b, i);
-			add(hv, 100, 100, leaf, now);
+		for (unsigned i = 0; i < 500; i++) {
+			snprintf(leaf, sizeof(leaf), "fn_%d_%u_with_a_longish_symbol_name", b, i);
+			add_proc(hv, 100, (i % nproc + 1) * S, leaf, now);
 		}
 		now += S;
 		hostview_tick(hv, now);
@@ -245,12 +301,19 @@ START_TEST(test_memory_cap_evicts_oldest)
 	ck_assert_uint_gt(stats.evicted_memory, 0);
 	ck_assert_uint_eq(stats.evicted_age, 0);
 	ck_assert_uint_eq(stats.samples, 200 * 500);
-	ck_assert_uint_lt(stats.buckets, 200);
+	ck_assert_uint_eq(stats.reuse_buckets, (nproc - 1) * 200);
+	ck_assert_uint_lt(stats.buckets, 200 * nproc);
 	ck_assert_uint_gt(stats.buckets, 0);
 	/* What is left is the newest data. */
 	ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, NULL, &st, &from, &to), 0);
 	ck_assert_uint_gt(from, T0 + 100 * S);
 	ck_assert_uint_gt(total_samples(st), 0);
+	store_free(st);
+	/* The last process of the newest window, and none of the others. */
+	ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, &last, &st, NULL, NULL), 0);
+	ck_assert_uint_eq(leaf_samples(st, "fn_199_0_with_a_longish_symbol_name"), nproc == 1);
+	snprintf(leaf, sizeof(leaf), "fn_199_%u_with_a_longish_symbol_name", nproc - 1);
+	ck_assert_uint_eq(leaf_samples(st, leaf), 1);
 	store_free(st);
 	hostview_free(hv);
 }
@@ -259,19 +322,12 @@ END_TEST
 START_TEST(test_retention)
 {
 	struct hostview *hv = hv_make(10, 30, 0);
-	struct hostview_stats stats;
 	struct store *st = NULL;
 
 	add(hv, 100, 100, "a", T0 + S);
 	add(hv, 100, 100, "b", T0 + 11 * S);
-	hostview_tick(hv, T0 + 40 * S);  /* the first bucket ended at T0+10 */
-	hostview_get_stats(hv, &stats);
-	ck_assert_uint_eq(stats.buckets, 1);
-	ck_assert_uint_eq(stats.evicted_age, 1);
-	hostview_tick(hv, T0 + 100 * S);
-	hostview_get_stats(hv, &stats);
-	ck_assert_uint_eq(stats.buckets, 0);
-	ck_assert_uint_eq(stats.evicted_age, 2);
+	tick_expect(hv, T0 + 40 * S, 1, 1);  /* the first bucket ended at T0+10 */
+	tick_expect(hv, T0 + 100 * S, 0, 2);
 	ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, NULL, &st, NULL, NULL), -ENOENT);
 	hostview_free(hv);
 }
@@ -312,6 +368,69 @@ START_TEST(test_taps_are_exact_windows)
 }
 END_TEST
 
+/* A pid held by two processes within one window (the first exited, another
+ * took its pid): a query or tap for the process that has the pid now gets
+ * none of the first one's samples, even those drained after the second
+ * started. */
+START_TEST(test_pid_reuse_in_one_window)
+{
+	const uint64_t old_start = 5 * S, new_start = 7 * S;
+	struct hostview *hv = hv_make(10, 600, 0);
+	struct hostview_filter f = { .pid = 4242, .start_ns = new_start };
+	struct hostview_stats stats;
+	struct hostview_tap *tap = NULL;
+	struct store *st = NULL;
+
+	add_proc(hv, 4242, old_start, "old_secret", T0 + S);
+	ck_assert_int_eq(hostview_tap_open(hv, &f, &tap), 0);
+	add_proc(hv, 4242, new_start, "new_own", T0 + 2 * S);
+	add_proc(hv, 4242, old_start, "old_secret", T0 + 2 * S);   /* drained late */
+	add_proc(hv, 4242, new_start, "new_own", T0 + 3 * S);
+	add_proc(hv, 77, 1 * S, "other", T0 + 3 * S);
+
+	ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, &f, &st, NULL, NULL), 0);
+	ck_assert_uint_eq(total_samples(st), 2);
+	ck_assert_uint_eq(leaf_samples(st, "new_own"), 2);
+	store_free(st);
+	f.start_ns = old_start;
+	ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, &f, &st, NULL, NULL), 0);
+	ck_assert_uint_eq(total_samples(st), 2);
+	ck_assert_uint_eq(leaf_samples(st, "old_secret"), 2);
+	store_free(st);
+	f.start_ns = 0;   /* every process that had the pid */
+	ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, &f, &st, NULL, NULL), 0);
+	ck_assert_uint_eq(total_samples(st), 4);
+	store_free(st);
+	st = hostview_tap_close(tap);
+	ck_assert_uint_eq(total_samples(st), 2);
+	ck_assert_uint_eq(leaf_samples(st, "new_own"), 2);
+	store_free(st);
+
+	hostview_get_stats(hv, &stats);
+	ck_assert_uint_eq(stats.buckets, 2);
+	ck_assert_uint_eq(stats.reuse_buckets, 1);
+	ck_assert_uint_eq(stats.samples, 5);
+	/* The next window starts with one bucket again. */
+	add_proc(hv, 4242, new_start, "new_own", T0 + 11 * S);
+	hostview_get_stats(hv, &stats);
+	ck_assert_uint_eq(stats.buckets, 3);
+	f.start_ns = new_start;
+	ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, &f, &st, NULL, NULL), 0);
+	ck_assert_uint_eq(total_samples(st), 3);
+	store_free(st);
+	/* Retention drops both buckets of the first window, later everything. */
+	tick_expect(hv, T0 + 610 * S, 1, 2);
+	tick_expect(hv, T0 + 700 * S, 0, 3);
+	ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, NULL, &st, NULL, NULL), -ENOENT);
+	/* And the view works again from empty. */
+	add_proc(hv, 4242, new_start, "new_own", T0 + 701 * S);
+	add_proc(hv, 4242, old_start, "old_secret", T0 + 701 * S);
+	hostview_get_stats(hv, &stats);
+	ck_assert_uint_eq(stats.buckets, 2);
+	hostview_free(hv);
+}
+END_TEST
+
 static Suite *hostview_suite(void)
 {
 	Suite *s = suite_create("hostview");
@@ -321,9 +440,10 @@ static Suite *hostview_suite(void)
 	tcase_add_test(tc, test_filters);
 	tcase_add_test(tc, test_time_range_and_empty);
 	tcase_add_test(tc, test_group_by_pid);
-	tcase_add_test(tc, test_memory_cap_evicts_oldest);
+	tcase_add_loop_test(tc, test_memory_cap_evicts_oldest, 1, 4);
 	tcase_add_test(tc, test_retention);
 	tcase_add_test(tc, test_taps_are_exact_windows);
+	tcase_add_test(tc, test_pid_reuse_in_one_window);
 	suite_add_tcase(s, tc);
 	return s;
 }

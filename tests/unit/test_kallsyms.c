@@ -107,15 +107,16 @@ START_TEST(test_zero_addresses)
 	ck_assert_int_eq(kallsyms_lookup(k, 0, &n, &m, NULL), -ENODATA);
 	kallsyms_free(k);
 
-	/* Through symbols: every address stays "[kernel]+0x..", none is
-	 * pinned on the one symbol all of them would be "nearest" to. */
+	/* Through symbols: every address is "[kernel]", none is pinned on the
+	 * one symbol all of them would be "nearest" to, and none shows its
+	 * address (KASLR). */
 	write_file(zeros);
 	s = symbols_new(path, NULL);
 	ck_assert_ptr_nonnull(s);
 	ck_assert(!symbols_kernel_available(s));
-	ck_assert_int_eq(symbols_resolve_kernel(s, 0xffffffff81234567ull, &r), 0);
+	ck_assert_int_eq(symbols_resolve_kernel(s, 0xffffffff81234567ull, &r), 1);
 	ck_assert_int_eq(r.kind, FRAME_KERNEL);
-	ck_assert_str_eq(r.name, "[kernel]+0xffffffff81234567");
+	ck_assert_str_eq(r.name, "[kernel]");
 	ck_assert_str_eq(r.module, "");
 	symbols_free(s);
 	unlink(path);
@@ -138,8 +139,16 @@ START_TEST(test_symbols_kernel)
 	ck_assert_int_eq(symbols_resolve_kernel(s, 0xffffffff81000201ull, &r), 0);
 	ck_assert_str_eq(r.name, "do_work");
 	ck_assert_str_eq(r.module, "");
-	ck_assert_int_eq(symbols_resolve_kernel(s, 0x1000, &r), 0);
-	ck_assert_str_eq(r.name, "[kernel]+0x1000");
+	/* Below every symbol, past a module's last function, past the end of
+	 * the table: "[kernel]", with no address or offset. */
+	ck_assert_int_eq(symbols_resolve_kernel(s, 0x1000, &r), 1);
+	ck_assert_str_eq(r.name, "[kernel]");
+	ck_assert_str_eq(r.module, "");
+	ck_assert_int_eq(symbols_resolve_kernel(s, 0xffffffffc0001000ull + 2 * KALLSYMS_TAIL_SPAN, &r), 1);
+	ck_assert_str_eq(r.name, "[kernel]");
+	ck_assert_int_eq(symbols_resolve_kernel(s, UINT64_MAX, &r), 1);
+	ck_assert_str_eq(r.name, "[kernel]");
+	ck_assert_int_eq(r.kind, FRAME_KERNEL);
 	symbols_get_stats(s, &st);
 	ck_assert_uint_eq(st.kallsyms_loads, 1);   /* misses do not reload at once */
 	ck_assert_int_eq(symbols_resolve_kernel(NULL, 0, &r), -EINVAL);

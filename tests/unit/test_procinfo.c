@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "check_main.h"
+#include "proc.h"
 #include "procinfo.h"
 
 static const char HEX64[] = "4f1c2a9d0b3e5f6a7b8c9d0e1f2a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c";
@@ -98,16 +99,57 @@ START_TEST(test_names_and_labels_of_self)
 	char comm[64], buf[64];
 
 	ck_assert_int_eq(procinfo_new(&pi), 0);
-	ck_assert_int_eq(procinfo_get(pi, getpid(), 0, &n), 0);
+	ck_assert_int_eq(procinfo_get(pi, getpid(), 0, 0, &n), 0);
 	snprintf(comm, sizeof(comm), "%s", n.comm);
 	ck_assert_str_eq(comm, "test_procinfo");
 	ck_assert_int_eq(n.cgroup[0], '/');
-	ck_assert_str_eq(procinfo_thread_name(getpid(), getpid(), buf, sizeof(buf)), "test_procinfo");
+	ck_assert_str_eq(procinfo_thread_name(getpid(), 0, getpid(), buf, sizeof(buf)), "test_procinfo");
 	/* A pid that cannot exist: named, not an error. */
-	ck_assert_int_eq(procinfo_get(pi, 0x3fffffff, 0, &n), 0);
+	ck_assert_int_eq(procinfo_get(pi, 0x3fffffff, 0, 0, &n), 0);
 	ck_assert_str_eq(n.comm, "[exited]");
-	ck_assert_str_eq(procinfo_thread_name(0x3fffffff, 0x3fffffff, buf, sizeof(buf)), "[exited]");
-	ck_assert_int_eq(procinfo_get(pi, 0, 0, &n), -EINVAL);
+	ck_assert_str_eq(procinfo_thread_name(0x3fffffff, 0, 0x3fffffff, buf, sizeof(buf)), "[exited]");
+	ck_assert_int_eq(procinfo_get(pi, 0, 0, 0, &n), -EINVAL);
+	procinfo_free(pi);
+}
+END_TEST
+
+/* A sample carries its process's start: names are those of that process,
+ * never of another one that has the pid when the sample is built. */
+START_TEST(test_names_follow_the_process_not_the_pid)
+{
+	struct procinfo *pi = NULL;
+	struct sample_names n;
+	uint64_t me, tick = 1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK);
+	char buf[64];
+
+	ck_assert_int_eq(proc_read_start_boottime(getpid(), &me), 0);
+	ck_assert_uint_eq(procinfo_start_identity(me), me);
+	ck_assert_uint_eq(procinfo_start_identity(me + tick - 1), me);   /* a tick's resolution */
+	ck_assert_uint_eq(procinfo_start_identity(me + tick), me + tick);
+	ck_assert_int_eq(procinfo_new(&pi), 0);
+
+	/* An earlier process with our pid (started a tick before us): its
+	 * samples are drained now; they must not get our names. */
+	ck_assert_int_eq(procinfo_get(pi, getpid(), me - tick, 0, &n), 0);
+	ck_assert_str_eq(n.comm, "[exited]");
+	ck_assert_str_eq(n.cgroup, "");
+	/* Ours do, and the earlier one stays gone (cached: no /proc read). */
+	ck_assert_int_eq(procinfo_get(pi, getpid(), me, 0, &n), 0);
+	ck_assert_str_eq(n.comm, "test_procinfo");
+	ck_assert_int_eq(n.cgroup[0], '/');
+	ck_assert_int_eq(procinfo_get(pi, getpid(), me - tick, 0, &n), 0);
+	ck_assert_str_eq(n.comm, "[exited]");
+	ck_assert_int_eq(procinfo_get(pi, getpid(), me, 0, &n), 0);
+	ck_assert_str_eq(n.comm, "test_procinfo");
+	/* A later process than the one cached: not us either. */
+	ck_assert_int_eq(procinfo_get(pi, getpid(), me + tick, 0, &n), 0);
+	ck_assert_str_eq(n.comm, "[exited]");
+	ck_assert_int_eq(procinfo_get(pi, getpid(), me, 0, &n), 0);
+	ck_assert_str_eq(n.comm, "test_procinfo");
+
+	ck_assert_str_eq(procinfo_thread_name(getpid(), me, getpid(), buf, sizeof(buf)), "test_procinfo");
+	ck_assert_str_eq(procinfo_thread_name(getpid(), me + tick, getpid(), buf, sizeof(buf)),
+			 "[exited]");
 	procinfo_free(pi);
 }
 END_TEST
@@ -121,6 +163,7 @@ int main(void)
 	tcase_add_test(tc, test_parse_unit);
 	tcase_add_test(tc, test_parse_container);
 	tcase_add_test(tc, test_names_and_labels_of_self);
+	tcase_add_test(tc, test_names_follow_the_process_not_the_pid);
 	suite_add_tcase(s, tc);
 	return jprof_check_run(s);
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "elfsym.h"
+#include "proc.h"
 #include "procmaps.h"
 #include "symbols.h"
 
@@ -137,7 +138,7 @@ static void assert_resolves(pid_t pid, uint64_t addr, bool ret, const char *name
 {
 	struct sym_result r;
 
-	ck_assert_int_eq(symbols_resolve_user(syms, pid, addr, ret, &r), 0);
+	ck_assert_int_eq(symbols_resolve_user(syms, pid, 0, addr, ret, &r), 0);
 	ck_assert_msg(strcmp(r.name, name) == 0, "0x%" PRIx64 ": got '%s', want '%s'", addr,
 		      r.name, name);
 	ck_assert_str_eq(r.module, module);
@@ -202,25 +203,25 @@ START_TEST(test_unknown_and_jit)
 	void *jit;
 
 	fixture_start(prog("symfix_pie"), NULL);
-	ck_assert_int_eq(symbols_resolve_user(syms, fx.pid, 0x10, false, &r), 0);
+	ck_assert_int_eq(symbols_resolve_user(syms, fx.pid, 0, 0x10, false, &r), 0);
 	ck_assert_str_eq(r.name, "[unknown]");
 	ck_assert_int_eq(r.kind, FRAME_MARKER);
 	/* Data is mapped, but not executable: not a code address. */
-	ck_assert_int_eq(symbols_resolve_user(syms, fx.pid, fx.data, false, &r), 0);
+	ck_assert_int_eq(symbols_resolve_user(syms, fx.pid, 0, fx.data, false, &r), 0);
 	ck_assert_str_eq(r.name, "[unknown]");
 
 	/* Anonymous executable memory is JIT code (our own process). */
 	jit = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	ck_assert_ptr_ne(jit, MAP_FAILED);
-	ck_assert_int_eq(symbols_resolve_user(syms, getpid(), (uintptr_t)jit + 8, true, &r), 0);
+	ck_assert_int_eq(symbols_resolve_user(syms, getpid(), 0, (uintptr_t)jit + 8, true, &r), 0);
 	ck_assert_str_eq(r.name, "[jit]");
 	ck_assert_str_eq(r.module, "");
 	ck_assert_int_eq(r.kind, FRAME_JIT_UNKNOWN);
 	munmap(jit, 4096);
 
-	ck_assert_int_eq(symbols_resolve_user(syms, 0, 0x1000, false, &r), -EINVAL);
-	ck_assert_int_eq(symbols_resolve_user(NULL, 1, 0x1000, false, &r), -EINVAL);
-	ck_assert_int_eq(symbols_resolve_user(syms, 1, 0x1000, false, NULL), -EINVAL);
+	ck_assert_int_eq(symbols_resolve_user(syms, 0, 0, 0x1000, false, &r), -EINVAL);
+	ck_assert_int_eq(symbols_resolve_user(NULL, 1, 0, 0x1000, false, &r), -EINVAL);
+	ck_assert_int_eq(symbols_resolve_user(syms, 1, 0, 0x1000, false, NULL), -EINVAL);
 }
 END_TEST
 
@@ -234,7 +235,7 @@ START_TEST(test_stripped)
 	assert_resolves(fx.pid, fx.alpha, false, "jp_fixture_alpha", "symfix_stripped");
 	/* The static function is gone with .symtab: module+ELF vaddr, the
 	 * form addr2line takes, never the neighbouring exported function. */
-	ck_assert_int_eq(symbols_resolve_user(syms, fx.pid, fx.local, false, &r), 0);
+	ck_assert_int_eq(symbols_resolve_user(syms, fx.pid, 0, fx.local, false, &r), 0);
 	snprintf(want, sizeof(want), "symfix_stripped+0x%" PRIx64, local_vaddr);
 	ck_assert_str_eq(r.name, want);
 	ck_assert_str_eq(r.module, "symfix_stripped");
@@ -285,7 +286,7 @@ START_TEST(test_dlopen)
 	 * rate limit has passed, a miss must re-read them. */
 	nanosleep(&pause_ts, NULL);
 	assert_resolves(fx.pid, fx.dso, false, "jp_fixture_dso_fn", "libsymfix_dso.so");
-	ck_assert_int_eq(symbols_resolve_user(syms, fx.pid, fx.alpha, false, &r), 0);
+	ck_assert_int_eq(symbols_resolve_user(syms, fx.pid, 0, fx.alpha, false, &r), 0);
 	ck_assert_str_eq(r.name, "jp_fixture_alpha");
 }
 END_TEST
@@ -371,6 +372,31 @@ START_TEST(test_vdso_and_self)
 }
 END_TEST
 
+/* A sample of a process that has exited and whose pid another process has
+ * now is never named from the new process's binaries. */
+START_TEST(test_other_process_with_the_pid)
+{
+	uint64_t me, tick = 1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK);
+	uint64_t addr = (uintptr_t)&symbols_resolve_user;
+	struct sym_result r;
+
+	ck_assert_int_eq(proc_read_start_boottime(getpid(), &me), 0);
+	for (int round = 0; round < 2; round++) {
+		/* Ours (cached after the first round), then an earlier process
+		 * with our pid, a later one, and ours again. */
+		ck_assert_int_eq(symbols_resolve_user(syms, getpid(), me, addr, false, &r), 0);
+		ck_assert_str_eq(r.name, "symbols_resolve_user");
+		ck_assert_int_eq(symbols_resolve_user(syms, getpid(), me - tick, addr, false, &r), 0);
+		ck_assert_str_eq(r.name, "[unknown]");
+		ck_assert_int_eq(r.kind, FRAME_MARKER);
+		ck_assert_int_eq(symbols_resolve_user(syms, getpid(), me + tick, addr, false, &r), 0);
+		ck_assert_str_eq(r.name, "[unknown]");
+		ck_assert_int_eq(symbols_resolve_user(syms, getpid(), me, addr, false, &r), 0);
+		ck_assert_str_eq(r.name, "symbols_resolve_user");
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("symbols");
@@ -388,6 +414,7 @@ int main(void)
 	tcase_add_test(tc, test_dlopen);
 	tcase_add_test(tc, test_debug_root_and_shared_cache);
 	tcase_add_test(tc, test_vdso_and_self);
+	tcase_add_test(tc, test_other_process_with_the_pid);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
