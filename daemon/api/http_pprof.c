@@ -16,6 +16,7 @@
 #include "http.h"
 #include "log.h"
 #include "loop.h"
+#include "proc.h"
 #include "profile_msg.h"
 #include "store.h"
 
@@ -382,10 +383,15 @@ static int dup_str(const char *s, const char **out)
 static int window_open(struct http_pprof *pp, const struct pp_key *k, struct pp_window **out)
 {
 	struct hostview_filter f = { .pid = k->pid, .comm = k->comm, .unit = k->unit, .cgroup = k->cgroup };
-	struct pp_window *w = calloc(1, sizeof(*w));
+	struct pp_window *w;
 	int r;
 
 	*out = NULL;
+	/* A pid means the process that holds it now, as for the profile
+	 * request; one that is gone matches nothing new anyway. */
+	if (k->pid > 0 && proc_read_start_boottime(k->pid, &f.start_ns) < 0)
+		f.start_ns = 0;
+	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
 	w->pp = pp;

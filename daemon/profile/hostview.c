@@ -196,7 +196,8 @@ int hostview_tap_open(struct hostview *hv, const struct hostview_filter *filter,
 	*out = NULL;
 	if (!t)
 		return -ENOMEM;
-	t->st = store_new(NULL, NULL, 0);
+	/* A tap is bounded like the buckets: by the host view's memory cap. */
+	t->st = store_new(&(struct store_limits){ .max_bytes = hv->cfg.max_bytes }, NULL, 0);
 	if (!t->st) {
 		free(t);
 		return -ENOMEM;
