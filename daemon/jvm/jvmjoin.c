@@ -517,9 +517,13 @@ static void join_tid(struct jvm_join *j, struct tidq *t, uint64_t horizon, uint6
 	while (bi < t->nb && (final || t->b[bi].time + j->o.late_ns < horizon))
 		unmatched(j, t->tid, &t->b[bi++], emit, arg);
 	j->pending -= bi + ai;
-	move(t->b, t->b + bi, (t->nb - bi) * sizeof(*t->b));
+	/* Only when something was taken: a queue without storage is NULL,
+	 * and NULL + 0 is undefined. */
+	if (bi)
+		move(t->b, t->b + bi, (t->nb - bi) * sizeof(*t->b));
 	t->nb -= bi;
-	move(t->a, t->a + ai, (t->na - ai) * sizeof(*t->a));
+	if (ai)
+		move(t->a, t->a + ai, (t->na - ai) * sizeof(*t->a));
 	t->na -= ai;
 }
 
@@ -552,6 +556,8 @@ unsigned jvm_join_wanted(struct jvm_join *j, uint64_t *ids, unsigned max)
 {
 	unsigned n = j->nwanted < max ? (unsigned)j->nwanted : max;
 
+	if (n == 0)
+		return 0;  /* wanted may still be NULL, and NULL + 0 is undefined */
 	move(ids, j->wanted, n * sizeof(uint64_t));
 	move(j->wanted, j->wanted + n, (j->nwanted - n) * sizeof(uint64_t));
 	j->nwanted -= n;
