@@ -25,8 +25,6 @@
 #include "log.h"
 #include "loop.h"
 
-#define FUZZ_AGENT_PID 4242
-#define FUZZ_AGENT_UID 1000
 #define FUZZ_FIRST_READ (sizeof(struct jpag_hdr) + sizeof(struct jpag_hello))
 
 struct fuzz_agent {
@@ -94,7 +92,7 @@ static void fa_on_connect(struct agent *a, pid_t pid, void *arg)
 	struct fuzz_agent *fa = arg;
 	static const uint64_t ids[] = { 0x7f0000001000, 0x7f0000002000, 1 };
 
-	fuzz_check(pid == FUZZ_AGENT_PID, "agent announced with pid %d", (int)pid);
+	fuzz_check(pid == getpid(), "agent announced with pid %d", (int)pid);
 	fa->agent = a;
 	if (fa->bound)
 		return;
@@ -139,8 +137,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (loop_new(&loop) < 0 || agentlink_new(loop, fa_on_connect, &fa, &link) < 0 ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		abort();
-	/* Takes sv[0]; may drop the agent at once. */
-	agentlink_adopt(link, sv[0], FUZZ_AGENT_PID, FUZZ_AGENT_UID, data, first);
+	/* Takes sv[0]; may drop the agent at once. The peer is this process,
+	 * so whatever identity the daemon reads from the socket is its own. */
+	agentlink_adopt(link, sv[0], getpid(), getuid(), data, first);
 	if (size > first)  /* what does not fit the socket buffer is cut */
 		(void)send(sv[1], data + first, size - first, MSG_DONTWAIT | MSG_NOSIGNAL);
 	shutdown(sv[1], SHUT_WR);
