@@ -16,6 +16,7 @@ export DEBIAN_FRONTEND=noninteractive
 packages=(
 	build-essential g++ cmake pkg-config   # toolchain
 	clang llvm bpftool                     # BPF objects and skeletons
+	libclang-rt-dev                        # libFuzzer + sanitizer runtimes for clang (tests/fuzz)
 	libbpf-dev libelf-dev zlib1g-dev       # sampler, symbols
 	libjson-c-dev libsystemd-dev libiberty-dev
 	check                                  # unit tests

@@ -54,6 +54,19 @@ static int proto_fail(struct jprof_error *err, const char *code, const char *fmt
 	return -EINVAL;
 }
 
+/* How many bytes of peer text (valid UTF-8, as the tokener checked) to
+ * quote in a message: at most max, never ending inside a character, so the
+ * error line stays valid UTF-8 that the client can parse. */
+static int proto_quote_len(const char *s, size_t max)
+{
+	size_t n = strnlen(s, max);
+
+	if (n == max) /* cut: s[n] is the first byte left out */
+		while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+			n--;
+	return (int)n;
+}
+
 /* json-c accepts a few things that are not JSON even in strict mode (single
  * quoted strings, NaN, Infinity). Outside string literals JSON text only
  * contains structural characters, numbers and the literals true/false/null,
@@ -553,7 +566,8 @@ int jprof_request_parse(const char *line, size_t len, struct jprof_request *req,
 	if (cmd < 0 || strlen(json_object_get_string(v)) !=
 			       (size_t)json_object_get_string_len(v)) {
 		r = proto_fail(err, JPROF_E_UNKNOWN_COMMAND,
-			       "unknown command \"%.64s\"; known: hello, status, record, cancel, profile",
+			       "unknown command \"%.*s\"; known: hello, status, record, cancel, profile",
+			       proto_quote_len(json_object_get_string(v), 64),
 			       json_object_get_string(v));
 		goto out;
 	}
@@ -566,8 +580,8 @@ int jprof_request_parse(const char *line, size_t len, struct jprof_request *req,
 		(void)val;
 		if (!proto_member_known(req->cmd, key)) {
 			r = proto_fail(err, JPROF_E_UNKNOWN_FIELD,
-				       "unknown member \"%.64s\" in a \"%s\" request", key,
-				       jprof_cmd_name(req->cmd));
+				       "unknown member \"%.*s\" in a \"%s\" request",
+				       proto_quote_len(key, 64), key, jprof_cmd_name(req->cmd));
 			goto out;
 		}
 	}

@@ -71,6 +71,8 @@ unsigned jvm_join_wanted(struct jvm_join *j, uint64_t *ids, unsigned max)
 	size_t left = j->nwanted - j->wanted_head;
 	unsigned n = left < max ? (unsigned)left : max;
 
+	if (n == 0)
+		return 0;  /* wanted may still be NULL, and NULL + 0 is undefined */
 	jvm_join_move(ids, j->wanted + j->wanted_head, n * sizeof(uint64_t));
 	j->wanted_head += n;
 	if (j->wanted_head == j->nwanted)
