@@ -466,3 +466,19 @@ int export_render(const struct store *st, const struct export_meta *meta,
 	}
 	return r < 0 ? r : 0;
 }
+
+int export_target_text(const struct export_meta *meta, struct buf *out)
+{
+	int r = 0;
+
+	if (!meta->pid)
+		return buf_puts(out, "all processes");
+	if (meta->comm) {
+		r = export_text(meta->comm, 0, out);
+		if (r == 0)
+			r = buf_putc(out, ' ');
+	}
+	if (r == 0)
+		r = buf_printf(out, "(pid %" PRIu32 ")", meta->pid);
+	return r;
+}

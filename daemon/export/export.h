@@ -108,6 +108,8 @@ enum {
 	EXPORT_NAME_NO_SEMICOLON = 2,
 };
 int export_frame_name(const struct store_frame *f, unsigned flags, struct buf *out);
+/* What a profile is of, for titles: "all processes", or "comm (pid N)". */
+int export_target_text(const struct export_meta *meta, struct buf *out);
 /* Any string (thread, process names) under the same rules. */
 int export_text(const char *s, unsigned flags, struct buf *out);
 

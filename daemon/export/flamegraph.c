@@ -47,17 +47,7 @@ static int flamegraph_title(const struct export_job *job, const struct store_tot
 	const struct store *st = job->st;
 	int r = 0;
 
-	if (!meta->pid) {
-		r = buf_puts(out, "all processes");
-	} else {
-		if (meta->comm) {
-			r = export_text(meta->comm, 0, out);
-			if (r == 0)
-				r = buf_putc(out, ' ');
-		}
-		if (r == 0)
-			r = buf_printf(out, "(pid %" PRIu32 ")", meta->pid);
-	}
+	r = export_target_text(meta, out);
 	if (r == 0)
 		r = buf_printf(out, ": %s, %.2f s, ",
 			       meta->event ? meta->event : export_main_type(st)->type,

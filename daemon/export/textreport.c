@@ -76,17 +76,8 @@ static int textreport_header(const struct store *st, const struct export_meta *m
 	int r;
 
 	r = buf_puts(out, "jprofd profile: ");
-	if (r == 0 && meta->pid == 0)
-		r = buf_puts(out, "all processes");
-	if (r == 0 && meta->pid) {
-		if (meta->comm) {
-			r = export_text(meta->comm, 0, out);
-			if (r == 0)
-				r = buf_putc(out, ' ');
-		}
-		if (r == 0)
-			r = buf_printf(out, "(pid %" PRIu32 ")", meta->pid);
-	}
+	if (r == 0)
+		r = export_target_text(meta, out);
 	if (r == 0)
 		r = buf_printf(out, "\nevent %s, ", meta->event ? meta->event : "unknown");
 	if (r == 0)
