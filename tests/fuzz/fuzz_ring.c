@@ -85,7 +85,7 @@ static void on_record(const struct jring_record *rec, void *arg)
 	fuzz_check(rec->tid != 0, "record of tid 0 delivered");
 	fuzz_check(rec->num_frames >= JPRING_MIN_ERROR && rec->num_frames <= JPRING_MAX_FRAMES,
 		   "record with %d frames delivered", rec->num_frames);
-	jvm_join_add_agent(fr->join, rec->tid, rec->time_ns, rec->num_frames, rec->frames);
+	jvm_join_add_agent(fr->join, rec->tid, rec->time_ns, fr->clock, rec->num_frames, rec->frames);
 }
 
 /* The agent's writer (agent/ring.c): reserve, fill, publish seq. */
