@@ -56,13 +56,18 @@ if(JPROF_FUZZ)
 
     # New inputs go to the build tree; the committed seeds are only read.
     file(MAKE_DIRECTORY ${FUZZ_OUT}/corpus/${name})
-    set(dict)
+    # <name>.dict: tokens; <name>.options: more flags, one a line.
+    set(extra)
     if(EXISTS ${FUZZ_SRC}/${name}.dict)
-      set(dict -dict=${FUZZ_SRC}/${name}.dict)
+      list(APPEND extra -dict=${FUZZ_SRC}/${name}.dict)
+    endif()
+    if(EXISTS ${FUZZ_SRC}/${name}.options)
+      file(STRINGS ${FUZZ_SRC}/${name}.options opts REGEX "^-")
+      list(APPEND extra ${opts})
     endif()
     add_test(NAME fuzz.${name}
       COMMAND fuzz_${name} -seed=1 -max_total_time=${JPROF_FUZZ_SECONDS} -timeout=10
-              -rss_limit_mb=2048 -print_final_stats=1 ${dict}
+              -rss_limit_mb=2048 -print_final_stats=1 ${extra}
               -artifact_prefix=${FUZZ_OUT}/artifacts/${name}-
               ${FUZZ_OUT}/corpus/${name} ${FUZZ_SRC}/corpus/${name})
     set_tests_properties(fuzz.${name} PROPERTIES LABELS fuzz
