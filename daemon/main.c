@@ -336,6 +336,10 @@ int main(int argc, char **argv)
 		log_err("cannot set up symbolization");
 		goto out;
 	}
+	/* Kernel symbols now, before the first client: parsing /proc/kallsyms
+	 * takes tens of ms, which the first drain would otherwise spend while
+	 * clients wait. */
+	symbols_kernel_available(symbols);
 	r = pipeline_new(loop, symbols, NULL, &pipeline);
 	if (r < 0)
 		goto out;
@@ -486,8 +490,8 @@ out:
 	session_mgr_free(sessions);
 	control_free(control);
 	agentlink_free(agents);
+	pipeline_free(pipeline);  /* stops watching the sampler's drain fd */
 	sampler_free(sampler);
-	pipeline_free(pipeline);
 	hostview_free(hostview);
 	symbols_free(symbols);
 	quota_free(quota);

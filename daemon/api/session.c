@@ -371,6 +371,7 @@ static void session_free(struct session *s)
 	agent_stop(s->agent);
 	loop_remove(s->ring_timer);
 	loop_remove(s->java_timer);
+	loop_remove(s->join_timer);
 	jvm_join_free(s->join);
 	loop_remove(s->end_timer);
 	loop_remove(s->access_timer);
@@ -410,13 +411,6 @@ void session_complete(struct session *s, const char *status)
 	session_free(s);
 }
 
-static void on_names_timeout(struct loop_source *src, void *arg)
-{
-	struct session *s = arg;
-
-	session_complete(s, s->final_status);
-}
-
 static void finish(struct session *s, const char *status)
 {
 	if (s->finishing)
@@ -429,22 +423,10 @@ static void finish(struct session *s, const char *status)
 	 * events), then drain: every sample taken so far arrives. */
 	close_events(s);
 	pipeline_drain(s->mgr->pipeline);
-	if (s->join) {
-		session_jvm_read_ring(s);
-		pipeline_source_join_run(s->src, UINT64_MAX, true);
-		session_jvm_request_names(s);
-		if (jvm_join_held(s->join) && s->agent && !s->access_lost) {
-			/* Give the agent a moment to name the last methods. */
-			s->final_status = status;
-			s->java_finishing = true;
-			loop_remove(s->java_timer);
-			s->java_timer = NULL;
-			if (loop_add_timer(s->mgr->loop, JVM_NAME_WAIT_MS, 0, on_names_timeout, s,
-					   &s->java_timer) == 0)
-				return;
-		}
-	}
-	session_complete(s, status);
+	if (s->join)
+		session_jvm_finish(s, status);  /* completes the session */
+	else
+		session_complete(s, status);
 }
 
 /* Ends a recording with an error instead of a profile. */

@@ -75,6 +75,9 @@ struct session {
 	struct jvm_join *join;
 	struct loop_source *ring_timer;
 	struct loop_source *java_timer;  /* connect wait, then name wait at the end */
+	struct loop_source *join_timer;  /* the next slice of the join, when one is due */
+	uint64_t join_horizon;      /* the join takes agent records up to here */
+	bool join_final;            /* the final join is running in slices */
 	uint64_t attach_ms;
 	uint64_t first_java_ms;     /* 0 until the first sample with Java frames */
 	bool ring_corrupt_reported;
@@ -126,6 +129,9 @@ void session_jvm_on_begin(struct loop_source *src, void *arg);
 void session_jvm_step(struct session *s, uint64_t horizon);
 void session_jvm_read_ring(struct session *s);
 void session_jvm_request_names(struct session *s);
+/* The end of a JVM recording, after the last drain: joins what is left (in
+ * slices), waits a moment for the last method names, completes. */
+void session_jvm_finish(struct session *s, const char *status);
 /* The "java" member of the profile summary. */
 void session_jvm_summary(struct session *s, struct json_object *sum);
 

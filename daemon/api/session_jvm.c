@@ -23,6 +23,9 @@
  * per 100 ms, but no loop round copies more than 4 MiB of a full ring
  * (about 3 ms), so others wait no longer behind a flooding agent. */
 #define JVM_RING_PERIOD_MS 25
+/* Records joined per loop round (a slice of the join): at most about 5 ms
+ * of work in a release build, 15 under ASan, for the heaviest records. */
+#define JVM_JOIN_SLICE 1024
 #define JVM_RING_READ_MAX (JVM_RING_SLOTS / 4)
 #define JVM_ATTACH_TIMEOUT_MS 10000
 #define JVM_CONNECT_WAIT_MS 5000       /* from a loaded agent to its connection */
@@ -147,13 +150,80 @@ void session_jvm_request_names(struct session *s)
 			break;
 }
 
+static void join_slice(struct session *s);
+static void finish_slice(struct session *s);
+
+static void on_join_timer(struct loop_source *src, void *arg)
+{
+	struct session *s = arg;
+
+	loop_remove(s->join_timer);
+	s->join_timer = NULL;
+	if (s->join_final)
+		finish_slice(s);
+	else if (!s->finishing)
+		join_slice(s);
+}
+
+/* Joins up to JVM_JOIN_SLICE records; the rest in later loop rounds, so a
+ * flood from one agent delays other clients by one slice at a time. */
+static void join_slice(struct session *s)
+{
+	if (pipeline_source_join_run_some(s->src, s->join_horizon, false, JVM_JOIN_SLICE))
+		loop_add_timer(s->mgr->loop, 0, 0, on_join_timer, s, &s->join_timer);
+	session_jvm_request_names(s);
+}
+
+static void on_names_timeout(struct loop_source *src, void *arg)
+{
+	struct session *s = arg;
+
+	session_complete(s, s->final_status);
+}
+
+/* The final join, a slice at a time; then the wait for names. */
+static void finish_slice(struct session *s)
+{
+	if (pipeline_source_join_run_some(s->src, UINT64_MAX, true, JVM_JOIN_SLICE)) {
+		if (loop_add_timer(s->mgr->loop, 0, 0, on_join_timer, s, &s->join_timer) == 0)
+			return;
+		pipeline_source_join_run(s->src, UINT64_MAX, true);
+	}
+	s->join_final = false;
+	session_jvm_request_names(s);
+	if (jvm_join_held(s->join) && s->agent && !s->access_lost) {
+		/* Give the agent a moment to name the last methods. */
+		s->java_finishing = true;
+		loop_remove(s->java_timer);
+		s->java_timer = NULL;
+		if (loop_add_timer(s->mgr->loop, JVM_NAME_WAIT_MS, 0, on_names_timeout, s,
+				   &s->java_timer) == 0)
+			return;
+	}
+	session_complete(s, s->final_status);
+}
+
+void session_jvm_finish(struct session *s, const char *status)
+{
+	loop_remove(s->join_timer);  /* a slice of the running join: the final one takes over */
+	s->join_timer = NULL;
+	s->final_status = status;
+	s->join_final = true;
+	session_jvm_read_ring(s);
+	finish_slice(s);
+}
+
 void session_jvm_step(struct session *s, uint64_t horizon)
 {
 	if (!s->join)
 		return;
-	session_jvm_read_ring(s);
-	pipeline_source_join_run(s->src, horizon, false);
-	session_jvm_request_names(s);
+	/* What the ring timer has not taken yet: a quarter at most, as the
+	 * timer takes (more waits for the next round; its BPF records wait
+	 * late_ns for it). */
+	read_ring(s, JVM_RING_READ_MAX);
+	s->join_horizon = horizon;
+	if (!s->join_timer)  /* else the running slices take the new horizon */
+		join_slice(s);
 }
 
 static void on_ring_timer(struct loop_source *src, void *arg)

@@ -4,10 +4,13 @@
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <linux/membarrier.h>
+#include <pthread.h>
 #include <linux/perf_event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -87,6 +90,15 @@ struct sampler {
 	size_t ncached, cached_cap;
 	uint32_t *stack_ids;
 	size_t stack_ids_cap;
+	/* The grace period of a drain runs on its own thread (membarrier can
+	 * take a second on a loaded host; the loop must not wait on it). */
+	pthread_t grace_thread;
+	bool grace_started;
+	int grace_req_fd;           /* eventfd: 1 = wait one grace period, 2 = quit */
+	int grace_done_fd;          /* eventfd: one count per grace period waited */
+	bool drain_pending;         /* flipped, grace period not confirmed yet */
+	unsigned pending_gen;       /* the generation that pending drain empties */
+	uint64_t pending_t0;
 };
 
 /* Parses a cpulist such as "0-3,5" from /sys/devices/system/cpu/online. */
@@ -173,6 +185,71 @@ static void set_pid_namespace(struct sampler *s)
 		   (unsigned long)st.st_ino);
 }
 
+/* Waits until every program run that may have read the old generation has
+ * finished: perf_event programs run inside RCU read-side sections, so one
+ * grace period (membarrier GLOBAL = synchronize_rcu) is enough. */
+static void wait_for_programs(bool membarrier_ok)
+{
+	if (membarrier_ok && syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0)
+		return;
+	usleep(20000);
+}
+
+/* The drain thread: waits one grace period per request. It touches nothing
+ * of the sampler but its two eventfds and membarrier_ok (set before it
+ * starts); signals stay blocked in it as in the thread that started it. */
+static void *grace_main(void *arg)
+{
+	struct sampler *s = arg;
+	uint64_t v, one = 1;
+
+	for (;;) {
+		if (read(s->grace_req_fd, &v, sizeof(v)) != sizeof(v)) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (v >= 2)
+			break;
+		wait_for_programs(s->membarrier_ok);
+		while (write(s->grace_done_fd, &one, sizeof(one)) < 0 && errno == EINTR)
+			;
+	}
+	return NULL;
+}
+
+static int grace_start(struct sampler *s)
+{
+	int r;
+
+	s->grace_req_fd = eventfd(0, EFD_CLOEXEC);
+	s->grace_done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->grace_req_fd < 0 || s->grace_done_fd < 0)
+		return -errno;
+	r = pthread_create(&s->grace_thread, NULL, grace_main, s);
+	if (r)
+		return -r;
+	s->grace_started = true;
+	return 0;
+}
+
+static void grace_stop(struct sampler *s)
+{
+	uint64_t quit = 2;
+
+	if (s->grace_started) {
+		while (write(s->grace_req_fd, &quit, sizeof(quit)) < 0 && errno == EINTR)
+			;
+		pthread_join(s->grace_thread, NULL);
+		s->grace_started = false;
+	}
+	if (s->grace_req_fd >= 0)
+		close(s->grace_req_fd);
+	if (s->grace_done_fd >= 0)
+		close(s->grace_done_fd);
+	s->grace_req_fd = s->grace_done_fd = -1;
+}
+
 int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks *cb,
 		struct sampler **out)
 {
@@ -184,6 +261,7 @@ int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks
 	*out = NULL;
 	if (!s)
 		return -ENOMEM;
+	s->grace_req_fd = s->grace_done_fd = -1;
 	s->cb = *cb;
 	s->host_rate_hz = cfg->host_rate_hz;
 	r = read_online_cpus(s->cpus, SAMPLER_MAX_CPUS, &s->ncpus);
@@ -231,6 +309,11 @@ int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks
 		log_err("sampler: cannot set up ring buffer: %s", strerror(-r));
 		goto fail;
 	}
+	r = grace_start(s);
+	if (r < 0) {
+		log_err("sampler: cannot start the drain thread: %s", strerror(-r));
+		goto fail;
+	}
 	s->keys = calloc(DRAIN_BATCH, sizeof(*s->keys));
 	s->values = calloc(DRAIN_BATCH, sizeof(*s->values));
 	if (!s->keys || !s->values) {
@@ -270,6 +353,7 @@ void sampler_free(struct sampler *s)
 {
 	if (!s)
 		return;
+	grace_stop(s);
 	sampler_events_close(s->host);
 	ring_buffer__free(s->ring);
 	sampler_bpf__destroy(s->skel);
@@ -460,15 +544,6 @@ static int handle_ring_msg(void *ctx, void *data, size_t size)
 	return 0;
 }
 
-/* Waits until every program run that may have read the old generation has
- * finished: perf_event programs run inside RCU read-side sections, so one
- * grace period (membarrier GLOBAL = synchronize_rcu) is enough. */
-static void wait_for_programs(struct sampler *s)
-{
-	if (s->membarrier_ok && syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0)
-		return;
-	usleep(20000);
-}
 
 static int drain_counts(struct sampler *s, unsigned gen)
 {
@@ -525,14 +600,15 @@ static int clear_stacks(struct sampler *s, unsigned gen)
 	return 0;
 }
 
-int sampler_drain(struct sampler *s)
+/* Delivers and empties the generation the pending drain flipped away from;
+ * its grace period is over. */
+static int drain_finish(struct sampler *s)
 {
 	uint64_t t0 = clock_mono_ns();
-	unsigned old = s->skel->bss->jp_gen & 1;
+	unsigned old = s->pending_gen;
 	int r;
 
-	__atomic_store_n(&s->skel->bss->jp_gen, old ^ 1, __ATOMIC_SEQ_CST);
-	wait_for_programs(s);
+	s->drain_pending = false;
 	ring_buffer__consume(s->ring);
 	s->last_drain_counts = 0;
 	r = drain_counts(s, old);
@@ -543,6 +619,70 @@ int sampler_drain(struct sampler *s)
 	source_periods_retire(s);
 	s->drain_ns_total += clock_mono_ns() - t0;
 	return r;
+}
+
+/* Flips the generation: programs from now on write the other one. */
+static void flip(struct sampler *s)
+{
+	unsigned old = s->skel->bss->jp_gen & 1;
+
+	__atomic_store_n(&s->skel->bss->jp_gen, old ^ 1, __ATOMIC_SEQ_CST);
+	s->pending_gen = old;
+	s->drain_pending = true;
+}
+
+int sampler_drain_fd(const struct sampler *s)
+{
+	return s->grace_done_fd;
+}
+
+int sampler_drain_begin(struct sampler *s)
+{
+	uint64_t one = 1;
+
+	if (s->drain_pending)
+		return 0;
+	flip(s);
+	while (write(s->grace_req_fd, &one, sizeof(one)) < 0) {
+		if (errno != EINTR) {
+			/* Cannot happen short of a broken eventfd: wait here. */
+			wait_for_programs(s->membarrier_ok);
+			return drain_finish(s) < 0 ? -EIO : 1;
+		}
+	}
+	return 1;
+}
+
+int sampler_drain_end(struct sampler *s)
+{
+	uint64_t n;
+
+	if (read(s->grace_done_fd, &n, sizeof(n)) != sizeof(n) || !s->drain_pending)
+		return 0;
+	/* One request is outstanding at a time: this count is its answer. */
+	return drain_finish(s) < 0 ? -EIO : 1;
+}
+
+int sampler_drain(struct sampler *s)
+{
+	int r;
+
+	if (s->drain_pending) {
+		/* Wait for the thread's answer to the pending flip. */
+		struct pollfd pfd = { .fd = s->grace_done_fd, .events = POLLIN };
+		uint64_t n;
+
+		while (poll(&pfd, 1, -1) < 0 && errno == EINTR)
+			;
+		if (read(s->grace_done_fd, &n, sizeof(n)) < 0)
+			wait_for_programs(s->membarrier_ok);
+		r = drain_finish(s);
+		if (r < 0)
+			return r;
+	}
+	flip(s);
+	wait_for_programs(s->membarrier_ok);
+	return drain_finish(s);
 }
 
 static struct sampler_events *events_new(struct sampler *s, unsigned n)

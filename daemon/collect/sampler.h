@@ -71,8 +71,20 @@ int sampler_ring_fd(const struct sampler *s);
 int sampler_poll_ring(struct sampler *s);
 
 /* Flips the generation, waits for running programs, delivers every sample of
- * the old generation (and pending ring records) through the callbacks. */
+ * the old generation (and pending ring records) through the callbacks.
+ * Blocks for one RCU grace period (membarrier): for the end of a recording.
+ * Completes a drain begun with sampler_drain_begin first. */
 int sampler_drain(struct sampler *s);
+
+/* The same without blocking: sampler_drain_begin flips the generation and
+ * has a thread wait for the grace period; when sampler_drain_fd becomes
+ * readable, sampler_drain_end delivers the old generation. begin returns 0
+ * (nothing done) while a drain is still pending, 1 when it began; end
+ * returns 1 when it completed a drain, 0 when there was none to complete
+ * (sampler_drain completed it), -errno on failure. */
+int sampler_drain_fd(const struct sampler *s);
+int sampler_drain_begin(struct sampler *s);
+int sampler_drain_end(struct sampler *s);
 
 /* One event per online CPU, period_ns of CPU time, for source. */
 int sampler_cpu_events_open(struct sampler *s, uint32_t source, uint64_t period_ns,

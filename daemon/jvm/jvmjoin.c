@@ -457,13 +457,20 @@ static void unmatched(struct jvm_join *j, uint32_t tid, struct bpf_rec *b, jvm_e
 	bpf_rec_free(j, b);
 }
 
-static void join_tid(struct jvm_join *j, struct tidq *t, uint64_t horizon, uint64_t now,
-		     bool final, jvm_emit_fn emit, void *arg)
+/* Joins one thread's records up to horizon; each record taken costs one of
+ * *budget (NULL: no limit). Returns false when the budget ran out first. */
+static bool join_tid(struct jvm_join *j, struct tidq *t, uint64_t horizon, uint64_t now,
+		     bool final, size_t *budget, jvm_emit_fn emit, void *arg)
 {
 	struct agent_rec a;
 	struct bpf_rec b;
+	bool done = true;
 
 	while (t->na && (final || t->a[0].time <= horizon)) {
+		if (budget && (*budget)-- == 0) {
+			done = false;
+			goto out;
+		}
 		struct bpf_rec cand;
 		bool have = false;
 
@@ -489,12 +496,18 @@ static void join_tid(struct jvm_join *j, struct tidq *t, uint64_t horizon, uint6
 	}
 	/* BPF records with no agent record in sight. */
 	while (t->nb && (final || t->b[0].time + j->o.late_ns < horizon)) {
+		if (budget && (*budget)-- == 0) {
+			done = false;
+			goto out;
+		}
 		heap_pop(t->b, sizeof(*t->b), &t->nb, &b);
 		j->pending--;
 		unmatched(j, t->tid, &b, emit, arg);
 	}
+out:
 	trim(j, (void **)&t->a, &t->capa, t->na, sizeof(*t->a));
 	trim(j, (void **)&t->b, &t->capb, t->nb, sizeof(*t->b));
+	return done;
 }
 
 /* Emits the held samples that are ready, or waited long enough; all of
@@ -521,16 +534,46 @@ static void release_held(struct jvm_join *j, uint64_t now_ns, bool all, jvm_emit
 	j->names_changed = false;
 }
 
+static void release_due(struct jvm_join *j, uint64_t now_ns, jvm_emit_fn emit, void *arg)
+{
+	/* Held samples are in the order created: with no new names, only the
+	 * oldest one can have become due. */
+	if (j->nheld && (j->names_changed || now_ns - j->held[0].created > j->o.name_wait_ns))
+		release_held(j, now_ns, false, emit, arg);
+}
+
 void jvm_join_run(struct jvm_join *j, uint64_t horizon_ns, uint64_t now_ns, bool final,
 		  jvm_emit_fn emit, void *arg)
 {
 	for (size_t i = 0; i < j->nq; i++)
 		if (j->q[i].na || j->q[i].nb)
-			join_tid(j, &j->q[i], horizon_ns, now_ns, final, emit, arg);
-	/* Held samples are in the order created: with no new names, only the
-	 * oldest one can have become due. */
-	if (j->nheld && (j->names_changed || now_ns - j->held[0].created > j->o.name_wait_ns))
-		release_held(j, now_ns, false, emit, arg);
+			join_tid(j, &j->q[i], horizon_ns, now_ns, final, NULL, emit, arg);
+	j->run_next = 0;
+	release_due(j, now_ns, emit, arg);
+}
+
+bool jvm_join_run_some(struct jvm_join *j, uint64_t horizon_ns, uint64_t now_ns, bool final,
+		       size_t max, jvm_emit_fn emit, void *arg)
+{
+	size_t budget = max;
+	bool more = false;
+
+	/* Resume at the thread where the last slice stopped, so that one busy
+	 * thread cannot starve the others over a run of slices. */
+	for (size_t n = 0; n < j->nq; n++) {
+		size_t i = (j->run_next + n) % j->nq;
+
+		if ((j->q[i].na || j->q[i].nb) &&
+		    !join_tid(j, &j->q[i], horizon_ns, now_ns, final, &budget, emit, arg)) {
+			j->run_next = i;
+			more = true;
+			break;
+		}
+	}
+	if (!more)
+		j->run_next = 0;
+	release_due(j, now_ns, emit, arg);
+	return more;
 }
 
 void jvm_join_flush(struct jvm_join *j, jvm_emit_fn emit, void *arg)

@@ -122,6 +122,12 @@ void jvm_join_method(struct jvm_join *j, uint64_t id, const char *cls, size_t cl
  * stay held. now_ns: CLOCK_MONOTONIC. */
 void jvm_join_run(struct jvm_join *j, uint64_t horizon_ns, uint64_t now_ns, bool final,
 		  jvm_emit_fn emit, void *arg);
+/* jvm_join_run in slices: takes at most max records, then returns true if
+ * records remain (call again, with the same or a later horizon and the
+ * same final); false when it got through. The daemon joins in slices so
+ * that a flood of records never holds its loop for long. */
+bool jvm_join_run_some(struct jvm_join *j, uint64_t horizon_ns, uint64_t now_ns, bool final,
+		       size_t max, jvm_emit_fn emit, void *arg);
 /* Emits every held sample, unnamed frames as "[unknown_java_method]". */
 void jvm_join_flush(struct jvm_join *j, jvm_emit_fn emit, void *arg);
 

@@ -69,6 +69,7 @@ struct jvm_join {
 	struct jvm_join_opts o;
 	struct tidq *q;
 	size_t qcap, nq;
+	size_t run_next;            /* jvm_join_run_some resumes at this queue */
 	struct htab_map q_of_tid;
 	struct htab_map host_of_ns;   /* agent's namespace tid -> host tid */
 	struct jmethod *m;

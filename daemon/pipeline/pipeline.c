@@ -1,6 +1,7 @@
 #include "pipeline.h"
 
 #include <errno.h>
+#include <sys/epoll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -44,6 +45,7 @@ struct pipeline {
 	struct builder *builder;
 	struct pipeline_config cfg;
 	struct loop_source *drain_timer;
+	struct loop_source *drained_src;  /* the sampler's grace period is over */
 	struct pipeline_consumer host;
 	struct pipeline_source *sources;
 	uint32_t next_id;
@@ -133,6 +135,15 @@ void pipeline_source_join_run(struct pipeline_source *src, uint64_t horizon_ns, 
 		jvm_join_run(src->join, horizon_ns, clock_mono_ns(), final, on_jvm_sample, src);
 }
 
+bool pipeline_source_join_run_some(struct pipeline_source *src, uint64_t horizon_ns, bool final,
+				   size_t max)
+{
+	if (!src || !src->join)
+		return false;
+	return jvm_join_run_some(src->join, horizon_ns, clock_mono_ns(), final, max, on_jvm_sample,
+				 src);
+}
+
 void pipeline_source_join_flush(struct pipeline_source *src)
 {
 	if (src && src->join)
@@ -197,12 +208,26 @@ void pipeline_drain(struct pipeline *p)
 		sampler_drain(p->sampler);
 }
 
+/* The drain timer: flips the sampler's generation; the old one is read
+ * when the sampler's thread has seen the grace period out (on_drained). */
 static void on_drain(struct loop_source *ls, void *arg)
 {
 	struct pipeline *p = arg;
-	uint64_t now;
 
-	pipeline_drain(p);
+	if (sampler_drain_begin(p->sampler) < 0)
+		log_err("pipeline: a drain failed; samples of the last interval may be missing");
+}
+
+static void on_drained(struct loop_source *ls, int fd, uint32_t events, void *arg)
+{
+	struct pipeline *p = arg;
+	uint64_t now;
+	int r = sampler_drain_end(p->sampler);
+
+	if (r == 0)
+		return;  /* sampler_drain completed it already */
+	if (r < 0)
+		log_err("pipeline: a drain failed; samples of the last interval may be missing");
 	now = clock_mono_ns();
 	/* Processes come and go: drop their cached maps and unused ELF tables
 	 * once idle for a while, so memory follows the live set, not history. */
@@ -215,7 +240,12 @@ static void on_drain(struct loop_source *ls, void *arg)
 
 int pipeline_set_sampler(struct pipeline *p, struct sampler *s)
 {
+	int r;
+
 	p->sampler = s;
+	r = loop_add_io(p->loop, sampler_drain_fd(s), EPOLLIN, on_drained, p, &p->drained_src);
+	if (r < 0)
+		return r;
 	return loop_add_timer(p->loop, p->cfg.drain_ms, p->cfg.drain_ms, on_drain, p, &p->drain_timer);
 }
 
@@ -257,6 +287,7 @@ void pipeline_free(struct pipeline *p)
 	if (!p)
 		return;
 	loop_remove(p->drain_timer);
+	loop_remove(p->drained_src);
 	while (p->sources)
 		pipeline_source_close(p->sources);
 	builder_free(p->builder);

@@ -77,6 +77,9 @@ void pipeline_source_set_join(struct pipeline_source *src, struct jvm_join *j, u
 			      uint64_t period_ns);
 /* Runs the join (see jvm_join_run) and delivers what it emits. */
 void pipeline_source_join_run(struct pipeline_source *src, uint64_t horizon_ns, bool final);
+/* A slice of it (see jvm_join_run_some): true when more remains. */
+bool pipeline_source_join_run_some(struct pipeline_source *src, uint64_t horizon_ns, bool final,
+				   size_t max);
 /* Delivers every sample still held by the join (names or not). */
 void pipeline_source_join_flush(struct pipeline_source *src);
 

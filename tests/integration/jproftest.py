@@ -324,6 +324,23 @@ def held_prog_ids(pids=None):
 # --------------------------------------------------------------------------
 # Processes
 
+def wait_exec(p, timeout=20.0):
+    """Waits until p (started through setpriv) has dropped to its user and
+    exec'd its program. Until then the pid is root's setpriv, which the
+    daemon rightly refuses to show an ordinary user."""
+    setpriv = os.path.realpath(shutil.which("setpriv") or "/usr/bin/setpriv")
+
+    def execd():
+        if not p.running():
+            raise TestFailure("%s exited early with %r" % (p.what, p.returncode))
+        try:
+            exe = os.readlink("/proc/%d/exe" % p.pid)
+        except OSError:
+            return False
+        return os.path.realpath(exe) != setpriv
+    wait_until(execd, timeout, 0.01, "%s (pid %d) to leave setpriv" % (p.what, p.pid))
+
+
 class Proc:
     """A child process we started; reaped by a background thread so that a
     process that exits is gone (not a zombie) as it would be in real life."""
@@ -802,6 +819,7 @@ class T:
         """Starts a workload (as nobody by default); waits settle seconds so
         that it has exec'd and is in its main loop."""
         p = Proc(as_user_argv(user, argv), what or os.path.basename(argv[0]))
+        wait_exec(p)
         if settle:
             time.sleep(settle)
         check(p.running(), "%s exited early with %r" % (p.what, p.returncode))

@@ -57,6 +57,7 @@ def spawn_with_pid(pid, argv, user, timeout=20.0):
             f.write(str(pid - 1))
         p = jt.Proc(jt.as_user_argv(user, argv), os.path.basename(argv[0]))
         if p.pid == pid:
+            jt.wait_exec(p)
             return p
         p.kill()
     raise jt.TestFailure("could not start a process with pid %d within %.0f s" % (pid, timeout))

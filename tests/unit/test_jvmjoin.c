@@ -332,6 +332,62 @@ START_TEST(test_descending_times_stay_cheap)
 }
 END_TEST
 
+/* Records for the slice tests: on 4 threads, 50 joinable pairs and 5 BPF
+ * records with no agent record each. */
+static struct jvm_join *sliced_input(void)
+{
+	struct jvm_join *j = make(false, false);
+
+	for (uint32_t tid = 1; tid <= 4; tid++) {
+		for (unsigned i = 0; i < 50; i++) {
+			bpf(j, tid, 1000 * MS + i * 20 * MS);
+			agent(j, tid, 1000 * MS + i * 20 * MS + 1000, JPRING_GC_ACTIVE, 0);
+		}
+		for (unsigned i = 0; i < 5; i++)
+			bpf(j, tid, 3000 * MS + i * 20 * MS);
+	}
+	return j;
+}
+
+/* The join in slices (as the daemon runs it, so a flood never holds its
+ * loop) gives what one run gives, a bounded amount per slice. */
+START_TEST(test_join_in_slices_matches_one_run)
+{
+	struct jvm_join *whole = sliced_input(), *j = sliced_input();
+	struct counter cw = { .j = whole }, c = { .j = j };
+	struct jvm_join_stats sw, st;
+	unsigned slices = 0;
+	uint64_t before;
+
+	jvm_join_run(whole, 2500 * MS, 2500 * MS, false, count, &cw);
+	for (;;) {
+		before = c.n;
+		slices++;
+		ck_assert_uint_lt(slices, 1000);
+		if (!jvm_join_run_some(j, 2500 * MS, 2500 * MS, false, 7, count, &c))
+			break;
+		ck_assert_uint_le(c.n - before, 7);
+	}
+	ck_assert_uint_eq(c.n, cw.n);
+	ck_assert_uint_eq(c.n, 200);
+	ck_assert_uint_ge(slices, 200 / 7);
+	jvm_join_get_stats(whole, &sw);
+	jvm_join_get_stats(j, &st);
+	ck_assert_uint_eq(st.joined, sw.joined);
+	ck_assert_uint_eq(st.bpf_unmatched, sw.bpf_unmatched);
+	/* The final join in slices takes the rest: the lone BPF records. */
+	jvm_join_run(whole, UINT64_MAX, 5000 * MS, true, count, &cw);
+	while (jvm_join_run_some(j, UINT64_MAX, 5000 * MS, true, 3, count, &c))
+		;
+	ck_assert_uint_eq(c.n, cw.n);
+	ck_assert_uint_eq(c.n, 220);
+	jvm_join_get_stats(j, &st);
+	ck_assert_uint_eq(st.bpf_unmatched, 20);
+	jvm_join_free(whole);
+	jvm_join_free(j);
+}
+END_TEST
+
 /* Heap bytes are bounded per join and, through a shared budget, over all
  * the joins of one uid. */
 START_TEST(test_bytes_bounded_per_join_and_per_uid)
@@ -450,6 +506,7 @@ int main(void)
 	tcase_add_test(tc, test_descending_times_stay_cheap);
 	tcase_add_test(tc, test_bytes_bounded_per_join_and_per_uid);
 	tcase_add_test(tc, test_method_ids_capped);
+	tcase_add_test(tc, test_join_in_slices_matches_one_run);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
