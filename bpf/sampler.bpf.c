@@ -242,7 +242,8 @@ SEC("perf_event")
 int sample_cpu(struct bpf_perf_event_data *ctx)
 {
 	__u32 tgid, tid;
-	__u32 source = (__u32)bpf_get_attach_cookie(ctx);
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u32 source = (__u32)cookie;
 	struct jp_counters *c = get_counters();
 
 	if (!c)
@@ -260,7 +261,10 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 		return 0;
 	}
 	c->samples++;
-	aggregate(ctx, c, tgid, tid, source, source == JP_SRC_HOST ? JP_KEY_HOST_FEED : 0);
+	if (cookie & JP_COOKIE_RECORD)  /* a recording that keeps sample times */
+		emit_record(ctx, c, tgid, tid, source, 0);
+	else
+		aggregate(ctx, c, tgid, tid, source, source == JP_SRC_HOST ? JP_KEY_HOST_FEED : 0);
 	return 0;
 }
 
@@ -282,6 +286,8 @@ int sample_thread(struct bpf_perf_event_data *ctx)
 	owner = bpf_map_lookup_elem(&covered, &tid);
 	if (owner && *owner == source)
 		flags |= JP_KEY_HOST_FEED;
+	if (cookie & JP_COOKIE_SIGNAL)
+		flags |= JP_KEY_AGENT;
 	if (cookie & JP_COOKIE_RECORD) {
 		__u64 now = bpf_ktime_get_ns(), *gap, *last;
 

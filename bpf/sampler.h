@@ -12,13 +12,16 @@
 
 /* bpf_cookie of an attached perf event: low 32 bits = source id, high bits: */
 #define JP_COOKIE_THREAD (1ULL << 32)   /* per-thread event (pid=tid, cpu=-1) */
-#define JP_COOKIE_RECORD (1ULL << 33)   /* emit a ring record (joined with agent data) */
+#define JP_COOKIE_RECORD (1ULL << 33)   /* emit a ring record per sample (its time kept; joined
+					 * with agent data when JP_COOKIE_SIGNAL is set too) */
 #define JP_COOKIE_SIGNAL (1ULL << 34)   /* return 1: kernel delivers the overflow signal */
 
 /* jp_count_key.flags */
 #define JP_KEY_HOST_FEED 1u    /* this per-thread sample also stands for the host view */
 #define JP_KEY_KERNEL_MODE 2u  /* the sample interrupted kernel code */
 #define JP_KEY_KTHREAD 4u      /* kernel thread: no user stack to read */
+#define JP_KEY_AGENT 8u        /* record of an agent's thread (its event signals the agent):
+				* joined with the agent's Java frames */
 
 struct jp_count_key {
 	__u32 tgid;

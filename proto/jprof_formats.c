@@ -11,21 +11,33 @@ static const char *const json_ext[] = { ".json", NULL };
 static const char *const html_ext[] = { ".html", ".htm", NULL };
 static const char *const pprof_ext[] = { ".pb.gz", ".pprof", NULL };
 static const char *const text_ext[] = { ".txt", NULL };
+static const char *const timeline_aliases[] = { "trace", "chrome", "perfetto", NULL };
+static const char *const timeline_ext[] = { ".trace.json", NULL };
+static const char *const speedscope_ext[] = { ".speedscope.json", NULL };
+static const char *const jfr_ext[] = { ".jfr", NULL };
 
 static const struct jprof_format_info formats[JPROF_FMT_COUNT] = {
 	[JPROF_FMT_COLLAPSED] = { JPROF_FMT_COLLAPSED, "collapsed", collapsed_aliases, collapsed_ext,
-				  false, false,
+				  false, false, false,
 				  "folded stacks, one \"root;...;leaf value\" line each (flamegraph.pl, speedscope)" },
-	[JPROF_FMT_RAW] = { JPROF_FMT_RAW, "raw", NULL, raw_ext, false, true,
+	[JPROF_FMT_RAW] = { JPROF_FMT_RAW, "raw", NULL, raw_ext, false, true, false,
 			    "flat jprofd-profile JSON: frames, stacks, values, threads" },
-	[JPROF_FMT_JSON] = { JPROF_FMT_JSON, "json", NULL, json_ext, false, true,
+	[JPROF_FMT_JSON] = { JPROF_FMT_JSON, "json", NULL, json_ext, false, true, false,
 			     "jprofd-tree JSON call tree" },
-	[JPROF_FMT_HTML] = { JPROF_FMT_HTML, "html", NULL, html_ext, false, false,
+	[JPROF_FMT_HTML] = { JPROF_FMT_HTML, "html", NULL, html_ext, false, false, false,
 			     "self-contained interactive flame graph page" },
-	[JPROF_FMT_PPROF] = { JPROF_FMT_PPROF, "pprof", NULL, pprof_ext, true, true,
+	[JPROF_FMT_PPROF] = { JPROF_FMT_PPROF, "pprof", NULL, pprof_ext, true, true, false,
 			      "gzipped pprof protobuf (go tool pprof, Parca, Pyroscope, Grafana)" },
-	[JPROF_FMT_TEXT] = { JPROF_FMT_TEXT, "text", NULL, text_ext, false, false,
+	[JPROF_FMT_TEXT] = { JPROF_FMT_TEXT, "text", NULL, text_ext, false, false, false,
 			     "terminal summary: top functions and hottest stacks" },
+	[JPROF_FMT_TIMELINE] = { JPROF_FMT_TIMELINE, "timeline", timeline_aliases, timeline_ext,
+				 false, false, true,
+				 "per-thread timeline, Trace Event JSON (Perfetto, chrome://tracing)" },
+	[JPROF_FMT_SPEEDSCOPE] = { JPROF_FMT_SPEEDSCOPE, "speedscope", NULL, speedscope_ext,
+				   false, false, true,
+				   "per-thread timelines in speedscope's own JSON (speedscope.app)" },
+	[JPROF_FMT_JFR] = { JPROF_FMT_JFR, "jfr", NULL, jfr_ext, true, false, true,
+			    "JDK Flight Recorder file (jfr print, JDK Mission Control, IntelliJ)" },
 };
 
 const struct jprof_format_info *jprof_format_info(enum jprof_format id)

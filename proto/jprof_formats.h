@@ -16,6 +16,9 @@ enum jprof_format {
 	JPROF_FMT_HTML,           /* self-contained flame graph page */
 	JPROF_FMT_PPROF,          /* gzipped perftools.profiles.Profile */
 	JPROF_FMT_TEXT,           /* terminal summary */
+	JPROF_FMT_TIMELINE,       /* Trace Event JSON: per-thread slices in time order */
+	JPROF_FMT_SPEEDSCOPE,     /* speedscope's file format: one sampled profile per thread */
+	JPROF_FMT_JFR,            /* JDK Flight Recorder recording (jfr, JMC, IntelliJ) */
 	JPROF_FMT_COUNT
 };
 
@@ -26,6 +29,7 @@ struct jprof_format_info {
 	const char *const *extensions; /* NULL-terminated, ".pb.gz"; the first is the usual one */
 	bool binary;                   /* travels base64-encoded */
 	bool all_values;               /* shows every sample type (else the chosen one) */
+	bool time_ordered;             /* needs each sample's time: recordings keep them */
 	const char *summary;           /* one line for --help and `jprofctl formats` */
 };
 

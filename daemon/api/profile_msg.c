@@ -29,6 +29,12 @@ struct json_object *profile_msg_new(int64_t id, const char *status, enum jprof_f
 			       json_object_new_int64(wi < 0 ? 0 : (int64_t)tot.values[wi]));
 	json_object_object_add(sum, "stacks", json_object_new_int64((int64_t)tot.stacks));
 	json_object_object_add(sum, "truncated", json_object_new_boolean(tot.truncated));
+	if (fi->time_ordered) {
+		/* Samples in the time-ordered output, and those past its cap. */
+		json_object_object_add(sum, "times", json_object_new_int64((int64_t)tot.times));
+		json_object_object_add(sum, "times_dropped",
+				       json_object_new_int64((int64_t)tot.times_dropped));
+	}
 	/* The typed totals: one value per sample type of the profile. */
 	for (size_t i = 0; i < store_value_count(st); i++) {
 		const struct sample_type *t = store_value_type(st, i);

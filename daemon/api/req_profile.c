@@ -119,6 +119,13 @@ void req_profile(const struct request *r)
 	fmt = requests_format(r, pr->format);
 	if (fmt < 0)
 		goto out;
+	if (jprof_format_info(fmt)->time_ordered) {
+		requests_error(r, JPROF_E_BAD_REQUEST,
+			       "format %s needs each sample's time, and the host view keeps only "
+			       "totals per window; record one (jprofctl record -o x%s)",
+			       jprof_format_info(fmt)->name, jprof_format_info(fmt)->extensions[0]);
+		goto out;
+	}
 	/* Whole-host profiles start with the process, as record --all does. */
 	group = pr->group_by[0] ? hostview_group_parse(pr->group_by) :
 				  (pr->pid ? HOSTVIEW_GROUP_NONE : HOSTVIEW_GROUP_COMM);

@@ -117,6 +117,19 @@ static enum access access_check(struct session *s)
 	return ACCESS_OK;
 }
 
+/* A store for the recording's samples; one that keeps each sample's time
+ * when the format asked for is time-ordered (up to SESSION_MAX_TIMES). */
+static struct store *session_store_new(struct session *s)
+{
+	struct store *st = store_new(NULL, s->event->types, s->event->ntypes);
+
+	if (st && s->timed && store_keep_times(st, SESSION_MAX_TIMES) < 0) {
+		store_free(st);
+		return NULL;
+	}
+	return st;
+}
+
 static int pending_reset(struct session *s, bool keep)
 {
 	int r = keep ? store_merge(s->store, s->pending, NULL, NULL) : 0;
@@ -127,7 +140,7 @@ static int pending_reset(struct session *s, bool keep)
 	}
 	s->pending_samples = s->pending_lost = 0;
 	store_free(s->pending);
-	s->pending = store_new(NULL, s->event->types, s->event->ntypes);
+	s->pending = session_store_new(s);
 	if (r < 0 || !s->pending) {
 		log_err("session %u: cannot keep checked samples: %s", s->id,
 			strerror(r < 0 ? -r : ENOMEM));
@@ -241,7 +254,7 @@ static int access_init(struct session *s)
 		r = -ESRCH;  /* the start time may be a successor's */
 	if (r < 0)
 		return r == -ENOENT ? -ESRCH : r;
-	s->pending = store_new(NULL, s->event->types, s->event->ntypes);
+	s->pending = session_store_new(s);
 	if (!s->pending)
 		return -ENOMEM;
 	sampler_get_stats(s->mgr->sampler, &st);
@@ -315,6 +328,7 @@ static void send_profile(struct session *s, const char *status)
 		.comm = s->p.all ? NULL : s->comm,
 		.event = s->event->perf_name,
 		.start_unix_ns = s->start_unix_ns,
+		.start_mono_ns = s->start_mono_ns,
 		.duration_ns = elapsed_ms(s) * 1000000ull,
 		.period_type = s->event->period_type,
 		.period = interval_ns(s),
@@ -516,12 +530,14 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 	s->p = *p;
 	s->sink = *sink;
 	r = pipeline_source_open(m->pipeline, &(struct pipeline_source_config){
-		.process_root = p->all, .consumer = { on_sample, s } }, &s->src);
+		.process_root = p->all, .consumer = { on_sample, s },
+		.per_sample = jprof_format_info(p->format)->time_ordered }, &s->src);
 	if (r < 0)
 		goto fail_internal;
 	s->id = pipeline_source_id(s->src);
 	s->event = event_get(EVENT_CPU);
-	s->store = store_new(NULL, s->event->types, s->event->ntypes);
+	s->timed = jprof_format_info(p->format)->time_ordered;
+	s->store = session_store_new(s);
 	if (!s->store) {
 		r = -ENOMEM;
 		goto fail_internal;
@@ -529,7 +545,8 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 	s->start_mono_ns = clock_ns(CLOCK_MONOTONIC);
 	s->start_unix_ns = clock_ns(CLOCK_REALTIME);
 	if (p->all) {
-		r = sampler_cpu_events_open(m->sampler, s->id, interval_ns(s), &s->cpu_events);
+		r = sampler_cpu_events_open(m->sampler, s->id, interval_ns(s),
+					    s->timed ? JP_COOKIE_RECORD : 0, &s->cpu_events);
 		if (r < 0)
 			goto fail_internal;
 	} else {
@@ -543,7 +560,8 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 		store_set_process_name(s->store, (uint32_t)p->pid, s->comm);
 		r = threadset_new(m->sampler, &(struct threadset_config){
 			.source = s->id, .pid = p->pid, .period_ns = interval_ns(s),
-			.max_threads = m->lim.max_threads, .quota = m->lim.quota, .uid = p->uid },
+			.max_threads = m->lim.max_threads, .quota = m->lim.quota, .uid = p->uid,
+			.event_flags = s->timed ? JP_COOKIE_RECORD : 0 },
 			&s->threads);
 		if (r < 0 && r != -ESRCH)
 			goto fail_internal;

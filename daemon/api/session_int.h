@@ -24,6 +24,10 @@ struct store;
 struct threadset;
 
 #define JVM_NAME_WAIT_MS 1000          /* at the end, for the last method names */
+/* Sample times a recording in a time-ordered format keeps (about 40 bytes
+ * each); later samples still count in the profile, and the output says
+ * where its timeline was cut. */
+#define SESSION_MAX_TIMES 1000000
 
 enum java_state {
 	JAVA_NONE = 0,       /* not a JVM recording (or java off) */
@@ -78,6 +82,7 @@ struct session {
 	struct loop_source *join_timer;  /* the next slice of the join, when one is due */
 	uint64_t join_horizon;      /* the join takes agent records up to here */
 	bool join_final;            /* the final join is running in slices */
+	bool timed;                 /* the format is time-ordered: every sample keeps its time */
 	uint64_t attach_ms;
 	uint64_t first_java_ms;     /* 0 until the first sample with Java frames */
 	bool ring_corrupt_reported;

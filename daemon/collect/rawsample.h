@@ -21,6 +21,7 @@ struct raw_sample {
 	bool host_feed;            /* also stands for the host view (its thread is skipped there) */
 	bool kernel_mode;          /* interrupted kernel code */
 	bool kernel_thread;        /* no user stack to expect */
+	bool agent;                /* from an agent's thread: joined with its Java frames */
 	bool kstack_lost;          /* kernel mode but the kernel stack could not be read */
 	bool ustack_lost;          /* user task but the user stack could not be read */
 	const uint64_t *kips;      /* leaf first */

@@ -321,7 +321,8 @@ int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks
 		goto fail;
 	}
 	if (s->host_rate_hz) {
-		r = sampler_cpu_events_open(s, JP_SRC_HOST, 1000000000ull / s->host_rate_hz, &s->host);
+		r = sampler_cpu_events_open(s, JP_SRC_HOST, 1000000000ull / s->host_rate_hz, 0,
+					    &s->host);
 		if (r < 0)
 			goto fail;
 	}
@@ -487,6 +488,7 @@ static void deliver(struct sampler *s, unsigned gen, const struct jp_count_key *
 		.host_feed = k->flags & JP_KEY_HOST_FEED,
 		.kernel_mode = k->flags & JP_KEY_KERNEL_MODE,
 		.kernel_thread = k->flags & JP_KEY_KTHREAD,
+		.agent = k->flags & JP_KEY_AGENT,
 		.time_ns = time_ns,
 		.start_ns = k->start_ns,
 	};
@@ -729,8 +731,10 @@ static int events_attach(struct sampler_events *ev, struct bpf_program *prog, pi
 }
 
 int sampler_cpu_events_open(struct sampler *s, uint32_t source, uint64_t period_ns,
-			    struct sampler_events **out)
+			    uint64_t flags, struct sampler_events **out)
 {
+	uint64_t cookie = source | (flags & JP_COOKIE_RECORD);
+
 	struct sampler_events *ev = events_new(s, s->ncpus);
 	int r = 0;
 
@@ -746,7 +750,7 @@ int sampler_cpu_events_open(struct sampler *s, uint32_t source, uint64_t period_
 	}
 	ev->has_period = true;
 	for (unsigned i = 0; i < s->ncpus; i++) {
-		r = events_attach(ev, s->skel->progs.sample_cpu, -1, s->cpus[i], period_ns, source);
+		r = events_attach(ev, s->skel->progs.sample_cpu, -1, s->cpus[i], period_ns, cookie);
 		if (r < 0) {
 			log_err("sampler: cpu-clock event on CPU %d: %s", s->cpus[i], strerror(-r));
 			sampler_events_close(ev);

@@ -86,9 +86,10 @@ int sampler_drain_fd(const struct sampler *s);
 int sampler_drain_begin(struct sampler *s);
 int sampler_drain_end(struct sampler *s);
 
-/* One event per online CPU, period_ns of CPU time, for source. */
+/* One event per online CPU, period_ns of CPU time, for source. flags:
+ * JP_COOKIE_RECORD (a record per sample, with its time) or 0 (counts). */
 int sampler_cpu_events_open(struct sampler *s, uint32_t source, uint64_t period_ns,
-			    struct sampler_events **out);
+			    uint64_t flags, struct sampler_events **out);
 /* One event on one thread (pid = tid, cpu = -1). flags: JP_COOKIE_RECORD,
  * JP_COOKIE_SIGNAL. -ESRCH if the thread is gone. */
 int sampler_thread_event_open(struct sampler *s, uint32_t source, pid_t tid, uint64_t period_ns,

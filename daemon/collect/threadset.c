@@ -101,7 +101,7 @@ int threadset_add(struct threadset *ts, pid_t tid)
 				 ts->cfg.source, (int)ts->cfg.pid, ts->cfg.max_threads);
 		return 0;
 	}
-	r = event_open(ts, tid, 0, &ev);
+	r = event_open(ts, tid, ts->cfg.event_flags & JP_COOKIE_RECORD, &ev);
 	if (r == -ESRCH || r == -ENOENT)
 		return 0;  /* the thread exited meanwhile */
 	if (r == -EDQUOT || r == -EUSERS) {

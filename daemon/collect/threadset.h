@@ -22,6 +22,7 @@ struct threadset_config {
 	unsigned max_threads;      /* events at most; the rest are counted, not sampled */
 	struct quota *quota;       /* each event is charged to uid (QUOTA_PERF_EVENTS); NULL: none */
 	uid_t uid;                 /* who asked for the recording */
+	uint64_t event_flags;      /* JP_COOKIE_RECORD: a record per sample (times kept), else counts */
 };
 
 /* Watches pid for new threads, then opens an event for every thread in

@@ -11,6 +11,8 @@
 #include "pprof.h"
 #include "rawjson.h"
 #include "textreport.h"
+#include "timeline.h"
+#include "jfr.h"
 
 static const char export_hex[] = "0123456789abcdef";
 
@@ -429,6 +431,9 @@ static const struct export_renderer export_renderers[] = {
 	{ JPROF_FMT_HTML, flamegraph_render },
 	{ JPROF_FMT_PPROF, pprof_render },
 	{ JPROF_FMT_TEXT, textreport_render },
+	{ JPROF_FMT_TIMELINE, timeline_render_trace },
+	{ JPROF_FMT_SPEEDSCOPE, timeline_render_speedscope },
+	{ JPROF_FMT_JFR, jfr_render },
 };
 _Static_assert(sizeof(export_renderers) / sizeof(export_renderers[0]) == JPROF_FMT_COUNT,
 	       "every format of proto/jprof_formats.h needs a renderer");

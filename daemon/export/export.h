@@ -18,6 +18,7 @@ struct export_meta {
 	const char *comm;          /* process name, or NULL */
 	const char *event;         /* the event as the user named it ("cpu-clock"), or NULL */
 	uint64_t start_unix_ns;    /* wall clock at start */
+	uint64_t start_mono_ns;    /* CLOCK_MONOTONIC at start (the clock of sample times); 0 = unknown */
 	uint64_t duration_ns;
 	/* What one sampling period measures, and its length in that unit
 	 * (pprof's period_type and period; a CPU profile's is cpu/nanoseconds

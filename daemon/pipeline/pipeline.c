@@ -86,14 +86,14 @@ void pipeline_on_sample(const struct raw_sample *rs, void *arg)
 		src = find_source(p, rs->source);
 		if (!src)
 			return;  /* a recording that has just ended */
-		if (rs->time_ns && src->join) {
+		if (rs->time_ns && rs->agent && src->join) {
 			src->jvm_start_ns = rs->start_ns;
 			jvm_join_add_bpf(src->join, rs->tid, rs->time_ns, rs->kips, rs->nk, rs->uips,
 					 rs->nu, rs->kernel_mode, rs->kstack_lost, rs->ustack_lost,
 					 rs->host_feed);
 			return;
 		}
-		if (rs->time_ns)
+		if (rs->time_ns && (rs->agent || !src->cfg.per_sample))
 			return;  /* per-sample records belong to a join that is gone */
 		o.process_root = src->cfg.process_root;
 	} else if (!p->host.sample) {

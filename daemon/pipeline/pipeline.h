@@ -61,6 +61,8 @@ void pipeline_drain(struct pipeline *p);
 
 struct pipeline_source_config {
 	bool process_root;         /* the process name as root frame (whole-host recordings) */
+	bool per_sample;           /* its events send a record per sample (JP_COOKIE_RECORD):
+				    * built one by one, each with its time */
 	struct pipeline_consumer consumer;
 };
 

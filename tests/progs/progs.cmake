@@ -14,7 +14,7 @@ if(JPROF_WERROR)
   list(APPEND JPROF_PROGS_COPTS -Werror)
 endif()
 
-foreach(prog spin_chain read_zero thread_spawner)
+foreach(prog spin_chain read_zero thread_spawner alternate)
   add_executable(prog_${prog} ${CMAKE_CURRENT_LIST_DIR}/${prog}.c)
   set_target_properties(prog_${prog} PROPERTIES
     OUTPUT_NAME ${prog}
