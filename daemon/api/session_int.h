@@ -78,6 +78,7 @@ struct session {
 	struct loop_source *join_timer;  /* the next slice of the join, when one is due */
 	uint64_t join_horizon;      /* the join takes agent records up to here */
 	bool join_final;            /* the final join is running in slices */
+	size_t threads_at_end;      /* threads with an event when the events were closed */
 	uint64_t attach_ms;
 	uint64_t first_java_ms;     /* 0 until the first sample with Java frames */
 	bool ring_corrupt_reported;

@@ -38,6 +38,9 @@ def main(t):
                  % (workers, total, jt.top_stacks(stacks)))
         jt.check(jt.samples_matching(stacks, lambda f: "main_spin" in f) > 0,
                  "main thread (main_spin) missing:\n%s" % jt.top_stacks(stacks))
+        # The workers run to the end of the recording: all four threads had
+        # an event when it ended (the final summary used to say 0).
+        jt.check_eq(rec.summary().get("threads"), NTHREADS + 1, "summary.threads at the end")
         c.close()
         w.kill()
 
