@@ -227,6 +227,8 @@ def check_samples_match_cpu(samples, cpu_ns, interval_ns, what, tolerance=0.2, m
     rather than passing vacuously, if the workload had too little CPU for
     the comparison to mean anything."""
     expected = cpu_ns / interval_ns
+    log("%s: %d samples for %.0f ms of workload CPU (%.0f expected)"
+        % (what, samples, cpu_ns / 1e6, expected))
     check(expected >= min_expected,
           "%s: the workload had only %.0f ms of CPU (%.0f samples' worth, want >= %d): the "
           "machine is too loaded for this check" % (what, cpu_ns / 1e6, expected, min_expected))
