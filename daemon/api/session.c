@@ -35,13 +35,17 @@
 /* ---- events ---- */
 
 
+/* Threads sampled: those with an event now, or at the end of the recording
+ * once the events are closed (the final summary). */
 static size_t thread_count(const struct session *s)
 {
-	return threadset_count(s->threads);
+	return s->threads ? threadset_count(s->threads) : s->threads_at_end;
 }
 
 static void close_events(struct session *s)
 {
+	if (s->threads)
+		s->threads_at_end = threadset_count(s->threads);
 	threadset_free(s->threads);
 	s->threads = NULL;
 	sampler_events_close(s->cpu_events);

@@ -83,6 +83,7 @@ struct session {
 	uint64_t join_horizon;      /* the join takes agent records up to here */
 	bool join_final;            /* the final join is running in slices */
 	bool timed;                 /* the format is time-ordered: every sample keeps its time */
+	size_t threads_at_end;      /* threads with an event when the events were closed */
 	uint64_t attach_ms;
 	uint64_t first_java_ms;     /* 0 until the first sample with Java frames */
 	bool ring_corrupt_reported;

@@ -166,6 +166,78 @@ def has_seq(frames, seq):
     return any(frames[i:i + n] == seq for i in range(len(frames) - n + 1))
 
 
+# --------------------------------------------------------------------------
+# Workload CPU time: what a CPU profile's sample count must match. On this
+# shared machine a busy loop may get far less than its wall time, so counts
+# are checked against the CPU the workload actually had.
+
+def task_cpu_ns(pid):
+    """CPU time (ns) of pid's live threads (/proc/PID/task/*/schedstat);
+    None when the process is gone."""
+    total, seen = 0, False
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                total += int(f.read().split()[0])
+                seen = True
+        except (OSError, ValueError, IndexError):
+            pass
+    return total if seen else None
+
+
+class CpuMeter:
+    """Measures the CPU time a process gets from now until stop(), polling
+    every 10 ms so that a process that exits meanwhile is measured up to its
+    last reading (within 10 ms of CPU)."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.first = task_cpu_ns(pid)
+        if self.first is None:
+            raise TestFailure("pid %d is gone: cannot measure its CPU time" % pid)
+        self.last = self.first
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self):
+        while not self._stop.wait(0.01):
+            v = task_cpu_ns(self.pid)
+            if v is None:
+                return
+            self.last = max(self.last, v)
+
+    def stop(self):
+        """CPU nanoseconds the process had since the meter started."""
+        self._stop.set()
+        self._thread.join(5)
+        v = task_cpu_ns(self.pid)
+        if v is not None:
+            self.last = max(self.last, v)
+        return self.last - self.first
+
+
+def check_samples_match_cpu(samples, cpu_ns, interval_ns, what, tolerance=0.2, min_expected=50):
+    """A CPU profile's samples of a busy workload match the CPU time it had:
+    within tolerance (plus 3 samples for the edges of the window). Fails,
+    rather than passing vacuously, if the workload had too little CPU for
+    the comparison to mean anything."""
+    expected = cpu_ns / interval_ns
+    log("%s: %d samples for %.0f ms of workload CPU (%.0f expected)"
+        % (what, samples, cpu_ns / 1e6, expected))
+    check(expected >= min_expected,
+          "%s: the workload had only %.0f ms of CPU (%.0f samples' worth, want >= %d): the "
+          "machine is too loaded for this check" % (what, cpu_ns / 1e6, expected, min_expected))
+    check(abs(samples - expected) <= tolerance * expected + 3,
+          "%s: %d samples, but the workload had %.0f ms of CPU = %.0f samples at %.0f ms "
+          "(want within %d%%)" % (what, samples, cpu_ns / 1e6, expected, interval_ns / 1e6,
+                                  100 * tolerance))
+
+
 def total_samples(stacks):
     return sum(stacks.values())
 
