@@ -33,6 +33,7 @@ struct got {
 	size_t nframes[8];
 	uint64_t values[8][2];
 	uint32_t pid[8];
+	uint64_t time_ns[8];
 	char comm[8][64];
 	char thread[8][64];
 	bool has_java[8];
@@ -51,6 +52,7 @@ static void collect(const struct built_sample *bs, void *arg)
 	g->values[g->n][0] = bs->values[0];
 	g->values[g->n][1] = bs->values[1];
 	g->pid[g->n] = bs->pid;
+	g->time_ns[g->n] = bs->time_ns;
 	snprintf(g->comm[g->n], 64, "%s", bs->names->comm);
 	snprintf(g->thread[g->n], 64, "%s", bs->thread_name(bs, buf, sizeof(buf)));
 	g->has_java[g->n] = bs->has_java;
@@ -181,6 +183,37 @@ START_TEST(test_markers_and_process_root)
 }
 END_TEST
 
+/* Per-sample records (a recording in a time-ordered format) are built one
+ * by one with their time; a source that did not ask for them drops them,
+ * and an agent thread's record never bypasses the join. */
+START_TEST(test_per_sample_records)
+{
+	struct fixture f;
+	struct pipeline_source *timed;
+	struct got got_timed = { 0 };
+	struct raw_sample rs;
+
+	setup(&f, false);
+	ck_assert_int_eq(pipeline_source_open(f.p, &(struct pipeline_source_config){
+		.per_sample = true, .consumer = { collect, &got_timed } }, &timed), 0);
+	rs = raw(pipeline_source_id(timed), 1);
+	rs.time_ns = 123 * MS;
+	pipeline_on_sample(&rs, f.p);
+	ck_assert_uint_eq(got_timed.n, 1);
+	ck_assert_uint_eq(got_timed.time_ns[0], 123 * MS);
+	ck_assert_uint_eq(got_timed.values[0][0], 1);
+	rs.agent = true;                     /* no join on this source: dropped */
+	pipeline_on_sample(&rs, f.p);
+	ck_assert_uint_eq(got_timed.n, 1);
+	rs = raw(pipeline_source_id(f.src), 1);
+	rs.time_ns = 124 * MS;               /* not asked for by f.src: dropped */
+	pipeline_on_sample(&rs, f.p);
+	ck_assert_uint_eq(f.rec.n, 0);
+	pipeline_source_close(timed);
+	teardown(&f);
+}
+END_TEST
+
 START_TEST(test_jvm_join_through_the_builder)
 {
 	struct fixture f;
@@ -198,6 +231,7 @@ START_TEST(test_jvm_join_through_the_builder)
 	rs = raw(pipeline_source_id(f.src), 1);
 	rs.time_ns = 100 * MS;
 	rs.host_feed = true;
+	rs.agent = true;                     /* an agent's thread: its record joins */
 	pipeline_on_sample(&rs, f.p);        /* goes into the join, not out */
 	ck_assert_uint_eq(f.rec.n, 0);
 	jvm_join_add_agent(j, tid, 100 * MS + 20000, 100 * MS, 2, jf);  /* leaf first */
@@ -233,6 +267,7 @@ int main(void)
 	tcase_add_test(tc, test_routing_and_host_feed);
 	tcase_add_test(tc, test_markers_and_process_root);
 	tcase_add_test(tc, test_jvm_join_through_the_builder);
+	tcase_add_test(tc, test_per_sample_records);
 	suite_add_tcase(s, tc);
 	return jprof_check_run(s);
 }
