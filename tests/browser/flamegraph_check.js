@@ -11,10 +11,8 @@
 // --names-json    a JSON array of names that must all be in the page's frames
 "use strict";
 const fs = require("fs");
-const os = require("os");
 const path = require("path");
-
-const CHROMIUM = process.env.JPROF_CHROMIUM || "/usr/bin/chromium";
+const { launch } = require("./chromium");
 
 function parseArgs(argv) {
   const a = { html: null, expect: null, empty: false, screenshot: null, namesJson: null };
@@ -33,28 +31,15 @@ function parseArgs(argv) {
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
-  let playwright;
-  try {
-    playwright = require("playwright-core");
-  } catch (e) {
-    console.log(JSON.stringify({ skip: "playwright-core not installed (npm ci in tests/browser): " + e.message }));
-    return 77;
-  }
-  if (!fs.existsSync(CHROMIUM)) {
-    console.log(JSON.stringify({ skip: CHROMIUM + " not found (apt-get install chromium)" }));
+  const browser = await launch();
+  if (browser.skip) {
+    console.log(JSON.stringify({ skip: browser.skip }));
     return 77;
   }
   const failures = [];
   const check = (cond, msg) => { if (!cond) failures.push(msg); };
   const result = { html: args.html, bytes: fs.statSync(args.html).size };
-  const profileDir = fs.mkdtempSync(path.join(os.tmpdir(), "jprof-chromium-"));
-  const context = await playwright.chromium.launchPersistentContext(profileDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1200, height: 700 },
-    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           "--disable-component-update", "--no-first-run"],
-  });
+  const context = browser.context;
   try {
     const page = context.pages()[0] || await context.newPage();
     const errors = [], requests = [];
@@ -165,8 +150,7 @@ async function main() {
     check(errors.length === 0, "console errors: " + errors.join("; "));
     check(requests.length === 0, "the page made network requests: " + requests.join(", "));
   } finally {
-    await context.close();
-    fs.rmSync(profileDir, { recursive: true, force: true });
+    await browser.close();
   }
   result.failures = failures;
   console.log(JSON.stringify(result));

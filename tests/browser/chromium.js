@@ -1,0 +1,37 @@
+// Headless Chromium for the page checks: Debian's chromium driven by
+// playwright-core, in a throw-away profile directory. launch() returns
+// { context, close } or { skip: why } when Chromium cannot run here.
+"use strict";
+const fs = require("fs");
+const os = require("os");
+const path = require("path");
+
+const CHROMIUM = process.env.JPROF_CHROMIUM || "/usr/bin/chromium";
+
+async function launch(extraArgs = []) {
+  let playwright;
+  try {
+    playwright = require("playwright-core");
+  } catch (e) {
+    return { skip: "playwright-core not installed (npm ci in tests/browser): " + e.message };
+  }
+  if (!fs.existsSync(CHROMIUM))
+    return { skip: CHROMIUM + " not found (apt-get install chromium)" };
+  const profileDir = fs.mkdtempSync(path.join(os.tmpdir(), "jprof-chromium-"));
+  const context = await playwright.chromium.launchPersistentContext(profileDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: { width: 1200, height: 700 },
+    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--disable-component-update", "--no-first-run"].concat(extraArgs),
+  });
+  return {
+    context,
+    close: async () => {
+      await context.close();
+      fs.rmSync(profileDir, { recursive: true, force: true });
+    },
+  };
+}
+
+module.exports = { launch };
