@@ -47,7 +47,7 @@ BPF_PROG_NAMES = ("sample_cpu", "sample_thread", "on_fork", "on_exec")
 BPFTOOL_PATHS = ("/usr/sbin/bpftool", "/sbin/bpftool", "/usr/bin/bpftool")
 SOCKET_WAIT_S = 15.0
 STOP_WAIT_S = 5.0
-PROGS = ("spin_chain", "read_zero", "thread_spawner")
+PROGS = ("spin_chain", "read_zero", "thread_spawner", "alternate")
 
 _cleanups = []
 
@@ -164,6 +164,45 @@ def has_seq(frames, seq):
     seq = list(seq)
     n = len(seq)
     return any(frames[i:i + n] == seq for i in range(len(frames) - n + 1))
+
+
+# --------------------------------------------------------------------------
+# Real consumers in headless Chromium (tests/browser: node scripts, npm ci)
+
+BROWSER_DIR = os.path.join(os.environ.get("JPROF_SOURCE_DIR",
+                                          os.path.join(os.path.dirname(__file__), "..", "..")),
+                           "tests", "browser")
+
+
+def browser_missing(packages=("playwright-core",)):
+    """What the browser checks need and this machine lacks (for a Skip)."""
+    missing = []
+    if not shutil.which("node"):
+        missing.append("node (apt-get install nodejs)")
+    if not os.path.exists(os.environ.get("JPROF_CHROMIUM", "/usr/bin/chromium")):
+        missing.append("/usr/bin/chromium (apt-get install chromium)")
+    for pkg in packages:
+        if not os.path.isdir(os.path.join(BROWSER_DIR, "node_modules", pkg)):
+            missing.append("%s (cd tests/browser && npm ci; tests/run does it)" % pkg)
+    return missing
+
+
+def browser_run(script, args, what):
+    """Runs tests/browser/<script> with args; returns its last JSON line.
+    Exit 77 skips the test; another failure, or failures it reports, fail."""
+    out = subprocess.run(["node", os.path.join(BROWSER_DIR, script)] + list(args),
+                         capture_output=True, text=True, timeout=240,
+                         stdin=subprocess.DEVNULL, cwd=BROWSER_DIR)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+    check(lines, "%s printed no result (exit %d):\n%s%s"
+          % (script, out.returncode, out.stdout, out.stderr))
+    res = json.loads(lines[-1])
+    if out.returncode == 77:
+        raise Skip(res.get("skip", "%s skipped" % script))
+    check(out.returncode == 0 and not res.get("failures"),
+          "%s failed (exit %d): %s\n%s"
+          % (what, out.returncode, res.get("failures"), out.stderr[-2000:]))
+    return res
 
 
 # --------------------------------------------------------------------------

@@ -29,21 +29,13 @@ import jproftest as jt  # noqa: E402
 
 CHAIN = ["main", "a", "b", "spin"]
 SRC = os.environ.get("JPROF_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
-BROWSER_DIR = os.path.join(SRC, "tests", "browser")
 WROTE_RE = re.compile(r"wrote (.+): (\d+) samples, (\d+) stacks \((\w+)\)")
 
 
 def consumers():
     """Skip (77) only when a consumer is truly missing, and say which."""
-    missing = []
-    if not shutil.which("go"):
-        missing.append("go (apt-get install golang-go)")
-    if not shutil.which("node"):
-        missing.append("node (apt-get install nodejs)")
-    if not os.path.exists(os.environ.get("JPROF_CHROMIUM", "/usr/bin/chromium")):
-        missing.append("/usr/bin/chromium (apt-get install chromium)")
-    if not os.path.isdir(os.path.join(BROWSER_DIR, "node_modules", "playwright-core")):
-        missing.append("playwright-core (cd tests/browser && npm ci; tests/run does it)")
+    missing = [] if shutil.which("go") else ["go (apt-get install golang-go)"]
+    missing += jt.browser_missing()
     if missing:
         raise jt.Skip("consumers not installed: " + ", ".join(missing))
 
@@ -94,17 +86,9 @@ class Go:
 
 
 def browser_check(t, html, *args):
-    out = subprocess.run(["node", os.path.join(BROWSER_DIR, "flamegraph_check.js"), "--html", html]
-                         + list(args), capture_output=True, text=True, timeout=240,
-                         stdin=subprocess.DEVNULL, cwd=BROWSER_DIR)
-    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
-    jt.check(lines, "flamegraph_check.js printed no result (exit %d):\n%s%s"
-             % (out.returncode, out.stdout, out.stderr))
-    res = json.loads(lines[-1])
+    res = jt.browser_run("flamegraph_check.js", ["--html", html] + list(args),
+                         "browser check of %s" % html)
     jt.log("browser: %s" % json.dumps({k: v for k, v in res.items() if k not in ("tooltip",)}))
-    jt.check(out.returncode == 0 and not res.get("failures"),
-             "browser check of %s failed (exit %d): %s\n%s"
-             % (html, out.returncode, res.get("failures"), out.stderr[-2000:]))
     return res
 
 

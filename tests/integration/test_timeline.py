@@ -15,28 +15,17 @@ Workloads run as nobody and nobody records them. The machine is shared and
 noisy: durations are checked by their median with a wide tolerance."""
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jproftest as jt  # noqa: E402
 import jvmtest as jv  # noqa: E402
 
-SRC = os.environ.get("JPROF_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
-BROWSER_DIR = os.path.join(SRC, "tests", "browser")
 
 
 def consumers():
-    missing = []
-    if not shutil.which("node"):
-        missing.append("node (apt-get install nodejs)")
-    if not os.path.exists(os.environ.get("JPROF_CHROMIUM", "/usr/bin/chromium")):
-        missing.append("/usr/bin/chromium (apt-get install chromium)")
-    for pkg in ("playwright-core", "speedscope"):
-        if not os.path.isdir(os.path.join(BROWSER_DIR, "node_modules", pkg)):
-            missing.append("%s (cd tests/browser && npm ci; tests/run does it)" % pkg)
+    missing = jt.browser_missing(("playwright-core", "speedscope"))
     if missing:
         raise jt.Skip("consumers not installed: " + ", ".join(missing))
 
@@ -110,27 +99,16 @@ def phases_under(sl, parent_name, kids):
 
 
 def speedscope_check(t, path, *args):
-    out = subprocess.run(["node", os.path.join(BROWSER_DIR, "speedscope_check.js"), "--file", path]
-                         + list(args), capture_output=True, text=True, timeout=240,
-                         stdin=subprocess.DEVNULL, cwd=BROWSER_DIR)
-    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
-    jt.check(lines, "speedscope_check.js printed no result (exit %d):\n%s%s"
-             % (out.returncode, out.stdout, out.stderr))
-    res = json.loads(lines[-1])
+    res = jt.browser_run("speedscope_check.js", ["--file", path] + list(args),
+                         "speedscope check of %s" % path)
     jt.log("speedscope: %s" % json.dumps(res))
-    if out.returncode == 77:
-        raise jt.Skip(res.get("skip", "speedscope check skipped"))
-    jt.check(out.returncode == 0 and not res.get("failures"),
-             "speedscope check of %s failed (exit %d): %s\n%s"
-             % (path, out.returncode, res.get("failures"), out.stderr[-2000:]))
     return res
 
 
 def main(t):
     consumers()
     d = t.start_daemon(*jv.agent_args())
-    alternate = t._copy_bin(os.path.join(t.progs_dir, "alternate"), "alternate")
-    w = t.spawn([alternate, "120"], what="alternate")
+    w = t.workload("alternate", 120)
     with open("/proc/%d/comm" % w.pid) as f:
         label = "%s tid=%d" % (f.read().strip(), w.pid)
 
