@@ -34,4 +34,20 @@ async function launch(extraArgs = []) {
   };
 }
 
-module.exports = { launch };
+// Runs a check's main() (which fills result and failures) and prints the
+// one JSON line the Python side reads; exit 0, 1 on failures, or main's own
+// code (77: skipped).
+function run(main) {
+  main().then((code) => process.exit(code), (e) => {
+    console.log(JSON.stringify({ failures: ["exception: " + (e && e.stack || e)] }));
+    process.exit(1);
+  });
+}
+
+function report(result, failures) {
+  result.failures = failures;
+  console.log(JSON.stringify(result));
+  return failures.length ? 1 : 0;
+}
+
+module.exports = { launch, run, report };

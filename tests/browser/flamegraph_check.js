@@ -12,7 +12,7 @@
 "use strict";
 const fs = require("fs");
 const path = require("path");
-const { launch } = require("./chromium");
+const { launch, run, report } = require("./chromium");
 
 function parseArgs(argv) {
   const a = { html: null, expect: null, empty: false, screenshot: null, namesJson: null };
@@ -152,12 +152,7 @@ async function main() {
   } finally {
     await browser.close();
   }
-  result.failures = failures;
-  console.log(JSON.stringify(result));
-  return failures.length ? 1 : 0;
+  return report(result, failures);
 }
 
-main().then((code) => process.exit(code), (e) => {
-  console.log(JSON.stringify({ failures: ["exception: " + (e && e.stack || e)] }));
-  process.exit(1);
-});
+run(main);

@@ -15,7 +15,7 @@
 const fs = require("fs");
 const http = require("http");
 const path = require("path");
-const { launch } = require("./chromium");
+const { launch, run, report } = require("./chromium");
 
 const RELEASE = path.join(__dirname, "node_modules", "speedscope", "dist", "release");
 const TYPES = { ".html": "text/html", ".js": "text/javascript", ".css": "text/css",
@@ -130,12 +130,7 @@ async function main() {
     await browser.close();
     server.close();
   }
-  result.failures = failures;
-  console.log(JSON.stringify(result));
-  return failures.length ? 1 : 0;
+  return report(result, failures);
 }
 
-main().then((code) => process.exit(code), (e) => {
-  console.log(JSON.stringify({ failures: ["exception: " + (e && e.stack || e)] }));
-  process.exit(1);
-});
+run(main);
