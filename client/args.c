@@ -93,6 +93,25 @@ int args_parse_interval_us(const char *s, uint64_t *us)
 	return 0;
 }
 
+int args_parse_threshold_us(const char *s, uint64_t *us)
+{
+	int r = args_parse_time_us(s, 0, us);
+
+	if (r < 0)
+		return r;
+	if (*us < JPROF_THRESHOLD_US_MIN || *us > JPROF_THRESHOLD_US_MAX)
+		return -ERANGE;
+	return 0;
+}
+
+int args_parse_event(const char *s)
+{
+	for (int i = 0; i < JPROF_EVENT_COUNT; i++)
+		if (strcmp(s, jprof_events[i].name) == 0)
+			return i;
+	return -EINVAL;
+}
+
 int args_parse_ago_ms(const char *s, int64_t *ms)
 {
 	uint64_t v;
