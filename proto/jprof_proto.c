@@ -258,7 +258,9 @@ const char *jprof_event_names(void)
 	static char names[128];
 	size_t len = 0;
 
-	for (int i = 0; !names[0] && i < JPROF_EVENT_COUNT; i++)
+	if (names[0])
+		return names;
+	for (int i = 0; i < JPROF_EVENT_COUNT; i++)
 		len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s", i ? ", " : "",
 					jprof_events[i].name);
 	return names;

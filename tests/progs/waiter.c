@@ -1,8 +1,8 @@
 /* Off-CPU workload with a known truth: main -> waiter -> wait_byte ->
  * read(2) on a pipe that a child process (not part of this process, so
- * not recorded with it) feeds one byte every 100 ms. The process's one
+ * not recorded with it) feeds one byte every PERIOD. The process's one
  * thread spends nearly all its time blocked in that read, below waiter().
- * Usage: waiter [SECONDS]   (default 30) */
+ * Usage: waiter [SECONDS [PERIOD]]   (defaults 30 and 0.1 s) */
 #include <signal.h>
 #include <stdio.h>
 #include <sys/prctl.h>
@@ -35,10 +35,10 @@ JPROF_FRAME int waiter(int fd, double end)
 	return 0;
 }
 
-/* The child: a byte every 100 ms until the reader is gone (EPIPE). */
-static void feed(int fd)
+/* The child: a byte every period until the reader is gone (EPIPE). */
+static void feed(int fd, double period)
 {
-	struct timespec tick = { 0, 100 * 1000 * 1000 };
+	struct timespec tick = { (time_t)period, (long)((period - (time_t)period) * 1e9) };
 
 	signal(SIGPIPE, SIG_IGN);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -50,6 +50,7 @@ static void feed(int fd)
 int main(int argc, char **argv)
 {
 	double secs = progs_arg_seconds(argc, argv, 1, 30);
+	double period = progs_arg_seconds(argc, argv, 2, 0.1);
 	int fds[2], ret;
 	pid_t child;
 
@@ -64,7 +65,7 @@ int main(int argc, char **argv)
 	}
 	if (child == 0) {
 		close(fds[0]);
-		feed(fds[1]);
+		feed(fds[1], period);
 	}
 	close(fds[1]);
 	ret = waiter(fds[0], progs_now() + secs);
