@@ -323,10 +323,8 @@ static void send_started(struct session *s)
 	json_object_object_add(o, "target", t);
 	json_object_object_add(o, "event", json_object_new_string(s->event->name));
 	json_object_object_add(o, "duration_ms", json_object_new_int64((int64_t)s->p.duration_ms));
-	if (s->event->period_type.unit)
-		json_object_object_add(o, "interval_us",
-				       json_object_new_int64((int64_t)s->p.interval_us));
-	else
+	json_object_object_add(o, "interval_us", json_object_new_int64((int64_t)s->p.interval_us));
+	if (s->event->id == EVENT_OFFCPU)
 		json_object_object_add(o, "threshold_us",
 				       json_object_new_int64((int64_t)(s->p.threshold_ns / 1000)));
 	session_send_obj(s, o);
