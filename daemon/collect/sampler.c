@@ -496,9 +496,9 @@ static int handle_ring_msg(void *ctx, void *data, size_t size)
 }
 
 
-static int drain_counts(struct sampler *s, unsigned gen)
+int sampler_drain_map(struct sampler *s, int fd, const char *what, void *values,
+		      void (*each)(struct sampler *s, uint32_t i))
 {
-	int fd = gen ? bpf_map__fd(s->skel->maps.counts1) : bpf_map__fd(s->skel->maps.counts0);
 	struct jp_count_key in, out_batch;
 	bool first = true, done = false;
 	int r = 0;
@@ -507,20 +507,32 @@ static int drain_counts(struct sampler *s, unsigned gen)
 		__u32 n = DRAIN_BATCH;
 
 		r = bpf_map_lookup_and_delete_batch(fd, first ? NULL : &in, &out_batch, s->keys,
-						    s->values, &n, NULL);
+						    values, &n, NULL);
 		if (r < 0 && r != -ENOENT) {
-			log_err("sampler: draining counts failed: %s", strerror(-r));
+			log_err("sampler: draining %s failed: %s", what, strerror(-r));
 			return r;
 		}
 		done = r == -ENOENT;
 		r = 0;
 		for (__u32 i = 0; i < n; i++)
-			deliver(s, gen, &s->keys[i], s->values[i], 0);
+			each(s, i);
 		s->last_drain_counts += n;
 		in = out_batch;
 		first = false;
 	}
 	return r;
+}
+
+static void deliver_count(struct sampler *s, uint32_t i)
+{
+	deliver(s, s->pending_gen, &s->keys[i], s->values[i], 0);
+}
+
+static int drain_counts(struct sampler *s, unsigned gen)
+{
+	int fd = gen ? bpf_map__fd(s->skel->maps.counts1) : bpf_map__fd(s->skel->maps.counts0);
+
+	return sampler_drain_map(s, fd, "counts", s->values, deliver_count);
 }
 
 static int clear_stacks(struct sampler *s, unsigned gen)

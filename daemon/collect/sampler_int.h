@@ -109,6 +109,10 @@ struct sampler {
 /* sampler.c */
 /* A stack of generation gen, fetched once per drain; NULL if gone. */
 const uint64_t *sampler_get_stack(struct sampler *s, unsigned gen, int32_t id, uint32_t *n);
+/* Reads and deletes every entry of a count map (keys jp_count_key) in
+ * batches into s->keys and values, calling each(s, index) per entry. */
+int sampler_drain_map(struct sampler *s, int fd, const char *what, void *values,
+		      void (*each)(struct sampler *s, uint32_t i));
 /* One raw sample of key k to the sample callback. */
 void sampler_emit(struct sampler *s, const struct jp_count_key *k, enum event_id ev,
 		  const uint64_t *values, uint64_t time_ns, const uint64_t *kips, uint32_t nk,

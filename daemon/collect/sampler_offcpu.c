@@ -175,32 +175,17 @@ int sampler_offcpu_hold(struct sampler *s)
 	return r;
 }
 
+static void deliver_offcount(struct sampler *s, uint32_t i)
+{
+	offcpu_deliver(s, s->pending_epoch, &s->keys[i], s->off_values[i].count,
+		       s->off_values[i].ns);
+}
+
 int sampler_offcpu_drain(struct sampler *s, unsigned gen)
 {
 	int fd = gen ? bpf_map__fd(s->skel->maps.offcounts1) : bpf_map__fd(s->skel->maps.offcounts0);
-	struct jp_count_key in, out_batch;
-	bool first = true, done = false;
-	int r = 0;
 
-	while (!done) {
-		__u32 n = DRAIN_BATCH;
-
-		r = bpf_map_lookup_and_delete_batch(fd, first ? NULL : &in, &out_batch, s->keys,
-						    s->off_values, &n, NULL);
-		if (r < 0 && r != -ENOENT) {
-			log_err("sampler: draining off-CPU counts failed: %s", strerror(-r));
-			return r;
-		}
-		done = r == -ENOENT;
-		r = 0;
-		for (__u32 i = 0; i < n; i++)
-			offcpu_deliver(s, s->pending_epoch, &s->keys[i], s->off_values[i].count,
-				       s->off_values[i].ns);
-		s->last_drain_counts += n;
-		in = out_batch;
-		first = false;
-	}
-	return r;
+	return sampler_drain_map(s, fd, "off-CPU counts", s->off_values, deliver_offcount);
 }
 
 void sampler_offcpu_drained(struct sampler *s)
