@@ -17,8 +17,12 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* Active generation (0 or 1), written by userspace. */
+/* Drain epoch, written by userspace: its low bit selects the active
+ * generation; off-CPU intervals remember it to know where their stacks are. */
 volatile __u32 jp_gen;
+/* A whole-host off-CPU recording (source 0: none). */
+volatile __u32 jp_offcpu_all_source;
+volatile __u64 jp_offcpu_all_threshold_ns;
 /* The daemon's pid namespace (nsfs dev and inode), set before any event is
  * attached when the daemon does not run in the initial one (a container):
  * then ids are taken in that namespace, which is what its /proc speaks. */
@@ -39,8 +43,19 @@ struct stacks_map {
 	__uint(value_size, JP_MAX_STACK_DEPTH * sizeof(__u64));
 };
 
+/* Off-CPU intervals, aggregated like CPU samples but valued {count, ns}:
+ * maps of their own keep the CPU path's value a plain counter. */
+struct offcounts_map {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct jp_count_key);
+	__type(value, struct jp_offcpu_value);
+};
+
 struct counts_map counts0 SEC(".maps");
 struct counts_map counts1 SEC(".maps");
+struct offcounts_map offcounts0 SEC(".maps");
+struct offcounts_map offcounts1 SEC(".maps");
 struct stacks_map stacks0 SEC(".maps");
 struct stacks_map stacks1 SEC(".maps");
 
@@ -83,6 +98,22 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } thread_last SEC(".maps");
+
+/* tgid (as the daemon sees it) -> the off-CPU recording of that process. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct jp_offcpu_target);
+} offcpu_targets SEC(".maps");
+
+/* Kernel tid -> a recorded task off the CPU since its switch-out. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct jp_offcpu_start);
+} offcpu_start SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -131,36 +162,39 @@ static __always_inline int is_kthread(void)
 	return task->flags & PF_KTHREAD;
 }
 
+/* One stack of the current task into a stack map: its id, or -1 with the
+ * failure counted. ctx is the program's context, of any type. */
+static __always_inline __s32 stack_id(void *ctx, void *stacks, __u64 user, struct jp_counters *c)
+{
+	long r = bpf_get_stackid(ctx, stacks, user ? BPF_F_USER_STACK : 0);
+
+	if (r >= 0)
+		return r;
+	if (r == -EEXIST)
+		c->collision++;
+	else if (user)
+		c->ustack_err++;
+	else
+		c->kstack_err++;
+	return -1;
+}
+
 /* Reads both stacks into the generation's stack map; counts failures. */
 static __always_inline void read_stacks(struct bpf_perf_event_data *ctx, void *stacks,
 					struct jp_counters *c, __s32 *kstack, __s32 *ustack,
 					__u32 *flags)
 {
-	long r;
-
 	*kstack = -1;
 	*ustack = -1;
 	if (!in_user_mode(ctx)) {
 		*flags |= JP_KEY_KERNEL_MODE;
-		r = bpf_get_stackid(ctx, stacks, 0);
-		if (r >= 0)
-			*kstack = r;
-		else if (r == -EEXIST)
-			c->collision++;
-		else
-			c->kstack_err++;
+		*kstack = stack_id(ctx, stacks, 0, c);
 	}
 	if (is_kthread()) {
 		*flags |= JP_KEY_KTHREAD;
 		return;
 	}
-	r = bpf_get_stackid(ctx, stacks, BPF_F_USER_STACK);
-	if (r >= 0)
-		*ustack = r;
-	else if (r == -EEXIST)
-		c->collision++;
-	else
-		c->ustack_err++;
+	*ustack = stack_id(ctx, stacks, 1, c);
 }
 
 /* The process's identity beside its pid: a sample drained after the process
@@ -361,5 +395,140 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid, struct linux_binp
 	if (current_ids(&tgid, &tid))
 		return 0;
 	report_task(JP_MSG_EXEC, tgid, tid);
+	return 0;
+}
+
+/* ---- off-CPU ----
+ * One program on the scheduler switch. At switch-out of a recorded task it
+ * runs in that task's context, so it reads both stacks then (into the
+ * active generation) and keeps them with the time in offcpu_start. At the
+ * task's switch-in it adds the interval to offcounts[gen] when the stacks
+ * are of the same drain epoch; an interval that spans a drain cannot be
+ * counted there (its stacks are in the other generation, cleared by the
+ * drain), so it goes to the ring with its epoch and the daemon, which holds
+ * the stacks of blocked tasks across drains, resolves it. Attached only
+ * while an off-CPU recording runs. */
+
+#define TASK_RUNNING 0
+#define TASK_UNINTERRUPTIBLE 2
+#define TASK_DEAD 0x80
+
+static __always_inline void offcpu_add(void *counts, struct jp_count_key *key, __u64 ns,
+				       struct jp_counters *c)
+{
+	struct jp_offcpu_value one = { 1, ns }, *v;
+
+	v = bpf_map_lookup_elem(counts, key);
+	if (!v) {
+		if (bpf_map_update_elem(counts, key, &one, BPF_NOEXIST) == 0)
+			return;
+		v = bpf_map_lookup_elem(counts, key);  /* lost a race, or full */
+		if (!v) {
+			c->map_full++;
+			return;
+		}
+	}
+	__sync_fetch_and_add(&v->count, 1);
+	__sync_fetch_and_add(&v->ns, ns);
+}
+
+static __always_inline void offcpu_resume(struct task_struct *next, __u64 now, __u32 epoch,
+					  struct jp_counters *c)
+{
+	__u32 ktid = next->pid;
+	struct jp_offcpu_start *p = bpf_map_lookup_elem(&offcpu_start, &ktid);
+	struct jp_offcpu_start st;
+	struct jp_msg_offcpu *m;
+	__u64 ns;
+
+	if (!p)
+		return;
+	st = *p;
+	bpf_map_delete_elem(&offcpu_start, &ktid);
+	ns = now - st.ts;
+	if (ns < st.threshold_ns) {
+		c->offcpu_short++;
+		return;
+	}
+	c->offcpu++;
+	if (st.epoch == epoch) {
+		struct jp_count_key key = {
+			.tgid = st.tgid, .tid = st.tid, .kstack = st.kstack, .ustack = st.ustack,
+			.source = st.source, .flags = st.flags, .start_ns = st.start_ns,
+		};
+
+		offcpu_add((epoch & 1) ? (void *)&offcounts1 : (void *)&offcounts0, &key, ns, c);
+		return;
+	}
+	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+	if (!m) {
+		c->ringbuf_full++;
+		return;
+	}
+	m->type = JP_MSG_OFFCPU;
+	m->tgid = st.tgid;
+	m->tid = st.tid;
+	m->source = st.source;
+	m->ns = ns;
+	m->kstack = st.kstack;
+	m->ustack = st.ustack;
+	m->epoch = st.epoch;
+	m->flags = st.flags;
+	m->start_ns = st.start_ns;
+	bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
+}
+
+static __always_inline void offcpu_leave(void *ctx, bool preempt, struct task_struct *prev,
+					 __u64 now, __u32 epoch, struct jp_counters *c)
+{
+	struct jp_offcpu_start st = { .ts = now, .epoch = epoch, .kstack = -1, .ustack = -1 };
+	struct jp_offcpu_target *t;
+	void *stacks = (epoch & 1) ? (void *)&stacks1 : (void *)&stacks0;
+	__u32 ktid = prev->pid;
+	unsigned int state;
+
+	if (!ktid)
+		return;  /* idle */
+	state = BPF_CORE_READ(prev, __state);
+	if (state & TASK_DEAD)
+		return;  /* exiting: it will not come back */
+	if (current_ids(&st.tgid, &st.tid))  /* current is prev here */
+		return;
+	t = bpf_map_lookup_elem(&offcpu_targets, &st.tgid);
+	if (t) {
+		st.source = t->source;
+		st.threshold_ns = t->threshold_ns;
+	} else if (jp_offcpu_all_source) {
+		st.source = jp_offcpu_all_source;
+		st.threshold_ns = jp_offcpu_all_threshold_ns;
+	} else {
+		return;
+	}
+	st.flags = JP_KEY_KERNEL_MODE;
+	if (preempt || state == TASK_RUNNING)
+		st.flags |= JP_KEY_OFF_PREEMPTED;
+	else if (state & TASK_UNINTERRUPTIBLE)
+		st.flags |= JP_KEY_OFF_UNINTERRUPTIBLE;
+	st.start_ns = process_start();
+	st.kstack = stack_id(ctx, stacks, 0, c);
+	if (prev->flags & PF_KTHREAD)
+		st.flags |= JP_KEY_KTHREAD;
+	else
+		st.ustack = stack_id(ctx, stacks, 1, c);
+	if (bpf_map_update_elem(&offcpu_start, &ktid, &st, BPF_ANY))
+		c->offcpu_start_full++;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	struct jp_counters *c = get_counters();
+	__u64 now = bpf_ktime_get_ns();
+	__u32 epoch = jp_gen;
+
+	if (!c)
+		return 0;
+	offcpu_resume(next, now, epoch, c);
+	offcpu_leave(ctx, preempt, prev, now, epoch, c);
 	return 0;
 }

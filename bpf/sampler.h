@@ -22,6 +22,9 @@
 #define JP_KEY_KTHREAD 4u      /* kernel thread: no user stack to read */
 #define JP_KEY_AGENT 8u        /* record of an agent's thread (its event signals the agent):
 				* joined with the agent's Java frames */
+/* Off-CPU entries: how the task left the CPU (neither: an interruptible sleep). */
+#define JP_KEY_OFF_PREEMPTED 16u       /* still runnable: preempted, waited for a CPU */
+#define JP_KEY_OFF_UNINTERRUPTIBLE 32u /* TASK_UNINTERRUPTIBLE (disk I/O, some locks) */
 
 struct jp_count_key {
 	__u32 tgid;
@@ -46,6 +49,40 @@ struct jp_counters {
 	__u64 ringbuf_full;     /* ring reserve failed: record dropped */
 	__u64 throttled;        /* record event fired faster than its source allows */
 	__u64 foreign_ns;       /* task outside the daemon's pid namespace: not stored */
+	__u64 offcpu;           /* off-CPU intervals counted (at or above their threshold) */
+	__u64 offcpu_short;     /* off-CPU intervals below their recording's threshold */
+	__u64 offcpu_start_full;  /* switch-out not recorded: the blocked-task map was full */
+};
+
+/* Off-CPU. A recording's target: a tgid (map offcpu_targets) or, for a
+ * whole-host recording, the globals jp_offcpu_all_*. */
+struct jp_offcpu_target {
+	__u32 source;
+	__u32 pad;
+	__u64 threshold_ns;     /* shorter intervals are counted as offcpu_short only */
+};
+
+/* A recorded task off the CPU, keyed by its kernel tid: written at its
+ * switch-out (its own context, so both stacks can be read), consumed at
+ * its switch-in. The stack ids belong to the drain epoch `epoch`. */
+struct jp_offcpu_start {
+	__u64 ts;               /* switch-out, CLOCK_MONOTONIC */
+	__u64 threshold_ns;
+	__u64 start_ns;         /* as jp_count_key.start_ns */
+	__u32 tgid;             /* ids as the daemon sees them */
+	__u32 tid;
+	__u32 source;
+	__u32 flags;            /* JP_KEY_* */
+	__s32 kstack;
+	__s32 ustack;
+	__u32 epoch;            /* jp_gen at switch-out */
+	__u32 pad;
+};
+
+/* Value of the off-CPU count maps (key: struct jp_count_key). */
+struct jp_offcpu_value {
+	__u64 count;
+	__u64 ns;
 };
 
 /* Ring buffer messages. */
@@ -53,6 +90,7 @@ enum jp_msg_type {
 	JP_MSG_NEW_THREAD = 1,
 	JP_MSG_SAMPLE = 2,
 	JP_MSG_EXEC = 3,     /* struct jp_msg_new_thread: a watched tgid exec'd */
+	JP_MSG_OFFCPU = 4,   /* struct jp_msg_offcpu: an interval that spanned a drain */
 };
 
 struct jp_msg_new_thread {
@@ -74,6 +112,22 @@ struct jp_msg_sample {
 	__u32 gen;       /* which stack map the ids refer to */
 	__u32 flags;
 	__u64 start_ns;  /* as jp_count_key.start_ns */
+};
+
+/* An off-CPU interval whose switch-out was in an earlier drain epoch than
+ * its switch-in: its stack ids are those of `epoch`, which the daemon still
+ * holds (see collect/sampler_offcpu.c). Rare: once per blocked task per drain. */
+struct jp_msg_offcpu {
+	__u32 type;      /* JP_MSG_OFFCPU */
+	__u32 tgid;
+	__u32 tid;
+	__u32 source;
+	__u64 ns;        /* time off the CPU */
+	__s32 kstack;
+	__s32 ustack;
+	__u32 epoch;
+	__u32 flags;
+	__u64 start_ns;
 };
 
 #endif

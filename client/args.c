@@ -82,15 +82,32 @@ int args_parse_duration_ms(const char *s, uint64_t *ms)
 	return args_parse_ms(s, 1, JPROF_DURATION_MS_MAX, ms);
 }
 
-int args_parse_interval_us(const char *s, uint64_t *us)
+/* A time with its unit, within [min, max] microseconds. */
+static int parse_us_in(const char *s, uint64_t min, uint64_t max, uint64_t *us)
 {
 	int r = args_parse_time_us(s, 0, us);
 
 	if (r < 0)
 		return r;
-	if (*us < JPROF_INTERVAL_US_MIN || *us > JPROF_INTERVAL_US_MAX)
-		return -ERANGE;
-	return 0;
+	return *us < min || *us > max ? -ERANGE : 0;
+}
+
+int args_parse_interval_us(const char *s, uint64_t *us)
+{
+	return parse_us_in(s, JPROF_INTERVAL_US_MIN, JPROF_INTERVAL_US_MAX, us);
+}
+
+int args_parse_threshold_us(const char *s, uint64_t *us)
+{
+	return parse_us_in(s, JPROF_THRESHOLD_US_MIN, JPROF_THRESHOLD_US_MAX, us);
+}
+
+int args_parse_event(const char *s)
+{
+	for (int i = 0; i < JPROF_EVENT_COUNT; i++)
+		if (strcmp(s, jprof_events[i].name) == 0)
+			return i;
+	return -EINVAL;
 }
 
 int args_parse_ago_ms(const char *s, int64_t *ms)

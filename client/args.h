@@ -13,6 +13,10 @@ int args_parse_time_us(const char *s, uint64_t bare_unit_us, uint64_t *out);
 int args_parse_duration_ms(const char *s, uint64_t *ms);
 /* -i: a unit is required, since "10" could mean anything from µs to s. */
 int args_parse_interval_us(const char *s, uint64_t *us);
+/* --threshold: a unit is required as for -i; 1 us to 10 s. */
+int args_parse_threshold_us(const char *s, uint64_t *us);
+/* -e: the index of a known event (jprof_events), or -EINVAL. */
+int args_parse_event(const char *s);
 /* A span back from now: whole milliseconds of at most 24 h. */
 int args_parse_ago_ms(const char *s, int64_t *ms);
 /* A positive pid that fits the protocol's int32. */

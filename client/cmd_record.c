@@ -16,16 +16,19 @@ static void cmd_record_help(void)
 {
 	printf("Usage: jprofctl record (--pid PID | --all) [options]\n"
 	       "\n"
-	       "Record a CPU profile of one process or of the whole host and write it to\n"
-	       "FILE or stdout. Ctrl-C stops early and still writes what was recorded;\n"
-	       "a second Ctrl-C aborts.\n"
+	       "Record a profile of one process or of the whole host (CPU time by default,\n"
+	       "or time off the CPU) and write it to FILE or stdout. Ctrl-C stops early and\n"
+	       "still writes what was recorded; a second Ctrl-C aborts.\n"
 	       "\n"
 	       "  -p, --pid PID          process to profile (yours, unless you are root or\n"
 	       "                         in group jprof)\n"
 	       "  -a, --all              every process (root or group jprof only)\n"
 	       "  -d, --duration TIME    how long: 30s, 500ms, 2m, 1h or seconds (default 30s)\n"
-	       "  -i, --interval TIME    sampling interval: 10ms, 1ms, 250us, 1s (default 10ms,\n"
-	       "                         range 100us..10s)\n"
+	       "  -e, --event EVENT      what to record (default cpu); see Events below\n"
+	       "  -i, --interval TIME    cpu: sampling interval: 10ms, 1ms, 250us, 1s (default\n"
+	       "                         10ms, range 100us..10s)\n"
+	       "      --threshold TIME   offcpu: skip intervals shorter than TIME: 10us, 1ms\n"
+	       "                         (default 10us, range 1us..10s)\n"
 	       "  -o, --output FILE      write the profile to FILE (atomically) instead of\n"
 	       "                         stdout\n");
 	output_help_format(NULL);
@@ -42,10 +45,16 @@ static void cmd_record_help(void)
 	       "      --socket PATH      daemon socket (default $%s or %s)\n"
 	       "  -h, --help             show this help\n"
 	       "\n"
+	       "Events (-e) and the values their profiles carry:\n",
+	       JPROF_SOCKET_ENV, JPROF_DEFAULT_SOCKET);
+	for (int i = 0; i < JPROF_EVENT_COUNT; i++)
+		printf("  %-8s %s\n           values: %s\n", jprof_events[i].name,
+		       jprof_events[i].summary, jprof_events[i].values);
+	printf("Off-CPU profiles of a JVM have native and kernel frames only for now.\n"
+	       "\n"
 	       "Exit status: 0 profile written (also after Ctrl-C), 1 error, 2 usage,\n"
 	       "3 daemon not running, 4 permission denied, 5 no such process,\n"
-	       "6 the process exited during the recording (partial profile written).\n",
-	       JPROF_SOCKET_ENV, JPROF_DEFAULT_SOCKET);
+	       "6 the process exited during the recording (partial profile written).\n");
 }
 
 /* --java: "auto", "off" or "require"; -EINVAL for anything else. */
@@ -62,12 +71,15 @@ static int cmd_record_java(const char *s, enum jprof_java *java)
 
 int cmd_record(int argc, char **argv, const char *socket_path)
 {
-	enum { OPT_THREADS = 256, OPT_NO_PROGRESS, OPT_JAVA, OPT_JAVA_LINES, OPT_JAVA_SIGS };
+	enum { OPT_THREADS = 256, OPT_NO_PROGRESS, OPT_JAVA, OPT_JAVA_LINES, OPT_JAVA_SIGS,
+	       OPT_THRESHOLD };
 	static const struct option opts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "all", no_argument, NULL, 'a' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "interval", required_argument, NULL, 'i' },
+		{ "event", required_argument, NULL, 'e' },
+		{ "threshold", required_argument, NULL, OPT_THRESHOLD },
 		{ "threads", no_argument, NULL, OPT_THREADS },
 		{ "java", required_argument, NULL, OPT_JAVA },
 		{ "java-lines", no_argument, NULL, OPT_JAVA_LINES },
@@ -78,13 +90,13 @@ int cmd_record(int argc, char **argv, const char *socket_path)
 	};
 	struct jprof_record_req *rr;
 	struct run run;
-	bool has_pid = false, no_progress = false;
-	int r = CTL_CONTINUE, o;
+	bool has_pid = false, no_progress = false, has_interval = false;
+	int r = CTL_CONTINUE, o, ev = 0;
 
 	run_init(&run, "record", JPROF_CMD_RECORD, socket_path, cmd_record_help);
 	run.events = true;
 	rr = &run.req.record;
-	while ((o = run_getopt(&run, argc, argv, ":p:ad:i:o:f:h", opts, &r)) != -1) {
+	while ((o = run_getopt(&run, argc, argv, ":p:ad:i:e:o:f:h", opts, &r)) != -1) {
 		switch (o) {
 		case 'p':
 			if (args_parse_pid(optarg, &rr->pid) < 0)
@@ -103,6 +115,20 @@ int cmd_record(int argc, char **argv, const char *socket_path)
 			if (args_parse_interval_us(optarg, &rr->interval_us) < 0)
 				r = ctl_usage_err("record", "invalid interval '%s': use e.g. 10ms, 1ms, "
 						  "250us, 1s, from 100us to 10s", optarg);
+			has_interval = true;
+			break;
+		case 'e':
+			ev = args_parse_event(optarg);
+			if (ev < 0)
+				r = ctl_usage_err("record", "unknown event '%s': known events are %s",
+						  optarg, jprof_event_names());
+			else
+				snprintf(rr->event, sizeof(rr->event), "%s", optarg);
+			break;
+		case OPT_THRESHOLD:
+			if (args_parse_threshold_us(optarg, &rr->threshold_us) < 0)
+				r = ctl_usage_err("record", "invalid threshold '%s': use e.g. 10us, 1ms, "
+						  "from 1us to 10s", optarg);
 			break;
 		case OPT_THREADS:
 			rr->thread_frames = true;
@@ -125,6 +151,10 @@ int cmd_record(int argc, char **argv, const char *socket_path)
 	}
 	if (r == CTL_CONTINUE && has_pid == rr->all)
 		r = ctl_usage_err("record", "give exactly one of --pid PID or --all");
+	if (r == CTL_CONTINUE && rr->threshold_us && strcmp(rr->event, JPROF_EVENT_OFFCPU) != 0)
+		r = ctl_usage_err("record", "--threshold applies to -e offcpu only");
+	if (r == CTL_CONTINUE && has_interval && strcmp(rr->event, JPROF_EVENT_CPU) != 0)
+		r = ctl_usage_err("record", "--interval applies to -e cpu only");
 	if (r != CTL_CONTINUE)
 		goto out;
 

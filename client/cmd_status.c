@@ -14,6 +14,7 @@ static void cmd_status_print(struct json_object *st)
 {
 	struct json_object *sampler = field_member(st, "sampler", json_type_object);
 	struct json_object *lost = field_member(sampler, "lost", json_type_object);
+	struct json_object *off = field_member(sampler, "offcpu", json_type_object);
 	struct json_object *sessions = field_member(st, "sessions", json_type_object);
 	struct json_object *list = field_member(sessions, "list", json_type_array);
 	struct json_object *peer = field_member(st, "peer", json_type_object);
@@ -47,6 +48,11 @@ static void cmd_status_print(struct json_object *st)
 		printf(" ?");
 	}
 	printf("\n");
+	if (off)
+		printf("off-CPU: %s recordings, %s intervals, %s below their threshold\n",
+		       ctl_num(a, sizeof(a), field_int(off, "recordings")),
+		       ctl_num(b, sizeof(b), field_int(off, "intervals")),
+		       ctl_num(c, sizeof(c), field_int(off, "below_threshold")));
 	printf("sessions: %s active\n", ctl_num(a, sizeof(a), field_int(sessions, "active")));
 	for (size_t i = 0; list && i < json_object_array_length(list); i++) {
 		struct json_object *s = json_object_array_get_idx(list, i);

@@ -232,6 +232,7 @@ void jprof_request_init(struct jprof_request *req, enum jprof_cmd cmd, int64_t i
 		req->record.duration_ms = JPROF_DURATION_MS_DEFAULT;
 		req->record.interval_us = JPROF_INTERVAL_US_DEFAULT;
 		snprintf(req->record.format, sizeof(req->record.format), "json");
+		snprintf(req->record.event, sizeof(req->record.event), JPROF_EVENT_CPU);
 		req->record.progress = true;
 		req->record.thread_frames = false;
 		break;
@@ -243,6 +244,26 @@ void jprof_request_init(struct jprof_request *req, enum jprof_cmd cmd, int64_t i
 	case JPROF_CMD_CANCEL:
 		break;
 	}
+}
+
+const struct jprof_event_desc jprof_events[JPROF_EVENT_COUNT] = {
+	{ JPROF_EVENT_CPU, "samples (count), cpu (nanoseconds)",
+	  "on-CPU time, sampled every interval of CPU time (-i)" },
+	{ JPROF_EVENT_OFFCPU, "samples (count of intervals), offcpu (nanoseconds)",
+	  "time off the CPU (blocked, sleeping, waiting for a CPU), every interval at least --threshold long" },
+};
+
+const char *jprof_event_names(void)
+{
+	static char names[128];
+	size_t len = 0;
+
+	if (names[0])
+		return names;
+	for (int i = 0; i < JPROF_EVENT_COUNT; i++)
+		len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s", i ? ", " : "",
+					jprof_events[i].name);
+	return names;
 }
 
 const char *jprof_java_name(enum jprof_java j)
@@ -324,6 +345,16 @@ static int proto_parse_record(struct json_object *root, struct jprof_record_req 
 			if (r == 0 && !proto_format_name_ok(rec->format))
 				r = proto_fail(err, JPROF_E_BAD_REQUEST,
 					       "member \"format\" must be a non-empty name of a-z, 0-9, '_' or '-'");
+		} else if (strcmp(key, "event") == 0) {
+			r = proto_get_string_member(val, key, rec->event, sizeof(rec->event), err);
+			if (r == 0 && !proto_format_name_ok(rec->event))
+				r = proto_fail(err, JPROF_E_BAD_REQUEST,
+					       "member \"event\" must be an event name: %s",
+					       jprof_event_names());
+		} else if (strcmp(key, "threshold_us") == 0) {
+			r = proto_get_int_member(val, key, (int64_t)JPROF_THRESHOLD_US_MIN,
+						 (int64_t)JPROF_THRESHOLD_US_MAX, &x, err);
+			rec->threshold_us = (uint64_t)x;
 		} else if (strcmp(key, "progress") == 0) {
 			r = proto_get_bool_member(val, key, &rec->progress, err);
 		} else if (strcmp(key, "thread_frames") == 0) {
@@ -460,8 +491,9 @@ static bool proto_member_known(enum jprof_cmd cmd, const char *key)
 {
 	static const char *const hello[] = { "min_version", "max_version", "client", NULL };
 	static const char *const record[] = { "pid", "all", "duration_ms", "interval_us",
-					      "format", "progress", "thread_frames", "java",
-					      "java_lines", "java_signatures", NULL };
+					      "format", "event", "threshold_us", "progress",
+					      "thread_frames", "java", "java_lines",
+					      "java_signatures", NULL };
 	static const char *const cancel[] = { "target", NULL };
 	static const char *const profile[] = { "last_s", "from_ms", "to_ms", "pid", "comm", "unit",
 					       "cgroup", "format", "group_by", NULL };
@@ -658,6 +690,11 @@ char *jprof_request_encode(const struct jprof_request *req)
 			  &failed);
 		if (req->record.format[0])
 			proto_add(root, "format", json_object_new_string(req->record.format),
+				  &failed);
+		if (req->record.event[0] && strcmp(req->record.event, JPROF_EVENT_CPU) != 0)
+			proto_add(root, "event", json_object_new_string(req->record.event), &failed);
+		if (req->record.threshold_us)
+			proto_add(root, "threshold_us", json_object_new_uint64(req->record.threshold_us),
 				  &failed);
 		proto_add(root, "progress", json_object_new_boolean(req->record.progress), &failed);
 		proto_add(root, "thread_frames", json_object_new_boolean(req->record.thread_frames),

@@ -27,6 +27,27 @@ struct json_object;
 #define JPROF_INTERVAL_US_MIN 100ULL
 #define JPROF_INTERVAL_US_MAX 10000000ULL
 
+/* Events a recording can measure ("event" member of record). The daemon's
+ * event table (daemon/core/event.c) has one row per name, in this order. */
+#define JPROF_EVENT_CPU "cpu"
+#define JPROF_EVENT_OFFCPU "offcpu"
+#define JPROF_EVENT_COUNT 2
+/* Off-CPU: intervals shorter than the threshold are skipped (counted). */
+#define JPROF_THRESHOLD_US_DEFAULT 10ULL
+#define JPROF_THRESHOLD_US_MIN 1ULL
+#define JPROF_THRESHOLD_US_MAX 10000000ULL
+
+struct jprof_event_desc {
+	const char *name;
+	const char *values;    /* what its samples carry, with units */
+	const char *summary;
+};
+
+/* The events, JPROF_EVENT_COUNT of them. */
+extern const struct jprof_event_desc jprof_events[];
+/* "cpu, offcpu", for error messages and help. */
+const char *jprof_event_names(void);
+
 /* Error codes (the "code" member of an error response). */
 #define JPROF_E_BAD_JSON "bad_json"                 /* not a JSON object */
 #define JPROF_E_BAD_REQUEST "bad_request"           /* missing/wrong-typed/out-of-range member */
@@ -77,6 +98,8 @@ struct jprof_record_req {
 	uint64_t duration_ms;
 	uint64_t interval_us;
 	char format[32];        /* "collapsed", "json", "html", "pprof", "text", "raw"; default "json" */
+	char event[32];         /* JPROF_EVENT_*; default "cpu" (the daemon checks the name) */
+	uint64_t threshold_us;  /* offcpu only; 0 = not given (JPROF_THRESHOLD_US_DEFAULT) */
 	bool progress;          /* default true */
 	bool thread_frames;     /* default false */
 	enum jprof_java java;   /* default JPROF_JAVA_AUTO */

@@ -69,6 +69,11 @@ static void sampler_metrics(struct out *o, const struct sampler_stats *s)
 	put(o, "jprofd_samples_lost_total{cause=\"ringbuf_full\"} %llu\n", (unsigned long long)s->ringbuf_full);
 	put(o, "jprofd_samples_lost_total{cause=\"throttled\"} %llu\n", (unsigned long long)s->throttled);
 	put(o, "jprofd_samples_lost_total{cause=\"stack_missing\"} %llu\n", (unsigned long long)s->stack_missing);
+	put(o, "jprofd_samples_lost_total{cause=\"offcpu_start_full\"} %llu\n",
+	    (unsigned long long)s->offcpu_start_full);
+	counter(o, "jprofd_offcpu_intervals_total", "Off-CPU intervals recorded.", s->offcpu);
+	counter(o, "jprofd_offcpu_below_threshold_total",
+		"Off-CPU intervals skipped: shorter than their recording's threshold.", s->offcpu_short);
 	counter(o, "jprofd_drains_total", "Drains of the BPF maps.", s->drains);
 	fcounter(o, "jprofd_drain_seconds_total", "Time spent draining the BPF maps.",
 		 (double)s->drain_ns_total / 1e9);

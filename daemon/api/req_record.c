@@ -7,6 +7,8 @@
 #include <json-c/json.h>
 
 #include "authz.h"
+#include "event.h"
+#include "jprof_formats.h"
 #include "jprof_proto.h"
 #include "quota.h"
 #include "server.h"
@@ -94,6 +96,33 @@ static int check_limits(const struct request *r)
 
 /* ---- requests ---- */
 
+/* The event and its options: 0, or -EINVAL after the reply was sent. */
+static int record_event(const struct request *r, struct session_params *p)
+{
+	const struct jprof_record_req *rr = &r->msg->record;
+	int ev = event_parse(rr->event);
+
+	if (ev < 0) {
+		requests_error(r, JPROF_E_BAD_REQUEST, "unknown event \"%s\"; known events: %s",
+			       rr->event, jprof_event_names());
+		return -EINVAL;
+	}
+	p->event = (enum event_id)ev;
+	if (ev == EVENT_CPU && rr->threshold_us) {
+		requests_error(r, JPROF_E_BAD_REQUEST,
+			       "\"threshold_us\" applies to the offcpu event only");
+		return -EINVAL;
+	}
+	if (ev == EVENT_OFFCPU && jprof_format_info(p->format)->time_ordered) {
+		requests_error(r, JPROF_E_BAD_REQUEST,
+			       "format \"%s\" (time-ordered) is not available for the offcpu event yet",
+			       jprof_format_info(p->format)->name);
+		return -EINVAL;
+	}
+	p->threshold_ns = (rr->threshold_us ? rr->threshold_us : JPROF_THRESHOLD_US_DEFAULT) * 1000;
+	return 0;
+}
+
 void req_record(const struct request *r)
 {
 	const struct jprof_record_req *rr = &r->msg->record;
@@ -123,6 +152,8 @@ void req_record(const struct request *r)
 	if (fmt < 0)
 		return;
 	p.format = (enum jprof_format)fmt;
+	if (record_event(r, &p) < 0)
+		return;
 	if (rr->all && !r->peer->privileged) {
 		requests_deny(r, "to record the whole host", "recording the whole host", "");
 		return;

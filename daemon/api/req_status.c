@@ -101,6 +101,7 @@ static void add_hostview_status(struct hostview *hv, struct json_object *st)
 static void add_sampler_status(struct sampler *sampler, struct json_object *smp,
 			       struct json_object *lost)
 {
+	struct json_object *off = json_object_new_object();
 	struct sampler_stats ss;
 
 	sampler_get_stats(sampler, &ss);
@@ -119,7 +120,15 @@ static void add_sampler_status(struct sampler *sampler, struct json_object *smp,
 	requests_add_u64(lost, "throttled", ss.throttled);
 	requests_add_u64(lost, "foreign_namespace", ss.foreign_ns);
 	requests_add_u64(lost, "stack_missing", ss.stack_missing);
+	requests_add_u64(lost, "offcpu_start_full", ss.offcpu_start_full);
 	json_object_object_add(smp, "lost", lost);
+	if (off) {
+		requests_add_u64(off, "recordings", ss.offcpu_targets);
+		requests_add_u64(off, "intervals", ss.offcpu);
+		requests_add_u64(off, "below_threshold", ss.offcpu_short);
+		requests_add_u64(off, "held_stacks", ss.offcpu_held_stacks);
+		json_object_object_add(smp, "offcpu", off);
+	}
 }
 
 /* JVM attach helpers stopped without waiting (see attach.h). */

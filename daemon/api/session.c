@@ -46,6 +46,12 @@ static void close_events(struct session *s)
 {
 	if (s->threads)
 		s->threads_at_end = threadset_count(s->threads);
+	if (s->offcpu_target) {
+		sampler_offcpu_remove(s->mgr->sampler, s->id, s->p.all ? 0 : (uint32_t)s->p.pid);
+		if (!s->p.all)
+			sampler_unwatch_tgid(s->mgr->sampler, (uint32_t)s->p.pid);
+		s->offcpu_target = false;
+	}
 	threadset_free(s->threads);
 	s->threads = NULL;
 	sampler_events_close(s->cpu_events);
@@ -319,8 +325,12 @@ static void send_started(struct session *s)
 	json_object_object_add(t, "comm", s->p.all ? NULL : json_object_new_string(s->comm));
 	json_object_object_add(t, "all", json_object_new_boolean(s->p.all));
 	json_object_object_add(o, "target", t);
+	json_object_object_add(o, "event", json_object_new_string(s->event->name));
 	json_object_object_add(o, "duration_ms", json_object_new_int64((int64_t)s->p.duration_ms));
 	json_object_object_add(o, "interval_us", json_object_new_int64((int64_t)s->p.interval_us));
+	if (s->event->id == EVENT_OFFCPU)
+		json_object_object_add(o, "threshold_us",
+				       json_object_new_int64((int64_t)(s->p.threshold_ns / 1000)));
 	session_send_obj(s, o);
 }
 
@@ -335,10 +345,15 @@ static void send_profile(struct session *s, const char *status)
 		.start_mono_ns = s->start_mono_ns,
 		.duration_ns = elapsed_ms(s) * 1000000ull,
 		.period_type = s->event->period_type,
-		.period = interval_ns(s),
+		.period = s->event->period_type.unit ? interval_ns(s) : 0,
 		.status = status,
 	};
-	struct export_options opt = { .thread_frames = s->p.thread_frames };
+	/* CPU profiles show sample counts (as always); other events their
+	 * main value (off-CPU: nanoseconds), a count of intervals says little. */
+	struct export_options opt = {
+		.thread_frames = s->p.thread_frames,
+		.value = s->event->id == EVENT_CPU ? NULL : s->event->types[s->event->main_value].type,
+	};
 	struct buf out = BUF_INIT;
 	struct json_object *o, *sum;
 	int r;
@@ -510,6 +525,37 @@ static void on_tick(void *arg, uint64_t now)
 	}
 }
 
+/* The sampler times the recorded tasks off the CPU: the whole host, or the
+ * process (watched, so an exec is reported for the right's re-check). */
+static int offcpu_start(struct session *s, const char **code, char *msg, size_t len)
+{
+	struct sampler *sp = s->mgr->sampler;
+	uint32_t tgid = s->p.all ? 0 : (uint32_t)s->p.pid;
+	int r = 0;
+
+	if (tgid) {
+		r = sampler_watch_tgid(sp, tgid);
+		if (r < 0)
+			return r;
+	}
+	r = sampler_offcpu_add(sp, s->id, tgid, s->p.threshold_ns);
+	if (r < 0) {
+		if (tgid)
+			sampler_unwatch_tgid(sp, tgid);
+		if (r == -EBUSY) {
+			*code = JPROF_E_LIMIT;
+			if (tgid)
+				snprintf(msg, len, "pid %d is already recorded off-CPU by another recording",
+					 (int)tgid);
+			else
+				snprintf(msg, len, "another whole-host off-CPU recording is running");
+		}
+		return r;
+	}
+	s->offcpu_target = true;
+	return 0;
+}
+
 int session_start(struct session_mgr *m, const struct session_params *p,
 		  const struct session_sink *sink, struct session **out,
 		  const char **err_code, char *err_msg, size_t err_len)
@@ -519,6 +565,7 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 	int r;
 
 	*out = NULL;
+	*err_code = NULL;
 	if (m->count >= m->lim.max_sessions) {
 		*err_code = JPROF_E_LIMIT;
 		snprintf(err_msg, err_len, "too many recordings (%u) are running", m->lim.max_sessions);
@@ -539,7 +586,7 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 	if (r < 0)
 		goto fail_internal;
 	s->id = pipeline_source_id(s->src);
-	s->event = event_get(EVENT_CPU);
+	s->event = event_get(p->event);
 	s->timed = jprof_format_info(p->format)->time_ordered;
 	s->store = session_store_new(s);
 	if (!s->store) {
@@ -548,7 +595,13 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 	}
 	s->start_mono_ns = clock_ns(CLOCK_MONOTONIC);
 	s->start_unix_ns = clock_ns(CLOCK_REALTIME);
-	if (p->all) {
+	if (p->all && p->event == EVENT_OFFCPU) {
+		r = offcpu_start(s, err_code, err_msg, err_len);
+		if (r < 0 && *err_code)
+			goto fail;
+		if (r < 0)
+			goto fail_internal;
+	} else if (p->all) {
 		r = sampler_cpu_events_open(m->sampler, s->id, interval_ns(s),
 					    s->timed ? JP_COOKIE_RECORD : 0, &s->cpu_events);
 		if (r < 0)
@@ -562,11 +615,16 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 		if (proc_read_comm(p->pid, 0, s->comm, sizeof(s->comm)) < 0)
 			snprintf(s->comm, sizeof(s->comm), "?");
 		store_set_process_name(s->store, (uint32_t)p->pid, s->comm);
-		r = threadset_new(m->sampler, &(struct threadset_config){
-			.source = s->id, .pid = p->pid, .period_ns = interval_ns(s),
-			.max_threads = m->lim.max_threads, .quota = m->lim.quota, .uid = p->uid,
-			.event_flags = s->timed ? JP_COOKIE_RECORD : 0 },
-			&s->threads);
+		if (p->event == EVENT_OFFCPU)
+			r = offcpu_start(s, err_code, err_msg, err_len);
+		else
+			r = threadset_new(m->sampler, &(struct threadset_config){
+				.source = s->id, .pid = p->pid, .period_ns = interval_ns(s),
+				.max_threads = m->lim.max_threads, .quota = m->lim.quota,
+				.uid = p->uid, .event_flags = s->timed ? JP_COOKIE_RECORD : 0 },
+				&s->threads);
+		if (r < 0 && r != -ESRCH && *err_code)
+			goto fail;
 		if (r < 0 && r != -ESRCH)
 			goto fail_internal;
 		if (r < 0) {
@@ -594,9 +652,15 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 	m->sessions = s;
 	m->count++;
 	snprintf(what, sizeof(what), p->all ? "the whole host" : "pid %d", (int)p->pid);
-	log_audit("session %u started: uid %u records %s for %llu ms every %llu us", s->id,
-		  (unsigned)p->uid, what,
-		  (unsigned long long)p->duration_ms, (unsigned long long)p->interval_us);
+	if (s->event->period_type.unit)
+		log_audit("session %u started: uid %u records %s of %s for %llu ms every %llu us",
+			  s->id, (unsigned)p->uid, s->event->name, what,
+			  (unsigned long long)p->duration_ms, (unsigned long long)p->interval_us);
+	else
+		log_audit("session %u started: uid %u records %s of %s for %llu ms, threshold %llu us",
+			  s->id, (unsigned)p->uid, s->event->name, what,
+			  (unsigned long long)p->duration_ms,
+			  (unsigned long long)(p->threshold_ns / 1000));
 	send_started(s);
 	if (s->java != JAVA_NONE)
 		loop_add_timer(m->loop, 0, 0, session_jvm_on_begin, s, &s->java_timer);

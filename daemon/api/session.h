@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "authz.h"
+#include "event.h"
 #include "export.h"
 
 struct agent;
@@ -45,7 +46,9 @@ struct session_params {
 	 * the recording ends "access_lost" when it no longer holds. */
 	struct authz_peer peer;
 	uint64_t duration_ms;
-	uint64_t interval_us;
+	uint64_t interval_us;      /* cpu */
+	enum event_id event;
+	uint64_t threshold_ns;     /* offcpu: shorter intervals are skipped */
 	enum jprof_format format;
 	bool progress;
 	bool thread_frames;

@@ -53,6 +53,7 @@ struct session {
 	const struct event_info *event;
 	struct sampler_events *cpu_events;
 	struct threadset *threads;
+	bool offcpu_target;         /* an off-CPU target in the sampler (and a watch for --pid) */
 	bool finishing;
 	struct store *store;
 	uint64_t samples;

@@ -414,6 +414,29 @@ static void on_attach_done(const struct attach_result *res, void *arg)
 
 /* Decides, before anything starts, whether a JVM recording can go ahead.
  * Returns 0 (s->java set) or -errno with the client's error filled in. */
+/* A JVM recorded for an event other than cpu: its Java frames would need
+ * the agent's stack at the time of each interval, which nothing joins yet,
+ * so the recording keeps native and kernel frames and says so (a warning
+ * once started, an error with "java":"require"). */
+static int java_event_check(struct session *s, const char **code, char *msg, size_t len)
+{
+	if (s->event->id == EVENT_CPU)
+		return 0;
+	if (s->p.java == JPROF_JAVA_REQUIRE) {
+		*code = JPROF_E_BAD_REQUEST;
+		snprintf(msg, len, "Java frames are not available for the %s event yet; "
+			 "use \"java\": \"auto\" or \"off\" for native and kernel frames",
+			 s->event->name);
+		return -ENOEXEC;
+	}
+	s->java = JAVA_FAILED;
+	snprintf(s->java_code, sizeof(s->java_code), "java_frames_unavailable");
+	snprintf(s->java_msg, sizeof(s->java_msg),
+		 "pid %d is a JVM: the %s event records native and kernel frames only "
+		 "(no Java frames yet)", (int)s->p.pid, s->event->name);
+	return 0;
+}
+
 int session_jvm_check(struct session *s, struct attach_result *res, const char **code,
 		      char *msg, size_t len)
 {
@@ -424,12 +447,14 @@ int session_jvm_check(struct session *s, struct attach_result *res, const char *
 		return 0;
 	if (agentlink_find(m->agents, s->p.pid, s->p.pidfd)) {
 		s->java = JAVA_WAIT_AGENT;
-		return 0;
+		return java_event_check(s, code, msg, len);
 	}
 	if (attach_probe(s->p.pid, res) == 0) {
 		s->java = JAVA_ATTACHING;
-		return 0;
+		return java_event_check(s, code, msg, len);
 	}
+	if (strcmp(res->code, "not_a_jvm") != 0 && s->event->id != EVENT_CPU)
+		return java_event_check(s, code, msg, len);
 	if (s->p.java == JPROF_JAVA_REQUIRE) {
 		*code = strcmp(res->code, "not_a_jvm") == 0 ? JPROF_E_NOT_A_JVM : JPROF_E_ATTACH_FAILED;
 		snprintf(msg, len, "%s", res->message);

@@ -21,85 +21,16 @@
 #include "htab.h"
 #include "log.h"
 #include "sampler.h"
-#include "sampler.skel.h"
-#include "bpf/sampler.h"
+#include "sampler_int.h"
 
 _Static_assert(sizeof(struct jp_count_key) == 32, "jp_count_key layout");
-_Static_assert(sizeof(struct jp_counters) == 80, "jp_counters layout");
+_Static_assert(sizeof(struct jp_counters) == 104, "jp_counters layout");
+_Static_assert(sizeof(struct jp_offcpu_target) == 16, "jp_offcpu_target layout");
+_Static_assert(sizeof(struct jp_offcpu_start) == 56, "jp_offcpu_start layout");
+_Static_assert(sizeof(struct jp_offcpu_value) == 16, "jp_offcpu_value layout");
+_Static_assert(sizeof(struct jp_msg_offcpu) == 48, "jp_msg_offcpu layout");
 _Static_assert(sizeof(struct jp_msg_new_thread) == 24, "jp_msg_new_thread layout");
 _Static_assert(sizeof(struct jp_msg_sample) == 48, "jp_msg_sample layout");
-
-#define SAMPLER_MAX_CPUS 4096
-#define DRAIN_BATCH 4096
-
-struct sampler_events {
-	struct sampler *owner;
-	uint32_t source;
-	bool has_period;          /* counted in the owner's periods */
-	bool is_thread;
-	unsigned n;
-	int *fds;
-	struct bpf_link **links;
-};
-
-struct watch {
-	uint32_t tgid;
-	uint32_t refs;
-};
-
-/* The sampling period of each source's events: a sample's weight. Kept
- * through the drain after its last events close, whose samples need it. */
-struct source_period {
-	uint32_t source;
-	uint32_t refs;
-	uint64_t period_ns;
-	uint64_t retire_after;    /* refs 0: drop once drains reaches this */
-};
-
-/* A stack read during one drain, so each stack is fetched once. */
-struct cached_stack {
-	uint32_t n;
-	uint64_t *ips;
-};
-
-struct sampler {
-	struct sampler_bpf *skel;
-	struct ring_buffer *ring;
-	struct sampler_callbacks cb;
-	struct sampler_events *host;
-	unsigned host_rate_hz;
-	int cpus[SAMPLER_MAX_CPUS];
-	unsigned ncpus;
-	unsigned possible_cpus;
-	bool membarrier_ok;
-	bool in_pid_ns;
-	struct watch *watches;
-	size_t nwatches;
-	struct source_period *periods;  /* one per open source: a few dozen at most */
-	size_t nperiods;
-	unsigned cpu_event_sets;
-	unsigned thread_events;
-	uint64_t drains, drain_ns_total, stack_missing;
-	uint64_t last_drain_counts, last_drain_stacks;
-	/* drain scratch */
-	struct jp_count_key *keys;
-	uint64_t *values;
-	struct htab_map stack_cache;    /* gen << 32 | id -> index in cached (ids of
-					   the two generations' maps are unrelated) */
-	struct cached_stack *cached;
-	size_t ncached, cached_cap;
-	uint32_t *stack_ids;
-	size_t stack_ids_cap;
-	/* The grace period of a drain runs on its own thread (membarrier can
-	 * take a second on a loaded host; the loop must not wait on it). */
-	pthread_t grace_thread;
-	bool grace_started;
-	int grace_req_fd;           /* eventfd: 1 = wait one grace period, 2 = quit */
-	int grace_done_fd;          /* eventfd: one count per grace period waited */
-	bool drain_pending;         /* flipped, grace period not confirmed yet */
-	unsigned pending_gen;       /* the generation that pending drain empties */
-	uint64_t pending_t0;
-};
 
 /* Parses a cpulist such as "0-3,5" from /sys/devices/system/cpu/online. */
 static int read_online_cpus(int *cpus, unsigned max, unsigned *n)
@@ -288,6 +219,10 @@ int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks
 	bpf_map__set_max_entries(s->skel->maps.stacks1, stack_entries);
 	bpf_map__set_max_entries(s->skel->maps.counts0, count_entries);
 	bpf_map__set_max_entries(s->skel->maps.counts1, count_entries);
+	bpf_map__set_max_entries(s->skel->maps.offcounts0, count_entries);
+	bpf_map__set_max_entries(s->skel->maps.offcounts1, count_entries);
+	/* The switch program runs only while an off-CPU recording does. */
+	bpf_program__set_autoattach(s->skel->progs.offcpu_switch, false);
 	set_pid_namespace(s);
 	r = sampler_bpf__load(s->skel);
 	if (r < 0) {
@@ -316,7 +251,10 @@ int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks
 	}
 	s->keys = calloc(DRAIN_BATCH, sizeof(*s->keys));
 	s->values = calloc(DRAIN_BATCH, sizeof(*s->values));
-	if (!s->keys || !s->values) {
+	s->off_values = calloc(DRAIN_BATCH, sizeof(*s->off_values));
+	s->start_keys = calloc(DRAIN_BATCH, sizeof(*s->start_keys));
+	s->start_vals = calloc(DRAIN_BATCH, sizeof(*s->start_vals));
+	if (!s->keys || !s->values || !s->off_values || !s->start_keys || !s->start_vals) {
 		r = -ENOMEM;
 		goto fail;
 	}
@@ -356,6 +294,7 @@ void sampler_free(struct sampler *s)
 		return;
 	grace_stop(s);
 	sampler_events_close(s->host);
+	sampler_offcpu_free(s);
 	ring_buffer__free(s->ring);
 	sampler_bpf__destroy(s->skel);
 	stack_cache_reset(s);
@@ -363,6 +302,9 @@ void sampler_free(struct sampler *s)
 	free(s->cached);
 	free(s->keys);
 	free(s->values);
+	free(s->off_values);
+	free(s->start_keys);
+	free(s->start_vals);
 	free(s->stack_ids);
 	free(s->watches);
 	free(s->periods);
@@ -383,7 +325,7 @@ int sampler_poll_ring(struct sampler *s)
 
 /* Looks up a stack of generation gen, caching it for this drain. A NULL
  * return with *n = 0 means the stack is gone. */
-static const uint64_t *get_stack(struct sampler *s, unsigned gen, int32_t id, uint32_t *n)
+const uint64_t *sampler_get_stack(struct sampler *s, unsigned gen, int32_t id, uint32_t *n)
 {
 	uint64_t raw[JP_MAX_STACK_DEPTH], key = (uint64_t)gen << 32 | (uint32_t)id;
 	int fd = gen ? bpf_map__fd(s->skel->maps.stacks1) : bpf_map__fd(s->skel->maps.stacks0);
@@ -477,11 +419,12 @@ static void source_periods_retire(struct sampler *s)
 	}
 }
 
-static void deliver(struct sampler *s, unsigned gen, const struct jp_count_key *k, uint64_t count,
-		    uint64_t time_ns)
+void sampler_emit(struct sampler *s, const struct jp_count_key *k, enum event_id ev,
+		  const uint64_t *values, uint64_t time_ns, const uint64_t *kips, uint32_t nk,
+		  const uint64_t *uips, uint32_t nu)
 {
 	struct raw_sample smp = {
-		.event = EVENT_CPU,
+		.event = ev,
 		.pid = k->tgid,
 		.tid = k->tid,
 		.source = k->source,
@@ -491,29 +434,33 @@ static void deliver(struct sampler *s, unsigned gen, const struct jp_count_key *
 		.agent = k->flags & JP_KEY_AGENT,
 		.time_ns = time_ns,
 		.start_ns = k->start_ns,
+		.kips = kips,
+		.nk = kips ? nk : 0,
+		.uips = uips,
+		.nu = uips ? nu : 0,
 	};
-	const uint64_t *p;
-	uint32_t n;
 
-	event_values_periodic(event_get(EVENT_CPU), count, source_period(s, k->source), smp.values);
-	if (k->kstack >= 0) {
-		p = get_stack(s, gen, k->kstack, &n);
-		if (p) {
-			smp.kips = p;
-			smp.nk = n;
-		}
-	}
+	memcpy(smp.values, values, sizeof(smp.values));
 	smp.kstack_lost = smp.kernel_mode && smp.nk == 0;
-	if (k->ustack >= 0) {
-		p = get_stack(s, gen, k->ustack, &n);
-		if (p) {
-			smp.uips = p;
-			smp.nu = n;
-		}
-	}
 	smp.ustack_lost = smp.nu == 0 && !smp.kernel_thread;
 	if (s->cb.sample)
 		s->cb.sample(&smp, s->cb.sample_arg);
+}
+
+/* A CPU entry (count samples) or record (count 1, its time) of generation gen. */
+static void deliver(struct sampler *s, unsigned gen, const struct jp_count_key *k, uint64_t count,
+		    uint64_t time_ns)
+{
+	uint64_t values[EVENT_MAX_VALUES];
+	const uint64_t *kips = NULL, *uips = NULL;
+	uint32_t nk = 0, nu = 0;
+
+	event_values_periodic(event_get(EVENT_CPU), count, source_period(s, k->source), values);
+	if (k->kstack >= 0)
+		kips = sampler_get_stack(s, gen, k->kstack, &nk);
+	if (k->ustack >= 0)
+		uips = sampler_get_stack(s, gen, k->ustack, &nu);
+	sampler_emit(s, k, EVENT_CPU, values, time_ns, kips, nk, uips, nu);
 }
 
 static int handle_ring_msg(void *ctx, void *data, size_t size)
@@ -542,14 +489,16 @@ static int handle_ring_msg(void *ctx, void *data, size_t size)
 		};
 
 		deliver(s, m->gen & 1, &k, 1, m->time_ns);
+	} else if (type == JP_MSG_OFFCPU && size >= sizeof(struct jp_msg_offcpu)) {
+		sampler_offcpu_record(s, data);
 	}
 	return 0;
 }
 
 
-static int drain_counts(struct sampler *s, unsigned gen)
+int sampler_drain_map(struct sampler *s, int fd, const char *what, void *values,
+		      void (*each)(struct sampler *s, uint32_t i))
 {
-	int fd = gen ? bpf_map__fd(s->skel->maps.counts1) : bpf_map__fd(s->skel->maps.counts0);
 	struct jp_count_key in, out_batch;
 	bool first = true, done = false;
 	int r = 0;
@@ -558,20 +507,32 @@ static int drain_counts(struct sampler *s, unsigned gen)
 		__u32 n = DRAIN_BATCH;
 
 		r = bpf_map_lookup_and_delete_batch(fd, first ? NULL : &in, &out_batch, s->keys,
-						    s->values, &n, NULL);
+						    values, &n, NULL);
 		if (r < 0 && r != -ENOENT) {
-			log_err("sampler: draining counts failed: %s", strerror(-r));
+			log_err("sampler: draining %s failed: %s", what, strerror(-r));
 			return r;
 		}
 		done = r == -ENOENT;
 		r = 0;
 		for (__u32 i = 0; i < n; i++)
-			deliver(s, gen, &s->keys[i], s->values[i], 0);
+			each(s, i);
 		s->last_drain_counts += n;
 		in = out_batch;
 		first = false;
 	}
 	return r;
+}
+
+static void deliver_count(struct sampler *s, uint32_t i)
+{
+	deliver(s, s->pending_gen, &s->keys[i], s->values[i], 0);
+}
+
+static int drain_counts(struct sampler *s, unsigned gen)
+{
+	int fd = gen ? bpf_map__fd(s->skel->maps.counts1) : bpf_map__fd(s->skel->maps.counts0);
+
+	return sampler_drain_map(s, fd, "counts", s->values, deliver_count);
 }
 
 static int clear_stacks(struct sampler *s, unsigned gen)
@@ -611,11 +572,19 @@ static int drain_finish(struct sampler *s)
 	int r;
 
 	s->drain_pending = false;
+	/* Before the ring: an off-CPU record written after this scan is of a
+	 * task the scan saw blocked (see sampler_offcpu.c). */
+	r = sampler_offcpu_hold(s);
 	ring_buffer__consume(s->ring);
 	s->last_drain_counts = 0;
-	r = drain_counts(s, old);
+	if (r == 0)
+		r = drain_counts(s, old);
+	if (r == 0)
+		r = sampler_offcpu_drain(s, old);
 	if (r == 0)
 		r = clear_stacks(s, old);
+	if (r == 0)
+		sampler_offcpu_drained(s);
 	stack_cache_reset(s);
 	s->drains++;
 	source_periods_retire(s);
@@ -623,13 +592,15 @@ static int drain_finish(struct sampler *s)
 	return r;
 }
 
-/* Flips the generation: programs from now on write the other one. */
+/* Flips the generation: programs from now on write the other one. jp_gen
+ * counts drain epochs; its low bit is the generation. */
 static void flip(struct sampler *s)
 {
-	unsigned old = s->skel->bss->jp_gen & 1;
+	uint32_t old = s->skel->bss->jp_gen;
 
-	__atomic_store_n(&s->skel->bss->jp_gen, old ^ 1, __ATOMIC_SEQ_CST);
-	s->pending_gen = old;
+	__atomic_store_n(&s->skel->bss->jp_gen, old + 1, __ATOMIC_SEQ_CST);
+	s->pending_gen = old & 1;
+	s->pending_epoch = old;
 	s->drain_pending = true;
 }
 
@@ -897,6 +868,9 @@ void sampler_get_stats(const struct sampler *s, struct sampler_stats *out)
 			out->ringbuf_full += per[i].ringbuf_full;
 			out->throttled += per[i].throttled;
 			out->foreign_ns += per[i].foreign_ns;
+			out->offcpu += per[i].offcpu;
+			out->offcpu_short += per[i].offcpu_short;
+			out->offcpu_start_full += per[i].offcpu_start_full;
 		}
 	}
 	free(per);
@@ -911,6 +885,8 @@ void sampler_get_stats(const struct sampler *s, struct sampler_stats *out)
 	out->host_rate_hz = s->host_rate_hz;
 	out->cpu_event_sets = s->cpu_event_sets;
 	out->thread_events = s->thread_events;
+	out->offcpu_targets = s->offcpu_targets;
+	out->offcpu_held_stacks = s->held.n;
 }
 
 static int log_libbpf(enum libbpf_print_level level, const char *fmt, va_list ap)

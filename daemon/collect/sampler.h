@@ -34,6 +34,10 @@ struct sampler_stats {
 	uint64_t samples, idle, skipped_covered;
 	uint64_t kstack_err, ustack_err, collision, map_full, ringbuf_full, throttled;
 	uint64_t foreign_ns;       /* tasks outside the daemon's pid namespace */
+	uint64_t offcpu;           /* off-CPU intervals counted */
+	uint64_t offcpu_short;     /* off-CPU intervals below their threshold: skipped */
+	uint64_t offcpu_start_full;  /* switch-outs lost: the blocked-task map was full */
+	uint64_t offcpu_held_stacks; /* stacks kept for tasks blocked across drains */
 	uint64_t stack_missing;    /* id counted but the stack was gone (should stay 0) */
 	uint64_t drains;
 	uint64_t drain_ns_total;   /* time spent draining */
@@ -45,6 +49,7 @@ struct sampler_stats {
 	unsigned host_rate_hz;
 	unsigned cpu_event_sets;
 	unsigned thread_events;
+	unsigned offcpu_targets;     /* off-CPU recordings (processes and the whole host) */
 };
 
 struct sampler_callbacks {
@@ -110,6 +115,17 @@ void sampler_uncover_tid(struct sampler *s, uint32_t tid, uint32_t source);
 /* Record events of source fire at most once per gap_ns per thread (0 lifts
  * the limit); faster ones are dropped in BPF and counted as throttled. */
 int sampler_set_min_gap(struct sampler *s, uint32_t source, uint64_t gap_ns);
+
+/* Off-CPU recording (sampler_offcpu.c): every task of tgid (or, with
+ * tgid 0, of the host) is timed from its switch-out to its switch-in;
+ * intervals of at least threshold_ns arrive as EVENT_OFFCPU raw samples
+ * of source, valued {intervals, nanoseconds}, with the stacks the task
+ * left the CPU with. One target per tgid and one whole-host target at a
+ * time (-EBUSY); a tgid target takes precedence over the whole-host one.
+ * An interval still open when the target is removed is not counted. */
+int sampler_offcpu_add(struct sampler *s, uint32_t source, uint32_t tgid, uint64_t threshold_ns);
+/* Removes the target of source (NULL-safe on none); waits one grace period. */
+void sampler_offcpu_remove(struct sampler *s, uint32_t source, uint32_t tgid);
 
 void sampler_get_stats(const struct sampler *s, struct sampler_stats *out);
 

@@ -3,15 +3,25 @@
 #include <errno.h>
 #include <string.h>
 
+#include "jprof_proto.h"
+
 static const struct event_info events[EVENT_COUNT] = {
 	[EVENT_CPU] = {
 		.id = EVENT_CPU,
-		.name = "cpu",
+		.name = JPROF_EVENT_CPU,
 		.perf_name = "cpu-clock",
 		.types = sample_types_cpu,
 		.ntypes = SAMPLE_TYPES_CPU_N,
 		.main_value = 1,
 		.period_type = { "cpu", "nanoseconds" },
+	},
+	[EVENT_OFFCPU] = {
+		.id = EVENT_OFFCPU,
+		.name = JPROF_EVENT_OFFCPU,
+		.perf_name = "offcpu",
+		.types = sample_types_offcpu,
+		.ntypes = SAMPLE_TYPES_OFFCPU_N,
+		.main_value = 1,
 	},
 };
 
@@ -21,6 +31,9 @@ const struct event_info *event_get(enum event_id id)
 		return NULL;
 	return &events[id];
 }
+
+/* The protocol's list (proto/) names the same events, in the same order. */
+_Static_assert(EVENT_COUNT == JPROF_EVENT_COUNT, "event table and protocol event list differ");
 
 int event_parse(const char *name)
 {

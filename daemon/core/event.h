@@ -15,6 +15,7 @@
 
 enum event_id {
 	EVENT_CPU = 0,         /* perf cpu-clock: on-CPU time, sampled every period of CPU time */
+	EVENT_OFFCPU,          /* scheduler switches: each interval a task spent off the CPU */
 	EVENT_COUNT
 };
 
@@ -25,7 +26,8 @@ struct event_info {
 	const struct sample_type *types;   /* types[0] is always {"samples", "count"} */
 	size_t ntypes;                     /* <= EVENT_MAX_VALUES */
 	size_t main_value;                 /* the value flame graphs and text show */
-	struct sample_type period_type;    /* pprof period type (the sampling interval's unit) */
+	struct sample_type period_type;    /* pprof period type (the sampling interval's unit);
+					    * {NULL, NULL}: not sampled at an interval */
 };
 
 /* NULL if out of range. */

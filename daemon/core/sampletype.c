@@ -8,6 +8,10 @@ const struct sample_type sample_types_cpu[SAMPLE_TYPES_CPU_N] = {
 	{ "samples", "count" },
 	{ "cpu", "nanoseconds" },
 };
+const struct sample_type sample_types_offcpu[SAMPLE_TYPES_OFFCPU_N] = {
+	{ "samples", "count" },
+	{ "offcpu", "nanoseconds" },
+};
 
 static bool sample_type_str_eq(const char *a, const char *b)
 {

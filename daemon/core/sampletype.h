@@ -18,6 +18,9 @@ extern const struct sample_type sample_type_count;
 /* The CPU profile's types: samples/count, cpu/nanoseconds. */
 extern const struct sample_type sample_types_cpu[2];
 #define SAMPLE_TYPES_CPU_N 2
+/* The off-CPU profile's types: samples/count (intervals), offcpu/nanoseconds. */
+extern const struct sample_type sample_types_offcpu[2];
+#define SAMPLE_TYPES_OFFCPU_N 2
 
 /* Same type and unit (NULL equals NULL only). */
 bool sample_type_eq(const struct sample_type *a, const struct sample_type *b);

@@ -32,7 +32,11 @@ _jprofctl()
 		COMPREPLY=($(compgen -W "$("${COMP_WORDS[0]}" formats --names 2>/dev/null)" -- "$cur"))
 		return
 		;;
-	-d|--duration|-i|--interval|-l|--last|--from|--to|-c|--comm|-u|--unit|-g|--cgroup)
+	-e|--event)
+		COMPREPLY=($(compgen -W "cpu offcpu" -- "$cur"))
+		return
+		;;
+	-d|--duration|-i|--interval|--threshold|-l|--last|--from|--to|-c|--comm|-u|--unit|-g|--cgroup)
 		return
 		;;
 	--group-by)
@@ -49,7 +53,7 @@ _jprofctl()
 		COMPREPLY=($(compgen -W "--json --socket --help" -- "$cur"))
 		;;
 	record)
-		COMPREPLY=($(compgen -W "--pid --all --duration --interval --output --format
+		COMPREPLY=($(compgen -W "--pid --all --duration --event --interval --threshold --output --format
 			--threads --java --java-lines --java-signatures --no-progress --json-events
 			--socket --help" -- "$cur"))
 		;;

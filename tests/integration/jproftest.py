@@ -43,11 +43,11 @@ import time
 import traceback
 
 SKIP = 77
-BPF_PROG_NAMES = ("sample_cpu", "sample_thread", "on_fork", "on_exec")
+BPF_PROG_NAMES = ("sample_cpu", "sample_thread", "on_fork", "on_exec", "offcpu_switch")
 BPFTOOL_PATHS = ("/usr/sbin/bpftool", "/sbin/bpftool", "/usr/bin/bpftool")
 SOCKET_WAIT_S = 15.0
 STOP_WAIT_S = 5.0
-PROGS = ("spin_chain", "read_zero", "thread_spawner", "alternate")
+PROGS = ("spin_chain", "read_zero", "thread_spawner", "alternate", "waiter")
 
 _cleanups = []
 

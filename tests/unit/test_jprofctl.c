@@ -64,6 +64,25 @@ START_TEST(test_interval)
 }
 END_TEST
 
+START_TEST(test_threshold_and_event)
+{
+	uint64_t us = 0;
+
+	ck_assert_int_eq(args_parse_threshold_us("10us", &us), 0);
+	ck_assert_uint_eq(us, 10);
+	ck_assert_int_eq(args_parse_threshold_us("1.5ms", &us), 0);
+	ck_assert_uint_eq(us, 1500);
+	ck_assert_int_eq(args_parse_threshold_us("10s", &us), 0);
+	ck_assert_int_eq(args_parse_threshold_us("0us", &us), -ERANGE);
+	ck_assert_int_eq(args_parse_threshold_us("11s", &us), -ERANGE);
+	ck_assert_int_lt(args_parse_threshold_us("10", &us), 0);
+	ck_assert_int_eq(args_parse_event("cpu"), 0);
+	ck_assert_int_eq(args_parse_event("offcpu"), 1);
+	ck_assert_int_eq(args_parse_event("wall"), -EINVAL);
+	ck_assert_int_eq(args_parse_event("CPU"), -EINVAL);
+}
+END_TEST
+
 START_TEST(test_pid)
 {
 	int32_t pid = 0;
@@ -226,6 +245,7 @@ int main(void)
 
 	tcase_add_test(tc, test_duration);
 	tcase_add_test(tc, test_interval);
+	tcase_add_test(tc, test_threshold_and_event);
 	tcase_add_test(tc, test_pid);
 	tcase_add_test(tc, test_format_for_path);
 	tcase_add_test(tc, test_exit_codes);

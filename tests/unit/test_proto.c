@@ -124,6 +124,32 @@ START_TEST(test_round_trip_record)
 }
 END_TEST
 
+START_TEST(test_record_event)
+{
+	struct jprof_request in, out;
+	struct jprof_error err;
+	const char *line;
+
+	jprof_request_init(&in, JPROF_CMD_RECORD, 9);
+	in.record.pid = 1;
+	ck_assert_str_eq(in.record.event, "cpu");
+	snprintf(in.record.event, sizeof(in.record.event), JPROF_EVENT_OFFCPU);
+	in.record.threshold_us = 250;
+	round_trip(&in, &out);
+	ck_assert_str_eq(out.record.event, "offcpu");
+	ck_assert_uint_eq(out.record.threshold_us, 250);
+
+	line = "{\"v\":1,\"id\":1,\"cmd\":\"record\",\"pid\":1,\"threshold_us\":0}";
+	ck_assert_int_lt(jprof_request_parse(line, strlen(line), &out, &err), 0);
+	ck_assert_ptr_nonnull(strstr(err.message, "threshold_us"));
+	line = "{\"v\":1,\"id\":1,\"cmd\":\"record\",\"pid\":1,\"event\":\"Off CPU\"}";
+	ck_assert_int_lt(jprof_request_parse(line, strlen(line), &out, &err), 0);
+	ck_assert_ptr_nonnull(strstr(err.message, "cpu, offcpu"));
+	ck_assert_str_eq(jprof_event_names(), "cpu, offcpu");
+	ck_assert_str_eq(jprof_event_names(), "cpu, offcpu");  /* built once, kept */
+}
+END_TEST
+
 START_TEST(test_round_trip_cancel)
 {
 	struct jprof_request in, out;
@@ -679,6 +705,7 @@ static Suite *proto_suite(void)
 	tcase_add_test(tc, test_round_trip_hello);
 	tcase_add_test(tc, test_round_trip_status);
 	tcase_add_test(tc, test_round_trip_record);
+	tcase_add_test(tc, test_record_event);
 	tcase_add_test(tc, test_round_trip_cancel);
 	tcase_add_test(tc, test_record_defaults);
 	tcase_add_test(tc, test_bad_json);
