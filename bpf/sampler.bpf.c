@@ -163,10 +163,14 @@ static __always_inline int is_kthread(void)
 }
 
 /* One stack of the current task into a stack map: its id, or -1 with the
- * failure counted. ctx is the program's context, of any type. */
-static __always_inline __s32 stack_id(void *ctx, void *stacks, __u64 user, struct jp_counters *c)
+ * failure counted. ctx is the program's context, of any type; skip: kernel
+ * frames to leave out at the leaf (the tracing glue of a tracepoint
+ * program). */
+static __always_inline __s32 stack_id(void *ctx, void *stacks, __u64 user, __u64 skip,
+				      struct jp_counters *c)
 {
-	long r = bpf_get_stackid(ctx, stacks, user ? BPF_F_USER_STACK : 0);
+	long r = bpf_get_stackid(ctx, stacks,
+				 user ? BPF_F_USER_STACK : (skip & BPF_F_SKIP_FIELD_MASK));
 
 	if (r >= 0)
 		return r;
@@ -188,13 +192,13 @@ static __always_inline void read_stacks(struct bpf_perf_event_data *ctx, void *s
 	*ustack = -1;
 	if (!in_user_mode(ctx)) {
 		*flags |= JP_KEY_KERNEL_MODE;
-		*kstack = stack_id(ctx, stacks, 0, c);
+		*kstack = stack_id(ctx, stacks, 0, 0, c);
 	}
 	if (is_kthread()) {
 		*flags |= JP_KEY_KTHREAD;
 		return;
 	}
-	*ustack = stack_id(ctx, stacks, 1, c);
+	*ustack = stack_id(ctx, stacks, 1, 0, c);
 }
 
 /* The process's identity beside its pid: a sample drained after the process
@@ -412,6 +416,9 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid, struct linux_binp
 #define TASK_RUNNING 0
 #define TASK_UNINTERRUPTIBLE 2
 #define TASK_DEAD 0x80
+/* Kernel frames between the switch and the stack a switch-out reads: the
+ * program itself and bpf_trace_run4 (kernel 6.x tp_btf). */
+#define OFFCPU_GLUE_FRAMES 2
 
 static __always_inline void offcpu_add(void *counts, struct jp_count_key *key, __u64 ns,
 				       struct jp_counters *c)
@@ -510,11 +517,13 @@ static __always_inline void offcpu_leave(void *ctx, bool preempt, struct task_st
 	else if (state & TASK_UNINTERRUPTIBLE)
 		st.flags |= JP_KEY_OFF_UNINTERRUPTIBLE;
 	st.start_ns = process_start();
-	st.kstack = stack_id(ctx, stacks, 0, c);
+	/* Read from inside the tracepoint: the program's own frame and
+	 * bpf_trace_run4 sit above __schedule; the stack starts there. */
+	st.kstack = stack_id(ctx, stacks, 0, OFFCPU_GLUE_FRAMES, c);
 	if (prev->flags & PF_KTHREAD)
 		st.flags |= JP_KEY_KTHREAD;
 	else
-		st.ustack = stack_id(ctx, stacks, 1, c);
+		st.ustack = stack_id(ctx, stacks, 1, 0, c);
 	if (bpf_map_update_elem(&offcpu_start, &ktid, &st, BPF_ANY))
 		c->offcpu_start_full++;
 }
