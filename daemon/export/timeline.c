@@ -161,7 +161,8 @@ static int timeline_model_build(struct tl_model *m, const struct export_job *job
 		if (r < 0)
 			goto out;
 	}
-	qsort(m->s, m->ns, sizeof(*m->s), tl_cmp_sample);
+	if (m->ns)  /* qsort must not get NULL, even for 0 elements */
+		qsort(m->s, m->ns, sizeof(*m->s), tl_cmp_sample);
 	for (size_t i = 0; i < m->ns; i++) {
 		if (!i || m->s[i].pid != m->s[i - 1].pid || m->s[i].tid != m->s[i - 1].tid) {
 			m->th[m->nth].pid = m->s[i].pid;
