@@ -14,7 +14,8 @@ if(JPROF_WERROR)
   list(APPEND JPROF_PROGS_COPTS -Werror)
 endif()
 
-foreach(prog spin_chain read_zero thread_spawner alternate)
+# waiter: the off-CPU workload (test_offcpu.py); alternate: test_timeline.py.
+foreach(prog spin_chain read_zero thread_spawner alternate waiter)
   add_executable(prog_${prog} ${CMAKE_CURRENT_LIST_DIR}/${prog}.c)
   set_target_properties(prog_${prog} PROPERTIES
     OUTPUT_NAME ${prog}
@@ -25,13 +26,3 @@ foreach(prog spin_chain read_zero thread_spawner alternate)
     LINK_OPTIONS "")
 endforeach()
 target_link_libraries(prog_thread_spawner PRIVATE Threads::Threads)
-
-# Off-CPU workloads (tests/integration/test_offcpu.py).
-foreach(prog waiter)
-  add_executable(prog_${prog} ${CMAKE_CURRENT_LIST_DIR}/${prog}.c)
-  set_target_properties(prog_${prog} PROPERTIES
-    OUTPUT_NAME ${prog}
-    RUNTIME_OUTPUT_DIRECTORY ${JPROF_PROGS_OUT}
-    COMPILE_OPTIONS "${JPROF_PROGS_COPTS}"
-    LINK_OPTIONS "")
-endforeach()
