@@ -208,6 +208,11 @@ void pipeline_drain(struct pipeline *p)
 		sampler_drain(p->sampler);
 }
 
+static void drain_failed(void)
+{
+	log_err("pipeline: a drain failed; samples of the last interval may be missing");
+}
+
 /* The drain timer: flips the sampler's generation; the old one is read
  * when the sampler's thread has seen the grace period out (on_drained). */
 static void on_drain(struct loop_source *ls, void *arg)
@@ -215,7 +220,7 @@ static void on_drain(struct loop_source *ls, void *arg)
 	struct pipeline *p = arg;
 
 	if (sampler_drain_begin(p->sampler) < 0)
-		log_err("pipeline: a drain failed; samples of the last interval may be missing");
+		drain_failed();
 }
 
 static void on_drained(struct loop_source *ls, int fd, uint32_t events, void *arg)
@@ -227,7 +232,7 @@ static void on_drained(struct loop_source *ls, int fd, uint32_t events, void *ar
 	if (r == 0)
 		return;  /* sampler_drain completed it already */
 	if (r < 0)
-		log_err("pipeline: a drain failed; samples of the last interval may be missing");
+		drain_failed();
 	now = clock_mono_ns();
 	/* Processes come and go: drop their cached maps and unused ELF tables
 	 * once idle for a while, so memory follows the live set, not history. */

@@ -50,4 +50,16 @@ function report(result, failures) {
   return failures.length ? 1 : 0;
 }
 
-module.exports = { launch, run, report };
+// A check that cannot run here: the JSON line, and exit code 77.
+function skip(why) {
+  console.log(JSON.stringify({ skip: why }));
+  return 77;
+}
+
+// The failures a check collects, and check(cond, msg) to add one.
+function checker() {
+  const failures = [];
+  return { failures, check: (cond, msg) => { if (!cond) failures.push(msg); } };
+}
+
+module.exports = { launch, run, report, skip, checker };

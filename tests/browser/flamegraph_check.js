@@ -12,7 +12,7 @@
 "use strict";
 const fs = require("fs");
 const path = require("path");
-const { launch, run, report } = require("./chromium");
+const { launch, run, report, skip, checker } = require("./chromium");
 
 function parseArgs(argv) {
   const a = { html: null, expect: null, empty: false, screenshot: null, namesJson: null };
@@ -32,12 +32,8 @@ function parseArgs(argv) {
 async function main() {
   const args = parseArgs(process.argv.slice(2));
   const browser = await launch();
-  if (browser.skip) {
-    console.log(JSON.stringify({ skip: browser.skip }));
-    return 77;
-  }
-  const failures = [];
-  const check = (cond, msg) => { if (!cond) failures.push(msg); };
+  if (browser.skip) return skip(browser.skip);
+  const { failures, check } = checker();
   const result = { html: args.html, bytes: fs.statSync(args.html).size };
   const context = browser.context;
   try {

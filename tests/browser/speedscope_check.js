@@ -15,7 +15,7 @@
 const fs = require("fs");
 const http = require("http");
 const path = require("path");
-const { launch, run, report } = require("./chromium");
+const { launch, run, report, skip, checker } = require("./chromium");
 
 const RELEASE = path.join(__dirname, "node_modules", "speedscope", "dist", "release");
 const TYPES = { ".html": "text/html", ".js": "text/javascript", ".css": "text/css",
@@ -61,17 +61,11 @@ function serve(file) {
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
-  if (!fs.existsSync(path.join(RELEASE, "index.html"))) {
-    console.log(JSON.stringify({ skip: "speedscope not installed (npm ci in tests/browser)" }));
-    return 77;
-  }
+  if (!fs.existsSync(path.join(RELEASE, "index.html")))
+    return skip("speedscope not installed (npm ci in tests/browser)");
   const browser = await launch(["--use-gl=swiftshader", "--enable-unsafe-swiftshader"]);
-  if (browser.skip) {
-    console.log(JSON.stringify({ skip: browser.skip }));
-    return 77;
-  }
-  const failures = [];
-  const check = (cond, msg) => { if (!cond) failures.push(msg); };
+  if (browser.skip) return skip(browser.skip);
+  const { failures, check } = checker();
   const result = { file: args.file, bytes: fs.statSync(args.file).size };
   const server = await serve(path.resolve(args.file));
   const base = "http://127.0.0.1:" + server.address().port;
