@@ -23,8 +23,8 @@
  * per 100 ms, but no loop round copies more than 4 MiB of a full ring
  * (about 3 ms), so others wait no longer behind a flooding agent. */
 #define JVM_RING_PERIOD_MS 25
-/* Records joined per loop round (a slice of the join): at most about 5 ms
- * of work in a release build, 15 under ASan, for the heaviest records. */
+/* Records joined per loop round (a slice of the join): a few ms of work
+ * in a release build, up to about 30 under ASan, for the heaviest records. */
 #define JVM_JOIN_SLICE 1024
 #define JVM_RING_READ_MAX (JVM_RING_SLOTS / 4)
 #define JVM_ATTACH_TIMEOUT_MS 10000
