@@ -120,6 +120,62 @@ struct {
 	__uint(max_entries, 1 << 22);
 } events SEC(".maps");
 
+/* ---- DWARF unwinding: tables written by daemon/collect/unwinder.c ---- */
+
+/* Every loaded table's rows, each table a contiguous range. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1 << 21);
+	__type(key, __u32);
+	__type(value, struct jp_unwind_row);
+} unwind_rows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct jp_unwind_proc);
+} unwind_procs SEC(".maps");
+
+/* Stacks the unwinder walked, by id (JP_USTACK_DWARF | hash bits). */
+struct ustacks_map {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct jp_ustack);
+};
+
+struct ustacks_map ustacks0 SEC(".maps");
+struct ustacks_map ustacks1 SEC(".maps");
+
+/* tgid -> when it last asked for tables (rate limit of JP_MSG_UNWIND_MISS). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
+} unwind_miss_last SEC(".maps");
+
+/* The walk in progress on this CPU (too big for the BPF stack). */
+struct jp_uw_state {
+	__u64 pc, sp, bp;
+	__u32 tgid;
+	__u32 n;
+	__u32 fp_frames;
+	__u32 root;      /* the walk ended at a frame CFI calls outermost */
+	__u32 unmapped;  /* ... or at an address outside the known mappings */
+	__u32 pad;
+	struct jp_ustack st;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct jp_uw_state);
+} unwind_scratch SEC(".maps");
+
 /* Current tgid/tid as the daemon sees them; -1 for a task outside its pid
  * namespace. */
 static __always_inline int current_ids(__u32 *tgid, __u32 *tid)
@@ -183,11 +239,239 @@ static __always_inline __s32 stack_id(void *ctx, void *stacks, __u64 user, __u64
 	return -1;
 }
 
-/* Reads both stacks into the generation's stack map; counts failures. */
-static __always_inline void read_stacks(struct bpf_perf_event_data *ctx, void *stacks,
+/* The process's identity beside its pid: a sample drained after the process
+ * exited must not be taken for one of a later process with the same pid. */
+static __always_inline __u64 process_start(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	return task->group_leader->start_boottime;
+}
+
+#define UW_USER_TOP 0x00007ffffffff000ULL
+/* Largest frame the unwinder believes: beyond it a frame pointer is garbage. */
+#define UW_MAX_FRAME (8ULL << 20)
+
+static __always_inline void unwind_miss(__u32 tgid, __u64 start_ns, struct jp_counters *c)
+{
+	__u64 now = bpf_ktime_get_ns(), *last = bpf_map_lookup_elem(&unwind_miss_last, &tgid);
+	struct jp_msg_unwind_miss *m;
+
+	if (last && now - *last < 1000000000ULL)
+		return;
+	bpf_map_update_elem(&unwind_miss_last, &tgid, &now, BPF_ANY);
+	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+	if (!m) {
+		c->ringbuf_full++;
+		return;
+	}
+	m->type = JP_MSG_UNWIND_MISS;
+	m->tgid = tgid;
+	m->start_ns = start_ns;
+	bpf_ringbuf_submit(m, 0);
+}
+
+/* The two searches are global functions: the verifier checks each once,
+ * not once per path through the walk. */
+
+/* The index of tgid's mapping holding pc, or -1. */
+__noinline int unwind_find_map(__u32 tgid, __u64 pc)
+{
+	const struct jp_unwind_proc *p = bpf_map_lookup_elem(&unwind_procs, &tgid);
+	__u32 lo = 0, hi, mid;
+
+	if (!p)
+		return -1;
+	hi = p->n;
+	if (hi > JP_UNWIND_MAX_MAPS)
+		hi = JP_UNWIND_MAX_MAPS;
+	for (int i = 0; i < 9 && lo < hi; i++) {
+		mid = (lo + hi) / 2;
+		if (p->maps[mid & (JP_UNWIND_MAX_MAPS - 1)].start <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0 || pc >= p->maps[(lo - 1) & (JP_UNWIND_MAX_MAPS - 1)].end)
+		return -1;
+	return (int)(lo - 1);
+}
+
+/* The index in unwind_rows of the row of table [first, first + count) in
+ * effect at ELF address off, or -1. */
+__noinline int unwind_find_row(__u32 first, __u32 count, __u32 off)
+{
+	__u32 lo = 0, hi = count, mid, idx;
+	const struct jp_unwind_row *r;
+
+	for (int i = 0; i < 24 && lo < hi; i++) {
+		mid = (lo + hi) / 2;
+		idx = first + mid;
+		r = bpf_map_lookup_elem(&unwind_rows, &idx);
+		if (!r)
+			return -1;
+		if (r->pc <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? (int)(first + lo - 1) : -1;
+}
+
+/* One frame: records pc, then finds the caller's pc, sp and bp. Returns 1
+ * (stop) at the outermost frame, at an address outside the process's
+ * executable mappings, or at anything implausible. */
+static long unwind_step(__u64 i, void *unused)
+{
+	__u32 zero = 0, n;
+	struct jp_uw_state *u = bpf_map_lookup_elem(&unwind_scratch, &zero);
+	const struct jp_unwind_proc *p;
+	const struct jp_unwind_map *m = NULL;
+	const struct jp_unwind_row *r = NULL;
+	__u64 pc, look, cfa, ra = 0, bp;
+	int mi, ri;
+
+	if (!u)
+		return 1;
+	p = bpf_map_lookup_elem(&unwind_procs, &u->tgid);
+	n = u->n;
+	if (!p || n >= JP_MAX_STACK_DEPTH)
+		return 1;
+	pc = u->pc;
+	if (pc < 4096 || pc >= UW_USER_TOP)
+		return 1;
+	/* A return address points after its call, which may be the last
+	 * instruction of a function: look up the call itself. */
+	look = n ? pc - 1 : pc;
+	mi = unwind_find_map(u->tgid, look);
+	if (mi >= 0)
+		m = &p->maps[mi & (JP_UNWIND_MAX_MAPS - 1)];
+	if (!m)
+		u->unmapped = 1;  /* new code (dlopen), or the walk went astray */
+	if (!m && n)
+		return 1;
+	u->st.ips[n] = pc;
+	u->n = n + 1;
+	u->st.hash = (u->st.hash ^ pc) * 0x100000001b3ULL;
+	if (!m)
+		return 1;
+	if (m->row_count && look - m->bias < 0xffffffffULL) {
+		ri = unwind_find_row(m->row_first, m->row_count, (__u32)(look - m->bias));
+		if (ri >= 0) {
+			__u32 k = ri;
+
+			r = bpf_map_lookup_elem(&unwind_rows, &k);
+		}
+	}
+	if (r && r->kind == JP_UW_END) {
+		u->root = 1;
+		return 1;
+	}
+	if (r && (r->kind == JP_UW_CFA_RSP || r->kind == JP_UW_CFA_RBP)) {
+		cfa = (r->kind == JP_UW_CFA_RSP ? u->sp : u->bp) + (__s64)r->cfa_off;
+		if (cfa <= u->sp || cfa - u->sp > UW_MAX_FRAME)
+			return 1;
+		if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8)))
+			return 1;
+		if (r->rbp_off) {
+			if (bpf_probe_read_user(&bp, sizeof(bp), (void *)(cfa + (__s64)r->rbp_off)))
+				return 1;
+			u->bp = bp;
+		}
+		u->sp = cfa;
+		u->pc = ra;
+		return ra ? 0 : 1;
+	}
+	/* No CFI for this code: its frame pointer, if it is one. */
+	bp = u->bp;
+	if (bp < u->sp || bp - u->sp > UW_MAX_FRAME || (bp & 7))
+		return 1;
+	{
+		__u64 pair[2];
+
+		if (bpf_probe_read_user(pair, sizeof(pair), (void *)bp))
+			return 1;
+		u->bp = pair[0];
+		u->pc = pair[1];
+	}
+	u->sp = bp + 16;
+	u->fp_frames++;
+	return u->pc ? 0 : 1;
+}
+
+/* The current task's user stack walked with its process's CFI tables into
+ * ustacks: the id (JP_USTACK_DWARF set), or -1 when the process has no
+ * tables (asked for) or the walk could not be stored: the caller falls back
+ * to the kernel's frame-pointer walk. */
+static __always_inline __s32 dwarf_stack_id(void *ustacks, __u32 tgid, struct jp_counters *c)
+{
+	__u32 zero = 0, id;
+	struct jp_uw_state *u = bpf_map_lookup_elem(&unwind_scratch, &zero);
+	const struct jp_unwind_proc *p = bpf_map_lookup_elem(&unwind_procs, &tgid);
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pt_regs *regs;
+	struct jp_ustack *old;
+	__u64 start = process_start();
+
+	if (!u)
+		return -1;
+	if (!p || p->start_ns != start) {
+		c->uw_no_tables++;
+		unwind_miss(tgid, start, c);
+		return -1;
+	}
+	/* The user registers saved at kernel entry (interrupt or syscall):
+	 * the same whether the sample hit user or kernel code. */
+	regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	if (!regs)
+		return -1;
+	u->pc = regs->ip;
+	u->sp = regs->sp;
+	u->bp = regs->bp;
+	u->tgid = tgid;
+	u->n = 0;
+	u->fp_frames = 0;
+	u->root = 0;
+	u->unmapped = 0;
+	u->st.hash = 0xcbf29ce484222325ULL;
+	bpf_loop(JP_MAX_STACK_DEPTH, unwind_step, NULL, 0);
+	if (u->unmapped)
+		unwind_miss(tgid, start, c);
+	if (!u->n)
+		return -1;
+	u->st.n = u->n;
+	c->uw_dwarf++;
+	c->uw_frames += u->n;
+	c->uw_fp_frames += u->fp_frames;
+	if (u->root)
+		c->uw_root++;
+	id = JP_USTACK_DWARF | ((__u32)(u->st.hash ^ (u->st.hash >> 32)) & JP_USTACK_ID_MASK);
+	if (bpf_map_update_elem(ustacks, &id, &u->st, BPF_NOEXIST) == 0)
+		return id;
+	old = bpf_map_lookup_elem(ustacks, &id);
+	if (old && old->hash == u->st.hash)
+		return id;
+	c->uw_collision++;  /* or the map is full */
+	return -1;
+}
+
+/* The user stack: CFI walk when the process has tables, else (and when
+ * that fails) the kernel's frame-pointer walk. */
+static __always_inline __s32 user_stack_id(void *ctx, void *stacks, void *ustacks, __u32 tgid,
+					   struct jp_counters *c)
+{
+	__s32 id = dwarf_stack_id(ustacks, tgid, c);
+
+	return id >= 0 ? id : stack_id(ctx, stacks, 1, 0, c);
+}
+
+/* Reads both stacks into the generation's stack maps; counts failures. */
+static __always_inline void read_stacks(struct bpf_perf_event_data *ctx, __u32 gen, __u32 tgid,
 					struct jp_counters *c, __s32 *kstack, __s32 *ustack,
 					__u32 *flags)
 {
+	void *stacks = gen ? (void *)&stacks1 : (void *)&stacks0;
+
 	*kstack = -1;
 	*ustack = -1;
 	if (!in_user_mode(ctx)) {
@@ -198,16 +482,7 @@ static __always_inline void read_stacks(struct bpf_perf_event_data *ctx, void *s
 		*flags |= JP_KEY_KTHREAD;
 		return;
 	}
-	*ustack = stack_id(ctx, stacks, 1, 0, c);
-}
-
-/* The process's identity beside its pid: a sample drained after the process
- * exited must not be taken for one of a later process with the same pid. */
-static __always_inline __u64 process_start(void)
-{
-	struct task_struct *task = bpf_get_current_task_btf();
-
-	return task->group_leader->start_boottime;
+	*ustack = user_stack_id(ctx, stacks, gen ? (void *)&ustacks1 : (void *)&ustacks0, tgid, c);
 }
 
 static __always_inline void count(void *counts, struct jp_count_key *key, struct jp_counters *c)
@@ -232,6 +507,7 @@ static __always_inline void count(void *counts, struct jp_count_key *key, struct
 static __always_inline void aggregate(struct bpf_perf_event_data *ctx, struct jp_counters *c,
 				      __u32 tgid, __u32 tid, __u32 source, __u32 flags)
 {
+	__u32 gen = jp_gen & 1;
 	struct jp_count_key key = {
 		.tgid = tgid,
 		.tid = tid,
@@ -240,13 +516,8 @@ static __always_inline void aggregate(struct bpf_perf_event_data *ctx, struct jp
 		.start_ns = process_start(),
 	};
 
-	if (jp_gen & 1) {
-		read_stacks(ctx, &stacks1, c, &key.kstack, &key.ustack, &key.flags);
-		count(&counts1, &key, c);
-	} else {
-		read_stacks(ctx, &stacks0, c, &key.kstack, &key.ustack, &key.flags);
-		count(&counts0, &key, c);
-	}
+	read_stacks(ctx, gen, tgid, c, &key.kstack, &key.ustack, &key.flags);
+	count(gen ? (void *)&counts1 : (void *)&counts0, &key, c);
 }
 
 static __always_inline void emit_record(struct bpf_perf_event_data *ctx, struct jp_counters *c,
@@ -268,10 +539,7 @@ static __always_inline void emit_record(struct bpf_perf_event_data *ctx, struct 
 	m->gen = gen;
 	m->flags = flags;
 	m->start_ns = process_start();
-	if (gen)
-		read_stacks(ctx, &stacks1, c, &m->kstack, &m->ustack, &m->flags);
-	else
-		read_stacks(ctx, &stacks0, c, &m->kstack, &m->ustack, &m->flags);
+	read_stacks(ctx, gen, tgid, c, &m->kstack, &m->ustack, &m->flags);
 	/* Records are polled at drain time; no wakeup per sample. */
 	bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
 }
@@ -398,6 +666,8 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid, struct linux_binp
 
 	if (current_ids(&tgid, &tid))
 		return 0;
+	/* The old image's tables: the next sample asks for new ones. */
+	bpf_map_delete_elem(&unwind_procs, &tgid);
 	report_task(JP_MSG_EXEC, tgid, tid);
 	return 0;
 }
@@ -523,7 +793,9 @@ static __always_inline void offcpu_leave(void *ctx, bool preempt, struct task_st
 	if (prev->flags & PF_KTHREAD)
 		st.flags |= JP_KEY_KTHREAD;
 	else
-		st.ustack = stack_id(ctx, stacks, 1, 0, c);
+		st.ustack = user_stack_id(ctx, stacks,
+					  (epoch & 1) ? (void *)&ustacks1 : (void *)&ustacks0,
+					  st.tgid, c);
 	if (bpf_map_update_elem(&offcpu_start, &ktid, &st, BPF_ANY))
 		c->offcpu_start_full++;
 }

@@ -37,6 +37,59 @@ struct jp_count_key {
 			  * with tgid it names one process, whatever reuses the pid later */
 };
 
+/* ---- DWARF unwinding (daemon/collect/unwinder.c builds the tables) ----
+ * A user stack id with this bit names an entry of ustacks[gen] (a stack the
+ * BPF unwinder walked with the daemon's CFI tables), not of stacks[gen]. */
+#define JP_USTACK_DWARF 0x40000000
+#define JP_USTACK_ID_MASK 0x3fffffff
+
+/* How a row recovers the caller's frame. CFA = the canonical frame
+ * address (the caller's rsp); the return address is at CFA - 8. */
+#define JP_UW_FP 0       /* no usable CFI here: frame pointers for this frame */
+#define JP_UW_CFA_RSP 1  /* CFA = rsp + cfa_off */
+#define JP_UW_CFA_RBP 2  /* CFA = rbp + cfa_off */
+#define JP_UW_END 3      /* the return address is undefined: the outermost frame */
+
+/* One row of a binary's table, in effect from pc up to the next row's pc.
+ * pc is an address of the ELF file (its p_vaddr space). */
+struct jp_unwind_row {
+	__u32 pc;
+	__s32 cfa_off;
+	__s16 rbp_off;   /* caller's rbp saved at CFA + rbp_off; 0: rbp unchanged */
+	__u8 kind;       /* JP_UW_* */
+	__u8 pad;
+};
+
+#define JP_UNWIND_MAX_MAPS 256
+
+/* An executable mapping of a process. Its table is rows
+ * [row_first, row_first + row_count) of unwind_rows; row_count 0: none
+ * (JIT code, the vdso, a binary without CFI): frame pointers. */
+struct jp_unwind_map {
+	__u64 start;
+	__u64 end;
+	__u64 bias;      /* ELF address = pc - bias */
+	__u32 row_first;
+	__u32 row_count;
+};
+
+/* Value of unwind_procs (key: tgid as the daemon sees it). */
+struct jp_unwind_proc {
+	__u64 start_ns;  /* as jp_count_key.start_ns: a reused pid does not match */
+	__u32 n;         /* maps in use, sorted by start */
+	__u32 pad;
+	struct jp_unwind_map maps[JP_UNWIND_MAX_MAPS];
+};
+
+/* Value of ustacks0/1: n frames, leaf first (what follows is stale), and
+ * the hash the id was taken from (two stacks whose ids collide differ here). */
+struct jp_ustack {
+	__u64 ips[JP_MAX_STACK_DEPTH];
+	__u64 hash;
+	__u32 n;
+	__u32 pad;
+};
+
 /* Per-CPU counters; userspace sums them. */
 struct jp_counters {
 	__u64 samples;          /* every program run that was not idle */
@@ -52,6 +105,12 @@ struct jp_counters {
 	__u64 offcpu;           /* off-CPU intervals counted (at or above their threshold) */
 	__u64 offcpu_short;     /* off-CPU intervals below their recording's threshold */
 	__u64 offcpu_start_full;  /* switch-out not recorded: the blocked-task map was full */
+	__u64 uw_dwarf;         /* user stacks walked with CFI tables */
+	__u64 uw_no_tables;     /* user stacks of a process without tables yet: frame pointers */
+	__u64 uw_root;          /* ... of which reached the outermost frame (CFI said so) */
+	__u64 uw_frames;        /* frames in those stacks */
+	__u64 uw_fp_frames;     /* ... of which found by frame pointers (no CFI for that code) */
+	__u64 uw_collision;     /* DWARF stack id held another stack: frame-pointer stack kept */
 };
 
 /* Off-CPU. A recording's target: a tgid (map offcpu_targets) or, for a
@@ -91,6 +150,15 @@ enum jp_msg_type {
 	JP_MSG_SAMPLE = 2,
 	JP_MSG_EXEC = 3,     /* struct jp_msg_new_thread: a watched tgid exec'd */
 	JP_MSG_OFFCPU = 4,   /* struct jp_msg_offcpu: an interval that spanned a drain */
+	JP_MSG_UNWIND_MISS = 5,  /* struct jp_msg_unwind_miss: tables wanted */
+};
+
+/* A sampled process has no unwind tables, or a pc outside the mappings its
+ * tables know (dlopen). At most one per process per second. */
+struct jp_msg_unwind_miss {
+	__u32 type;      /* JP_MSG_UNWIND_MISS */
+	__u32 tgid;
+	__u64 start_ns;
 };
 
 struct jp_msg_new_thread {

@@ -24,7 +24,7 @@
 #include "sampler_int.h"
 
 _Static_assert(sizeof(struct jp_count_key) == 32, "jp_count_key layout");
-_Static_assert(sizeof(struct jp_counters) == 104, "jp_counters layout");
+_Static_assert(sizeof(struct jp_counters) == 152, "jp_counters layout");
 _Static_assert(sizeof(struct jp_offcpu_target) == 16, "jp_offcpu_target layout");
 _Static_assert(sizeof(struct jp_offcpu_start) == 56, "jp_offcpu_start layout");
 _Static_assert(sizeof(struct jp_offcpu_value) == 16, "jp_offcpu_value layout");
