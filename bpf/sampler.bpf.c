@@ -415,7 +415,9 @@ static __always_inline __s32 dwarf_stack_id(void *ustacks, __u32 tgid, struct jp
 
 	if (!u)
 		return -1;
-	if (!p || p->start_ns != start) {
+	/* The daemon knows start times as /proc gives them: in USER_HZ (100)
+	 * ticks. */
+	if (!p || p->start_ns != start - start % 10000000ULL) {
 		c->uw_no_tables++;
 		unwind_miss(tgid, start, c);
 		return -1;

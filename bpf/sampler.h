@@ -75,7 +75,8 @@ struct jp_unwind_map {
 
 /* Value of unwind_procs (key: tgid as the daemon sees it). */
 struct jp_unwind_proc {
-	__u64 start_ns;  /* as jp_count_key.start_ns: a reused pid does not match */
+	__u64 start_ns;  /* as jp_count_key.start_ns rounded down to a 10 ms tick
+			  * (/proc's precision): a reused pid does not match */
 	__u32 n;         /* maps in use, sorted by start */
 	__u32 pad;
 	struct jp_unwind_map maps[JP_UNWIND_MAX_MAPS];

@@ -31,6 +31,13 @@ _Static_assert(sizeof(struct jp_offcpu_value) == 16, "jp_offcpu_value layout");
 _Static_assert(sizeof(struct jp_msg_offcpu) == 48, "jp_msg_offcpu layout");
 _Static_assert(sizeof(struct jp_msg_new_thread) == 24, "jp_msg_new_thread layout");
 _Static_assert(sizeof(struct jp_msg_sample) == 48, "jp_msg_sample layout");
+_Static_assert(sizeof(struct jp_unwind_row) == 12, "jp_unwind_row layout");
+_Static_assert(sizeof(struct jp_unwind_map) == 32, "jp_unwind_map layout");
+_Static_assert(sizeof(struct jp_unwind_proc) == 16 + 32 * JP_UNWIND_MAX_MAPS, "jp_unwind_proc layout");
+_Static_assert(sizeof(struct jp_ustack) == 8 * JP_MAX_STACK_DEPTH + 16, "jp_ustack layout");
+_Static_assert(sizeof(struct jp_msg_unwind_miss) == 16, "jp_msg_unwind_miss layout");
+
+#define DEFAULT_UNWIND_ROWS (1u << 20)
 
 /* Parses a cpulist such as "0-3,5" from /sys/devices/system/cpu/online. */
 static int read_online_cpus(int *cpus, unsigned max, unsigned *n)
@@ -217,6 +224,10 @@ int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks
 	}
 	bpf_map__set_max_entries(s->skel->maps.stacks0, stack_entries);
 	bpf_map__set_max_entries(s->skel->maps.stacks1, stack_entries);
+	bpf_map__set_max_entries(s->skel->maps.ustacks0, stack_entries);
+	bpf_map__set_max_entries(s->skel->maps.ustacks1, stack_entries);
+	bpf_map__set_max_entries(s->skel->maps.unwind_rows,
+				 cfg->no_unwind ? 1 : cfg->unwind_rows ? cfg->unwind_rows : DEFAULT_UNWIND_ROWS);
 	bpf_map__set_max_entries(s->skel->maps.counts0, count_entries);
 	bpf_map__set_max_entries(s->skel->maps.counts1, count_entries);
 	bpf_map__set_max_entries(s->skel->maps.offcounts0, count_entries);
@@ -249,6 +260,15 @@ int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks
 		log_err("sampler: cannot start the drain thread: %s", strerror(-r));
 		goto fail;
 	}
+	if (!cfg->no_unwind) {
+		r = unwtab_new(bpf_map__fd(s->skel->maps.unwind_rows),
+			       bpf_map__fd(s->skel->maps.unwind_procs),
+			       bpf_map__max_entries(s->skel->maps.unwind_rows), &s->unwind);
+		if (r < 0) {
+			log_err("sampler: cannot start the unwind table builder: %s", strerror(-r));
+			goto fail;
+		}
+	}
 	s->keys = calloc(DRAIN_BATCH, sizeof(*s->keys));
 	s->values = calloc(DRAIN_BATCH, sizeof(*s->values));
 	s->off_values = calloc(DRAIN_BATCH, sizeof(*s->off_values));
@@ -264,8 +284,10 @@ int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks
 		if (r < 0)
 			goto fail;
 	}
-	log_info("sampler: %u CPUs, host view %s%u Hz, %u stack entries per generation%s",
+	log_info("sampler: %u CPUs, host view %s%u Hz, %u stack entries per generation, "
+		 "user stacks by %s%s",
 		 s->ncpus, s->host_rate_hz ? "at " : "off ", s->host_rate_hz, stack_entries,
+		 s->unwind ? "CFI (.eh_frame) tables" : "frame pointers only",
 		 s->membarrier_ok ? "" : ", membarrier unavailable (drains wait 20 ms)");
 	*out = s;
 	return 0;
@@ -294,6 +316,7 @@ void sampler_free(struct sampler *s)
 		return;
 	grace_stop(s);
 	sampler_events_close(s->host);
+	unwtab_free(s->unwind);
 	sampler_offcpu_free(s);
 	ring_buffer__free(s->ring);
 	sampler_bpf__destroy(s->skel);
@@ -323,12 +346,46 @@ int sampler_poll_ring(struct sampler *s)
 	return r < 0 ? r : 0;
 }
 
+void sampler_unwind_prepare(struct sampler *s, uint32_t tgid)
+{
+	if (s->unwind)
+		unwtab_request(s->unwind, tgid, 0);
+}
+
+int sampler_unwind_wait(struct sampler *s, uint64_t timeout_ns)
+{
+	return s->unwind ? unwtab_wait_idle(s->unwind, timeout_ns) : 0;
+}
+
+/* Reads stack id of generation gen: a stack map's (zero after the last
+ * frame) or, for JP_USTACK_DWARF ids, one the BPF unwinder stored. */
+static int read_stack(struct sampler *s, unsigned gen, int32_t id, uint64_t *raw, uint32_t *n)
+{
+	struct jp_ustack us;
+	int fd;
+
+	*n = 0;
+	if (id & JP_USTACK_DWARF) {
+		fd = gen ? bpf_map__fd(s->skel->maps.ustacks1) : bpf_map__fd(s->skel->maps.ustacks0);
+		if (bpf_map_lookup_elem(fd, &id, &us) < 0)
+			return -ENOENT;
+		*n = us.n < JP_MAX_STACK_DEPTH ? us.n : JP_MAX_STACK_DEPTH;
+		memcpy(raw, us.ips, *n * sizeof(uint64_t));
+		return 0;
+	}
+	fd = gen ? bpf_map__fd(s->skel->maps.stacks1) : bpf_map__fd(s->skel->maps.stacks0);
+	if (bpf_map_lookup_elem(fd, &id, raw) < 0)
+		return -ENOENT;
+	while (*n < JP_MAX_STACK_DEPTH && raw[*n])
+		(*n)++;
+	return 0;
+}
+
 /* Looks up a stack of generation gen, caching it for this drain. A NULL
  * return with *n = 0 means the stack is gone. */
 const uint64_t *sampler_get_stack(struct sampler *s, unsigned gen, int32_t id, uint32_t *n)
 {
 	uint64_t raw[JP_MAX_STACK_DEPTH], key = (uint64_t)gen << 32 | (uint32_t)id;
-	int fd = gen ? bpf_map__fd(s->skel->maps.stacks1) : bpf_map__fd(s->skel->maps.stacks0);
 	uint64_t *idx = htab_map_get(&s->stack_cache, key);
 	struct cached_stack *c;
 	uint32_t cnt = 0;
@@ -338,12 +395,10 @@ const uint64_t *sampler_get_stack(struct sampler *s, unsigned gen, int32_t id, u
 		*n = s->cached[*idx].n;
 		return s->cached[*idx].ips;
 	}
-	if (bpf_map_lookup_elem(fd, &id, raw) < 0) {
+	if (read_stack(s, gen, id, raw, &cnt) < 0) {
 		s->stack_missing++;
 		return NULL;
 	}
-	while (cnt < JP_MAX_STACK_DEPTH && raw[cnt])
-		cnt++;
 	if (s->ncached == s->cached_cap) {
 		size_t cap = s->cached_cap ? 2 * s->cached_cap : 1024;
 		struct cached_stack *nc = realloc(s->cached, cap * sizeof(*nc));
@@ -491,6 +546,11 @@ static int handle_ring_msg(void *ctx, void *data, size_t size)
 		deliver(s, m->gen & 1, &k, 1, m->time_ns);
 	} else if (type == JP_MSG_OFFCPU && size >= sizeof(struct jp_msg_offcpu)) {
 		sampler_offcpu_record(s, data);
+	} else if (type == JP_MSG_UNWIND_MISS && size >= sizeof(struct jp_msg_unwind_miss)) {
+		const struct jp_msg_unwind_miss *m = data;
+
+		if (s->unwind)
+			unwtab_request(s->unwind, m->tgid, m->start_ns);
 	}
 	return 0;
 }
@@ -535,9 +595,8 @@ static int drain_counts(struct sampler *s, unsigned gen)
 	return sampler_drain_map(s, fd, "counts", s->values, deliver_count);
 }
 
-static int clear_stacks(struct sampler *s, unsigned gen)
+static int clear_stack_map(struct sampler *s, int fd, size_t *cleared)
 {
-	int fd = gen ? bpf_map__fd(s->skel->maps.stacks1) : bpf_map__fd(s->skel->maps.stacks0);
 	uint32_t key, next;
 	size_t n = 0;
 	int r;
@@ -559,8 +618,21 @@ static int clear_stacks(struct sampler *s, unsigned gen)
 	}
 	for (size_t i = 0; i < n; i++)
 		bpf_map_delete_elem(fd, &s->stack_ids[i]);
-	s->last_drain_stacks = n;
+	*cleared += n;
 	return 0;
+}
+
+static int clear_stacks(struct sampler *s, unsigned gen)
+{
+	size_t n = 0;
+	int r = clear_stack_map(s, gen ? bpf_map__fd(s->skel->maps.stacks1)
+				       : bpf_map__fd(s->skel->maps.stacks0), &n);
+
+	if (r == 0)
+		r = clear_stack_map(s, gen ? bpf_map__fd(s->skel->maps.ustacks1)
+					   : bpf_map__fd(s->skel->maps.ustacks0), &n);
+	s->last_drain_stacks = n;
+	return r;
 }
 
 /* Delivers and empties the generation the pending drain flipped away from;
@@ -871,6 +943,12 @@ void sampler_get_stats(const struct sampler *s, struct sampler_stats *out)
 			out->offcpu += per[i].offcpu;
 			out->offcpu_short += per[i].offcpu_short;
 			out->offcpu_start_full += per[i].offcpu_start_full;
+			out->uw_dwarf += per[i].uw_dwarf;
+			out->uw_no_tables += per[i].uw_no_tables;
+			out->uw_root += per[i].uw_root;
+			out->uw_frames += per[i].uw_frames;
+			out->uw_fp_frames += per[i].uw_fp_frames;
+			out->uw_collision += per[i].uw_collision;
 		}
 	}
 	free(per);
@@ -887,6 +965,9 @@ void sampler_get_stats(const struct sampler *s, struct sampler_stats *out)
 	out->thread_events = s->thread_events;
 	out->offcpu_targets = s->offcpu_targets;
 	out->offcpu_held_stacks = s->held.n;
+	out->unwind_on = s->unwind != NULL;
+	if (s->unwind)
+		unwtab_get_stats(s->unwind, &out->unwind);
 }
 
 static int log_libbpf(enum libbpf_print_level level, const char *fmt, va_list ap)

@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include "rawsample.h"
+#include "unwtab.h"
 
 struct sampler;
 struct sampler_events;
@@ -27,6 +28,8 @@ struct sampler_config {
 	unsigned host_rate_hz;     /* 0 disables the host view */
 	unsigned stack_entries;    /* per stack map generation; 0 = default */
 	unsigned count_entries;    /* per count map generation; 0 = default */
+	bool no_unwind;            /* frame pointers only: no CFI tables */
+	unsigned unwind_rows;      /* rows of all CFI tables together; 0 = default */
 };
 
 
@@ -50,6 +53,10 @@ struct sampler_stats {
 	unsigned cpu_event_sets;
 	unsigned thread_events;
 	unsigned offcpu_targets;     /* off-CPU recordings (processes and the whole host) */
+	/* DWARF unwinding (BPF side) */
+	uint64_t uw_dwarf, uw_no_tables, uw_root, uw_frames, uw_fp_frames, uw_collision;
+	bool unwind_on;
+	struct unwtab_stats unwind;  /* the tables (unwind/unwtab.h) */
 };
 
 struct sampler_callbacks {
@@ -103,6 +110,12 @@ int sampler_thread_event_open(struct sampler *s, uint32_t source, pid_t tid, uin
 int sampler_events_fd(const struct sampler_events *ev);
 /* Detaches the program and closes the fds; NULL-safe. */
 void sampler_events_close(struct sampler_events *ev);
+
+/* Builds tgid's unwind tables now (a recording starts) rather than on its
+ * first sample; never blocks. */
+void sampler_unwind_prepare(struct sampler *s, uint32_t tgid);
+/* Waits (up to timeout_ns) until every requested table is built (tests). */
+int sampler_unwind_wait(struct sampler *s, uint64_t timeout_ns);
 
 /* Ask for new-thread messages of tgid (reference counted). */
 int sampler_watch_tgid(struct sampler *s, uint32_t tgid);

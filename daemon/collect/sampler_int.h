@@ -12,6 +12,7 @@
 #include "rawsample.h"
 #include "sampler.h"
 #include "sampler.skel.h"
+#include "unwtab.h"
 #include "bpf/sampler.h"
 
 #define SAMPLER_MAX_CPUS 4096
@@ -57,6 +58,7 @@ struct held_stacks {
 
 struct sampler {
 	struct sampler_bpf *skel;
+	struct unwtab *unwind;          /* NULL: DWARF unwinding off */
 	struct ring_buffer *ring;
 	struct sampler_callbacks cb;
 	struct sampler_events *host;

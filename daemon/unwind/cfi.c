@@ -1,0 +1,440 @@
+/* .eh_frame -> jp_unwind_row tables. See cfi.h. */
+#include "cfi.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <errno.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DWARF_REG_RBP 6
+#define DWARF_REG_RSP 7
+#define DWARF_REG_RA 16
+/* An FDE with more rows than this is not a function's: corrupt. */
+#define FDE_MAX_ROWS 65536
+
+struct range {
+	uint64_t lo, hi;
+};
+
+struct builder {
+	Elf *elf;
+	struct cfi_table *t;
+	size_t cap, max_rows;
+	struct range plt[4];
+	size_t nplt;
+	enum cfi_error err;
+};
+
+const char *cfi_error_name(enum cfi_error e)
+{
+	static const char *const names[CFI_NERRORS] = {
+		[CFI_OK] = "ok", [CFI_ERR_NOT_ELF] = "not_elf", [CFI_ERR_NO_CFI] = "no_cfi",
+		[CFI_ERR_BAD_HDR] = "bad_hdr", [CFI_ERR_CORRUPT] = "corrupt",
+		[CFI_ERR_TOO_BIG] = "too_big", [CFI_ERR_NOMEM] = "nomem",
+	};
+
+	return (unsigned)e < CFI_NERRORS ? names[e] : "unknown";
+}
+
+static int fail(struct builder *b, enum cfi_error e)
+{
+	static const int codes[CFI_NERRORS] = {
+		[CFI_ERR_NOT_ELF] = -EINVAL, [CFI_ERR_NO_CFI] = -ENOENT, [CFI_ERR_BAD_HDR] = -EINVAL,
+		[CFI_ERR_CORRUPT] = -EINVAL, [CFI_ERR_TOO_BIG] = -E2BIG, [CFI_ERR_NOMEM] = -ENOMEM,
+	};
+
+	b->err = e;
+	return codes[e];
+}
+
+static bool in_exec_segment(const struct cfi_table *t, uint64_t addr)
+{
+	for (size_t i = 0; i < t->nsegs; i++)
+		if (addr >= t->segs[i].vaddr && addr - t->segs[i].vaddr < t->segs[i].filesz)
+			return true;
+	return false;
+}
+
+static uint64_t segment_end(const struct cfi_table *t, uint64_t addr)
+{
+	for (size_t i = 0; i < t->nsegs; i++)
+		if (addr >= t->segs[i].vaddr && addr - t->segs[i].vaddr < t->segs[i].filesz)
+			return t->segs[i].vaddr + t->segs[i].filesz;
+	return addr;
+}
+
+static int read_segments(struct builder *b)
+{
+	size_t n;
+
+	if (elf_getphdrnum(b->elf, &n) < 0)
+		return fail(b, CFI_ERR_NOT_ELF);
+	for (size_t i = 0; i < n; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(b->elf, (int)i, &ph) || ph.p_type != PT_LOAD || !(ph.p_flags & PF_X))
+			continue;
+		if (b->t->nsegs == sizeof(b->t->segs) / sizeof(b->t->segs[0]))
+			return fail(b, CFI_ERR_CORRUPT);
+		b->t->segs[b->t->nsegs++] = (struct cfi_segment){ ph.p_offset, ph.p_vaddr, ph.p_filesz };
+	}
+	return b->t->nsegs ? 0 : fail(b, CFI_ERR_NO_CFI);
+}
+
+static size_t build_id_of(Elf *elf, uint8_t *buf, size_t cap)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+		GElf_Nhdr nh;
+		size_t off = 0, name_off, desc_off;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE || !(d = elf_getdata(scn, NULL)))
+			continue;
+		while ((off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
+			if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+			    memcmp((char *)d->d_buf + name_off, "GNU", 4) == 0 && nh.n_descsz > 0 &&
+			    nh.n_descsz <= cap) {
+				memcpy(buf, (char *)d->d_buf + desc_off, nh.n_descsz);
+				return nh.n_descsz;
+			}
+		}
+	}
+	return 0;
+}
+
+int cfi_read_build_id(int fd, uint8_t *buf, size_t cap)
+{
+	Elf *elf;
+	int r = -EINVAL;
+
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (elf && elf_kind(elf) == ELF_K_ELF)
+		r = (int)build_id_of(elf, buf, cap);
+	elf_end(elf);
+	return r;
+}
+
+/* .eh_frame_hdr's data and address, and the PLT sections' ranges. */
+static int find_sections(struct builder *b, Elf_Data **hdr, uint64_t *hdr_addr)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+
+	*hdr = NULL;
+	if (elf_getshdrstrndx(b->elf, &shstrndx) < 0)
+		return fail(b, CFI_ERR_NO_CFI);
+	while ((scn = elf_nextscn(b->elf, scn))) {
+		GElf_Shdr sh;
+		const char *name;
+
+		if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(b->elf, shstrndx, sh.sh_name)))
+			continue;
+		if (strcmp(name, ".eh_frame_hdr") == 0 && sh.sh_type == SHT_PROGBITS) {
+			*hdr = elf_getdata(scn, NULL);
+			*hdr_addr = sh.sh_addr;
+		} else if (strncmp(name, ".plt", 4) == 0 && b->nplt < 4 && sh.sh_size) {
+			b->plt[b->nplt++] = (struct range){ sh.sh_addr, sh.sh_addr + sh.sh_size };
+		}
+	}
+	return *hdr && (*hdr)->d_buf ? 0 : fail(b, CFI_ERR_NO_CFI);
+}
+
+static bool in_plt(const struct builder *b, uint64_t pc)
+{
+	for (size_t i = 0; i < b->nplt; i++)
+		if (pc >= b->plt[i].lo && pc < b->plt[i].hi)
+			return true;
+	return false;
+}
+
+/* "saved at CFA + off" as libdw spells it: DW_OP_call_frame_cfa,
+ * DW_OP_plus_uconst off (off wrapped to unsigned when negative). */
+static bool cfa_offset_rule(const Dwarf_Op *ops, size_t n, int64_t *off)
+{
+	if (n != 2 || ops[0].atom != DW_OP_call_frame_cfa || ops[1].atom != DW_OP_plus_uconst)
+		return false;
+	*off = (int64_t)ops[1].number;
+	return true;
+}
+
+/* Reduces libdw's frame state at pc to a row. */
+static void row_of(const struct builder *b, Dwarf_Frame *f, uint64_t pc, struct jp_unwind_row *r)
+{
+	Dwarf_Op mem[3], *ops;
+	size_t n;
+	int64_t off;
+	bool signal = false;
+
+	memset(r, 0, sizeof(*r));
+	r->pc = (uint32_t)pc;
+	r->kind = JP_UW_FP;
+	if (dwarf_frame_info(f, NULL, NULL, &signal) < 0 || signal)
+		return;
+	if (dwarf_frame_cfa(f, &ops, &n) < 0 || n == 0)
+		return;
+	if (n == 1 && ops[0].atom == DW_OP_bregx &&
+	    (ops[0].number == DWARF_REG_RSP || ops[0].number == DWARF_REG_RBP) &&
+	    (int64_t)ops[0].number2 >= INT32_MIN && (int64_t)ops[0].number2 <= INT32_MAX) {
+		r->cfa_off = (int32_t)(int64_t)ops[0].number2;
+		r->kind = ops[0].number == DWARF_REG_RSP ? JP_UW_CFA_RSP : JP_UW_CFA_RBP;
+	} else if (in_plt(b, pc)) {
+		r->cfa_off = 8;
+		r->kind = JP_UW_CFA_RSP;
+	} else {
+		return;
+	}
+	if (dwarf_frame_register(f, DWARF_REG_RA, mem, &ops, &n) < 0)
+		goto fp;
+	if (n == 0 && ops == mem) {
+		r->kind = JP_UW_END;  /* return address undefined: outermost frame */
+		r->cfa_off = 0;
+		return;
+	}
+	if (!cfa_offset_rule(ops, n, &off) || off != -8)
+		goto fp;
+	if (dwarf_frame_register(f, DWARF_REG_RBP, mem, &ops, &n) < 0)
+		goto fp;
+	if (n == 0)
+		return;  /* same value or undefined: rbp stays as it is */
+	if (!cfa_offset_rule(ops, n, &off) || off == 0 || off < INT16_MIN || off > INT16_MAX)
+		goto fp;
+	r->rbp_off = (int16_t)off;
+	return;
+fp:
+	r->kind = JP_UW_FP;
+	r->cfa_off = 0;
+	r->rbp_off = 0;
+}
+
+static bool same_rule(const struct jp_unwind_row *a, const struct jp_unwind_row *b)
+{
+	return a->kind == b->kind && a->cfa_off == b->cfa_off && a->rbp_off == b->rbp_off;
+}
+
+static int push(struct builder *b, const struct jp_unwind_row *r)
+{
+	struct cfi_table *t = b->t;
+
+	if (t->n) {
+		struct jp_unwind_row *last = &t->rows[t->n - 1];
+
+		if (r->pc < last->pc)
+			return fail(b, CFI_ERR_CORRUPT);  /* FDEs overlap */
+		if (r->pc == last->pc) {
+			*last = *r;
+			if (t->n > 1 && same_rule(&t->rows[t->n - 2], last))
+				t->n--;
+			return 0;
+		}
+		if (same_rule(last, r))
+			return 0;
+	}
+	if (t->n == b->max_rows)
+		return fail(b, CFI_ERR_TOO_BIG);
+	if (t->n == b->cap) {
+		size_t cap = b->cap ? 2 * b->cap : 4096;
+		struct jp_unwind_row *p;
+
+		if (cap > b->max_rows)
+			cap = b->max_rows;
+		p = realloc(t->rows, cap * sizeof(*p));
+		if (!p)
+			return fail(b, CFI_ERR_NOMEM);
+		t->rows = p;
+		b->cap = cap;
+	}
+	t->rows[t->n++] = *r;
+	return 0;
+}
+
+static int push_fp(struct builder *b, uint64_t pc)
+{
+	struct jp_unwind_row r = { .pc = (uint32_t)pc, .kind = JP_UW_FP };
+
+	return push(b, &r);
+}
+
+/* The rows of one FDE, from its first address up to limit (the next FDE or
+ * the end of the segment). */
+static int expand_fde(struct builder *b, Dwarf_CFI *cfi, uint64_t addr, uint64_t limit)
+{
+	for (int k = 0; k < FDE_MAX_ROWS && addr < limit; k++) {
+		Dwarf_Frame *f = NULL;
+		Dwarf_Addr start, end;
+		struct jp_unwind_row r;
+		int rc;
+
+		if (dwarf_cfi_addrframe(cfi, addr, &f) < 0)
+			return push_fp(b, addr);  /* past the FDE: a gap without CFI */
+		if (dwarf_frame_info(f, &start, &end, NULL) < 0 || start > addr || end <= addr) {
+			free(f);
+			return fail(b, CFI_ERR_CORRUPT);
+		}
+		row_of(b, f, addr, &r);
+		free(f);
+		rc = push(b, &r);
+		if (rc < 0)
+			return rc;
+		addr = end;
+	}
+	return addr < limit ? fail(b, CFI_ERR_CORRUPT) : 0;
+}
+
+static uint32_t rd32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+/* .eh_frame_hdr as GNU ld, gold, lld and mold write it: version 1,
+ * fde_count udata4, table datarel sdata4 pairs (initial location, FDE). */
+static int walk_hdr(struct builder *b, Dwarf_CFI *cfi, const Elf_Data *hdr, uint64_t hdr_addr)
+{
+	const uint8_t *p = hdr->d_buf;
+	size_t size = hdr->d_size, count, i;
+	uint64_t prev = 0;
+	int rc = 0;
+
+	if (size < 12 || p[0] != 1 || (p[1] & 0x0f) != 0x0b || p[2] != 0x03 || p[3] != 0x3b)
+		return fail(b, CFI_ERR_BAD_HDR);
+	count = rd32(p + 8);
+	if (count > (size - 12) / 8)
+		return fail(b, CFI_ERR_BAD_HDR);
+	for (i = 0; i < count && rc == 0; i++) {
+		uint64_t loc = hdr_addr + (int64_t)(int32_t)rd32(p + 12 + 8 * i), limit;
+
+		if (i && loc < prev)
+			return fail(b, CFI_ERR_CORRUPT);  /* the search table must be sorted */
+		prev = loc;
+		if (!in_exec_segment(b->t, loc))
+			continue;  /* an FDE of no code: ignore it */
+		if (loc > UINT32_MAX)
+			return fail(b, CFI_ERR_TOO_BIG);
+		limit = segment_end(b->t, loc);
+		if (i + 1 < count) {
+			uint64_t next = hdr_addr + (int64_t)(int32_t)rd32(p + 12 + 8 * (i + 1));
+
+			if (next < limit)
+				limit = next;
+		}
+		rc = expand_fde(b, cfi, loc, limit);
+		b->t->fdes++;
+	}
+	return rc;
+}
+
+static int build(Elf *elf, size_t max_rows, struct cfi_table **out, enum cfi_error *why)
+{
+	struct builder b = { .elf = elf, .max_rows = max_rows ? max_rows : 1 };
+	Dwarf_CFI *cfi = NULL;
+	Elf_Data *hdr;
+	uint64_t hdr_addr = 0;
+	GElf_Ehdr eh;
+	int r;
+
+	*out = NULL;
+	b.t = calloc(1, sizeof(*b.t));
+	if (!b.t) {
+		r = fail(&b, CFI_ERR_NOMEM);
+		goto out;
+	}
+	if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||
+	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64) {
+		r = fail(&b, CFI_ERR_NOT_ELF);
+		goto out;
+	}
+	r = read_segments(&b);
+	if (r < 0)
+		goto out;
+	b.t->build_id_len = build_id_of(elf, b.t->build_id, sizeof(b.t->build_id));
+	r = find_sections(&b, &hdr, &hdr_addr);
+	if (r < 0)
+		goto out;
+	cfi = dwarf_getcfi_elf(elf);
+	if (!cfi) {
+		r = fail(&b, CFI_ERR_NO_CFI);
+		goto out;
+	}
+	r = walk_hdr(&b, cfi, hdr, hdr_addr);
+out:
+	if (cfi)
+		dwarf_cfi_end(cfi);
+	*why = r < 0 ? b.err : CFI_OK;
+	if (r < 0) {
+		cfi_table_free(b.t);
+		return r;
+	}
+	*out = b.t;
+	return 0;
+}
+
+int cfi_build_fd(int fd, size_t max_rows, struct cfi_table **out, enum cfi_error *why)
+{
+	Elf *elf;
+	int r;
+
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	r = build(elf, max_rows, out, why);
+	elf_end(elf);
+	return r;
+}
+
+int cfi_build_memory(const void *image, size_t size, size_t max_rows, struct cfi_table **out,
+		     enum cfi_error *why)
+{
+	Elf *elf;
+	int r;
+
+	elf_version(EV_CURRENT);
+	elf = elf_memory((char *)image, size);
+	r = build(elf, max_rows, out, why);
+	elf_end(elf);
+	return r;
+}
+
+void cfi_table_free(struct cfi_table *t)
+{
+	if (!t)
+		return;
+	free(t->rows);
+	free(t);
+}
+
+int cfi_offset_to_vaddr(const struct cfi_table *t, uint64_t off, uint64_t *vaddr)
+{
+	for (size_t i = 0; i < t->nsegs; i++) {
+		const struct cfi_segment *s = &t->segs[i];
+
+		if (off >= s->offset && off - s->offset < s->filesz) {
+			*vaddr = off - s->offset + s->vaddr;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+const struct jp_unwind_row *cfi_lookup(const struct cfi_table *t, uint64_t pc)
+{
+	size_t lo = 0, hi = t->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (t->rows[mid].pc <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? &t->rows[lo - 1] : NULL;
+}

@@ -1,0 +1,590 @@
+/* Unwind tables: cache, row allocator, per-process entries, worker. See unwtab.h. */
+#include "unwtab.h"
+
+#include <bpf/bpf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "proc.h"
+#include "procmaps.h"
+
+/* /proc's start times count USER_HZ ticks (100 on x86-64): an entry holds
+ * the start rounded down to one, as BPF compares it. */
+#define TICK_NS 10000000ull
+#define REFRESH_NS 1000000000ull   /* a process's maps are read at most once a second */
+#define SWEEP_NS 5000000000ull     /* exited processes are looked for every 5 s */
+#define MAX_IDLE_TABLES 512        /* unreferenced tables kept for reuse */
+#define MAX_QUEUE 4096
+#define UPLOAD_CHUNK 8192
+
+struct table {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	int64_t mtime_ns;
+	uint8_t build_id[64];
+	size_t build_id_len;
+	struct cfi_segment segs[8];
+	size_t nsegs;
+	uint32_t first, count;    /* count 0: no table (kept so it is not rebuilt) */
+	uint32_t refs;
+	uint64_t last_used;
+};
+
+struct proc {
+	uint32_t tgid;
+	uint64_t start_ns;        /* tick-rounded */
+	uint64_t loaded_ns;
+	uint64_t maps_hash;       /* of its executable mappings */
+	struct table **refs;
+	size_t nrefs;
+};
+
+struct range {
+	uint32_t first, count;
+};
+
+struct request {
+	uint32_t tgid;
+	uint64_t start_ns;
+};
+
+struct unwtab {
+	int rows_fd, procs_fd;
+	uint32_t cap;
+	pthread_t thread;
+	bool started;
+	pthread_mutex_t mu;
+	pthread_cond_t wake, idle;
+	bool stop, busy;
+	struct request *queue;     /* under mu */
+	size_t nq;
+	struct unwtab_stats shared;  /* under mu: copied from st after each batch */
+
+	/* Worker only. */
+	struct unwtab_stats st;
+	struct table **tables;
+	size_t ntables;
+	struct proc *procs;
+	size_t nprocs;
+	struct range *free;        /* sorted by first, coalesced */
+	size_t nfree;
+	uint64_t last_sweep;
+	struct jp_unwind_proc entry;
+};
+
+/* ---- row allocator ---- */
+
+static void rows_release(struct unwtab *u, uint32_t first, uint32_t count)
+{
+	size_t i = 0;
+	struct range *r;
+
+	if (!count)
+		return;
+	while (i < u->nfree && u->free[i].first < first)
+		i++;
+	if (i > 0 && u->free[i - 1].first + u->free[i - 1].count == first) {
+		u->free[i - 1].count += count;
+		if (i < u->nfree && first + count == u->free[i].first) {
+			u->free[i - 1].count += u->free[i].count;
+			memmove(&u->free[i], &u->free[i + 1], (u->nfree - i - 1) * sizeof(*r));
+			u->nfree--;
+		}
+		return;
+	}
+	if (i < u->nfree && first + count == u->free[i].first) {
+		u->free[i].first = first;
+		u->free[i].count += count;
+		return;
+	}
+	r = realloc(u->free, (u->nfree + 1) * sizeof(*r));
+	if (!r)
+		return;  /* the rows are lost to the allocator, not to correctness */
+	u->free = r;
+	memmove(&u->free[i + 1], &u->free[i], (u->nfree - i) * sizeof(*r));
+	u->free[i] = (struct range){ first, count };
+	u->nfree++;
+}
+
+static int rows_take(struct unwtab *u, uint32_t count, uint32_t *first)
+{
+	for (size_t i = 0; i < u->nfree; i++) {
+		if (u->free[i].count < count)
+			continue;
+		*first = u->free[i].first;
+		u->free[i].first += count;
+		u->free[i].count -= count;
+		if (!u->free[i].count) {
+			memmove(&u->free[i], &u->free[i + 1], (u->nfree - i - 1) * sizeof(u->free[0]));
+			u->nfree--;
+		}
+		return 0;
+	}
+	return -ENOSPC;
+}
+
+/* ---- tables ---- */
+
+static void table_drop(struct unwtab *u, size_t i)
+{
+	struct table *t = u->tables[i];
+
+	rows_release(u, t->first, t->count);
+	u->st.rows_used -= t->count;
+	u->st.tables -= t->count ? 1 : 0;
+	free(t);
+	u->tables[i] = u->tables[--u->ntables];
+}
+
+/* Drops the least recently used unreferenced table; false if none. */
+static bool evict_one(struct unwtab *u, bool with_rows_only)
+{
+	size_t best = SIZE_MAX;
+
+	for (size_t i = 0; i < u->ntables; i++) {
+		const struct table *t = u->tables[i];
+
+		if (t->refs || (with_rows_only && !t->count))
+			continue;
+		if (best == SIZE_MAX || t->last_used < u->tables[best]->last_used)
+			best = i;
+	}
+	if (best == SIZE_MAX)
+		return false;
+	u->st.evicted += u->tables[best]->count ? 1 : 0;
+	table_drop(u, best);
+	return true;
+}
+
+static int upload(struct unwtab *u, uint32_t first, const struct jp_unwind_row *rows, size_t n)
+{
+	uint32_t keys[UPLOAD_CHUNK];
+	int r = 0;
+
+	for (size_t done = 0; done < n && r == 0; done += UPLOAD_CHUNK) {
+		__u32 cnt = (__u32)(n - done < UPLOAD_CHUNK ? n - done : UPLOAD_CHUNK);
+
+		for (__u32 k = 0; k < cnt; k++)
+			keys[k] = first + (uint32_t)(done + k);
+		r = bpf_map_update_batch(u->rows_fd, keys, rows + done, &cnt, NULL);
+	}
+	return r;
+}
+
+/* Loads a built table's rows into BPF, evicting idle tables for room. */
+static void table_load(struct unwtab *u, struct table *t, const struct cfi_table *ct)
+{
+	uint32_t first;
+
+	if (!ct->n || ct->n > u->cap)
+		goto full;
+	while (rows_take(u, (uint32_t)ct->n, &first) < 0)
+		if (!evict_one(u, true))
+			goto full;
+	if (upload(u, first, ct->rows, ct->n) < 0) {
+		rows_release(u, first, (uint32_t)ct->n);
+		goto full;
+	}
+	t->first = first;
+	t->count = (uint32_t)ct->n;
+	u->st.rows_used += t->count;
+	u->st.tables++;
+	return;
+full:
+	u->st.rows_full++;
+}
+
+static struct table *table_find(struct unwtab *u, const struct stat *sb, const uint8_t *bid,
+				size_t bid_len)
+{
+	for (size_t i = 0; i < u->ntables; i++) {
+		struct table *t = u->tables[i];
+
+		if (bid_len ? (t->build_id_len == bid_len && memcmp(t->build_id, bid, bid_len) == 0)
+			    : (!t->build_id_len && t->dev == sb->st_dev && t->ino == sb->st_ino &&
+			       t->size == sb->st_size &&
+			       t->mtime_ns == sb->st_mtim.tv_sec * 1000000000ll + sb->st_mtim.tv_nsec))
+			return t;
+	}
+	return NULL;
+}
+
+/* The table of the binary behind one mapping of tgid, built if new; NULL
+ * when the file cannot be read. */
+static struct table *table_for(struct unwtab *u, uint32_t tgid, const struct procmaps_entry *e)
+{
+	char path[96];
+	uint8_t bid[64];
+	struct stat sb;
+	struct table *t = NULL, **tabs;
+	struct cfi_table *ct = NULL;
+	enum cfi_error why = CFI_OK;
+	uint64_t t0;
+	int fd, len;
+
+	/* map_files: the file as mapped, whatever its path now says (replaced,
+	 * deleted, another mount namespace). */
+	snprintf(path, sizeof(path), "/proc/%u/map_files/%llx-%llx", tgid,
+		 (unsigned long long)e->start, (unsigned long long)e->end);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+		u->st.open_failed++;
+		goto out;
+	}
+	len = cfi_read_build_id(fd, bid, sizeof(bid));
+	if (len < 0) {
+		u->st.rejected[CFI_ERR_NOT_ELF]++;
+		goto out;
+	}
+	t = table_find(u, &sb, bid, (size_t)len);
+	if (t)
+		goto out;
+	tabs = realloc(u->tables, (u->ntables + 1) * sizeof(*tabs));
+	t = calloc(1, sizeof(*t));
+	if (tabs)
+		u->tables = tabs;
+	if (!tabs || !t) {
+		free(t);
+		t = NULL;
+		goto out;
+	}
+	t->dev = sb.st_dev;
+	t->ino = sb.st_ino;
+	t->size = sb.st_size;
+	t->mtime_ns = sb.st_mtim.tv_sec * 1000000000ll + sb.st_mtim.tv_nsec;
+	memcpy(t->build_id, bid, (size_t)len);
+	t->build_id_len = (size_t)len;
+	t0 = clock_mono_ns();
+	if (cfi_build_fd(fd, u->cap, &ct, &why) == 0) {
+		memcpy(t->segs, ct->segs, sizeof(t->segs));
+		t->nsegs = ct->nsegs;
+		table_load(u, t, ct);
+	} else {
+		u->st.rejected[why]++;
+	}
+	t0 = clock_mono_ns() - t0;
+	u->st.builds++;
+	u->st.build_ns_total += t0;
+	if (t0 > u->st.build_ns_max)
+		u->st.build_ns_max = t0;
+	cfi_table_free(ct);
+	u->tables[u->ntables++] = t;
+out:
+	if (fd >= 0)
+		close(fd);
+	return t;
+}
+
+/* ---- processes ---- */
+
+static struct proc *proc_find(struct unwtab *u, uint32_t tgid)
+{
+	for (size_t i = 0; i < u->nprocs; i++)
+		if (u->procs[i].tgid == tgid)
+			return &u->procs[i];
+	return NULL;
+}
+
+static void proc_unref(struct proc *p)
+{
+	for (size_t i = 0; i < p->nrefs; i++)
+		p->refs[i]->refs--;
+	free(p->refs);
+	p->refs = NULL;
+	p->nrefs = 0;
+}
+
+static void proc_drop(struct unwtab *u, size_t i)
+{
+	proc_unref(&u->procs[i]);
+	u->procs[i] = u->procs[--u->nprocs];
+	u->st.procs = u->nprocs;
+}
+
+static uint64_t hash_exec_maps(const struct procmaps *m)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < m->count; i++) {
+		const struct procmaps_entry *e = &m->entries[i];
+
+		if (!(e->perms & PROCMAPS_EXEC))
+			continue;
+		h = (h ^ e->start) * 0x100000001b3ull;
+		h = (h ^ e->offset) * 0x100000001b3ull;
+		h = (h ^ e->inode) * 0x100000001b3ull;
+	}
+	return h;
+}
+
+static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
+{
+	struct jp_unwind_proc *ent = &u->entry;
+	struct procmaps *m = NULL;
+	struct proc *p, np = { .tgid = tgid };
+	char path[64];
+	uint64_t start, now = clock_mono_ns(), h;
+
+	if (proc_read_start_boottime((pid_t)tgid, &start) < 0)
+		return;  /* gone */
+	start -= start % TICK_NS;
+	if (want_start && want_start - want_start % TICK_NS != start)
+		return;  /* the pid is another process's now */
+	p = proc_find(u, tgid);
+	if (p && p->start_ns == start && now - p->loaded_ns < REFRESH_NS)
+		return;
+	snprintf(path, sizeof(path), "/proc/%u/maps", tgid);
+	if (procmaps_read(path, &m) < 0)
+		return;
+	h = hash_exec_maps(m);
+	if (p && p->start_ns == start && p->maps_hash == h) {
+		p->loaded_ns = now;  /* nothing new mapped */
+		goto out;
+	}
+	memset(ent, 0, sizeof(*ent));
+	ent->start_ns = start;
+	np.refs = calloc(JP_UNWIND_MAX_MAPS, sizeof(*np.refs));
+	if (!np.refs)
+		goto out;
+	for (size_t i = 0; i < m->count; i++) {
+		const struct procmaps_entry *e = &m->entries[i];
+		struct jp_unwind_map *mm;
+		struct table *t;
+		uint64_t vaddr;
+
+		if (!(e->perms & PROCMAPS_EXEC))
+			continue;
+		if (ent->n == JP_UNWIND_MAX_MAPS) {
+			u->st.too_many_maps++;
+			break;
+		}
+		mm = &ent->maps[ent->n++];
+		mm->start = e->start;
+		mm->end = e->end;
+		if (procmaps_is_anon(e) || e->path[0] == '[')
+			continue;  /* JIT code, the vdso: frame pointers */
+		t = table_for(u, tgid, e);
+		if (!t)
+			continue;
+		t->refs++;
+		t->last_used = now;
+		np.refs[np.nrefs++] = t;
+		if (t->count) {
+			struct cfi_table view = { .nsegs = t->nsegs };
+
+			memcpy(view.segs, t->segs, sizeof(view.segs));
+			if (cfi_offset_to_vaddr(&view, e->offset, &vaddr) == 0) {
+				mm->bias = e->start - vaddr;
+				mm->row_first = t->first;
+				mm->row_count = t->count;
+			}
+		}
+	}
+	if (bpf_map_update_elem(u->procs_fd, &tgid, ent, BPF_ANY) < 0) {
+		proc_unref(&np);
+		goto out;
+	}
+	np.start_ns = start;
+	np.loaded_ns = now;
+	np.maps_hash = h;
+	if (p) {
+		proc_unref(p);
+		*p = np;
+	} else {
+		struct proc *ps = realloc(u->procs, (u->nprocs + 1) * sizeof(*ps));
+
+		if (!ps) {
+			proc_unref(&np);
+			bpf_map_delete_elem(u->procs_fd, &tgid);
+			goto out;
+		}
+		u->procs = ps;
+		u->procs[u->nprocs++] = np;
+	}
+	u->st.procs = u->nprocs;
+out:
+	procmaps_free(m);
+}
+
+/* Forgets exited processes and trims the cache of idle tables. */
+static void sweep(struct unwtab *u)
+{
+	size_t idle = 0;
+
+	for (size_t i = 0; i < u->nprocs;) {
+		uint64_t start;
+
+		if (proc_read_start_boottime((pid_t)u->procs[i].tgid, &start) == 0 &&
+		    start - start % TICK_NS == u->procs[i].start_ns) {
+			i++;
+			continue;
+		}
+		bpf_map_delete_elem(u->procs_fd, &u->procs[i].tgid);
+		proc_drop(u, i);
+	}
+	for (size_t i = 0; i < u->ntables; i++)
+		idle += !u->tables[i]->refs;
+	for (; idle > MAX_IDLE_TABLES && evict_one(u, false); idle--)
+		;
+}
+
+static void *worker(void *arg)
+{
+	struct unwtab *u = arg;
+	struct request batch[64];
+
+	pthread_mutex_lock(&u->mu);
+	for (;;) {
+		size_t n;
+
+		while (!u->stop && !u->nq) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += SWEEP_NS / 1000000000ull;
+			if (pthread_cond_timedwait(&u->wake, &u->mu, &ts) == ETIMEDOUT)
+				break;
+		}
+		if (u->stop)
+			break;
+		n = u->nq < 64 ? u->nq : 64;
+		memcpy(batch, u->queue, n * sizeof(batch[0]));
+		memmove(u->queue, u->queue + n, (u->nq - n) * sizeof(batch[0]));
+		u->nq -= n;
+		u->busy = true;
+		pthread_mutex_unlock(&u->mu);
+
+		for (size_t i = 0; i < n; i++)
+			load_proc(u, batch[i].tgid, batch[i].start_ns);
+		if (clock_mono_ns() - u->last_sweep >= SWEEP_NS) {
+			sweep(u);
+			u->last_sweep = clock_mono_ns();
+		}
+
+		pthread_mutex_lock(&u->mu);
+		u->busy = false;
+		u->st.requests = u->shared.requests;  /* counted by unwtab_request */
+		u->shared = u->st;
+		if (!u->nq)
+			pthread_cond_broadcast(&u->idle);
+	}
+	pthread_mutex_unlock(&u->mu);
+	return NULL;
+}
+
+int unwtab_new(int rows_fd, int procs_fd, uint32_t rows_capacity, struct unwtab **out)
+{
+	struct unwtab *u = calloc(1, sizeof(*u));
+	pthread_condattr_t ca;
+	int r;
+
+	*out = NULL;
+	if (!u)
+		return -ENOMEM;
+	u->rows_fd = rows_fd;
+	u->procs_fd = procs_fd;
+	u->cap = rows_capacity;
+	u->st.rows_capacity = rows_capacity;
+	u->shared = u->st;
+	u->free = calloc(1, sizeof(*u->free));
+	u->queue = calloc(MAX_QUEUE, sizeof(*u->queue));
+	if (!u->free || !u->queue) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	u->free[0] = (struct range){ 0, rows_capacity };
+	u->nfree = rows_capacity ? 1 : 0;
+	u->last_sweep = clock_mono_ns();
+	pthread_mutex_init(&u->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_cond_init(&u->wake, &ca);
+	pthread_cond_init(&u->idle, &ca);
+	pthread_condattr_destroy(&ca);
+	r = -pthread_create(&u->thread, NULL, worker, u);
+	if (r < 0)
+		goto fail;
+	u->started = true;
+	*out = u;
+	return 0;
+fail:
+	unwtab_free(u);
+	return r;
+}
+
+void unwtab_free(struct unwtab *u)
+{
+	if (!u)
+		return;
+	if (u->started) {
+		pthread_mutex_lock(&u->mu);
+		u->stop = true;
+		pthread_cond_signal(&u->wake);
+		pthread_mutex_unlock(&u->mu);
+		pthread_join(u->thread, NULL);
+		pthread_mutex_destroy(&u->mu);
+		pthread_cond_destroy(&u->wake);
+		pthread_cond_destroy(&u->idle);
+	}
+	while (u->nprocs)
+		proc_drop(u, u->nprocs - 1);
+	for (size_t i = 0; i < u->ntables; i++)
+		free(u->tables[i]);
+	free(u->tables);
+	free(u->procs);
+	free(u->free);
+	free(u->queue);
+	free(u);
+}
+
+void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns)
+{
+	size_t i;
+
+	pthread_mutex_lock(&u->mu);
+	for (i = 0; i < u->nq && u->queue[i].tgid != tgid; i++)
+		;
+	if (i < u->nq) {
+		u->queue[i].start_ns = start_ns;
+	} else if (u->nq < MAX_QUEUE) {
+		u->queue[u->nq++] = (struct request){ tgid, start_ns };
+		u->shared.requests++;
+		pthread_cond_signal(&u->wake);
+	}
+	pthread_mutex_unlock(&u->mu);
+}
+
+int unwtab_wait_idle(struct unwtab *u, uint64_t timeout_ns)
+{
+	struct timespec ts;
+	int r = 0;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(timeout_ns / 1000000000ull);
+	ts.tv_nsec += (long)(timeout_ns % 1000000000ull);
+	if (ts.tv_nsec >= 1000000000l) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000l;
+	}
+	pthread_mutex_lock(&u->mu);
+	while ((u->nq || u->busy) && r == 0)
+		r = pthread_cond_timedwait(&u->idle, &u->mu, &ts);
+	pthread_mutex_unlock(&u->mu);
+	return r ? -ETIMEDOUT : 0;
+}
+
+void unwtab_get_stats(struct unwtab *u, struct unwtab_stats *out)
+{
+	pthread_mutex_lock(&u->mu);
+	*out = u->shared;
+	pthread_mutex_unlock(&u->mu);
+}

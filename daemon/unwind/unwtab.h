@@ -1,0 +1,53 @@
+/* The unwind tables the BPF unwinder reads, kept up to date on a worker
+ * thread: built on first need of a process (a sample of it without tables,
+ * or a recording that starts), shared by every process that maps the same
+ * binary (same build-id, or same file), refreshed when a process maps new
+ * code (dlopen), released when no live process maps them any more, and
+ * evicted least recently used when the row array is full.
+ *
+ * The event loop only queues requests (unwtab_request never blocks on a
+ * build); reading ELF files, building, and writing the BPF maps
+ * (unwind_rows, unwind_procs) happen on the worker. */
+#ifndef JPROF_UNWTAB_H
+#define JPROF_UNWTAB_H
+
+#include <stdint.h>
+
+#include "cfi.h"
+
+struct unwtab;
+
+struct unwtab_stats {
+	uint64_t procs;           /* processes with tables in BPF */
+	uint64_t tables;          /* binaries loaded */
+	uint64_t rows_used;
+	uint64_t rows_capacity;
+	uint64_t requests;        /* processes asked for (BPF misses, recordings) */
+	uint64_t builds;          /* tables built */
+	uint64_t build_ns_max;    /* longest build of one binary */
+	uint64_t build_ns_total;
+	uint64_t evicted;         /* tables evicted to make room */
+	uint64_t rows_full;       /* tables not loaded: no room even after evicting */
+	uint64_t open_failed;     /* mapped files that could not be opened */
+	uint64_t too_many_maps;   /* executable mappings beyond the per-process limit */
+	uint64_t rejected[CFI_NERRORS];  /* binaries without a table, by cause */
+};
+
+/* rows_fd, procs_fd: the BPF maps unwind_rows (capacity rows_capacity) and
+ * unwind_procs, borrowed. Starts the worker. */
+int unwtab_new(int rows_fd, int procs_fd, uint32_t rows_capacity, struct unwtab **out);
+/* Stops the worker; NULL-safe. The BPF maps are left as they are. */
+void unwtab_free(struct unwtab *u);
+
+/* Asks for tgid's tables (start_ns: CLOCK_BOOTTIME start of the process as
+ * BPF saw it, 0 if not known). Never blocks; duplicates are merged, and a
+ * process loaded less than a second ago is not read again. */
+void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns);
+
+/* Waits until the worker has no queued request (tests, recordings that want
+ * tables before they start); 0, or -ETIMEDOUT. */
+int unwtab_wait_idle(struct unwtab *u, uint64_t timeout_ns);
+
+void unwtab_get_stats(struct unwtab *u, struct unwtab_stats *out);
+
+#endif
