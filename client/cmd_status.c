@@ -15,12 +15,13 @@ static void cmd_status_print(struct json_object *st)
 	struct json_object *sampler = field_member(st, "sampler", json_type_object);
 	struct json_object *lost = field_member(sampler, "lost", json_type_object);
 	struct json_object *off = field_member(sampler, "offcpu", json_type_object);
+	struct json_object *uw = field_member(sampler, "unwind", json_type_object);
 	struct json_object *sessions = field_member(st, "sessions", json_type_object);
 	struct json_object *list = field_member(sessions, "list", json_type_array);
 	struct json_object *peer = field_member(st, "peer", json_type_object);
 	const char *version = field_str(st, "version");
 	const char *state = field_str(sampler, "state");
-	char a[32], b[32], c[32], d[32];
+	char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
 	int all;
 
 	ctl_format_span(a, sizeof(a), field_int(st, "uptime_ms"));
@@ -53,6 +54,18 @@ static void cmd_status_print(struct json_object *st)
 		       ctl_num(a, sizeof(a), field_int(off, "recordings")),
 		       ctl_num(b, sizeof(b), field_int(off, "intervals")),
 		       ctl_num(c, sizeof(c), field_int(off, "below_threshold")));
+	if (uw && field_bool(uw, "enabled") == 1)
+		printf("unwinding: %s stacks by CFI (%s to the root), %s without tables yet; "
+		       "%s tables, %s of %s rows, %s processes\n",
+		       ctl_num(a, sizeof(a), field_int(uw, "stacks")),
+		       ctl_num(b, sizeof(b), field_int(uw, "stacks_to_root")),
+		       ctl_num(c, sizeof(c), field_int(uw, "stacks_without_tables")),
+		       ctl_num(d, sizeof(d), field_int(uw, "tables")),
+		       ctl_num(e, sizeof(e), field_int(uw, "rows")),
+		       ctl_num(f, sizeof(f), field_int(uw, "rows_capacity")),
+		       ctl_num(g, sizeof(g), field_int(uw, "processes")));
+	else if (uw)
+		printf("unwinding: frame pointers only (unwind = off)\n");
 	printf("sessions: %s active\n", ctl_num(a, sizeof(a), field_int(sessions, "active")));
 	for (size_t i = 0; list && i < json_object_array_length(list); i++) {
 		struct json_object *s = json_object_array_get_idx(list, i);

@@ -57,6 +57,9 @@ static void usage(FILE *f)
 		"      --host-bucket S    continuous profile window, seconds (default 10)\n"
 		"      --host-retention S how long windows are kept, seconds (default 600)\n"
 		"      --host-max-memory BYTES  memory for all windows, K/M/G suffix (default 64M)\n"
+		"      --unwind MODE      user stacks: cfi (.eh_frame tables, default) or\n"
+		"                         frame-pointers\n"
+		"      --unwind-max-memory BYTES  memory for CFI tables, K/M/G suffix (default 12M)\n"
 		"      --max-sessions N   concurrent recordings (default 64)\n"
 		"      --max-clients N    concurrent connections (default 1024)\n"
 		"  Per-uid quotas (root has none, and a sixteenth of each total is kept for it):\n"
@@ -81,7 +84,8 @@ static void usage(FILE *f)
 static int parse_args(int argc, char **argv, struct options *o)
 {
 	enum { OPT_MAX_SESSIONS = 256, OPT_MAX_CLIENTS, OPT_HOST_BUCKET, OPT_HOST_RETENTION,
-	       OPT_HOST_MAX_MEMORY, OPT_HTTP, OPT_HTTP_TOKEN_FILE, OPT_HTTP_SOCKET,
+	       OPT_HOST_MAX_MEMORY, OPT_HTTP, OPT_HTTP_TOKEN_FILE, OPT_HTTP_SOCKET, OPT_UNWIND,
+	       OPT_UNWIND_MAX_MEMORY,
 	       /* a per-uid quota flag is OPT_QUOTA + its config key */
 	       OPT_QUOTA = 512 };
 	static const struct option longopts[] = {
@@ -97,6 +101,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "host-retention", required_argument, NULL, OPT_HOST_RETENTION },
 		{ "host-max-memory", required_argument, NULL, OPT_HOST_MAX_MEMORY },
 		{ "http", required_argument, NULL, OPT_HTTP },
+		{ "unwind", required_argument, NULL, OPT_UNWIND },
+		{ "unwind-max-memory", required_argument, NULL, OPT_UNWIND_MAX_MEMORY },
 		{ "http-token-file", required_argument, NULL, OPT_HTTP_TOKEN_FILE },
 		{ "http-socket", required_argument, NULL, OPT_HTTP_SOCKET },
 		{ "max-clients-per-uid", required_argument, NULL, OPT_QUOTA + CONFIG_MAX_CLIENTS_PER_UID },
@@ -132,6 +138,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case OPT_HOST_RETENTION: k = CONFIG_HOST_RETENTION; break;
 		case OPT_HOST_MAX_MEMORY: k = CONFIG_HOST_MAX_MEMORY; break;
 		case OPT_HTTP: k = CONFIG_HTTP; break;
+		case OPT_UNWIND: k = CONFIG_UNWIND; break;
+		case OPT_UNWIND_MAX_MEMORY: k = CONFIG_UNWIND_MAX_MEMORY; break;
 		case OPT_HTTP_TOKEN_FILE: k = CONFIG_HTTP_TOKEN_FILE; break;
 		case OPT_HTTP_SOCKET: k = CONFIG_HTTP_SOCKET; break;
 		case 'l': k = CONFIG_LOG_LEVEL; break;
@@ -315,6 +323,8 @@ int main(int argc, char **argv)
 	ccfg.max_clients = cfg.max_clients;
 	slim.max_sessions = cfg.max_sessions;
 	scfg.host_rate_hz = cfg.rate_hz;
+	scfg.no_unwind = cfg.unwind_fp_only;
+	scfg.unwind_rows = (unsigned)(cfg.unwind_max_memory / sizeof(struct jp_unwind_row));
 
 	r = loop_new(&loop);
 	if (r < 0)

@@ -30,6 +30,8 @@ static const char *const key_names[CONFIG_NKEYS] = {
 	[CONFIG_MAX_SESSIONS_PER_UID] = "max_sessions_per_uid",
 	[CONFIG_MAX_PERF_EVENTS_PER_UID] = "max_perf_events_per_uid",
 	[CONFIG_MAX_OUTPUT_PER_UID] = "max_output_per_uid",
+	[CONFIG_UNWIND] = "unwind",
+	[CONFIG_UNWIND_MAX_MEMORY] = "unwind_max_memory",
 };
 
 void config_defaults(struct config *c)
@@ -50,6 +52,7 @@ void config_defaults(struct config *c)
 	c->max_sessions_per_uid = 8;
 	c->max_perf_events_per_uid = 4096;
 	c->max_output_per_uid = 64ull << 20;
+	c->unwind_max_memory = 12ull << 20;
 }
 
 const char *config_key_name(enum config_key k)
@@ -220,6 +223,20 @@ int config_set(struct config *c, enum config_key k, const char *v, char *err, si
 	case CONFIG_HOST_MAX_MEMORY:
 		if (parse_bytes(v, 1ull << 20, 1ull << 40, &c->host_max_memory) < 0) {
 			snprintf(err, errlen, "host_max_memory wants 1M..1024G (bytes, or K/M/G), not \"%s\"", v);
+			return -EINVAL;
+		}
+		break;
+	case CONFIG_UNWIND:
+		if (strcmp(v, "cfi") != 0 && strcmp(v, "frame-pointers") != 0) {
+			snprintf(err, errlen, "unwind wants cfi (.eh_frame tables, the default) or "
+				 "frame-pointers, not \"%s\"", v);
+			return -EINVAL;
+		}
+		c->unwind_fp_only = strcmp(v, "frame-pointers") == 0;
+		break;
+	case CONFIG_UNWIND_MAX_MEMORY:
+		if (parse_bytes(v, 1ull << 20, 4ull << 30, &c->unwind_max_memory) < 0) {
+			snprintf(err, errlen, "unwind_max_memory wants 1M..4G (bytes, or K/M/G), not \"%s\"", v);
 			return -EINVAL;
 		}
 		break;
@@ -401,6 +418,8 @@ void config_format(const struct config *c, enum config_key k, char *buf, size_t 
 		snprintf(buf, len, "%u", c->max_perf_events_per_uid);
 		break;
 	case CONFIG_MAX_OUTPUT_PER_UID: format_bytes(c->max_output_per_uid, buf, len); break;
+	case CONFIG_UNWIND: snprintf(buf, len, "%s", c->unwind_fp_only ? "frame-pointers" : "cfi"); break;
+	case CONFIG_UNWIND_MAX_MEMORY: format_bytes(c->unwind_max_memory, buf, len); break;
 	default: snprintf(buf, len, "?"); break;
 	}
 }
@@ -443,6 +462,10 @@ void config_override(struct config *dst, const struct config *src)
 		dst->max_perf_events_per_uid = src->max_perf_events_per_uid;
 	if (src->set & (1u << CONFIG_MAX_OUTPUT_PER_UID))
 		dst->max_output_per_uid = src->max_output_per_uid;
+	if (src->set & (1u << CONFIG_UNWIND))
+		dst->unwind_fp_only = src->unwind_fp_only;
+	if (src->set & (1u << CONFIG_UNWIND_MAX_MEMORY))
+		dst->unwind_max_memory = src->unwind_max_memory;
 	for (int k = 0; k < CONFIG_NKEYS; k++)
 		if (src->set & (1u << k))
 			dst->line[k] = src->line[k];

@@ -31,6 +31,8 @@ enum config_key {
 	CONFIG_MAX_SESSIONS_PER_UID,
 	CONFIG_MAX_PERF_EVENTS_PER_UID,
 	CONFIG_MAX_OUTPUT_PER_UID,
+	CONFIG_UNWIND,
+	CONFIG_UNWIND_MAX_MEMORY,
 	CONFIG_NKEYS,
 };
 
@@ -53,6 +55,8 @@ struct config {
 	unsigned max_sessions_per_uid;       /* recordings */
 	unsigned max_perf_events_per_uid;    /* per-thread events over all its recordings */
 	unsigned long long max_output_per_uid;  /* bytes of unread replies over all its connections */
+	bool unwind_fp_only;         /* unwind = frame-pointers: no CFI tables */
+	unsigned long long unwind_max_memory;  /* bytes of CFI table rows (BPF array) */
 	unsigned set;                /* bit (1 << key) for every key given */
 	unsigned line[CONFIG_NKEYS]; /* file line a key came from; 0 = default or flag */
 };

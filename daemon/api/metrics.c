@@ -50,6 +50,37 @@ static void fcounter(struct out *o, const char *name, const char *help, double v
 	put(o, "%s %.9g\n", name, v);
 }
 
+static void unwind_metrics(struct out *o, const struct sampler_stats *s)
+{
+	const struct unwtab_stats *t = &s->unwind;
+
+	counter(o, "jprofd_unwind_stacks_total", "User stacks walked with CFI unwind tables.", s->uw_dwarf);
+	counter(o, "jprofd_unwind_stacks_to_root_total",
+		"User stacks walked with CFI tables that reached the outermost frame.", s->uw_root);
+	counter(o, "jprofd_unwind_stacks_without_tables_total",
+		"User stacks of processes without tables yet: frame pointers only.", s->uw_no_tables);
+	counter(o, "jprofd_unwind_frames_total", "Frames in stacks walked with CFI tables.", s->uw_frames);
+	counter(o, "jprofd_unwind_frame_pointer_frames_total",
+		"Frames of those stacks found by frame pointers (code without CFI).", s->uw_fp_frames);
+	gauge(o, "jprofd_unwind_processes", "Processes with unwind tables loaded.", t->procs);
+	gauge(o, "jprofd_unwind_tables", "Binaries with unwind tables loaded.", t->tables);
+	gauge(o, "jprofd_unwind_rows", "Unwind table rows loaded.", t->rows_used);
+	gauge(o, "jprofd_unwind_rows_capacity", "Unwind table rows that fit.", t->rows_capacity);
+	counter(o, "jprofd_unwind_table_builds_total", "Unwind tables built.", t->builds);
+	fcounter(o, "jprofd_unwind_table_build_seconds_total", "Time spent building unwind tables.",
+		 (double)t->build_ns_total / 1e9);
+	counter(o, "jprofd_unwind_tables_evicted_total", "Unwind tables evicted to make room.", t->evicted);
+	family(o, "jprofd_unwind_tables_rejected_total", "counter",
+	       "Binaries left without unwind tables (frame pointers then), by cause.");
+	for (int i = CFI_OK + 1; i < CFI_NERRORS; i++)
+		put(o, "jprofd_unwind_tables_rejected_total{cause=\"%s\"} %llu\n",
+		    cfi_error_name((enum cfi_error)i), (unsigned long long)t->rejected[i]);
+	put(o, "jprofd_unwind_tables_rejected_total{cause=\"no_room\"} %llu\n",
+	    (unsigned long long)t->rows_full);
+	put(o, "jprofd_unwind_tables_rejected_total{cause=\"open_failed\"} %llu\n",
+	    (unsigned long long)t->open_failed);
+}
+
 static void sampler_metrics(struct out *o, const struct sampler_stats *s)
 {
 	gauge(o, "jprofd_host_rate_hertz", "Always-on host sampling rate per CPU (0 = off).",
@@ -87,6 +118,7 @@ static void sampler_metrics(struct out *o, const struct sampler_stats *s)
 	gauge(o, "jprofd_perf_cpu_event_sets", "Per-CPU perf event sets open (host view and --all recordings).",
 	      s->cpu_event_sets);
 	gauge(o, "jprofd_perf_thread_events", "Per-thread perf events open.", s->thread_events);
+	unwind_metrics(o, s);
 }
 
 static void agent_metrics(struct out *o, const struct agentlink_stats *a)

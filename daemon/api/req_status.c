@@ -98,6 +98,40 @@ static void add_hostview_status(struct hostview *hv, struct json_object *st)
 	json_object_object_add(st, "hostview", h);
 }
 
+/* DWARF unwinding: what the BPF unwinder did and the tables it read. */
+static void add_unwind_status(const struct sampler_stats *ss, struct json_object *smp)
+{
+	struct json_object *u = json_object_new_object(), *rej = json_object_new_object();
+	const struct unwtab_stats *t = &ss->unwind;
+
+	if (!u || !rej) {
+		json_object_put(u);
+		json_object_put(rej);
+		return;
+	}
+	json_object_object_add(u, "enabled", json_object_new_boolean(ss->unwind_on));
+	requests_add_u64(u, "stacks", ss->uw_dwarf);
+	requests_add_u64(u, "stacks_without_tables", ss->uw_no_tables);
+	requests_add_u64(u, "stacks_to_root", ss->uw_root);
+	requests_add_u64(u, "frames", ss->uw_frames);
+	requests_add_u64(u, "frame_pointer_frames", ss->uw_fp_frames);
+	requests_add_u64(u, "id_collisions", ss->uw_collision);
+	requests_add_u64(u, "processes", t->procs);
+	requests_add_u64(u, "tables", t->tables);
+	requests_add_u64(u, "rows", t->rows_used);
+	requests_add_u64(u, "rows_capacity", t->rows_capacity);
+	requests_add_u64(u, "builds", t->builds);
+	requests_add_u64(u, "build_ms_max", t->build_ns_max / 1000000ull);
+	requests_add_u64(u, "evicted", t->evicted);
+	requests_add_u64(u, "rows_full", t->rows_full);
+	requests_add_u64(u, "open_failed", t->open_failed);
+	requests_add_u64(u, "too_many_mappings", t->too_many_maps);
+	for (int i = CFI_OK + 1; i < CFI_NERRORS; i++)
+		requests_add_u64(rej, cfi_error_name((enum cfi_error)i), t->rejected[i]);
+	json_object_object_add(u, "rejected", rej);
+	json_object_object_add(smp, "unwind", u);
+}
+
 static void add_sampler_status(struct sampler *sampler, struct json_object *smp,
 			       struct json_object *lost)
 {
@@ -129,6 +163,7 @@ static void add_sampler_status(struct sampler *sampler, struct json_object *smp,
 		requests_add_u64(off, "held_stacks", ss.offcpu_held_stacks);
 		json_object_object_add(smp, "offcpu", off);
 	}
+	add_unwind_status(&ss, smp);
 }
 
 /* JVM attach helpers stopped without waiting (see attach.h). */

@@ -615,6 +615,8 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 		if (proc_read_comm(p->pid, 0, s->comm, sizeof(s->comm)) < 0)
 			snprintf(s->comm, sizeof(s->comm), "?");
 		store_set_process_name(s->store, (uint32_t)p->pid, s->comm);
+		/* Its unwind tables now, not at its first sample. */
+		sampler_unwind_prepare(m->sampler, (uint32_t)p->pid);
 		if (p->event == EVENT_OFFCPU)
 			r = offcpu_start(s, err_code, err_msg, err_len);
 		else
