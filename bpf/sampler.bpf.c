@@ -165,7 +165,7 @@ struct jp_uw_state {
 	__u32 fp_frames;
 	__u32 root;      /* the walk ended at a frame CFI calls outermost */
 	__u32 unmapped;  /* ... or at an address outside the known mappings */
-	__u32 pad;
+	__u32 by_cfi;    /* pc came from a CFI row (trusted), not a frame pointer */
 	struct jp_ustack st;
 };
 
@@ -257,7 +257,7 @@ static __always_inline void unwind_miss(__u32 tgid, __u64 start_ns, struct jp_co
 	__u64 now = bpf_ktime_get_ns(), *last = bpf_map_lookup_elem(&unwind_miss_last, &tgid);
 	struct jp_msg_unwind_miss *m;
 
-	if (last && now - *last < 1000000000ULL)
+	if (last && now - *last < 250000000ULL)
 		return;
 	bpf_map_update_elem(&unwind_miss_last, &tgid, &now, BPF_ANY);
 	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
@@ -346,8 +346,11 @@ static long unwind_step(__u64 i, void *unused)
 	mi = unwind_find_map(u->tgid, look);
 	if (mi >= 0)
 		m = &p->maps[mi & (JP_UNWIND_MAX_MAPS - 1)];
-	if (!m)
-		u->unmapped = 1;  /* new code (dlopen), or the walk went astray */
+	/* A pc that is real (the interrupted one, or a return address CFI
+	 * found) outside every known mapping is new code (dlopen): the
+	 * process's tables are stale. One a frame pointer gave may be junk. */
+	if (!m && (!n || u->by_cfi))
+		u->unmapped = 1;
 	if (!m && n)
 		return 1;
 	u->st.ips[n] = pc;
@@ -380,6 +383,7 @@ static long unwind_step(__u64 i, void *unused)
 		}
 		u->sp = cfa;
 		u->pc = ra;
+		u->by_cfi = 1;
 		return ra ? 0 : 1;
 	}
 	/* No CFI for this code: its frame pointer, if it is one. */
@@ -395,6 +399,7 @@ static long unwind_step(__u64 i, void *unused)
 		u->pc = pair[1];
 	}
 	u->sp = bp + 16;
+	u->by_cfi = 0;
 	u->fp_frames++;
 	return u->pc ? 0 : 1;
 }
@@ -435,6 +440,7 @@ static __always_inline __s32 dwarf_stack_id(void *ustacks, __u32 tgid, struct jp
 	u->fp_frames = 0;
 	u->root = 0;
 	u->unmapped = 0;
+	u->by_cfi = 0;
 	u->st.hash = 0xcbf29ce484222325ULL;
 	bpf_loop(JP_MAX_STACK_DEPTH, unwind_step, NULL, 0);
 	if (u->unmapped)

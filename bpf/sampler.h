@@ -155,7 +155,7 @@ enum jp_msg_type {
 };
 
 /* A sampled process has no unwind tables, or a pc outside the mappings its
- * tables know (dlopen). At most one per process per second. */
+ * tables know (dlopen). At most one per process per 250 ms. */
 struct jp_msg_unwind_miss {
 	__u32 type;      /* JP_MSG_UNWIND_MISS */
 	__u32 tgid;

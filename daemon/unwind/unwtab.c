@@ -20,7 +20,7 @@
 /* /proc's start times count USER_HZ ticks (100 on x86-64): an entry holds
  * the start rounded down to one, as BPF compares it. */
 #define TICK_NS 10000000ull
-#define REFRESH_NS 1000000000ull   /* a process's maps are read at most once a second */
+#define REFRESH_NS 250000000ull    /* a process's maps are read at most every 250 ms */
 #define SWEEP_NS 5000000000ull     /* exited processes are looked for every 5 s */
 #define MAX_IDLE_TABLES 512        /* unreferenced tables kept for reuse */
 #define MAX_QUEUE 4096

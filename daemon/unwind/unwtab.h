@@ -41,7 +41,7 @@ void unwtab_free(struct unwtab *u);
 
 /* Asks for tgid's tables (start_ns: CLOCK_BOOTTIME start of the process as
  * BPF saw it, 0 if not known). Never blocks; duplicates are merged, and a
- * process loaded less than a second ago is not read again. */
+ * process loaded less than 250 ms ago is not read again. */
 void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns);
 
 /* Waits until the worker has no queued request (tests, recordings that want

@@ -28,7 +28,7 @@ if(JPROF_FUZZ)
   file(MAKE_DIRECTORY ${FUZZ_OUT}/artifacts)
 
   # Coverage feedback from the code under test, not only from the harness.
-  foreach(lib jprofproto jprof_core jprof_symbols jprof_jvm)
+  foreach(lib jprofproto jprof_core jprof_symbols jprof_jvm jprof_unwind)
     target_compile_options(${lib} PRIVATE -fsanitize=fuzzer-no-link)
   endforeach()
 
@@ -39,7 +39,8 @@ if(JPROF_FUZZ)
     "ring:jprof_jvm"         # shared ring -> Java join (jring, jvmjoin)
     "procmaps:jprof_symbols" # /proc/PID/maps
     "kallsyms:jprof_symbols" # /proc/kallsyms
-    "elf:jprof_symbols")     # ELF files named by a process's mappings
+    "elf:jprof_symbols"      # ELF files named by a process's mappings
+    "cfi:jprof_unwind")      # their .eh_frame, compiled to unwind tables
   math(EXPR fuzz_timeout "${JPROF_FUZZ_SECONDS} + 120")
   add_custom_target(fuzz)
   foreach(entry ${JPROF_FUZZERS})

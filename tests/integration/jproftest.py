@@ -47,7 +47,8 @@ BPF_PROG_NAMES = ("sample_cpu", "sample_thread", "on_fork", "on_exec", "offcpu_s
 BPFTOOL_PATHS = ("/usr/sbin/bpftool", "/sbin/bpftool", "/usr/bin/bpftool")
 SOCKET_WAIT_S = 15.0
 STOP_WAIT_S = 5.0
-PROGS = ("spin_chain", "read_zero", "thread_spawner", "alternate", "waiter")
+PROGS = ("spin_chain", "read_zero", "thread_spawner", "alternate", "waiter", "unwind_chain_pie",
+         "unwind_chain_nopie")
 
 _cleanups = []
 

@@ -26,3 +26,33 @@ foreach(prog spin_chain read_zero thread_spawner alternate waiter)
     LINK_OPTIONS "")
 endforeach()
 target_link_libraries(prog_thread_spawner PRIVATE Threads::Threads)
+
+# DWARF unwinding workloads (test_dwarf_unwind.py): optimized and without
+# frame pointers, as distributions build, so only .eh_frame finds callers.
+set(JPROF_UNWIND_COPTS -O2 -g -Wall -Wextra -fomit-frame-pointer -fno-inline)
+if(JPROF_WERROR)
+  list(APPEND JPROF_UNWIND_COPTS -Werror)
+endif()
+foreach(kind pie nopie)
+  add_executable(prog_unwind_chain_${kind} ${CMAKE_CURRENT_LIST_DIR}/unwind_chain.c)
+  if(kind STREQUAL "pie")
+    set(copts ${JPROF_UNWIND_COPTS} -fPIE)
+    set(lopts -pie)
+  else()
+    set(copts ${JPROF_UNWIND_COPTS} -fno-pie)
+    set(lopts -no-pie)
+  endif()
+  set_target_properties(prog_unwind_chain_${kind} PROPERTIES
+    OUTPUT_NAME unwind_chain_${kind}
+    RUNTIME_OUTPUT_DIRECTORY ${JPROF_PROGS_OUT}
+    POSITION_INDEPENDENT_CODE OFF
+    COMPILE_OPTIONS "${copts}"
+    LINK_OPTIONS "${lopts}")
+  target_link_libraries(prog_unwind_chain_${kind} PRIVATE ${CMAKE_DL_LIBS})
+endforeach()
+add_library(prog_unwind_dso SHARED ${CMAKE_CURRENT_LIST_DIR}/unwind_dso.c)
+set_target_properties(prog_unwind_dso PROPERTIES
+  OUTPUT_NAME unwind_dso
+  LIBRARY_OUTPUT_DIRECTORY ${JPROF_PROGS_OUT}
+  COMPILE_OPTIONS "${JPROF_UNWIND_COPTS};-fPIC"
+  LINK_OPTIONS "")

@@ -1,0 +1,191 @@
+/* Unit tests of the unwind table builder (daemon/unwind/cfi.c) on real
+ * binaries: libc, this test's own executable, and corrupted copies. */
+#include <check.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cfi.h"
+#include "check_main.h"
+
+extern void _start(void);
+
+static struct cfi_table *build_file(const char *path, size_t max_rows, int *rc,
+				    enum cfi_error *why)
+{
+	struct cfi_table *t = NULL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	ck_assert_int_ge(fd, 0);
+	*rc = cfi_build_fd(fd, max_rows, &t, why);
+	close(fd);
+	return t;
+}
+
+/* The ELF address of a function of a loaded object, and that object's path. */
+static uint64_t elf_addr_of(void *fn, char *path, size_t len)
+{
+	Dl_info info;
+	struct link_map *lm = NULL;
+
+	ck_assert(dladdr1(fn, &info, (void **)&lm, RTLD_DL_LINKMAP));
+	snprintf(path, len, "%s", lm->l_name[0] ? lm->l_name : "/proc/self/exe");
+	return (uint64_t)(uintptr_t)fn - lm->l_addr;
+}
+
+static void check_rows_sorted(const struct cfi_table *t)
+{
+	for (size_t i = 1; i < t->n; i++)
+		ck_assert_uint_gt(t->rows[i].pc, t->rows[i - 1].pc);
+}
+
+START_TEST(test_libc)
+{
+	char path[4096];
+	uint64_t pc = elf_addr_of((void *)&read, path, sizeof(path));
+	enum cfi_error why = CFI_NERRORS;
+	int rc;
+	struct cfi_table *t = build_file(path, 1u << 22, &rc, &why);
+	const struct jp_unwind_row *r;
+	int rsp = 0, rbp_saved = 0;
+
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(why, CFI_OK);
+	ck_assert_uint_gt(t->n, 1000);
+	ck_assert_uint_gt(t->fdes, 500);
+	ck_assert_uint_ge(t->build_id_len, 16);
+	check_rows_sorted(t);
+	/* At any function's first instruction the return address is at the
+	 * stack pointer: CFA = rsp + 8. */
+	r = cfi_lookup(t, pc);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_uint_eq(r->pc, (uint32_t)pc);
+	ck_assert_int_eq(r->kind, JP_UW_CFA_RSP);
+	ck_assert_int_eq(r->cfa_off, 8);
+	for (size_t i = 0; i < t->n; i++) {
+		rsp += t->rows[i].kind == JP_UW_CFA_RSP;
+		rbp_saved += t->rows[i].rbp_off != 0;
+		ck_assert_int_le(t->rows[i].kind, JP_UW_END);
+	}
+	/* Most of libc is rsp-based; functions that push rbp say where. */
+	ck_assert_int_gt(rsp, (int)t->n / 2);
+	ck_assert_int_gt(rbp_saved, 0);
+	/* The executable segment maps offsets to ELF addresses. */
+	ck_assert_uint_ge(t->nsegs, 1);
+	cfi_table_free(t);
+}
+END_TEST
+
+/* _start marks its return address undefined: the walk's root. */
+START_TEST(test_start_is_outermost)
+{
+	char path[4096];
+	uint64_t pc = elf_addr_of((void *)&_start, path, sizeof(path));
+	enum cfi_error why;
+	int rc;
+	struct cfi_table *t = build_file("/proc/self/exe", 1u << 20, &rc, &why);
+	const struct jp_unwind_row *r;
+
+	ck_assert_int_eq(rc, 0);
+	r = cfi_lookup(t, pc + 4);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(r->kind, JP_UW_END);
+	cfi_table_free(t);
+}
+END_TEST
+
+START_TEST(test_row_bound)
+{
+	char path[4096];
+	enum cfi_error why;
+	int rc;
+	struct cfi_table *t;
+
+	elf_addr_of((void *)&read, path, sizeof(path));
+	t = build_file(path, 100, &rc, &why);
+	ck_assert_int_eq(rc, -E2BIG);
+	ck_assert_int_eq(why, CFI_ERR_TOO_BIG);
+	ck_assert_ptr_null(t);
+	ck_assert_str_eq(cfi_error_name(why), "too_big");
+}
+END_TEST
+
+START_TEST(test_not_elf)
+{
+	static const char text[] = "#!/bin/sh\necho not an ELF file\n";
+	struct cfi_table *t = NULL;
+	enum cfi_error why;
+
+	ck_assert_int_eq(cfi_build_memory(text, sizeof(text), 1000, &t, &why), -EINVAL);
+	ck_assert_int_eq(why, CFI_ERR_NOT_ELF);
+	ck_assert_ptr_null(t);
+}
+END_TEST
+
+/* Random corruption of a real library: every outcome is a table that
+ * keeps the invariants or a refusal with its cause, never a crash. */
+START_TEST(test_corrupt_copies)
+{
+	char path[4096];
+	struct stat sb;
+	uint8_t *img, *copy;
+	int fd, ok = 0, refused = 0;
+	unsigned seed = 12345;
+
+	elf_addr_of((void *)&read, path, sizeof(path));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstat(fd, &sb), 0);
+	img = malloc((size_t)sb.st_size);
+	copy = malloc((size_t)sb.st_size);
+	ck_assert_int_eq(read(fd, img, (size_t)sb.st_size), sb.st_size);
+	close(fd);
+	for (int round = 0; round < 40; round++) {
+		struct cfi_table *t = NULL;
+		enum cfi_error why = CFI_OK;
+		size_t size = (size_t)sb.st_size;
+		int rc;
+
+		memcpy(copy, img, size);
+		if (round % 4 == 3)
+			size = rand_r(&seed) % size;  /* truncated */
+		for (int k = 0; k < 64; k++)
+			copy[rand_r(&seed) % size] ^= (uint8_t)(1u << (rand_r(&seed) % 8));
+		rc = cfi_build_memory(copy, size, 1u << 22, &t, &why);
+		if (rc == 0) {
+			ck_assert_ptr_nonnull(t);
+			check_rows_sorted(t);
+			ok++;
+		} else {
+			ck_assert_ptr_null(t);
+			ck_assert_int_ne(why, CFI_OK);
+			refused++;
+		}
+		cfi_table_free(t);
+	}
+	ck_assert_int_eq(ok + refused, 40);
+	free(img);
+	free(copy);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("cfi");
+	TCase *tc = tcase_create("core");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_libc);
+	tcase_add_test(tc, test_start_is_outermost);
+	tcase_add_test(tc, test_row_bound);
+	tcase_add_test(tc, test_not_elf);
+	tcase_add_test(tc, test_corrupt_copies);
+	suite_add_tcase(s, tc);
+	return jprof_check_run(s);
+}
