@@ -104,8 +104,12 @@ START_TEST(test_every_key)
 				   "max_agents_per_uid = 4\n"
 				   "max_sessions_per_uid = 5\n"
 				   "max_perf_events_per_uid = 600\n"
-				   "max_output_per_uid = 512K\n",
+				   "max_output_per_uid = 512K\n"
+				   "unwind = frame-pointers\n"
+				   "unwind_max_memory = 2M\n",
 				   &c, err, sizeof(err)), 0);
+	ck_assert(c.unwind_fp_only);
+	ck_assert_uint_eq(c.unwind_max_memory, 2ull << 20);
 	ck_assert_uint_eq(c.max_clients_per_uid, 3);
 	ck_assert_uint_eq(c.max_agents_per_uid, 4);
 	ck_assert_uint_eq(c.max_sessions_per_uid, 5);
@@ -216,6 +220,8 @@ START_TEST(test_bad_values)
 	assert_error_at("host_max_memory = 2T\n", 1, "host_max_memory wants");
 	assert_error_at("host_max_memory = 99999999999999999999G\n", 1, "host_max_memory wants");
 	assert_error_at("# x\nrate = 10001\n", 2, "rate wants");
+	assert_error_at("unwind = dwarf\n", 1, "unwind wants cfi");
+	assert_error_at("unwind_max_memory = 100K\n", 1, "unwind_max_memory wants");
 	assert_error_at("rate = -1\n", 1, "rate wants");
 	assert_error_at("rate = 19hz\n", 1, "rate wants");
 	assert_error_at("rate =\n", 1, "rate wants");
