@@ -18,6 +18,7 @@ packages=(
 	clang llvm bpftool                     # BPF objects and skeletons
 	libclang-rt-dev                        # libFuzzer + sanitizer runtimes for clang (tests/fuzz)
 	libbpf-dev libelf-dev zlib1g-dev       # sampler, symbols
+	libdw-dev                              # unwind tables from .eh_frame (elfutils CFI)
 	libjson-c-dev libsystemd-dev libiberty-dev
 	check                                  # unit tests
 	protobuf-c-compiler libprotobuf-c-dev  # pprof output (zlib1g-dev above gzips it)

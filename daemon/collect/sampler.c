@@ -237,7 +237,7 @@ int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks
 	set_pid_namespace(s);
 	r = sampler_bpf__load(s->skel);
 	if (r < 0) {
-		log_err("sampler: cannot load BPF programs: %s (root and a BTF kernel >= 5.15 are needed)",
+		log_err("sampler: cannot load BPF programs: %s (root and a BTF kernel >= 5.17 are needed)",
 			strerror(-r));
 		goto fail;
 	}
