@@ -493,6 +493,14 @@ static __always_inline void read_stacks(struct bpf_perf_event_data *ctx, __u32 g
 	*ustack = user_stack_id(ctx, stacks, gen ? (void *)&ustacks1 : (void *)&ustacks0, tgid, c);
 }
 
+/* The process's name now (its leader's comm, what /proc/PID/comm shows). */
+static __always_inline void process_comm(char *comm)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	bpf_probe_read_kernel_str(comm, 16, task->group_leader->comm);
+}
+
 static __always_inline void count(void *counts, struct jp_count_key *key, struct jp_counters *c)
 {
 	__u64 one = 1, *v;
@@ -524,6 +532,7 @@ static __always_inline void aggregate(struct bpf_perf_event_data *ctx, struct jp
 		.start_ns = process_start(),
 	};
 
+	process_comm(key.comm);
 	read_stacks(ctx, gen, tgid, c, &key.kstack, &key.ustack, &key.flags);
 	count(gen ? (void *)&counts1 : (void *)&counts0, &key, c);
 }
@@ -547,6 +556,8 @@ static __always_inline void emit_record(struct bpf_perf_event_data *ctx, struct 
 	m->gen = gen;
 	m->flags = flags;
 	m->start_ns = process_start();
+	__builtin_memset(m->comm, 0, sizeof(m->comm));
+	process_comm(m->comm);
 	read_stacks(ctx, gen, tgid, c, &m->kstack, &m->ustack, &m->flags);
 	/* Records are polled at drain time; no wakeup per sample. */
 	bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
@@ -742,6 +753,8 @@ static __always_inline void offcpu_resume(struct task_struct *next, __u64 now, _
 			.source = st.source, .flags = st.flags, .start_ns = st.start_ns,
 		};
 
+		__builtin_memcpy(key.comm, st.comm, sizeof(key.comm));
+
 		offcpu_add((epoch & 1) ? (void *)&offcounts1 : (void *)&offcounts0, &key, ns, c);
 		return;
 	}
@@ -760,6 +773,7 @@ static __always_inline void offcpu_resume(struct task_struct *next, __u64 now, _
 	m->epoch = st.epoch;
 	m->flags = st.flags;
 	m->start_ns = st.start_ns;
+	__builtin_memcpy(m->comm, st.comm, sizeof(m->comm));
 	bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
 }
 
@@ -795,6 +809,7 @@ static __always_inline void offcpu_leave(void *ctx, bool preempt, struct task_st
 	else if (state & TASK_UNINTERRUPTIBLE)
 		st.flags |= JP_KEY_OFF_UNINTERRUPTIBLE;
 	st.start_ns = process_start();
+	process_comm(st.comm);
 	/* Read from inside the tracepoint: the program's own frame and
 	 * bpf_trace_run4 sit above __schedule; the stack starts there. */
 	st.kstack = stack_id(ctx, stacks, 0, OFFCPU_GLUE_FRAMES, c);

@@ -35,6 +35,8 @@ struct jp_count_key {
 	__u32 flags;
 	__u64 start_ns;  /* when the process (thread group leader) started, CLOCK_BOOTTIME:
 			  * with tgid it names one process, whatever reuses the pid later */
+	char comm[16];   /* the process's name (its leader's comm) when sampled: a
+			  * process gone by the drain keeps it */
 };
 
 /* ---- DWARF unwinding (daemon/collect/unwinder.c builds the tables) ----
@@ -137,6 +139,7 @@ struct jp_offcpu_start {
 	__s32 ustack;
 	__u32 epoch;            /* jp_gen at switch-out */
 	__u32 pad;
+	char comm[16];          /* as jp_count_key.comm */
 };
 
 /* Value of the off-CPU count maps (key: struct jp_count_key). */
@@ -181,6 +184,7 @@ struct jp_msg_sample {
 	__u32 gen;       /* which stack map the ids refer to */
 	__u32 flags;
 	__u64 start_ns;  /* as jp_count_key.start_ns */
+	char comm[16];
 };
 
 /* An off-CPU interval whose switch-out was in an earlier drain epoch than
@@ -197,6 +201,7 @@ struct jp_msg_offcpu {
 	__u32 epoch;
 	__u32 flags;
 	__u64 start_ns;
+	char comm[16];
 };
 
 #endif

@@ -119,6 +119,7 @@ void sampler_offcpu_record(struct sampler *s, const struct jp_msg_offcpu *m)
 		.source = m->source, .flags = m->flags, .start_ns = m->start_ns,
 	};
 
+	memcpy(k.comm, m->comm, sizeof(k.comm));
 	offcpu_deliver(s, m->epoch, &k, 1, m->ns);
 }
 
