@@ -166,6 +166,8 @@ struct jp_uw_state {
 	__u32 root;      /* the walk ended at a frame CFI calls outermost */
 	__u32 unmapped;  /* ... or at an address outside the known mappings */
 	__u32 by_cfi;    /* pc came from a CFI row (trusted), not a frame pointer */
+	__s32 last_map;  /* the mapping of the last frame, or -1 */
+	__u32 pad;
 	struct jp_ustack st;
 };
 
@@ -274,10 +276,9 @@ static __always_inline void unwind_miss(__u32 tgid, __u64 start_ns, struct jp_co
 /* The two searches are global functions: the verifier checks each once,
  * not once per path through the walk. */
 
-/* The index of tgid's mapping holding pc, or -1. */
-__noinline int unwind_find_map(__u32 tgid, __u64 pc)
+/* The index of p's mapping holding pc, or -1. */
+__noinline int unwind_find_map(const struct jp_unwind_proc *p, __u64 pc)
 {
-	const struct jp_unwind_proc *p = bpf_map_lookup_elem(&unwind_procs, &tgid);
 	__u32 lo = 0, hi, mid;
 
 	if (!p)
@@ -321,19 +322,25 @@ __noinline int unwind_find_row(__u32 first, __u32 count, __u32 off)
 /* One frame: records pc, then finds the caller's pc, sp and bp. Returns 1
  * (stop) at the outermost frame, at an address outside the process's
  * executable mappings, or at anything implausible. */
-static long unwind_step(__u64 i, void *unused)
-{
-	__u32 zero = 0, n;
-	struct jp_uw_state *u = bpf_map_lookup_elem(&unwind_scratch, &zero);
+/* What every step of one walk uses, looked up once. */
+struct uw_walk {
+	struct jp_uw_state *u;
 	const struct jp_unwind_proc *p;
+};
+
+static long unwind_step(__u64 i, void *arg)
+{
+	struct uw_walk *w = arg;
+	struct jp_uw_state *u = w->u;
+	const struct jp_unwind_proc *p = w->p;
 	const struct jp_unwind_map *m = NULL;
 	const struct jp_unwind_row *r = NULL;
 	__u64 pc, look, cfa, ra = 0, bp;
 	int mi, ri;
+	__u32 n;
 
 	if (!u)
 		return 1;
-	p = bpf_map_lookup_elem(&unwind_procs, &u->tgid);
 	n = u->n;
 	if (!p || n >= JP_MAX_STACK_DEPTH)
 		return 1;
@@ -343,7 +350,13 @@ static long unwind_step(__u64 i, void *unused)
 	/* A return address points after its call, which may be the last
 	 * instruction of a function: look up the call itself. */
 	look = n ? pc - 1 : pc;
-	mi = unwind_find_map(u->tgid, look);
+	/* Consecutive frames are mostly in one binary: try the last mapping
+	 * before searching. */
+	mi = u->last_map;
+	if (mi < 0 || look < p->maps[mi & (JP_UNWIND_MAX_MAPS - 1)].start ||
+	    look >= p->maps[mi & (JP_UNWIND_MAX_MAPS - 1)].end)
+		mi = unwind_find_map(p, look);
+	u->last_map = mi;
 	if (mi >= 0)
 		m = &p->maps[mi & (JP_UNWIND_MAX_MAPS - 1)];
 	/* A pc that is real (the interrupted one, or a return address CFI
@@ -416,6 +429,7 @@ static __always_inline __s32 dwarf_stack_id(void *ustacks, __u32 tgid, struct jp
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct pt_regs *regs;
 	struct jp_ustack *old;
+	struct uw_walk walk;
 	__u64 start = process_start();
 
 	if (!u)
@@ -441,8 +455,11 @@ static __always_inline __s32 dwarf_stack_id(void *ustacks, __u32 tgid, struct jp
 	u->root = 0;
 	u->unmapped = 0;
 	u->by_cfi = 0;
+	u->last_map = -1;
 	u->st.hash = 0xcbf29ce484222325ULL;
-	bpf_loop(JP_MAX_STACK_DEPTH, unwind_step, NULL, 0);
+	walk.u = u;
+	walk.p = p;
+	bpf_loop(JP_MAX_STACK_DEPTH, unwind_step, &walk, 0);
 	if (u->unmapped)
 		unwind_miss(tgid, start, c);
 	if (!u->n)
