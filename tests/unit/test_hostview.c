@@ -368,6 +368,66 @@ START_TEST(test_taps_are_exact_windows)
 }
 END_TEST
 
+/* The daemon drains every second: each drain delivers the samples taken
+ * since the previous one, then ticks. A query reports the time its merged
+ * buckets' samples were taken in, never the narrower range asked for: a
+ * profile that merged 20 s of samples and said 10 s would show 200% of a
+ * CPU. */
+START_TEST(test_span_is_what_the_buckets_cover)
+{
+	struct hostview *hv = hv_make(10, 600, 0);
+	struct hostview_tap *tap = NULL;
+	struct store *st = NULL;
+	uint64_t from, to, now;
+
+	/* Drains at T0+3.5 .. T0+24.5: one sample each, then the tick. */
+	for (now = T0 + 3 * S + S / 2; now <= T0 + 24 * S + S / 2; now += S) {
+		add(hv, 100, 100, "busy", now);
+		hostview_tick(hv, now);
+		if (now == T0 + 14 * S + S / 2)
+			ck_assert_int_eq(hostview_tap_open(hv, NULL, &tap), 0);
+	}
+	/* 4 s across a window boundary: the open window's bucket and the one
+	 * before it, 15 s of samples. */
+	ck_assert_int_eq(hostview_query(hv, T0 + 18 * S, T0 + 22 * S, NULL, &st, &from, &to), 0);
+	ck_assert_uint_eq(total_samples(st), 15);             /* T0+10.5 .. T0+24.5 */
+	ck_assert_uint_eq(from, T0 + 9 * S + S / 2);         /* the drain before T0+10.5 */
+	ck_assert_uint_eq(to, T0 + 24 * S + S / 2);          /* the last drain */
+	store_free(st);
+	/* Only the open window: its first drain brought samples taken since the
+	 * previous drain, in the window before. */
+	ck_assert_int_eq(hostview_query(hv, T0 + 21 * S, T0 + 22 * S, NULL, &st, &from, &to), 0);
+	ck_assert_uint_eq(total_samples(st), 5);
+	ck_assert_uint_eq(from, T0 + 19 * S + S / 2);
+	ck_assert_uint_eq(to, T0 + 24 * S + S / 2);
+	store_free(st);
+	/* Everything: the first bucket starts at its window (no drain before). */
+	ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, NULL, &st, &from, &to), 0);
+	ck_assert_uint_eq(total_samples(st), 22);
+	ck_assert_uint_eq(from, T0);
+	store_free(st);
+	/* A tap opened after the drain at T0+14.5 holds the next 10 drains. */
+	hostview_tap_span(tap, &from, &to);
+	ck_assert_uint_eq(from, T0 + 14 * S + S / 2);
+	ck_assert_uint_eq(to, T0 + 24 * S + S / 2);
+	st = hostview_tap_close(tap);
+	ck_assert_uint_eq(total_samples(st), 10);
+	store_free(st);
+	/* A window without samples: the next bucket starts at its own window,
+	 * the previous one ends with its own. */
+	add(hv, 100, 100, "late", T0 + 45 * S);
+	ck_assert_int_eq(hostview_query(hv, T0 + 21 * S, T0 + 22 * S, NULL, &st, &from, &to), 0);
+	ck_assert_uint_eq(to, T0 + 24 * S + S / 2);
+	store_free(st);
+	ck_assert_int_eq(hostview_query(hv, T0 + 41 * S, T0 + 45 * S, NULL, &st, &from, &to), 0);
+	ck_assert_uint_eq(total_samples(st), 1);
+	ck_assert_uint_eq(from, T0 + 40 * S);
+	ck_assert_uint_eq(to, T0 + 45 * S);
+	store_free(st);
+	hostview_free(hv);
+}
+END_TEST
+
 /* A pid held by two processes within one window (the first exited, another
  * took its pid): a query or tap for the process that has the pid now gets
  * none of the first one's samples, even those drained after the second
@@ -444,6 +504,7 @@ static Suite *hostview_suite(void)
 	tcase_add_test(tc, test_retention);
 	tcase_add_test(tc, test_taps_are_exact_windows);
 	tcase_add_test(tc, test_pid_reuse_in_one_window);
+	tcase_add_test(tc, test_span_is_what_the_buckets_cover);
 	suite_add_tcase(s, tc);
 	return s;
 }
