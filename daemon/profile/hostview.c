@@ -144,7 +144,8 @@ static void hv_append(struct hostview *hv, struct hv_bucket *b)
  * joins the newest). false on ENOMEM. */
 static bool hv_window(struct hostview *hv, uint64_t now_ns)
 {
-	uint64_t start = now_ns - now_ns % hv->bucket_ns, prev = hv->last_now;
+	uint64_t start = now_ns - now_ns % hv->bucket_ns;
+	uint64_t prev = hv->last_now ? hv->last_now : hv->cfg.start_ns;
 	bool adjacent = hv->newest && hv->newest->start_ns + hv->bucket_ns == start;
 	struct hv_bucket *b;
 
@@ -159,9 +160,10 @@ static bool hv_window(struct hostview *hv, uint64_t now_ns)
 	if (!b)
 		return false;
 	/* The samples of this drain were taken since the previous one (prev),
-	 * which the daemon's ticks keep within a drain interval. Without a
-	 * recent one (no tick yet, or nothing heard for a whole window) we do
-	 * not know: the window's own start is the honest guess. */
+	 * which the daemon's ticks keep within a drain interval (before the
+	 * first drain: since the sampler started). Without a recent one
+	 * (nothing heard for a whole window) we do not know: the window's own
+	 * start is the honest guess. */
 	b->from_ns = prev && prev + hv->bucket_ns >= start ? prev : start;
 	b->to_ns = hv->last_now;
 	for (struct hv_bucket *o = hv->open; o; o = o->next) {

@@ -27,6 +27,10 @@ struct hostview_config {
 	unsigned bucket_s;         /* default 10 */
 	unsigned retention_s;      /* default 600 */
 	size_t max_bytes;          /* memory cap for all buckets; default 64 MiB */
+	/* CLOCK_MONOTONIC before the first sample can be taken (the sampler's
+	 * start), where the first drain's samples begin; 0 = unknown (the first
+	 * window's start is assumed). */
+	uint64_t start_ns;
 };
 
 /* Any member left 0 / NULL matches everything. */

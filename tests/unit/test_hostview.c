@@ -17,7 +17,7 @@
 
 static struct hostview *hv_make(unsigned bucket_s, unsigned retention_s, size_t max_bytes)
 {
-	struct hostview_config cfg = { bucket_s, retention_s, max_bytes };
+	struct hostview_config cfg = { bucket_s, retention_s, max_bytes, 0 };
 	struct hostview *hv = NULL;
 
 	ck_assert_int_eq(hostview_new(&cfg, &hv), 0);
@@ -423,6 +423,16 @@ START_TEST(test_span_is_what_the_buckets_cover)
 	ck_assert_uint_eq(total_samples(st), 1);
 	ck_assert_uint_eq(from, T0 + 40 * S);
 	ck_assert_uint_eq(to, T0 + 45 * S);
+	store_free(st);
+	hostview_free(hv);
+
+	/* The first drain brings what was taken since the sampler started,
+	 * in the window before the one it lands in. */
+	ck_assert_int_eq(hostview_new(&(struct hostview_config){ .start_ns = T0 + 9 * S }, &hv), 0);
+	add(hv, 100, 100, "first", T0 + 10 * S + S / 2);
+	ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, NULL, &st, &from, &to), 0);
+	ck_assert_uint_eq(from, T0 + 9 * S);
+	ck_assert_uint_eq(to, T0 + 10 * S + S / 2);
 	store_free(st);
 	hostview_free(hv);
 }
