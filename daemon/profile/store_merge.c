@@ -96,9 +96,11 @@ int store_merge(struct store *dst, const struct store *src, store_merge_fn filte
 		for (uint32_t j = 0; j < s->nframes; j++) {
 			uint32_t fid = s->frames[j];
 
-			if (fmap[fid] == HTAB_NONE)
+			if (fmap[fid] == HTAB_NONE) {
 				fmap[fid] = store_frame_ref(dst, src->frames[fid].kind, src->frames[fid].name,
 							    src->frames[fid].module);
+				store_frame_set_loc(dst, fmap[fid], src->frames[fid].loc);
+			}
 			ids[n++] = fmap[fid];
 		}
 		store_copy_names(dst, src, s->pid, s->tid);

@@ -32,11 +32,21 @@
 #define SYM_NAME_MAX 1024
 #define SYM_MODULE_MAX 256
 
+#define SYM_PATH_MAX 4096
+#define SYM_BUILD_ID_HEX_MAX 129      /* 64 bytes as hex, NUL */
+
 struct sym_result {
 	enum frame_kind kind;
 	char name[SYM_NAME_MAX];      /* function, or module+0xoff */
 	char module[SYM_MODULE_MAX];  /* basename of the ELF ("libc.so.6"), or
 					 kernel module name ("" = vmlinux) */
+	/* User frames in a file mapping: where the address lies (loc.path and
+	 * loc.build_id point at path and build_id below); has_loc false for
+	 * every other frame, and always for kernel frames. */
+	bool has_loc;
+	struct frame_loc loc;
+	char path[SYM_PATH_MAX];
+	char build_id[SYM_BUILD_ID_HEX_MAX];
 };
 
 struct symbols_stats {

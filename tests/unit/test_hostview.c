@@ -45,7 +45,7 @@ static const char *thread_name(const struct built_sample *bs, char *buf, size_t 
 static void add(struct hostview *hv, uint32_t pid, uint32_t tid, const char *leaf, uint64_t now)
 {
 	const struct sample_frame frames[2] = {
-		{ FRAME_NATIVE, "main", "prog" }, { FRAME_NATIVE, leaf, "prog" },
+		{ FRAME_NATIVE, "main", "prog", NULL }, { FRAME_NATIVE, leaf, "prog", NULL },
 	};
 	const uint64_t values[2] = { 1, 10000000 };
 	struct sample_names names;
@@ -63,7 +63,7 @@ static void add_proc(struct hostview *hv, uint32_t pid, uint64_t start, const ch
 		     uint64_t now)
 {
 	const struct sample_frame frames[2] = {
-		{ FRAME_NATIVE, "main", "prog" }, { FRAME_NATIVE, leaf, "prog" },
+		{ FRAME_NATIVE, "main", "prog", NULL }, { FRAME_NATIVE, leaf, "prog", NULL },
 	};
 	const uint64_t values[2] = { 1, 10000000 };
 	const struct sample_names names = { "proc", "", "", "" };
