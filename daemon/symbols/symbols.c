@@ -618,6 +618,17 @@ static void symbols_set_offset(struct sym_result *out, const char *module, uint6
 	snprintf(out->name + n, sizeof(out->name) - n, "+0x%" PRIx64, off);
 }
 
+uint64_t symbols_region(const struct elfsym *es, uint64_t vaddr)
+{
+	uint64_t start;
+
+	/* One name per function, not per address: the function's start as
+	 * .eh_frame_hdr has it; without CFI there, the 4 KiB page. */
+	if (es && elfsym_function_start(es, vaddr, &start) == 0)
+		return start;
+	return vaddr & ~(uint64_t)(SYMBOLS_REGION_PAGE - 1);
+}
+
 int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t start_ns, uint64_t addr,
 			 bool is_return_addr, struct sym_result *out)
 {
@@ -687,7 +698,7 @@ int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t start_ns, uint64
 		out->loc.symbolized = true;
 		goto out;
 	}
-	symbols_set_offset(out, m->base, vaddr);
+	symbols_set_offset(out, m->base, symbols_region(es, vaddr));
 out:
 	return ret;
 }

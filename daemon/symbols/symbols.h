@@ -10,8 +10,10 @@
  *    written as \xNN;
  *  - C++ and Rust names are demangled (libiberty's cplus_demangle);
  *  - an address with no covering symbol is "<module basename>+0x<hex>",
- *    where hex is the address in the ELF file's own vaddr space (what
- *    addr2line wants), never a blank or the nearest unrelated symbol;
+ *    where hex is, in the ELF file's own vaddr space (what addr2line
+ *    wants), the start of the function holding it by .eh_frame_hdr, or
+ *    without one there its 4 KiB page (symbols_region): one stable name per
+ *    function, not one per address, never the nearest unrelated symbol;
  *  - an address in no mapping is "[unknown]" (FRAME_MARKER), one in an
  *    anonymous executable mapping is "[jit]" (FRAME_JIT_UNKNOWN, module ""),
  *    one in the vdso is symbolized from the vdso image or "[vdso]+0x..";
@@ -76,6 +78,13 @@ void symbols_free(struct symbols *s);
  * invalid arguments or allocation failure. */
 int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t start_ns, uint64_t addr,
 			 bool is_return_addr, struct sym_result *out);
+
+/* Code without a symbol is named by region (see the name rules above):
+ * the function start from .eh_frame_hdr, else the page of this size. */
+#define SYMBOLS_REGION_PAGE 4096
+struct elfsym;
+/* The region key of vaddr in es (NULL: no ELF, pages only). */
+uint64_t symbols_region(const struct elfsym *es, uint64_t vaddr);
 
 /* The name of every kernel frame without a symbol. */
 #define SYMBOLS_KERNEL_UNKNOWN "[kernel]"
