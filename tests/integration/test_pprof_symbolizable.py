@@ -78,6 +78,18 @@ def addr2line(path, vaddr):
     return r.stdout.splitlines()[0] if r.returncode == 0 and r.stdout else None
 
 
+def record_raw(t, c, pid, env):
+    """Records pid for 1.5 s as pprof: (file, `go tool pprof -raw` text,
+    locations, mappings)."""
+    rec = c.record(pid=pid, duration_ms=1500, interval_us=5000, format="pprof", progress=False)
+    path = os.path.join(t.mkdtemp("pp-"), "%d.pb.gz" % pid)
+    with open(path, "wb") as f:
+        f.write(rec.data())
+    raw = go_pprof(["-raw", path], env)
+    locs, maps = parse_raw(raw)
+    return path, raw, locs, maps
+
+
 def main(t):
     d = t.start_daemon("--rate", "99")
     env = go_env(t)
@@ -88,12 +100,7 @@ def main(t):
     c = d.client()
 
     with t.case("pprof of a native process: addresses, mappings, build-id, same names"):
-        rec = c.record(pid=w.pid, duration_ms=1500, interval_us=5000, format="pprof", progress=False)
-        path = os.path.join(t.mkdtemp("pp-"), "spin.pb.gz")
-        with open(path, "wb") as f:
-            f.write(rec.data())
-        raw = go_pprof(["-raw", path], env)
-        locs, maps = parse_raw(raw)
+        path, raw, locs, maps = record_raw(t, c, w.pid, env)
         jt.check(maps and locs, "no mappings or locations in:\n%s" % raw[-3000:])
         ours = [(mid, m) for mid, m in maps.items() if m[3] == spin]
         jt.check(len(ours) >= 1, "no mapping with the path as mapped (%s):\n%s"
@@ -125,12 +132,7 @@ def main(t):
             jt.check(any(fn in l[2] for l in locs.values()), "%s missing from pprof" % fn)
 
     with t.case("kernel locations carry no address"):
-        rec = c.record(pid=rz.pid, duration_ms=1500, interval_us=5000, format="pprof", progress=False)
-        path = os.path.join(t.mkdtemp("pp-"), "rz.pb.gz")
-        with open(path, "wb") as f:
-            f.write(rec.data())
-        raw = go_pprof(["-raw", path], env)
-        locs, maps = parse_raw(raw)
+        _, raw, locs, maps = record_raw(t, c, rz.pid, env)
         kmaps = {mid for mid, m in maps.items() if m[3].startswith("[kernel")}
         kern = [lid for lid, l in locs.items() if l[1] in kmaps]
         jt.check(kern, "no kernel locations in a read() loop's profile:\n%s" % raw[-3000:])
