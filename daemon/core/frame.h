@@ -31,6 +31,8 @@ struct frame_loc {
 	const char *path;         /* the file as mapped (in the process's mount namespace) */
 	const char *build_id;     /* GNU build-id as lowercase hex; "" when none */
 	bool symbolized;          /* the name came from a symbol table, not module+0x... */
+	uint32_t pid;             /* the process the address is from: an address and
+				   * mapping go only where that process may be shown */
 };
 
 /* "native", "kernel", "java_interp", "java_jit", "java_inlined", "jit", "marker" */

@@ -31,7 +31,8 @@ struct store_frame {
 	const char *module;  /* "" when none */
 	/* Where the frame's code lies (user code in a file), NULL if unknown:
 	 * the first one given (store_frame_set_loc). Frames are interned by
-	 * name, so this is one address of that function, not every one. */
+	 * name, so this is one address of that function, not every one.
+	 * store_merge copies it only with a stack of the process it is from. */
 	const struct frame_loc *loc;
 };
 

@@ -584,7 +584,8 @@ out:
 
 /* Where addr lies in file mapping m, for exporters (pprof): the path as
  * mapped and the build-id of the ELF read once per binary. */
-static void symbols_set_loc(struct sym_result *out, const struct sym_map *m, uint64_t addr)
+static void symbols_set_loc(struct sym_result *out, const struct sym_map *m, pid_t pid,
+			    uint64_t addr)
 {
 	const struct sym_elf *e = m->elf;
 	size_t n = 0;
@@ -592,7 +593,7 @@ static void symbols_set_loc(struct sym_result *out, const struct sym_map *m, uin
 	out->has_loc = true;
 	out->loc = (struct frame_loc){
 		.addr = addr, .map_start = m->start, .map_limit = m->end, .map_offset = m->offset,
-		.path = out->path, .build_id = out->build_id,
+		.path = out->path, .build_id = out->build_id, .pid = (uint32_t)pid,
 	};
 	elfsym_sanitize(m->path, strlen(m->path), out->path, sizeof(out->path));
 	for (size_t i = 0; e && i < e->build_id_len && n + 2 < sizeof(out->build_id); i++)
@@ -691,7 +692,7 @@ int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t start_ns, uint64
 	if (es && elfsym_offset_to_vaddr(es, file_off, &vaddr) < 0)
 		vaddr = file_off;
 	if (m->type == SYM_MAP_FILE)
-		symbols_set_loc(out, m, look);
+		symbols_set_loc(out, m, pid, look);
 	out->kind = FRAME_NATIVE;
 	if (es && elfsym_lookup(es, vaddr, out->name, sizeof(out->name), NULL) == 0) {
 		elfsym_sanitize(m->base, strlen(m->base), out->module, sizeof(out->module));

@@ -438,6 +438,66 @@ START_TEST(test_span_is_what_the_buckets_cover)
 }
 END_TEST
 
+/* One sample main;memcpy of pid whose memcpy frame says where pid mapped
+ * libc (address addr). */
+static void add_loc(struct hostview *hv, uint32_t pid, uint64_t addr, uint64_t now)
+{
+	const struct frame_loc loc = {
+		.addr = addr, .map_start = addr & ~0xfffffull, .map_limit = (addr & ~0xfffffull) + (1 << 20),
+		.path = "/usr/lib/libc.so.6", .build_id = "abcd", .symbolized = true, .pid = pid,
+	};
+	const struct sample_frame frames[2] = {
+		{ FRAME_NATIVE, "main", "prog", NULL }, { FRAME_NATIVE, "memcpy", "libc.so.6", &loc },
+	};
+	const uint64_t values[2] = { 1, 10000000 };
+	const struct sample_names names = { "proc", "", "", "" };
+	struct built_sample bs = {
+		.event = event_get(EVENT_CPU), .pid = pid, .tid = pid, .values = values,
+		.frames = frames, .nframes = 2, .names = &names,
+	};
+
+	hostview_add(hv, &bs, now);
+}
+
+/* The address of memcpy in a query's store (0 when it carries none). */
+static uint64_t memcpy_addr(const struct store *st)
+{
+	for (size_t i = 0; i < store_frame_count(st); i++) {
+		const struct store_frame *f = store_frame_get(st, (uint32_t)i);
+
+		if (!strcmp(f->name, "memcpy"))
+			return f->loc ? f->loc->addr : 0;
+	}
+	ck_abort_msg("no memcpy frame");
+	return 0;
+}
+
+/* Frames are kept per function, with the address of the first process
+ * seen: a profile of another process must not show it (where that process
+ * mapped its libraries, which ASLR hides from other users). */
+START_TEST(test_addresses_stay_with_their_process)
+{
+	struct hostview *hv = hv_make(10, 600, 0);
+	struct hostview_filter other = { .pid = 200 }, first = { .pid = 100 };
+	struct store *st = NULL;
+
+	add_loc(hv, 100, 0x7f0000001234, T0 + S);
+	add_loc(hv, 200, 0x7f5555505678, T0 + 2 * S);
+	ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, &other, &st, NULL, NULL), 0);
+	ck_assert_uint_eq(total_samples(st), 1);
+	ck_assert_uint_eq(memcpy_addr(st), 0);
+	store_free(st);
+	ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, &first, &st, NULL, NULL), 0);
+	ck_assert_uint_eq(memcpy_addr(st), 0x7f0000001234);
+	store_free(st);
+	/* The whole host: one address, of a process that is in it. */
+	ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, NULL, &st, NULL, NULL), 0);
+	ck_assert_uint_eq(memcpy_addr(st), 0x7f0000001234);
+	store_free(st);
+	hostview_free(hv);
+}
+END_TEST
+
 /* A pid held by two processes within one window (the first exited, another
  * took its pid): a query or tap for the process that has the pid now gets
  * none of the first one's samples, even those drained after the second
@@ -515,6 +575,7 @@ static Suite *hostview_suite(void)
 	tcase_add_test(tc, test_taps_are_exact_windows);
 	tcase_add_test(tc, test_pid_reuse_in_one_window);
 	tcase_add_test(tc, test_span_is_what_the_buckets_cover);
+	tcase_add_test(tc, test_addresses_stay_with_their_process);
 	suite_add_tcase(s, tc);
 	return s;
 }
