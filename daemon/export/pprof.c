@@ -140,38 +140,50 @@ static Perftools__Profiles__Mapping *pprof_mapping_new(struct pprof_ctx *c)
  * path as mapped, start, limit, file offset and build-id, which is what a
  * backend needs to symbolize the address again. has_functions only while
  * every location in it has a name from a symbol table. */
+static Perftools__Profiles__Mapping *pprof_loc_mapping_find(struct pprof_ctx *c, uint32_t hash,
+							     int64_t path, int64_t bid,
+							     const struct frame_loc *loc)
+{
+	struct htab_probe p;
+
+	for (uint32_t i = htab_index_first(&c->map_idx, hash, &p); i != HTAB_NONE;
+	     i = htab_index_next(&c->map_idx, &p)) {
+		Perftools__Profiles__Mapping *m = &c->maps[i];
+
+		if (m->filename == path && m->memory_start == loc->map_start &&
+		    m->memory_limit == loc->map_limit && m->file_offset == loc->map_offset &&
+		    m->build_id == bid)
+			return m;
+	}
+	return NULL;
+}
+
 static int pprof_loc_mapping(struct pprof_ctx *c, const struct frame_loc *loc, uint64_t *id)
 {
 	int64_t path = pprof_clean_string(&c->strs, loc->path, &c->tmp);
 	int64_t bid = path < 0 ? path : pprof_cstring(&c->strs, loc->build_id);
 	Perftools__Profiles__Mapping *m;
-	struct htab_probe p;
-	uint32_t hash, i;
+	uint32_t hash;
 	int r;
 
 	if (bid < 0)
 		return (int)bid;
 	hash = (uint32_t)htab_mix64((uint64_t)path * 0x9e3779b97f4a7c15ull ^ loc->map_start);
-	for (i = htab_index_first(&c->map_idx, hash, &p); i != HTAB_NONE; i = htab_index_next(&c->map_idx, &p)) {
-		m = &c->maps[i];
-		if (m->filename == path && m->memory_start == loc->map_start &&
-		    m->memory_limit == loc->map_limit && m->file_offset == loc->map_offset &&
-		    m->build_id == bid)
-			goto found;
+	m = pprof_loc_mapping_find(c, hash, path, bid, loc);
+	if (!m) {
+		m = pprof_mapping_new(c);
+		if (!m)
+			return -ENOMEM;
+		m->memory_start = loc->map_start;
+		m->memory_limit = loc->map_limit;
+		m->file_offset = loc->map_offset;
+		m->filename = path;
+		m->build_id = bid;
+		m->has_functions = true;
+		r = htab_index_insert(&c->map_idx, hash, (uint32_t)(m->id - 1));
+		if (r < 0)
+			return r;
 	}
-	m = pprof_mapping_new(c);
-	if (!m)
-		return -ENOMEM;
-	m->memory_start = loc->map_start;
-	m->memory_limit = loc->map_limit;
-	m->file_offset = loc->map_offset;
-	m->filename = path;
-	m->build_id = bid;
-	m->has_functions = true;
-	r = htab_index_insert(&c->map_idx, hash, (uint32_t)(m->id - 1));
-	if (r < 0)
-		return r;
-found:
 	if (!loc->symbolized)
 		m->has_functions = false;
 	*id = m->id;
