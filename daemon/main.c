@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "agentlink.h"
+#include "clock.h"
 #include "config.h"
 #include "control.h"
 #include "hostview.h"
@@ -361,6 +362,7 @@ int main(int argc, char **argv)
 			.bucket_s = cfg.host_bucket_s,
 			.retention_s = cfg.host_retention_s,
 			.max_bytes = (size_t)cfg.host_max_memory,
+			.start_ns = clock_mono_ns(),  /* before the sampler starts */
 		};
 
 		r = hostview_new(&hcfg, &hostview);

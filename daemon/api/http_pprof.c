@@ -263,17 +263,27 @@ static int window_render(struct pp_window *w, struct pp_blob **out, char *msg, s
 	struct export_meta meta = {
 		.pid = (uint32_t)(w->key.pid > 0 ? w->key.pid : 0),
 		.comm = w->key.comm,
-		.start_unix_ns = w->t0_unix_ns,
 		.status = "complete",
 	};
 	struct export_options opt = { 0 };
 	struct pp_blob *b = NULL;
 	struct buf out_buf = BUF_INIT;
+	uint64_t from, to;
 	struct store *st;
 	int r;
 
 	*out = NULL;
 	profile_msg_host_meta(&meta, w->pp->cfg.host_rate_hz);
+	/* The tap holds what the drains of the window delivered, taken from
+	 * the drain before it opened to the last drain: that is the duration,
+	 * not the timer's, or a busy host would show more than 100% per CPU. */
+	hostview_tap_span(w->tap, &from, &to);
+	if (!from || from > w->t0_mono_ns || to < from) {
+		from = w->t0_mono_ns;
+		to = clock_ns(CLOCK_MONOTONIC);
+	}
+	meta.start_unix_ns = w->t0_unix_ns - (w->t0_mono_ns - from);
+	meta.duration_ns = to - from;
 	st = hostview_tap_close(w->tap);
 	w->tap = NULL;
 	if (!st) {
@@ -281,7 +291,6 @@ static int window_render(struct pp_window *w, struct pp_blob **out, char *msg, s
 		snprintf(msg, len, "out of memory");
 		goto out;
 	}
-	meta.duration_ns = clock_ns(CLOCK_MONOTONIC) - w->t0_mono_ns;
 	r = export_render(st, &meta, &opt, JPROF_FMT_PPROF, &out_buf);
 	if (r < 0) {
 		log_err("http: rendering a %u s profile failed: %s", w->key.seconds, strerror(-r));

@@ -15,6 +15,26 @@ enum frame_kind {
 	FRAME_KIND_COUNT
 };
 
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Where a user frame's code lies, so that a profile can say it in a form a
+ * backend can symbolize again (pprof Location.address and Mapping). Only
+ * file-backed user code has one; kernel frames never do (no kernel address
+ * leaves the daemon), nor do JIT, vdso and marker frames. */
+struct frame_loc {
+	uint64_t addr;            /* the sampled address; for a return address, the
+				   * address - 1 that was looked up (inside the call) */
+	uint64_t map_start;       /* its mapping, as in /proc/PID/maps */
+	uint64_t map_limit;       /* exclusive */
+	uint64_t map_offset;      /* file offset of map_start */
+	const char *path;         /* the file as mapped (in the process's mount namespace) */
+	const char *build_id;     /* GNU build-id as lowercase hex; "" when none */
+	bool symbolized;          /* the name came from a symbol table, not module+0x... */
+	uint32_t pid;             /* the process the address is from: an address and
+				   * mapping go only where that process may be shown */
+};
+
 /* "native", "kernel", "java_interp", "java_jit", "java_inlined", "jit", "marker" */
 const char *frame_kind_name(enum frame_kind kind);
 

@@ -104,6 +104,7 @@ struct pprof_ctx {
 	size_t nmaps, maps_cap;
 	uint32_t *map_of_string;             /* string index -> mapping id, 0 = none */
 	size_t map_of_string_len;
+	struct htab_index map_idx;           /* mappings of frame locations, by path and start */
 	Perftools__Profiles__Sample *samples;
 	Perftools__Profiles__Sample **samplep;
 	Perftools__Profiles__Label *labels;
@@ -113,7 +114,84 @@ struct pprof_ctx {
 	char **strtab;
 };
 
-/* Mapping id for a module file name (string index), made on first use. */
+/* A new mapping (id = index + 1), zeroed. */
+static Perftools__Profiles__Mapping *pprof_mapping_new(struct pprof_ctx *c)
+{
+	Perftools__Profiles__Mapping *m;
+
+	if (c->nmaps == c->maps_cap) {
+		/* Pointers into maps are taken only after the last mapping is
+		 * made, so growing the array here is safe. */
+		size_t cap = c->maps_cap ? c->maps_cap * 2 : 16;
+
+		m = realloc(c->maps, cap * sizeof(*m));
+		if (!m)
+			return NULL;
+		c->maps = m;
+		c->maps_cap = cap;
+	}
+	m = &c->maps[c->nmaps];
+	perftools__profiles__mapping__init(m);
+	m->id = ++c->nmaps;
+	return m;
+}
+
+/* The mapping a user frame's location lies in, as /proc/PID/maps had it:
+ * path as mapped, start, limit, file offset and build-id, which is what a
+ * backend needs to symbolize the address again. has_functions only while
+ * every location in it has a name from a symbol table. */
+static Perftools__Profiles__Mapping *pprof_loc_mapping_find(struct pprof_ctx *c, uint32_t hash,
+							     int64_t path, int64_t bid,
+							     const struct frame_loc *loc)
+{
+	struct htab_probe p;
+
+	for (uint32_t i = htab_index_first(&c->map_idx, hash, &p); i != HTAB_NONE;
+	     i = htab_index_next(&c->map_idx, &p)) {
+		Perftools__Profiles__Mapping *m = &c->maps[i];
+
+		if (m->filename == path && m->memory_start == loc->map_start &&
+		    m->memory_limit == loc->map_limit && m->file_offset == loc->map_offset &&
+		    m->build_id == bid)
+			return m;
+	}
+	return NULL;
+}
+
+static int pprof_loc_mapping(struct pprof_ctx *c, const struct frame_loc *loc, uint64_t *id)
+{
+	int64_t path = pprof_clean_string(&c->strs, loc->path, &c->tmp);
+	int64_t bid = path < 0 ? path : pprof_cstring(&c->strs, loc->build_id);
+	Perftools__Profiles__Mapping *m;
+	uint32_t hash;
+	int r;
+
+	if (bid < 0)
+		return (int)bid;
+	hash = (uint32_t)htab_mix64((uint64_t)path * 0x9e3779b97f4a7c15ull ^ loc->map_start);
+	m = pprof_loc_mapping_find(c, hash, path, bid, loc);
+	if (!m) {
+		m = pprof_mapping_new(c);
+		if (!m)
+			return -ENOMEM;
+		m->memory_start = loc->map_start;
+		m->memory_limit = loc->map_limit;
+		m->file_offset = loc->map_offset;
+		m->filename = path;
+		m->build_id = bid;
+		m->has_functions = true;
+		r = htab_index_insert(&c->map_idx, hash, (uint32_t)(m->id - 1));
+		if (r < 0)
+			return r;
+	}
+	if (!loc->symbolized)
+		m->has_functions = false;
+	*id = m->id;
+	return 0;
+}
+
+/* Mapping id for a module file name (string index), made on first use:
+ * frames without a location (vdso, kernel). */
 static int pprof_mapping(struct pprof_ctx *c, int64_t name, uint64_t *id)
 {
 	if ((size_t)name >= c->map_of_string_len) {
@@ -127,27 +205,14 @@ static int pprof_mapping(struct pprof_ctx *c, int64_t name, uint64_t *id)
 		c->map_of_string_len = n;
 	}
 	if (!c->map_of_string[name]) {
-		Perftools__Profiles__Mapping *m;
+		Perftools__Profiles__Mapping *m = pprof_mapping_new(c);
 
-		if (c->nmaps == c->maps_cap) {
-			/* Pointers into maps are taken only after the last mapping is
-			 * made, so growing the array here is safe. */
-			size_t cap = c->maps_cap ? c->maps_cap * 2 : 16;
-
-			m = realloc(c->maps, cap * sizeof(*m));
-			if (!m)
-				return -ENOMEM;
-			c->maps = m;
-			c->maps_cap = cap;
-		}
-		m = &c->maps[c->nmaps];
-		perftools__profiles__mapping__init(m);
-		m->id = c->nmaps + 1;
+		if (!m)
+			return -ENOMEM;
 		m->filename = name;
 		/* Names come from our symbolizer: pprof must not try to
 		 * symbolize these (it would look for the files locally). */
 		m->has_functions = true;
-		c->nmaps++;
 		c->map_of_string[name] = (uint32_t)m->id;
 	}
 	*id = c->map_of_string[name];
@@ -160,7 +225,7 @@ static int pprof_location(struct pprof_ctx *c, const struct store_frame *f, uint
 	Perftools__Profiles__Function *fn = &c->funcs[c->nfuncs];
 	Perftools__Profiles__Location *l = &c->locs[c->nfuncs];
 	Perftools__Profiles__Line *line = &c->lines[c->nfuncs];
-	uint64_t map = 0;
+	uint64_t map = 0, address = 0;
 	int64_t name, file = 0;
 	int r;
 
@@ -178,6 +243,15 @@ static int pprof_location(struct pprof_ctx *c, const struct store_frame *f, uint
 			return (int)kname;
 		file = f->module && *f->module ? pprof_clean_string(&c->strs, f->module, &c->tmp) : kname;
 		r = file < 0 ? (int)file : pprof_mapping(c, kname, &map);
+	} else if (f && f->loc) {
+		/* User code: the address, so a backend can symbolize it again.
+		 * Kernel frames never get here: no kernel address leaves. */
+		r = pprof_loc_mapping(c, f->loc, &map);
+		file = r < 0 || !f->module || !*f->module ? 0 :
+			pprof_clean_string(&c->strs, f->module, &c->tmp);
+		if (file < 0)
+			r = (int)file;
+		address = f->loc->addr;
 	} else if (f && f->module && *f->module) {
 		file = pprof_clean_string(&c->strs, f->module, &c->tmp);
 		r = file < 0 ? (int)file : pprof_mapping(c, file, &map);
@@ -194,6 +268,7 @@ static int pprof_location(struct pprof_ctx *c, const struct store_frame *f, uint
 	perftools__profiles__location__init(l);
 	l->id = fn->id;
 	l->mapping_id = map;
+	l->address = address;
 	l->n_line = 1;
 	l->line = &c->linep[c->nfuncs];
 	c->linep[c->nfuncs] = line;
@@ -466,6 +541,7 @@ out:
 	free(c.maps);
 	free(c.mapp);
 	free(c.map_of_string);
+	htab_index_release(&c.map_idx);
 	free(c.samples);
 	free(c.samplep);
 	free(c.labels);

@@ -22,6 +22,11 @@ struct builder {
 	struct sample_frame frames[BUILDER_MAX_FRAMES];
 	size_t name_off[BUILDER_MAX_FRAMES];    /* offsets into arena, fixed up at the end */
 	size_t module_off[BUILDER_MAX_FRAMES];
+	/* User frames in files: address and mapping; path and build-id in the
+	 * arena too (offsets), frames[i].loc set at the end. */
+	struct frame_loc locs[BUILDER_MAX_FRAMES];
+	size_t path_off[BUILDER_MAX_FRAMES], bid_off[BUILDER_MAX_FRAMES];
+	bool has_loc[BUILDER_MAX_FRAMES];
 	size_t n;
 	struct buf arena;                        /* every name of the sample being built */
 	struct sample_names names;
@@ -58,7 +63,28 @@ static void push(struct builder *b, enum frame_kind kind, const char *name, cons
 	b->frames[b->n].kind = kind;
 	b->name_off[b->n] = off;
 	b->module_off[b->n] = off + strlen(name) + 1;
+	b->has_loc[b->n] = false;
 	b->n++;
+}
+
+/* push() of a symbolized user frame, with where its code lies when known. */
+static void push_sym(struct builder *b, const struct sym_result *r)
+{
+	size_t i = b->n, off;
+
+	push(b, r->kind, r->name, r->module);
+	if (!r->has_loc || b->n == i)
+		return;
+	off = b->arena.len;
+	if (buf_append(&b->arena, r->loc.path, strlen(r->loc.path) + 1) < 0 ||
+	    buf_append(&b->arena, r->loc.build_id, strlen(r->loc.build_id) + 1) < 0) {
+		b->arena.len = off;  /* the frame stays, without an address */
+		return;
+	}
+	b->locs[i] = r->loc;
+	b->path_off[i] = off;
+	b->bid_off[i] = off + strlen(r->loc.path) + 1;
+	b->has_loc[i] = true;
 }
 
 /* Pointers into the arena, which no longer moves. */
@@ -67,6 +93,12 @@ static void finish(struct builder *b, struct built_sample *out)
 	for (size_t i = 0; i < b->n; i++) {
 		b->frames[i].name = b->arena.data + b->name_off[i];
 		b->frames[i].module = b->arena.data + b->module_off[i];
+		b->frames[i].loc = NULL;
+		if (b->has_loc[i]) {
+			b->locs[i].path = b->arena.data + b->path_off[i];
+			b->locs[i].build_id = b->arena.data + b->bid_off[i];
+			b->frames[i].loc = &b->locs[i];
+		}
 	}
 	out->frames = b->frames;
 	out->nframes = b->n;
@@ -77,17 +109,17 @@ static void finish(struct builder *b, struct built_sample *out)
 
 static void reverse(struct builder *b, size_t from)
 {
+#define SWAP(a, b) do { __typeof__(a) t_ = (a); (a) = (b); (b) = t_; } while (0)
 	for (size_t i = from, j = b->n; j-- > i; i++) {
-		struct sample_frame f = b->frames[i];
-		size_t no = b->name_off[i], mo = b->module_off[i];
-
-		b->frames[i] = b->frames[j];
-		b->name_off[i] = b->name_off[j];
-		b->module_off[i] = b->module_off[j];
-		b->frames[j] = f;
-		b->name_off[j] = no;
-		b->module_off[j] = mo;
+		SWAP(b->frames[i], b->frames[j]);
+		SWAP(b->name_off[i], b->name_off[j]);
+		SWAP(b->module_off[i], b->module_off[j]);
+		SWAP(b->locs[i], b->locs[j]);
+		SWAP(b->path_off[i], b->path_off[j]);
+		SWAP(b->bid_off[i], b->bid_off[j]);
+		SWAP(b->has_loc[i], b->has_loc[j]);
 	}
+#undef SWAP
 }
 
 /* User frames, root first (the stack map gives them leaf first). With
@@ -108,7 +140,7 @@ static void push_user(struct builder *b, uint32_t pid, uint64_t start, const uin
 			continue;
 		if (cut_at_jit && b->r.kind == FRAME_JIT_UNKNOWN)
 			break;
-		push(b, b->r.kind, b->r.name, b->r.module);
+		push_sym(b, &b->r);
 	}
 	reverse(b, from);
 }

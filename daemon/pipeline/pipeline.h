@@ -5,7 +5,8 @@
  * for JVMs, the join with the agent's Java frames) → built samples →
  * consumers. Every consumer (a recording's store, the host view and its HTTP
  * taps) subscribes here and receives the same built samples; none of them
- * sees an address.
+ * sees a kernel address (user frames in files carry theirs, struct
+ * frame_loc, for pprof).
  *
  * Routing is by source id (the bpf_cookie of the collector's events): a
  * source is a recording; source 0 is the host view. A sample flagged

@@ -21,6 +21,12 @@
 struct hv_bucket {
 	struct hv_bucket *next;     /* newer, or another bucket of the same window */
 	uint64_t start_ns;          /* aligned to bucket_ns */
+	/* The time its samples were taken in: a drain delivers the samples
+	 * taken since the previous drain, so a window's data starts at the last
+	 * drain before its first sample and ends at its last drain (while open:
+	 * the latest one). Queries report this, not the nominal window, so a
+	 * profile's duration is the time its samples cover. */
+	uint64_t from_ns, to_ns;
 	struct store *st;
 	/* pid -> start of the one process with that pid here. A pid is reused:
 	 * a process that takes the pid of one this bucket already holds goes to
@@ -36,6 +42,7 @@ struct hostview_tap {
 	struct hostview_tap *next;
 	struct store *st;
 	struct hostview_filter f;
+	uint64_t from_ns;           /* the drain before it opened: where its data starts */
 	char comm[64], unit[256], cgroup[512];
 };
 
@@ -46,7 +53,7 @@ struct hostview {
 	/* oldest .. newest; open .. newest are the newest window's buckets */
 	struct hv_bucket *oldest, *open, *newest;
 	size_t closed_bytes;        /* sum of bytes of the buckets before open */
-	uint64_t last_now;
+	uint64_t last_now;          /* the latest drain (tick or sample); 0 = none yet */
 	struct hostview_stats st;
 };
 
@@ -138,16 +145,33 @@ static void hv_append(struct hostview *hv, struct hv_bucket *b)
 static bool hv_window(struct hostview *hv, uint64_t now_ns)
 {
 	uint64_t start = now_ns - now_ns % hv->bucket_ns;
+	uint64_t prev = hv->last_now ? hv->last_now : hv->cfg.start_ns;
+	bool adjacent = hv->newest && hv->newest->start_ns + hv->bucket_ns == start;
 	struct hv_bucket *b;
 
 	if (now_ns > hv->last_now)
 		hv->last_now = now_ns;
-	if (hv->newest && start <= hv->newest->start_ns)
+	if (hv->newest && start <= hv->newest->start_ns) {
+		for (b = hv->open; b; b = b->next)
+			b->to_ns = hv->last_now;
 		return true;
+	}
 	b = hv_bucket_new(hv, start);
 	if (!b)
 		return false;
+	/* The samples of this drain were taken since the previous one (prev),
+	 * which the daemon's ticks keep within a drain interval (before the
+	 * first drain: since the sampler started). Without a recent one
+	 * (nothing heard for a whole window) we do not know: the window's own
+	 * start is the honest guess. */
+	b->from_ns = prev && prev + hv->bucket_ns >= start ? prev : start;
+	b->to_ns = hv->last_now;
 	for (struct hv_bucket *o = hv->open; o; o = o->next) {
+		/* Its last drain, within its own window when one was skipped. */
+		if (!adjacent && o->to_ns > o->start_ns + hv->bucket_ns)
+			o->to_ns = o->start_ns + hv->bucket_ns;
+		if (adjacent)
+			o->to_ns = b->from_ns;
 		o->bytes = hv_bucket_bytes(o);
 		hv->closed_bytes += o->bytes;
 	}
@@ -179,6 +203,8 @@ static struct hv_bucket *hv_bucket_for(struct hostview *hv, uint64_t now_ns, uin
 		free_b = hv_bucket_new(hv, hv->newest->start_ns);
 		if (!free_b)
 			return NULL;
+		free_b->from_ns = hv->open->from_ns;
+		free_b->to_ns = hv->open->to_ns;
 		hv_append(hv, free_b);
 		hv->st.reuse_buckets++;
 	}
@@ -218,6 +244,8 @@ int hostview_tap_open(struct hostview *hv, const struct hostview_filter *filter,
 			t->f.cgroup = t->cgroup;
 		}
 	}
+	/* Its first drain brings the samples taken since the last one. */
+	t->from_ns = hv->last_now;
 	t->hv = hv;
 	t->next = hv->taps;
 	hv->taps = t;
@@ -241,6 +269,12 @@ struct store *hostview_tap_close(struct hostview_tap *t)
 	st = t->st;
 	free(t);
 	return st;
+}
+
+void hostview_tap_span(const struct hostview_tap *t, uint64_t *from_ns, uint64_t *to_ns)
+{
+	*from_ns = t->from_ns;
+	*to_ns = t->hv->last_now;
 }
 
 void hostview_add(struct hostview *hv, const struct built_sample *bs, uint64_t now_ns)
@@ -277,6 +311,9 @@ void hostview_tick(struct hostview *hv, uint64_t now_ns)
 		return;
 	if (now_ns > hv->last_now)
 		hv->last_now = now_ns;
+	/* A drain without samples still extends what the open window covers. */
+	for (struct hv_bucket *b = hv->open; b; b = b->next)
+		b->to_ns = hv->last_now;
 	/* A bucket is gone once all of it is older than the retention. */
 	while (hv->oldest && hv->oldest->start_ns + hv->bucket_ns + hv->retention_ns <= now_ns) {
 		if (hv->oldest == hv->open) {
@@ -426,11 +463,9 @@ int hostview_query_grouped(struct hostview *hv, uint64_t from_ns, uint64_t to_ns
 	if (!hv || from_ns > to_ns)
 		return -EINVAL;
 	for (struct hv_bucket *b = hv->oldest; b; b = b->next) {
-		uint64_t end = b->start_ns + hv->bucket_ns;
+		uint64_t end = b->to_ns;
 
-		if (b->start_ns == hv->newest->start_ns && hv->last_now < end)
-			end = hv->last_now;
-		if (b->start_ns > to_ns || end < from_ns)
+		if (b->from_ns > to_ns || end < from_ns)
 			continue;
 		if (!st) {
 			st = store_new(NULL, NULL, 0);
@@ -440,8 +475,8 @@ int hostview_query_grouped(struct hostview *hv, uint64_t from_ns, uint64_t to_ns
 			}
 		}
 		any = true;
-		if (b->start_ns < sf)
-			sf = b->start_ns;
+		if (b->from_ns < sf)
+			sf = b->from_ns;
 		if (end > stt)
 			stt = end;
 		r = store_merge(st, b->st, hv_merge_stack, &(struct hv_merge){ filter, group, b });
@@ -452,10 +487,12 @@ int hostview_query_grouped(struct hostview *hv, uint64_t from_ns, uint64_t to_ns
 		r = -ENOENT;
 		goto out;
 	}
+	/* Whole buckets were merged: the span is theirs, not the one asked
+	 * for, or a profile would claim more CPU than the time it covers. */
 	if (span_from)
-		*span_from = sf > from_ns ? sf : from_ns;
+		*span_from = sf;
 	if (span_to)
-		*span_to = stt < to_ns ? stt : to_ns;
+		*span_to = stt;
 	*out = st;
 	st = NULL;
 out:
@@ -479,7 +516,7 @@ void hostview_get_stats(const struct hostview *hv, struct hostview_stats *out)
 	*out = hv->st;
 	out->bytes = hv->closed_bytes + hv_open_bytes(hv);
 	if (hv->oldest) {
-		out->oldest_ns = hv->oldest->start_ns;
+		out->oldest_ns = hv->oldest->from_ns;
 		out->newest_ns = hv->last_now;
 	}
 }

@@ -27,6 +27,10 @@ struct hostview_config {
 	unsigned bucket_s;         /* default 10 */
 	unsigned retention_s;      /* default 600 */
 	size_t max_bytes;          /* memory cap for all buckets; default 64 MiB */
+	/* CLOCK_MONOTONIC before the first sample can be taken (the sampler's
+	 * start), where the first drain's samples begin; 0 = unknown (the first
+	 * window's start is assumed). */
+	uint64_t start_ns;
 };
 
 /* Any member left 0 / NULL matches everything. */
@@ -63,8 +67,12 @@ void hostview_on_tick(void *hv, uint64_t now_ns);
 void hostview_tick(struct hostview *hv, uint64_t now_ns);
 
 /* Merges the buckets overlapping [from_ns, to_ns] (CLOCK_MONOTONIC) whose
- * samples match filter into a new store (caller frees). *span_from and *span_to
- * get the range actually covered. -ENOENT when nothing is retained there. */
+ * samples match filter into a new store (caller frees). *span_from and
+ * *span_to get the time the merged samples were taken in: from the drain
+ * before the oldest merged bucket's first sample to the newest one's last
+ * drain (now, for the open window). Whole buckets are merged, so this span
+ * may be wider than the one asked for; it is what a profile's duration must
+ * say. -ENOENT when nothing is retained there. */
 int hostview_query(struct hostview *hv, uint64_t from_ns, uint64_t to_ns,
 		   const struct hostview_filter *filter, struct store **out,
 		   uint64_t *span_from, uint64_t *span_to);
@@ -103,6 +111,10 @@ void hostview_get_config(const struct hostview *hv, struct hostview_config *out)
 struct hostview_tap;
 int hostview_tap_open(struct hostview *hv, const struct hostview_filter *filter,
 		      struct hostview_tap **out);
+/* The time the tap's samples were taken in so far: from the last drain
+ * before it opened (0 = none yet: since the sampler started) to the latest
+ * drain. */
+void hostview_tap_span(const struct hostview_tap *t, uint64_t *from_ns, uint64_t *to_ns);
 /* Closes the tap; returns its store (the caller frees it), or NULL. NULL-safe. */
 struct store *hostview_tap_close(struct hostview_tap *t);
 

@@ -10,7 +10,10 @@
 
 static uint32_t intern(struct store *st, const struct sample_frame *f)
 {
-	return store_frame_ref(st, f->kind, f->name, f->module ? f->module : "");
+	uint32_t id = store_frame_ref(st, f->kind, f->name, f->module ? f->module : "");
+
+	store_frame_set_loc(st, id, f->loc);
+	return id;
 }
 
 static void set_names(struct store *st, const struct built_sample *bs)

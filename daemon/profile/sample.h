@@ -18,6 +18,7 @@ struct sample_frame {
 	enum frame_kind kind;
 	const char *name;
 	const char *module;        /* "" when none */
+	const struct frame_loc *loc;  /* user code in a file: address and mapping; else NULL */
 };
 
 /* The process's names and labels ("" when unknown). */

@@ -228,6 +228,7 @@ int store_frame_intern(struct store *st, enum frame_kind kind, const char *name,
 		goto out;
 	f = &st->frames[st->nframes];
 	f->kind = kind;
+	f->loc = NULL;
 	f->name = store_arena_strdup(st, name);
 	/* Most frames have no module: share one static "" for them. */
 	f->module = *module ? store_arena_strdup(st, module) : "";
@@ -241,6 +242,26 @@ int store_frame_intern(struct store *st, enum frame_kind kind, const char *name,
 	r = (int)st->nframes++;
 out:
 	return r;
+}
+
+void store_frame_set_loc(struct store *st, uint32_t id, const struct frame_loc *loc)
+{
+	struct frame_loc *l;
+	size_t need;
+
+	if (!st || !loc || id >= st->nframes || id == st->trunc_frame || st->frames[id].loc)
+		return;
+	need = sizeof(*l) + strlen(loc->path) + strlen(loc->build_id) + 2;
+	if (!store_fits(st, need + arena_growth(st, need)))
+		return;
+	l = store_arena_alloc(st, sizeof(*l), _Alignof(struct frame_loc));
+	if (!l)
+		return;
+	*l = *loc;
+	l->path = store_arena_strdup(st, loc->path);
+	l->build_id = *loc->build_id ? store_arena_strdup(st, loc->build_id) : "";
+	if (l->path && l->build_id)
+		st->frames[id].loc = l;
 }
 
 uint32_t store_frame_ref(struct store *st, enum frame_kind kind, const char *name,

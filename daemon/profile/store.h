@@ -29,6 +29,11 @@ struct store_frame {
 	enum frame_kind kind;
 	const char *name;
 	const char *module;  /* "" when none */
+	/* Where the frame's code lies (user code in a file), NULL if unknown:
+	 * the first one given (store_frame_set_loc). Frames are interned by
+	 * name, so this is one address of that function, not every one.
+	 * store_merge copies it only with a stack of the process it is from. */
+	const struct frame_loc *loc;
 };
 
 struct store_stack {
@@ -70,6 +75,9 @@ int store_value_find(const struct store *st, const char *type);
  * (the caller then uses store_truncated_frame()), -ENOMEM. */
 int store_frame_intern(struct store *st, enum frame_kind kind, const char *name,
 		       const char *module);
+/* Gives frame id its location (copied) unless it has one: pprof's address
+ * and mapping. Within the memory limit, else it stays without. */
+void store_frame_set_loc(struct store *st, uint32_t id, const struct frame_loc *loc);
 /* Id of the "[truncated]" marker frame (always present). */
 uint32_t store_truncated_frame(const struct store *st);
 /* store_frame_intern, or the "[truncated]" marker when the frame does not

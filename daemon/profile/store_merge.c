@@ -99,6 +99,11 @@ int store_merge(struct store *dst, const struct store *src, store_merge_fn filte
 			if (fmap[fid] == HTAB_NONE)
 				fmap[fid] = store_frame_ref(dst, src->frames[fid].kind, src->frames[fid].name,
 							    src->frames[fid].module);
+			/* A frame's address is from one process: it goes only
+			 * with a stack of that process, so a profile filtered to
+			 * one process never shows where another mapped its code. */
+			if (src->frames[fid].loc && src->frames[fid].loc->pid == s->pid)
+				store_frame_set_loc(dst, fmap[fid], src->frames[fid].loc);
 			ids[n++] = fmap[fid];
 		}
 		store_copy_names(dst, src, s->pid, s->tid);

@@ -47,6 +47,12 @@ struct elfsym {
 	uint8_t build_id[ELFSYM_BUILD_ID_MAX];
 	size_t build_id_len;
 	enum elfsym_source source;
+	/* Function starts from .eh_frame_hdr's search table (one per FDE, which
+	 * compilers emit per function even in stripped files): vaddr =
+	 * fde_base + fde_start[i], sorted. Names unsymbolized code by function. */
+	int32_t *fde_start;
+	size_t nfde;
+	uint64_t fde_base;
 };
 
 static void elfsym_libelf_init(void)
@@ -230,6 +236,94 @@ static int elfsym_read_segments(struct elfsym *e, Elf *elf)
 		e->segs[e->nsegs].vaddr = ph.p_vaddr;
 		e->nsegs++;
 	}
+	return 0;
+}
+
+/* .eh_frame_hdr (PT_GNU_EH_FRAME): version 1, then the encodings of
+ * eh_frame_ptr, fde_count and the table. Only the layout every linker
+ * writes is accepted (table of datarel sdata4 pairs, udata4 count); any
+ * other, or a table that is truncated or unsorted, is ignored: unsymbolized
+ * code then falls back to pages. */
+#define EH_PE_UDATA4 0x03
+#define EH_PE_SDATA4 0x0b
+#define EH_PE_UDATA8 0x04
+#define EH_PE_SDATA8 0x0c
+#define EH_PE_DATAREL_SDATA4 0x3b
+#define ELFSYM_MAX_FDES (1u << 24)
+
+static size_t elfsym_eh_size(uint8_t enc)
+{
+	switch (enc & 0x0f) {
+	case EH_PE_UDATA4: case EH_PE_SDATA4: return 4;
+	case EH_PE_UDATA8: case EH_PE_SDATA8: return 8;
+	default: return 0;
+	}
+}
+
+static int elfsym_read_fdes(struct elfsym *e, Elf *elf)
+{
+	const uint8_t *d;
+	Elf_Data *data;
+	size_t nph, ptr_size, off;
+	uint32_t count;
+	GElf_Phdr ph;
+	bool found = false;
+
+	if (elf_getphdrnum(elf, &nph) != 0)
+		return 0;
+	for (size_t i = 0; i < nph && !found; i++)
+		found = gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_GNU_EH_FRAME;
+	if (!found || ph.p_filesz < 12 || ph.p_filesz > ((uint64_t)ELFSYM_MAX_FDES + 2) * 8)
+		return 0;
+	data = elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz, ELF_T_BYTE);
+	if (!data || !data->d_buf || data->d_size != ph.p_filesz)
+		return 0;
+	d = data->d_buf;
+	ptr_size = elfsym_eh_size(d[1]);
+	if (d[0] != 1 || !ptr_size || d[2] != EH_PE_UDATA4 || d[3] != EH_PE_DATAREL_SDATA4)
+		return 0;
+	off = 4 + ptr_size;
+	if (off + 4 > data->d_size)
+		return 0;
+	memcpy(&count, d + off, 4);
+	off += 4;
+	if (!count || count > ELFSYM_MAX_FDES || (data->d_size - off) / 8 < count)
+		return 0;
+	e->fde_start = malloc(count * sizeof(*e->fde_start));
+	if (!e->fde_start)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < count; i++, off += 8) {
+		memcpy(&e->fde_start[i], d + off, 4);
+		if (i && e->fde_start[i] < e->fde_start[i - 1]) {
+			free(e->fde_start);
+			e->fde_start = NULL;
+			return 0;
+		}
+	}
+	e->nfde = count;
+	e->fde_base = ph.p_vaddr;
+	return 0;
+}
+
+int elfsym_function_start(const struct elfsym *e, uint64_t vaddr, uint64_t *start)
+{
+	size_t lo = 0, hi;
+
+	if (!e || !e->nfde)
+		return -ENOENT;
+	/* The last start at or below vaddr. */
+	hi = e->nfde;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (e->fde_base + (uint64_t)(int64_t)e->fde_start[mid] <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return -ENOENT;
+	*start = e->fde_base + (uint64_t)(int64_t)e->fde_start[lo - 1];
 	return 0;
 }
 
@@ -431,6 +525,9 @@ static int elfsym_load(Elf *elf, const char *path, const char *debug_root, struc
 	if (ret < 0)
 		goto out;
 	elfsym_read_build_id(e, elf);
+	ret = elfsym_read_fdes(e, elf);
+	if (ret < 0)
+		goto out;
 	ret = elfsym_load_section_type(e, elf, SHT_SYMTAB, &found);
 	if (ret < 0)
 		goto out;
@@ -523,6 +620,7 @@ void elfsym_free(struct elfsym *e)
 		free(e->pretty);
 	}
 	free(e->syms);
+	free(e->fde_start);
 	buf_release(&e->names);
 	free(e);
 }

@@ -50,6 +50,11 @@ int elfsym_offset_to_vaddr(const struct elfsym *e, uint64_t offset, uint64_t *va
 int elfsym_lookup(struct elfsym *e, uint64_t vaddr, char *name, size_t name_size,
 		  uint64_t *sym_start);
 
+/* Start of the function holding vaddr by the file's .eh_frame_hdr table
+ * (one entry per function with CFI, present in stripped files too): the
+ * last start at or below vaddr. 0, or -ENOENT (no table, or below it). */
+int elfsym_function_start(const struct elfsym *e, uint64_t vaddr, uint64_t *start);
+
 /* Symbol by raw (mangled) name, for tests and diagnostics. 0 or -ENOENT. */
 int elfsym_find(const struct elfsym *e, const char *raw_name, uint64_t *value, uint64_t *size);
 

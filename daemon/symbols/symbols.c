@@ -582,6 +582,25 @@ out:
 	procmaps_free(pm);
 }
 
+/* Where addr lies in file mapping m, for exporters (pprof): the path as
+ * mapped and the build-id of the ELF read once per binary. */
+static void symbols_set_loc(struct sym_result *out, const struct sym_map *m, pid_t pid,
+			    uint64_t addr)
+{
+	const struct sym_elf *e = m->elf;
+	size_t n = 0;
+
+	out->has_loc = true;
+	out->loc = (struct frame_loc){
+		.addr = addr, .map_start = m->start, .map_limit = m->end, .map_offset = m->offset,
+		.path = out->path, .build_id = out->build_id, .pid = (uint32_t)pid,
+	};
+	elfsym_sanitize(m->path, strlen(m->path), out->path, sizeof(out->path));
+	for (size_t i = 0; e && i < e->build_id_len && n + 2 < sizeof(out->build_id); i++)
+		n += (size_t)snprintf(out->build_id + n, sizeof(out->build_id) - n, "%02x", e->build_id[i]);
+	out->build_id[n] = '\0';
+}
+
 static void symbols_set(struct sym_result *out, enum frame_kind kind, const char *name,
 			const char *module)
 {
@@ -600,6 +619,17 @@ static void symbols_set_offset(struct sym_result *out, const char *module, uint6
 	snprintf(out->name + n, sizeof(out->name) - n, "+0x%" PRIx64, off);
 }
 
+uint64_t symbols_region(const struct elfsym *es, uint64_t vaddr)
+{
+	uint64_t start;
+
+	/* One name per function, not per address: the function's start as
+	 * .eh_frame_hdr has it; without CFI there, the 4 KiB page. */
+	if (es && elfsym_function_start(es, vaddr, &start) == 0)
+		return start;
+	return vaddr & ~(uint64_t)(SYMBOLS_REGION_PAGE - 1);
+}
+
 int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t start_ns, uint64_t addr,
 			 bool is_return_addr, struct sym_result *out)
 {
@@ -611,6 +641,7 @@ int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t start_ns, uint64
 
 	if (!s || !out || pid <= 0)
 		goto out;
+	out->has_loc = false;
 	now = symbols_now_ms();
 	/* A return address points after the call; addr - 1 is inside it. */
 	look = is_return_addr && addr > 0 ? addr - 1 : addr;
@@ -660,12 +691,15 @@ int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t start_ns, uint64
 	vaddr = file_off;
 	if (es && elfsym_offset_to_vaddr(es, file_off, &vaddr) < 0)
 		vaddr = file_off;
+	if (m->type == SYM_MAP_FILE)
+		symbols_set_loc(out, m, pid, look);
 	out->kind = FRAME_NATIVE;
 	if (es && elfsym_lookup(es, vaddr, out->name, sizeof(out->name), NULL) == 0) {
 		elfsym_sanitize(m->base, strlen(m->base), out->module, sizeof(out->module));
+		out->loc.symbolized = true;
 		goto out;
 	}
-	symbols_set_offset(out, m->base, vaddr);
+	symbols_set_offset(out, m->base, symbols_region(es, vaddr));
 out:
 	return ret;
 }
@@ -714,6 +748,7 @@ int symbols_resolve_kernel(struct symbols *s, uint64_t addr, struct sym_result *
 
 	if (!s || !out)
 		return -EINVAL;
+	out->has_loc = false;
 	now = symbols_now_ms();
 	if (!s->ksyms_tried)
 		symbols_load_kallsyms(s, now);

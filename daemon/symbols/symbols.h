@@ -10,8 +10,10 @@
  *    written as \xNN;
  *  - C++ and Rust names are demangled (libiberty's cplus_demangle);
  *  - an address with no covering symbol is "<module basename>+0x<hex>",
- *    where hex is the address in the ELF file's own vaddr space (what
- *    addr2line wants), never a blank or the nearest unrelated symbol;
+ *    where hex is, in the ELF file's own vaddr space (what addr2line
+ *    wants), the start of the function holding it by .eh_frame_hdr, or
+ *    without one there its 4 KiB page (symbols_region): one stable name per
+ *    function, not one per address, never the nearest unrelated symbol;
  *  - an address in no mapping is "[unknown]" (FRAME_MARKER), one in an
  *    anonymous executable mapping is "[jit]" (FRAME_JIT_UNKNOWN, module ""),
  *    one in the vdso is symbolized from the vdso image or "[vdso]+0x..";
@@ -32,11 +34,21 @@
 #define SYM_NAME_MAX 1024
 #define SYM_MODULE_MAX 256
 
+#define SYM_PATH_MAX 4096
+#define SYM_BUILD_ID_HEX_MAX 129      /* 64 bytes as hex, NUL */
+
 struct sym_result {
 	enum frame_kind kind;
 	char name[SYM_NAME_MAX];      /* function, or module+0xoff */
 	char module[SYM_MODULE_MAX];  /* basename of the ELF ("libc.so.6"), or
 					 kernel module name ("" = vmlinux) */
+	/* User frames in a file mapping: where the address lies (loc.path and
+	 * loc.build_id point at path and build_id below); has_loc false for
+	 * every other frame, and always for kernel frames. */
+	bool has_loc;
+	struct frame_loc loc;
+	char path[SYM_PATH_MAX];
+	char build_id[SYM_BUILD_ID_HEX_MAX];
 };
 
 struct symbols_stats {
@@ -66,6 +78,13 @@ void symbols_free(struct symbols *s);
  * invalid arguments or allocation failure. */
 int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t start_ns, uint64_t addr,
 			 bool is_return_addr, struct sym_result *out);
+
+/* Code without a symbol is named by region (see the name rules above):
+ * the function start from .eh_frame_hdr, else the page of this size. */
+#define SYMBOLS_REGION_PAGE 4096
+struct elfsym;
+/* The region key of vaddr in es (NULL: no ELF, pages only). */
+uint64_t symbols_region(const struct elfsym *es, uint64_t vaddr);
 
 /* The name of every kernel frame without a symbol. */
 #define SYMBOLS_KERNEL_UNKNOWN "[kernel]"

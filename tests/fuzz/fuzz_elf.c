@@ -91,6 +91,9 @@ static void lookup(struct elfsym *e, uint64_t vaddr)
 		elfsym_lookup(e, vaddr, tiny, sizeof(tiny), NULL);
 		check_name(tiny, sizeof(tiny));
 	}
+	/* The .eh_frame_hdr table names unsymbolized code by function. */
+	if (elfsym_function_start(e, vaddr, &start) == 0)
+		fuzz_check(start <= vaddr, "function start above the address");
 }
 
 /* Looks up what the input's symbol tables say, as samples would. */

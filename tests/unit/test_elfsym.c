@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "elfsym.h"
+#include "symbols.h"
 
 /* No file in /usr/lib/debug can match the fixtures, but keep them out of
  * the picture anyway. */
@@ -154,6 +155,37 @@ START_TEST(test_stripped_dynsym)
 	 * neighbour's name. */
 	assert_no_name_at(e, raw_symbol(prog("symfix_rdyn"), "jp_fixture_local"));
 	elfsym_free(e);
+}
+END_TEST
+
+/* Unsymbolized code is named per function: the start of the function
+ * holding an address, from .eh_frame_hdr, which strip keeps; the 4 KiB
+ * page without one. */
+START_TEST(test_function_regions)
+{
+	struct elfsym *e = load("symfix_stripped", NO_DEBUG_ROOT);
+	uint64_t local = raw_symbol(prog("symfix_rdyn"), "jp_fixture_local");
+	uint64_t alpha = raw_symbol(prog("symfix_rdyn"), "jp_fixture_alpha");
+	uint64_t beta = raw_symbol(prog("symfix_rdyn"), "jp_fixture_beta");
+	uint64_t start = 0;
+
+	assert_no_name_at(e, local + 4);
+	ck_assert_int_eq(elfsym_function_start(e, local, &start), 0);
+	ck_assert_uint_eq(start, local);
+	/* Every address of the static function: one key, its start. */
+	for (uint64_t a = local; a < local + 16; a++)
+		ck_assert_uint_eq(symbols_region(e, a), local);
+	ck_assert_uint_eq(symbols_region(e, alpha + 5), alpha);
+	ck_assert_uint_eq(symbols_region(e, beta + 9), beta);
+	ck_assert_uint_ne(symbols_region(e, alpha + 5), symbols_region(e, beta + 9));
+	/* Below the first function: no table entry. */
+	ck_assert_int_eq(elfsym_function_start(e, 0, &start), -ENOENT);
+	ck_assert_uint_eq(symbols_region(e, 0x123), 0);
+	elfsym_free(e);
+	/* No ELF (unreadable file): the page. */
+	ck_assert_uint_eq(symbols_region(NULL, 0x12345), 0x12000);
+	ck_assert_uint_eq(symbols_region(NULL, 0x12000), 0x12000);
+	ck_assert_int_eq(elfsym_function_start(NULL, 0x12345, &start), -ENOENT);
 }
 END_TEST
 
@@ -438,6 +470,7 @@ int main(void)
 	tcase_add_test(tc, test_pie);
 	tcase_add_test(tc, test_nopie);
 	tcase_add_test(tc, test_stripped_dynsym);
+	tcase_add_test(tc, test_function_regions);
 	tcase_add_test(tc, test_debuglink);
 	tcase_add_test(tc, test_build_id_debug);
 	tcase_add_test(tc, test_cxx_and_rust_demangling);

@@ -29,7 +29,7 @@ static char *render(const struct store *st, const struct export_meta *meta,
 
 static char *frame_text(enum frame_kind kind, const char *name, const char *module)
 {
-	struct store_frame f = { kind, name, module };
+	struct store_frame f = { kind, name, module, NULL };
 	struct buf b = BUF_INIT;
 
 	ck_assert_int_eq(export_collapsed_frame(&f, &b), 0);

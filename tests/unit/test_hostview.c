@@ -17,7 +17,7 @@
 
 static struct hostview *hv_make(unsigned bucket_s, unsigned retention_s, size_t max_bytes)
 {
-	struct hostview_config cfg = { bucket_s, retention_s, max_bytes };
+	struct hostview_config cfg = { bucket_s, retention_s, max_bytes, 0 };
 	struct hostview *hv = NULL;
 
 	ck_assert_int_eq(hostview_new(&cfg, &hv), 0);
@@ -45,7 +45,7 @@ static const char *thread_name(const struct built_sample *bs, char *buf, size_t 
 static void add(struct hostview *hv, uint32_t pid, uint32_t tid, const char *leaf, uint64_t now)
 {
 	const struct sample_frame frames[2] = {
-		{ FRAME_NATIVE, "main", "prog" }, { FRAME_NATIVE, leaf, "prog" },
+		{ FRAME_NATIVE, "main", "prog", NULL }, { FRAME_NATIVE, leaf, "prog", NULL },
 	};
 	const uint64_t values[2] = { 1, 10000000 };
 	struct sample_names names;
@@ -63,7 +63,7 @@ static void add_proc(struct hostview *hv, uint32_t pid, uint64_t start, const ch
 		     uint64_t now)
 {
 	const struct sample_frame frames[2] = {
-		{ FRAME_NATIVE, "main", "prog" }, { FRAME_NATIVE, leaf, "prog" },
+		{ FRAME_NATIVE, "main", "prog", NULL }, { FRAME_NATIVE, leaf, "prog", NULL },
 	};
 	const uint64_t values[2] = { 1, 10000000 };
 	const struct sample_names names = { "proc", "", "", "" };
@@ -368,6 +368,136 @@ START_TEST(test_taps_are_exact_windows)
 }
 END_TEST
 
+/* The daemon drains every second: each drain delivers the samples taken
+ * since the previous one, then ticks. A query reports the time its merged
+ * buckets' samples were taken in, never the narrower range asked for: a
+ * profile that merged 20 s of samples and said 10 s would show 200% of a
+ * CPU. */
+START_TEST(test_span_is_what_the_buckets_cover)
+{
+	struct hostview *hv = hv_make(10, 600, 0);
+	struct hostview_tap *tap = NULL;
+	struct store *st = NULL;
+	uint64_t from, to, now;
+
+	/* Drains at T0+3.5 .. T0+24.5: one sample each, then the tick. */
+	for (now = T0 + 3 * S + S / 2; now <= T0 + 24 * S + S / 2; now += S) {
+		add(hv, 100, 100, "busy", now);
+		hostview_tick(hv, now);
+		if (now == T0 + 14 * S + S / 2)
+			ck_assert_int_eq(hostview_tap_open(hv, NULL, &tap), 0);
+	}
+	/* 4 s across a window boundary: the open window's bucket and the one
+	 * before it, 15 s of samples. */
+	ck_assert_int_eq(hostview_query(hv, T0 + 18 * S, T0 + 22 * S, NULL, &st, &from, &to), 0);
+	ck_assert_uint_eq(total_samples(st), 15);             /* T0+10.5 .. T0+24.5 */
+	ck_assert_uint_eq(from, T0 + 9 * S + S / 2);         /* the drain before T0+10.5 */
+	ck_assert_uint_eq(to, T0 + 24 * S + S / 2);          /* the last drain */
+	store_free(st);
+	/* Only the open window: its first drain brought samples taken since the
+	 * previous drain, in the window before. */
+	ck_assert_int_eq(hostview_query(hv, T0 + 21 * S, T0 + 22 * S, NULL, &st, &from, &to), 0);
+	ck_assert_uint_eq(total_samples(st), 5);
+	ck_assert_uint_eq(from, T0 + 19 * S + S / 2);
+	ck_assert_uint_eq(to, T0 + 24 * S + S / 2);
+	store_free(st);
+	/* Everything: the first bucket starts at its window (no drain before). */
+	ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, NULL, &st, &from, &to), 0);
+	ck_assert_uint_eq(total_samples(st), 22);
+	ck_assert_uint_eq(from, T0);
+	store_free(st);
+	/* A tap opened after the drain at T0+14.5 holds the next 10 drains. */
+	hostview_tap_span(tap, &from, &to);
+	ck_assert_uint_eq(from, T0 + 14 * S + S / 2);
+	ck_assert_uint_eq(to, T0 + 24 * S + S / 2);
+	st = hostview_tap_close(tap);
+	ck_assert_uint_eq(total_samples(st), 10);
+	store_free(st);
+	/* A window without samples: the next bucket starts at its own window,
+	 * the previous one ends with its own. */
+	add(hv, 100, 100, "late", T0 + 45 * S);
+	ck_assert_int_eq(hostview_query(hv, T0 + 21 * S, T0 + 22 * S, NULL, &st, &from, &to), 0);
+	ck_assert_uint_eq(to, T0 + 24 * S + S / 2);
+	store_free(st);
+	ck_assert_int_eq(hostview_query(hv, T0 + 41 * S, T0 + 45 * S, NULL, &st, &from, &to), 0);
+	ck_assert_uint_eq(total_samples(st), 1);
+	ck_assert_uint_eq(from, T0 + 40 * S);
+	ck_assert_uint_eq(to, T0 + 45 * S);
+	store_free(st);
+	hostview_free(hv);
+
+	/* The first drain brings what was taken since the sampler started,
+	 * in the window before the one it lands in. */
+	ck_assert_int_eq(hostview_new(&(struct hostview_config){ .start_ns = T0 + 9 * S }, &hv), 0);
+	add(hv, 100, 100, "first", T0 + 10 * S + S / 2);
+	ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, NULL, &st, &from, &to), 0);
+	ck_assert_uint_eq(from, T0 + 9 * S);
+	ck_assert_uint_eq(to, T0 + 10 * S + S / 2);
+	store_free(st);
+	hostview_free(hv);
+}
+END_TEST
+
+/* One sample main;memcpy of pid whose memcpy frame says where pid mapped
+ * libc (address addr). */
+static void add_loc(struct hostview *hv, uint32_t pid, uint64_t addr, uint64_t now)
+{
+	const struct frame_loc loc = {
+		.addr = addr, .map_start = addr & ~0xfffffull, .map_limit = (addr & ~0xfffffull) + (1 << 20),
+		.path = "/usr/lib/libc.so.6", .build_id = "abcd", .symbolized = true, .pid = pid,
+	};
+	const struct sample_frame frames[2] = {
+		{ FRAME_NATIVE, "main", "prog", NULL }, { FRAME_NATIVE, "memcpy", "libc.so.6", &loc },
+	};
+	const uint64_t values[2] = { 1, 10000000 };
+	const struct sample_names names = { "proc", "", "", "" };
+	struct built_sample bs = {
+		.event = event_get(EVENT_CPU), .pid = pid, .tid = pid, .values = values,
+		.frames = frames, .nframes = 2, .names = &names,
+	};
+
+	hostview_add(hv, &bs, now);
+}
+
+/* The address of memcpy in a query's store (0 when it carries none). */
+static uint64_t memcpy_addr(const struct store *st)
+{
+	for (size_t i = 0; i < store_frame_count(st); i++) {
+		const struct store_frame *f = store_frame_get(st, (uint32_t)i);
+
+		if (!strcmp(f->name, "memcpy"))
+			return f->loc ? f->loc->addr : 0;
+	}
+	ck_abort_msg("no memcpy frame");
+	return 0;
+}
+
+/* Frames are kept per function, with the address of the first process
+ * seen: a profile of another process must not show it (where that process
+ * mapped its libraries, which ASLR hides from other users). */
+START_TEST(test_addresses_stay_with_their_process)
+{
+	struct hostview *hv = hv_make(10, 600, 0);
+	struct hostview_filter other = { .pid = 200 }, first = { .pid = 100 };
+	struct store *st = NULL;
+
+	add_loc(hv, 100, 0x7f0000001234, T0 + S);
+	add_loc(hv, 200, 0x7f5555505678, T0 + 2 * S);
+	ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, &other, &st, NULL, NULL), 0);
+	ck_assert_uint_eq(total_samples(st), 1);
+	ck_assert_uint_eq(memcpy_addr(st), 0);
+	store_free(st);
+	ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, &first, &st, NULL, NULL), 0);
+	ck_assert_uint_eq(memcpy_addr(st), 0x7f0000001234);
+	store_free(st);
+	/* The whole host: one address, of a process that is in it. */
+	ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, NULL, &st, NULL, NULL), 0);
+	ck_assert_uint_eq(memcpy_addr(st), 0x7f0000001234);
+	store_free(st);
+	hostview_free(hv);
+}
+END_TEST
+
 /* A pid held by two processes within one window (the first exited, another
  * took its pid): a query or tap for the process that has the pid now gets
  * none of the first one's samples, even those drained after the second
@@ -444,6 +574,8 @@ static Suite *hostview_suite(void)
 	tcase_add_test(tc, test_retention);
 	tcase_add_test(tc, test_taps_are_exact_windows);
 	tcase_add_test(tc, test_pid_reuse_in_one_window);
+	tcase_add_test(tc, test_span_is_what_the_buckets_cover);
+	tcase_add_test(tc, test_addresses_stay_with_their_process);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -240,6 +240,23 @@ START_TEST(test_stripped)
 	ck_assert_str_eq(r.name, want);
 	ck_assert_str_eq(r.module, "symfix_stripped");
 	ck_assert_int_eq(r.kind, FRAME_NATIVE);
+	/* Every address in it has that one name (its start, from
+	 * .eh_frame_hdr), not one name per address. */
+	for (uint64_t off = 1; off < 12; off++) {
+		ck_assert_int_eq(symbols_resolve_user(syms, fx.pid, 0, fx.local + off, true, &r), 0);
+		ck_assert_str_eq(r.name, want);
+	}
+	/* pprof still gets the sampled address (the looked-up one) and the
+	 * file as mapped, marked unsymbolized. */
+	ck_assert(r.has_loc);
+	ck_assert_uint_eq(r.loc.addr, fx.local + 10);
+	ck_assert(!r.loc.symbolized);
+	ck_assert_str_eq(r.loc.path, prog("symfix_stripped"));
+	ck_assert_uint_ge(r.loc.addr, r.loc.map_start);
+	ck_assert_uint_lt(r.loc.addr, r.loc.map_limit);
+	ck_assert_uint_eq(strlen(r.loc.build_id), 40);
+	ck_assert_int_eq(symbols_resolve_user(syms, fx.pid, 0, fx.alpha, false, &r), 0);
+	ck_assert(r.has_loc && r.loc.symbolized);
 }
 END_TEST
 

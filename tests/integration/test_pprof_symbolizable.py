@@ -1,0 +1,149 @@
+"""pprof profiles a backend can symbolize again: user locations carry the
+sampled address, in a mapping with the path as mapped, start, limit, file
+offset and the ELF build-id; `addr2line` on that file at the address the
+mapping implies names the same function jprofd did; kernel locations carry
+no address; `go tool pprof -top` shows the same names as the collapsed
+output of the same recording."""
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import jproftest as jt  # noqa: E402
+
+
+def go_env(t):
+    home = t.mkdtemp("gohome-")
+    return dict(os.environ, HOME=home, PPROF_TMPDIR=home, GOCACHE=os.path.join(home, "cache"),
+                GOTOOLCHAIN="local", GOFLAGS="", GOPROXY="off", GOTELEMETRY="off")
+
+
+def go_pprof(args, env):
+    r = subprocess.run(["go", "tool", "pprof"] + args, capture_output=True, text=True,
+                       timeout=120, env=env, stdin=subprocess.DEVNULL)
+    jt.check(r.returncode == 0, "go tool pprof %s failed:\n%s" % (" ".join(args), r.stderr))
+    return r.stdout
+
+
+def parse_raw(text):
+    """Locations {id: (address, mapping id, [function names])} and mappings
+    {id: (start, limit, offset, path, build-id)} of `go tool pprof -raw`."""
+    locs, maps, sect, cur = {}, {}, None, None
+    for ln in text.splitlines():
+        if ln.startswith("Locations"):
+            sect = "loc"
+            continue
+        if ln.startswith("Mappings"):
+            sect = "map"
+            continue
+        if sect == "loc":
+            m = re.match(r"\s*(\d+):\s+(0x[0-9a-f]+)\s+M=(\d+)\s+(.*)$", ln)
+            if m:
+                cur = int(m.group(1))
+                locs[cur] = (int(m.group(2), 16), int(m.group(3)), [m.group(4).split(" ")[0]])
+            elif cur is not None and ln.strip():
+                locs[cur][2].append(ln.strip().split(" ")[0])
+        elif sect == "map":
+            # "1: 0x5581a000/0x5581b000/0x1000 /path/to/file 4c2f... [FN]"
+            m = re.match(r"\s*(\d+):\s+(0x[0-9a-f]+)/(0x[0-9a-f]+)/(0x[0-9a-f]+)\s+(\S+)\s*(\S*)", ln)
+            if m:
+                maps[int(m.group(1))] = (int(m.group(2), 16), int(m.group(3), 16),
+                                         int(m.group(4), 16), m.group(5),
+                                         m.group(6) if m.group(6) != "[FN]" else "")
+    return locs, maps
+
+
+def elf_build_id(path):
+    r = subprocess.run(["readelf", "-n", path], capture_output=True, text=True, timeout=30)
+    m = re.search(r"Build ID: ([0-9a-f]+)", r.stdout)
+    return m.group(1) if m else ""
+
+
+def file_offset_to_vaddr(path, off):
+    """Through the PT_LOAD segment holding file offset off (as addr2line wants)."""
+    r = subprocess.run(["readelf", "-lW", path], capture_output=True, text=True, timeout=30)
+    for ln in r.stdout.splitlines():
+        f = ln.split()
+        if f and f[0] == "LOAD":
+            o, va, fsz = int(f[1], 16), int(f[2], 16), int(f[4], 16)
+            if o <= off < o + fsz:
+                return off - o + va
+    return None
+
+
+def addr2line(path, vaddr):
+    r = subprocess.run(["addr2line", "-f", "-e", path, "0x%x" % vaddr], capture_output=True,
+                       text=True, timeout=30)
+    return r.stdout.splitlines()[0] if r.returncode == 0 and r.stdout else None
+
+
+def record_raw(t, c, pid, env):
+    """Records pid for 1.5 s as pprof: (file, `go tool pprof -raw` text,
+    locations, mappings)."""
+    rec = c.record(pid=pid, duration_ms=1500, interval_us=5000, format="pprof", progress=False)
+    path = os.path.join(t.mkdtemp("pp-"), "%d.pb.gz" % pid)
+    with open(path, "wb") as f:
+        f.write(rec.data())
+    raw = go_pprof(["-raw", path], env)
+    locs, maps = parse_raw(raw)
+    return path, raw, locs, maps
+
+
+def main(t):
+    d = t.start_daemon("--rate", "99")
+    env = go_env(t)
+    spin = t.prog("spin_chain")
+    # read_zero loops on read(): kernel frames in every stack.
+    w = t.spawn([spin, "60"], settle=0.2)
+    rz = t.workload("read_zero", 60)
+    c = d.client()
+
+    with t.case("pprof of a native process: addresses, mappings, build-id, same names"):
+        path, raw, locs, maps = record_raw(t, c, w.pid, env)
+        jt.check(maps and locs, "no mappings or locations in:\n%s" % raw[-3000:])
+        ours = [(mid, m) for mid, m in maps.items() if m[3] == spin]
+        jt.check(len(ours) >= 1, "no mapping with the path as mapped (%s):\n%s"
+                 % (spin, "\n".join(map(str, maps.values()))))
+        jt.check(all(m[4] == elf_build_id(spin) and m[4] for _, m in ours),
+                 "build-id of %s: %r, readelf says %r" % (spin, ours, elf_build_id(spin)))
+        jt.check(all(os.path.isabs(m[3]) or m[3].startswith("[") for m in maps.values()),
+                 "a mapping with a basename: %r" % list(maps.values()))
+        checked = 0
+        for lid, (addr, mid, fns) in locs.items():
+            m = maps.get(mid)
+            if not m or m[3] != spin:
+                continue
+            jt.check(m[0] <= addr < m[1], "location %d: 0x%x outside its mapping %r" % (lid, addr, m))
+            vaddr = file_offset_to_vaddr(spin, addr - m[0] + m[2])
+            got = addr2line(spin, vaddr) if vaddr is not None else None
+            jt.check_eq(got, fns[-1], "addr2line of location %d (0x%x) in %s" % (lid, addr, spin))
+            checked += 1
+        jt.log("%d locations of %s symbolized again by addr2line; mappings:\n%s"
+               % (checked, spin, "\n".join("%r" % (m,) for m in maps.values())))
+        jt.check(checked >= 4, "only %d locations of %s checked:\n%s" % (checked, spin, raw[-3000:]))
+        top = go_pprof(["-top", "-nodecount=5", path], env)
+        jt.check(re.search(r"\bspin\s*$", top, re.M), "spin not in go tool pprof -top:\n%s" % top)
+        # The same recording in collapsed form names the same functions.
+        rec2 = c.record(pid=w.pid, duration_ms=1000, interval_us=5000, progress=False)
+        names = {fr for st in rec2.stacks() for fr in jt.frames_of(st)}
+        for fn in ("main", "a", "b", "spin"):
+            jt.check(fn in names, "%s missing from the collapsed output: %r" % (fn, sorted(names)))
+            jt.check(any(fn in l[2] for l in locs.values()), "%s missing from pprof" % fn)
+
+    with t.case("kernel locations carry no address"):
+        _, raw, locs, maps = record_raw(t, c, rz.pid, env)
+        kmaps = {mid for mid, m in maps.items() if m[3].startswith("[kernel")}
+        kern = [lid for lid, l in locs.items() if l[1] in kmaps]
+        jt.check(kern, "no kernel locations in a read() loop's profile:\n%s" % raw[-3000:])
+        jt.check(all(locs[lid][0] == 0 for lid in kern),
+                 "kernel locations with an address: %r" % [locs[lid] for lid in kern if locs[lid][0]])
+        user = [l for l in locs.values() if l[0]]
+        jt.check(user, "no user location with an address in read_zero's profile")
+
+    w.kill()
+    rz.kill()
+    c.close()
+
+
+jt.run(main)
