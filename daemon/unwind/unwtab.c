@@ -4,6 +4,7 @@
 #include <bpf/bpf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -445,6 +446,7 @@ static void *worker(void *arg)
 
 	pthread_mutex_lock(&u->mu);
 	for (;;) {
+		uint64_t builds;
 		size_t n;
 
 		while (!u->stop && !u->nq) {
@@ -464,8 +466,13 @@ static void *worker(void *arg)
 		u->busy = true;
 		pthread_mutex_unlock(&u->mu);
 
+		builds = u->st.builds;
 		for (size_t i = 0; i < n; i++)
 			load_proc(u, batch[i].tgid, batch[i].start_ns);
+		/* A build's rows (megabytes for a large binary) were freed once
+		 * uploaded: give the heap back rather than keep it as RSS. */
+		if (u->st.builds != builds)
+			malloc_trim(0);
 		if (clock_mono_ns() - u->last_sweep >= SWEEP_NS) {
 			sweep(u);
 			u->last_sweep = clock_mono_ns();
