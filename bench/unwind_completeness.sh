@@ -121,7 +121,7 @@ summarize_collapsed() {
 	python3 -c '
 import sys
 roots = ("_start", "__libc_start_main", "__libc_start_call_main", "start_thread", "clone", "clone3", "__clone3")
-tot = root = 0; depths = []
+tot = root = 0; depths = []; leaves = {}
 for line in sys.stdin:
     s, _, c = line.rstrip("\n").rpartition(" ")
     if not c.isdigit(): continue
@@ -129,8 +129,14 @@ for line in sys.stdin:
     user = [f for f in s.split(";") if not f.endswith("_[k]")]
     tot += c; depths += [len(user)] * c
     if any(f in roots for f in user[:3]): root += c
+    leaf = s.split(";")[-1]
+    leaf = leaf[:-4] if leaf.endswith("_[k]") else leaf
+    leaves[leaf] = leaves.get(leaf, 0) + c
 depths.sort()
-print("%5.1f%% %3d %6d" % (100.0 * root / max(tot, 1), depths[len(depths) // 2] if depths else 0, tot))'
+top = ",".join("%s:%d%%" % (k[:24], 100 * v // max(tot, 1)) for k, v in
+               sorted(leaves.items(), key=lambda kv: -kv[1])[:3])
+print("%5.1f%% %3d %6d" % (100.0 * root / max(tot, 1), depths[len(depths) // 2] if depths else 0, tot))
+print(top, file=sys.stderr)'
 }
 
 # perf script output on stdin: the same numbers for perf's samples.
@@ -138,10 +144,11 @@ summarize_perf() {
 	python3 -c '
 import sys
 roots = ("_start", "__libc_start_main", "__libc_start_call_main", "start_thread", "clone", "clone3", "__clone3")
-tot = root = 0; depths = []; cur = []
+tot = root = 0; depths = []; cur = []; leaves = {}
 def flush():
     global tot, root
     if not cur: return
+    leaves[cur[0][0]] = leaves.get(cur[0][0], 0) + 1
     user = [f for f in cur if "kernel.kallsyms" not in f[1]]
     names = [f[0] for f in user][::-1]   # outermost first
     tot += 1; depths.append(len(user))
@@ -156,7 +163,10 @@ for line in sys.stdin:
             cur.append((sym, parts[-1]))
 flush()
 depths.sort()
-print("%5.1f%% %3d %6d" % (100.0 * root / max(tot, 1), depths[len(depths) // 2] if depths else 0, tot))'
+top = ",".join("%s:%d%%" % (k[:24], 100 * v // max(tot, 1)) for k, v in
+               sorted(leaves.items(), key=lambda kv: -kv[1])[:3])
+print("%5.1f%% %3d %6d" % (100.0 * root / max(tot, 1), depths[len(depths) // 2] if depths else 0, tot))
+print(top, file=sys.stderr)'
 }
 
 printf '%-8s | %-22s | %-22s | %-22s\n' workload "jprofd cfi root% depth n" "jprofd fp root% depth n" "perf dwarf root% depth n"
@@ -177,10 +187,12 @@ for w in $WORKLOADS; do
 	perf record -q -F "$RATE" --call-graph dwarf -p "$pid" -o "$work/$w.perf.data" \
 		-- sleep "$SECS" >/dev/null 2>&1 || true
 	wait $a $b || true
-	c=$(summarize_collapsed <"$work/$w.cfi.collapsed")
-	f=$(summarize_collapsed <"$work/$w.fp.collapsed")
-	p=$(perf script -i "$work/$w.perf.data" -F ip,sym,dso 2>/dev/null | summarize_perf)
+	c=$(summarize_collapsed <"$work/$w.cfi.collapsed" 2>"$work/top.cfi")
+	f=$(summarize_collapsed <"$work/$w.fp.collapsed" 2>/dev/null)
+	p=$(perf script -i "$work/$w.perf.data" -F ip,sym,dso 2>/dev/null | summarize_perf 2>"$work/top.perf")
 	printf '%-8s | %-22s | %-22s | %-22s\n' "$w" "$c" "$f" "$p"
+	printf '%-8s   top self, jprofd cfi: %s\n' "" "$(cat "$work/top.cfi")"
+	printf '%-8s   top self, perf dwarf: %s\n' "" "$(cat "$work/top.perf")"
 	for q in "${pids[@]:2}"; do kill "$q" 2>/dev/null || true; done
 	pkill -f "nginx -p $work" 2>/dev/null || true
 	pids=("${pids[@]:0:2}")
