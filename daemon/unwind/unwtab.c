@@ -237,7 +237,11 @@ static struct table *table_for(struct unwtab *u, uint32_t tgid, const struct pro
 	 * deleted, another mount namespace). */
 	snprintf(path, sizeof(path), "/proc/%u/map_files/%llx-%llx", tgid,
 		 (unsigned long long)e->start, (unsigned long long)e->end);
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	/* Only regular files: opening a device a process mapped could have
+	 * side effects. */
+	fd = -1;
+	if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode))
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
 		u->st.open_failed++;
 		goto out;
