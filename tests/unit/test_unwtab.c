@@ -1,0 +1,247 @@
+/* Unit tests of the unwind table loader (daemon/unwind/unwtab.c) against
+ * real BPF maps of the shapes sampler.bpf.c declares: a process's entry,
+ * its rows, sharing between processes, the row bound, and the release of
+ * an exited process. Needs root (BPF maps); skipped otherwise. */
+#include <bpf/bpf.h>
+#include <check.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cfi.h"
+#include "check_main.h"
+#include "unwtab.h"
+
+#define WAIT_NS (30ull * 1000000000ull)
+
+static int rows_fd = -1, procs_fd = -1;
+
+static void make_maps(uint32_t rows)
+{
+	LIBBPF_OPTS(bpf_map_create_opts, nopre, .map_flags = BPF_F_NO_PREALLOC);
+
+	rows_fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "t_rows", sizeof(uint32_t),
+				 sizeof(struct jp_unwind_row), rows, NULL);
+	procs_fd = bpf_map_create(BPF_MAP_TYPE_HASH, "t_procs", sizeof(uint32_t),
+				  sizeof(struct jp_unwind_proc), 64, &nopre);
+	ck_assert_int_ge(rows_fd, 0);
+	ck_assert_int_ge(procs_fd, 0);
+}
+
+static void close_maps(void)
+{
+	close(rows_fd);
+	close(procs_fd);
+}
+
+/* A function of this executable; its ELF address and the loaded object's
+ * base. */
+__attribute__((noinline)) static int probe_function(int x)
+{
+	return x * 3 + 1;
+}
+
+static const struct jp_unwind_map *map_of(const struct jp_unwind_proc *e, uint64_t addr)
+{
+	for (uint32_t i = 0; i < e->n && i < JP_UNWIND_MAX_MAPS; i++)
+		if (addr >= e->maps[i].start && addr < e->maps[i].end)
+			return &e->maps[i];
+	return NULL;
+}
+
+START_TEST(test_own_process)
+{
+	struct unwtab *u;
+	struct jp_unwind_proc *e = calloc(1, sizeof(*e));
+	struct unwtab_stats st;
+	struct cfi_table *t = NULL;
+	enum cfi_error why;
+	const struct jp_unwind_map *m;
+	const struct jp_unwind_row *want;
+	struct jp_unwind_row got;
+	uint64_t addr = (uint64_t)(uintptr_t)&probe_function, elf_pc;
+	uint32_t pid = (uint32_t)getpid(), lo, hi;
+	int fd;
+
+	make_maps(1u << 20);
+	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 1u << 20, &u), 0);
+	unwtab_request(u, pid, 0);
+	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
+	ck_assert_int_eq(bpf_map_lookup_elem(procs_fd, &pid, e), 0);
+	ck_assert_uint_gt(e->n, 2);
+	for (uint32_t i = 1; i < e->n; i++)
+		ck_assert_uint_le(e->maps[i - 1].end, e->maps[i].start);
+	m = map_of(e, addr);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_uint_gt(m->row_count, 10);
+
+	/* The row BPF would find is the one the builder makes for that pc. */
+	fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	ck_assert_int_eq(cfi_build_fd(fd, 1u << 20, &t, &why), 0);
+	close(fd);
+	ck_assert_uint_eq(m->row_count, t->n);
+	elf_pc = addr - m->bias;
+	want = cfi_lookup(t, elf_pc);
+	ck_assert_ptr_nonnull(want);
+	ck_assert_int_eq(want->kind, JP_UW_CFA_RSP);  /* a function's entry: rsp + 8 */
+	ck_assert_int_eq(want->cfa_off, 8);
+	lo = 0;
+	hi = m->row_count;
+	while (lo < hi) {  /* as unwind_find_row does */
+		uint32_t mid = (lo + hi) / 2, k = m->row_first + mid;
+
+		ck_assert_int_eq(bpf_map_lookup_elem(rows_fd, &k, &got), 0);
+		if (got.pc <= (uint32_t)elf_pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	ck_assert_uint_gt(lo, 0);
+	lo = m->row_first + lo - 1;
+	ck_assert_int_eq(bpf_map_lookup_elem(rows_fd, &lo, &got), 0);
+	ck_assert_int_eq(memcmp(&got, want, sizeof(got)), 0);
+
+	unwtab_get_stats(u, &st);
+	ck_assert_uint_eq(st.procs, 1);
+	ck_assert_uint_ge(st.tables, 2);  /* this test and libc at least */
+	ck_assert_uint_ge(st.rows_used, m->row_count);
+	ck_assert_uint_eq(st.requests, 1);
+	ck_assert_int_eq(probe_function(1), 4);
+	cfi_table_free(t);
+	unwtab_free(u);
+	close_maps();
+	free(e);
+}
+END_TEST
+
+static pid_t spawn_sleeper(void)
+{
+	pid_t p = fork();
+
+	ck_assert_int_ge(p, 0);
+	if (p == 0) {
+		execl("/bin/sleep", "sleep", "60", (char *)NULL);
+		_exit(127);
+	}
+	return p;
+}
+
+/* Two processes of one binary share its table; when one exits its entry
+ * goes (the sweep) and the table stays for the other. */
+START_TEST(test_shared_and_released)
+{
+	struct unwtab *u;
+	struct unwtab_stats a, b, c;
+	struct jp_unwind_proc *e = calloc(1, sizeof(*e));
+	pid_t p1 = spawn_sleeper(), p2 = spawn_sleeper();
+	uint32_t k1 = (uint32_t)p1, k2 = (uint32_t)p2;
+	struct timespec ts = { 0, 50 * 1000 * 1000 };
+	int tries;
+
+	make_maps(1u << 20);
+	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 1u << 20, &u), 0);
+	/* Until each has exec'd sleep, its maps are this test's. */
+	for (tries = 0; tries < 200; tries++) {
+		char a1[64], a2[64], path[64];
+		ssize_t n1, n2;
+
+		snprintf(path, sizeof(path), "/proc/%d/exe", (int)p1);
+		n1 = readlink(path, a1, sizeof(a1) - 1);
+		snprintf(path, sizeof(path), "/proc/%d/exe", (int)p2);
+		n2 = readlink(path, a2, sizeof(a2) - 1);
+		if (n1 > 0 && n2 > 0 && strstr((a1[n1] = '\0', a1), "sleep") &&
+		    strstr((a2[n2] = '\0', a2), "sleep"))
+			break;
+		nanosleep(&ts, NULL);
+	}
+	unwtab_request(u, k1, 0);
+	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
+	unwtab_get_stats(u, &a);
+	unwtab_request(u, k2, 0);
+	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
+	unwtab_get_stats(u, &b);
+	ck_assert_uint_eq(b.procs, 2);
+	ck_assert_uint_eq(b.tables, a.tables);      /* nothing built twice */
+	ck_assert_uint_eq(b.rows_used, a.rows_used);
+	ck_assert_uint_eq(b.builds, a.builds);
+
+	kill(p1, SIGKILL);
+	waitpid(p1, NULL, 0);
+	/* The sweep runs every 5 s. */
+	for (tries = 0; tries < 400; tries++) {
+		if (bpf_map_lookup_elem(procs_fd, &k1, e) < 0)
+			break;
+		nanosleep(&ts, NULL);
+	}
+	ck_assert_int_lt(bpf_map_lookup_elem(procs_fd, &k1, e), 0);
+	ck_assert_int_eq(bpf_map_lookup_elem(procs_fd, &k2, e), 0);
+	unwtab_request(u, k2, 0);  /* the stats are published after a batch */
+	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
+	unwtab_get_stats(u, &c);
+	ck_assert_uint_eq(c.procs, 1);
+	ck_assert_uint_eq(c.tables, b.tables);      /* still mapped by p2 */
+	kill(p2, SIGKILL);
+	waitpid(p2, NULL, 0);
+	unwtab_free(u);
+	close_maps();
+	free(e);
+}
+END_TEST
+
+/* Rows beyond the array: the binary is left to frame pointers, counted. */
+START_TEST(test_rows_full)
+{
+	struct unwtab *u;
+	struct unwtab_stats st;
+	struct jp_unwind_proc *e = calloc(1, sizeof(*e));
+	uint32_t pid = (uint32_t)getpid();
+	const struct jp_unwind_map *m;
+
+	make_maps(2000);
+	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 2000, &u), 0);
+	unwtab_request(u, pid, 0);
+	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
+	unwtab_get_stats(u, &st);
+	ck_assert_uint_gt(st.rows_full, 0);
+	ck_assert_uint_le(st.rows_used, 2000);
+	ck_assert_int_eq(bpf_map_lookup_elem(procs_fd, &pid, e), 0);
+	m = map_of(e, (uint64_t)(uintptr_t)&read);  /* libc: ~28,000 rows */
+	ck_assert_ptr_nonnull(m);
+	ck_assert_uint_eq(m->row_count, 0);
+	unwtab_free(u);
+	close_maps();
+	free(e);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("unwtab");
+	TCase *tc = tcase_create("core");
+	int fd;
+
+	if (geteuid() != 0) {
+		printf("test_unwtab: skipped: BPF maps need root\n");
+		return 77;
+	}
+	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "t_probe", 4, 4, 1, NULL);
+	if (fd < 0) {
+		printf("test_unwtab: skipped: cannot create BPF maps (%s)\n", strerror(-fd));
+		return 77;
+	}
+	close(fd);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_own_process);
+	tcase_add_test(tc, test_shared_and_released);
+	tcase_add_test(tc, test_rows_full);
+	suite_add_tcase(s, tc);
+	return jprof_check_run(s);
+}
