@@ -25,6 +25,7 @@ packages=(
 	golang-go chromium                     # format consumers: go tool pprof, headless Chromium
 	libmicrohttpd-dev prometheus           # HTTP listener; its consumers: prometheus, promtool
 	python3 util-linux binutils            # integration tests: setpriv, strip/objcopy
+	bindfs                                 # integration test: a binary on FUSE (test_dwarf_unwind)
 	dpkg-dev debhelper fakeroot lintian    # the .deb (packaging/build-deb.sh)
 	debootstrap systemd-container procps   # system test: Debian 12 root booted by systemd-nspawn (pgrep)
 )

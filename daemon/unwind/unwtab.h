@@ -29,6 +29,7 @@ struct unwtab_stats {
 	uint64_t evicted;         /* tables evicted to make room */
 	uint64_t rows_full;       /* tables not loaded: no room even after evicting */
 	uint64_t open_failed;     /* mapped files that could not be opened */
+	uint64_t untrusted_fs;    /* mappings of files on FUSE: not read (they could stall) */
 	uint64_t too_many_maps;   /* executable mappings beyond the per-process limit */
 	uint64_t rejected[CFI_NERRORS];  /* binaries without a table, by cause */
 };

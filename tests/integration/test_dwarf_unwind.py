@@ -6,6 +6,8 @@ non-PIE, and through a library dlopen()ed after the recording started; code
 without CFI and with a garbage rbp ends its stack cleanly (no [unknown]
 chains); status and /metrics report the tables."""
 import os
+import shutil
+import subprocess
 import sys
 import time
 
@@ -96,6 +98,31 @@ def main(t):
             jt.check(len(user) <= 4, "a stack of %d user frames from code with a garbage rbp "
                      "(expected the walk to stop): %s" % (len(user), s))
         w.kill()
+
+    with t.case("a binary on FUSE is not read (its server could stall the builder)"):
+        if not shutil.which("bindfs") or not os.path.exists("/dev/fuse"):
+            jt.log("skipped: bindfs or /dev/fuse missing")
+        else:
+            src = t.mkdtemp("fsrc-")
+            mnt = t.mkdtemp("fmnt-")
+            shutil.copy2(os.path.join(t.progs_dir, "unwind_chain_pie"), src)
+            subprocess.run(["bindfs", "-o", "allow_other", src, mnt], check=True)
+            try:
+                before = d.client().status()["sampler"]["unwind"]["untrusted_fs"]
+                w = t.spawn([os.path.join(mnt, "unwind_chain_pie"), "chain", "60"],
+                            what="unwind_chain on FUSE")
+                stacks = record(t, d, w.pid, 2)
+                w.kill()
+                after = d.client().status()["sampler"]["unwind"]["untrusted_fs"]
+                jt.check(after > before, "untrusted_fs did not count the FUSE binary: %d -> %d"
+                         % (before, after))
+                jt.check(jt.total_samples(stacks) > 0, "no samples")
+                # libc is walked by CFI up to uw_c; the binary itself has no table.
+                deep = sum(c for s_, c in stacks.items() if "uw_b" in jt.frames_of(s_))
+                jt.check(deep == 0, "a binary on FUSE was unwound by CFI:\n%s"
+                         % jt.top_stacks(stacks))
+            finally:
+                subprocess.run(["fusermount", "-u", mnt])
 
     with t.case("status and /metrics count tables and CFI stacks"):
         st = d.client().status()
