@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -266,4 +267,33 @@ bool procmaps_is_anon(const struct procmaps_entry *e)
 	if (e->path[0] == '\0')
 		return true;
 	return e->path[0] == '[' && strcmp(e->path, "[vdso]") != 0;
+}
+
+size_t procmaps_fuse_devices(const char *mountinfo_path, unsigned *devs, size_t max)
+{
+	char line[4096];
+	size_t n = 0;
+	FILE *f = fopen(mountinfo_path, "re");
+
+	if (!f)
+		return 0;
+	while (n < max && fgets(line, sizeof(line), f)) {
+		unsigned maj, min;
+		const char *sep = strstr(line, " - ");
+
+		/* "fuse", "fuseblk", "fuse.sshfs"...: the type after " - " */
+		if (sep && strncmp(sep + 3, "fuse", 4) == 0 &&
+		    sscanf(line, "%*u %*u %u:%u", &maj, &min) == 2)
+			devs[n++] = maj << 20 | min;
+	}
+	fclose(f);
+	return n;
+}
+
+bool procmaps_on_devices(const struct procmaps_entry *e, const unsigned *devs, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (devs[i] == (e->dev_major << 20 | e->dev_minor))
+			return true;
+	return false;
 }

@@ -47,6 +47,15 @@ const struct procmaps_entry *procmaps_find(const struct procmaps *m, uint64_t ad
 
 void procmaps_free(struct procmaps *m);
 
+/* The devices (major << 20 | minor) of the FUSE mounts in a mountinfo file
+ * ("/proc/PID/mountinfo"), read without touching those file systems: a
+ * FUSE file system is served by a process, which need never answer, so a
+ * root daemon must not open or read files on one. Returns how many (at most
+ * max); 0 when none or unreadable. */
+size_t procmaps_fuse_devices(const char *mountinfo_path, unsigned *devs, size_t max);
+/* True when mapping e's file is on one of those devices. */
+bool procmaps_on_devices(const struct procmaps_entry *e, const unsigned *devs, size_t n);
+
 /* True for mappings with no backing file: no path, or a pseudo path such as
  * "[heap]", "[stack]", "[anon:name]" (but not "[vdso]"). */
 bool procmaps_is_anon(const struct procmaps_entry *e);

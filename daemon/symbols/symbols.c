@@ -56,7 +56,7 @@ struct sym_map {
 	char *path;
 	const char *base;                /* basename, points into path */
 	enum sym_map_type type;
-	bool elf_tried;
+	bool elf_tried;                  /* (also set for files on FUSE: never read) */
 	struct sym_elf *elf;             /* holds one reference */
 };
 
@@ -268,11 +268,16 @@ static int symbols_read_maps(struct symbols *s, struct sym_proc *p, uint64_t now
 {
 	struct procmaps *pm = NULL;
 	struct sym_map *maps = NULL;
-	size_t n = 0;
+	size_t n = 0, nfuse;
 	char path[4096];
+	unsigned fuse[64];
 	int ret;
 
 	p->last_read_ms = now;
+	/* Files on FUSE are not read on the event loop: their server could
+	 * make the read wait forever. They keep module+offset names. */
+	snprintf(path, sizeof(path), "%s/%d/mountinfo", s->proc_root, (int)p->pid);
+	nfuse = procmaps_fuse_devices(path, fuse, sizeof(fuse) / sizeof(fuse[0]));
 	snprintf(path, sizeof(path), "%s/%d/maps", s->proc_root, (int)p->pid);
 	ret = procmaps_read(path, &pm);
 	if (ret < 0) {
@@ -317,6 +322,10 @@ static int symbols_read_maps(struct symbols *s, struct sym_proc *p, uint64_t now
 			m->elf = o->elf;
 			m->elf_tried = o->elf_tried;
 			o->elf = NULL;
+		}
+		if (m->type == SYM_MAP_FILE && procmaps_on_devices(e, fuse, nfuse)) {
+			m->elf_tried = true;
+			s->stats.untrusted_fs++;
 		}
 		n++;
 	}

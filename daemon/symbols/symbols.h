@@ -59,6 +59,7 @@ struct symbols_stats {
 	uint64_t kallsyms_loads;
 	uint64_t cached_elfs;
 	uint64_t cached_pids;
+	uint64_t untrusted_fs;        /* mappings of files on FUSE: not read, unnamed */
 };
 
 struct symbols;

@@ -318,40 +318,6 @@ static void proc_drop(struct unwtab *u, size_t i)
 	u->st.procs = u->nprocs;
 }
 
-/* Devices (major:minor) of the FUSE mounts pid sees, from its mountinfo:
- * a FUSE file system is served by a process that need never answer, and a
- * read from it would stall this worker. Read without touching those file
- * systems. n: how many; 0 when none or unreadable. */
-static size_t fuse_devices(uint32_t tgid, unsigned *devs, size_t max)
-{
-	char path[64], line[4096];
-	size_t n = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%u/mountinfo", tgid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	while (n < max && fgets(line, sizeof(line), f)) {
-		unsigned maj, min;
-		const char *sep = strstr(line, " - ");
-
-		if (sep && strncmp(sep + 3, "fuse", 4) == 0 &&
-		    sscanf(line, "%*u %*u %u:%u", &maj, &min) == 2)
-			devs[n++] = maj << 20 | min;
-	}
-	fclose(f);
-	return n;
-}
-
-static bool on_fuse(const struct procmaps_entry *e, const unsigned *devs, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (devs[i] == (e->dev_major << 20 | e->dev_minor))
-			return true;
-	return false;
-}
-
 static uint64_t hash_exec_maps(const struct procmaps *m)
 {
 	uint64_t h = 0xcbf29ce484222325ull;
@@ -394,7 +360,8 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 		p->loaded_ns = now;  /* nothing new mapped */
 		goto out;
 	}
-	nfuse = fuse_devices(tgid, fuse, sizeof(fuse) / sizeof(fuse[0]));
+	snprintf(path, sizeof(path), "/proc/%u/mountinfo", tgid);
+	nfuse = procmaps_fuse_devices(path, fuse, sizeof(fuse) / sizeof(fuse[0]));
 	memset(ent, 0, sizeof(*ent));
 	ent->start_ns = start;
 	np.refs = calloc(JP_UNWIND_MAX_MAPS, sizeof(*np.refs));
@@ -417,7 +384,7 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 		mm->end = e->end;
 		if (procmaps_is_anon(e) || e->path[0] == '[')
 			continue;  /* JIT code, the vdso: frame pointers */
-		if (on_fuse(e, fuse, nfuse)) {
+		if (procmaps_on_devices(e, fuse, nfuse)) {
 			u->st.untrusted_fs++;
 			continue;
 		}

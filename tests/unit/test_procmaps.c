@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <unistd.h>
 
 #include "procmaps.h"
 
@@ -166,6 +167,35 @@ START_TEST(test_random_bytes)
 }
 END_TEST
 
+START_TEST(test_fuse_devices)
+{
+	static const char text[] =
+		"22 1 0:21 / /proc rw,nosuid - proc proc rw\n"
+		"42 27 0:39 / /mnt/a rw,nosuid - fuse /src rw,user_id=0,group_id=0\n"
+		"43 27 0:40 / /mnt/b rw - fuse.sshfs host:/ rw,user_id=1000\n"
+		"44 27 8:1 / / rw - ext4 /dev/sda1 rw\n"
+		"45 27 0:41 / /mnt/c rw - tmpfs fuse rw\n";
+	char path[] = "/tmp/test_procmaps_mi_XXXXXX";
+	struct procmaps_entry e = { .dev_major = 0, .dev_minor = 40 };
+	unsigned devs[8];
+	int fd = mkstemp(path);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, text, sizeof(text) - 1), (ssize_t)sizeof(text) - 1);
+	close(fd);
+	ck_assert_uint_eq(procmaps_fuse_devices(path, devs, 8), 2);
+	ck_assert(procmaps_on_devices(&e, devs, 2));
+	e.dev_minor = 41;  /* tmpfs whose source is named "fuse" */
+	ck_assert(!procmaps_on_devices(&e, devs, 2));
+	e.dev_major = 8;
+	e.dev_minor = 1;
+	ck_assert(!procmaps_on_devices(&e, devs, 2));
+	ck_assert_uint_eq(procmaps_fuse_devices(path, devs, 1), 1);  /* bounded */
+	unlink(path);
+	ck_assert_uint_eq(procmaps_fuse_devices(path, devs, 8), 0);  /* unreadable: none */
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("procmaps");
@@ -173,6 +203,7 @@ int main(void)
 	SRunner *sr;
 	int failed;
 
+	tcase_add_test(tc, test_fuse_devices);
 	tcase_add_test(tc, test_self_maps);
 	tcase_add_test(tc, test_tricky_lines);
 	tcase_add_test(tc, test_garbage);
