@@ -159,6 +159,8 @@ static void symbols_metrics(struct out *o, const struct symbols_stats *s)
 		s->elf_cache_misses);
 	counter(o, "jprofd_symbols_elf_errors_total", "ELF files that could not be read.", s->elf_errors);
 	counter(o, "jprofd_symbols_maps_reads_total", "/proc/PID/maps files parsed.", s->maps_reads);
+	counter(o, "jprofd_symbols_debuginfod_loaded_total",
+		"Stripped binaries named from a debuginfod server's debug file.", s->debuginfod_loaded);
 	counter(o, "jprofd_symbols_untrusted_fs_total",
 		"Mappings of files on FUSE, left unread (module+offset names).", s->untrusted_fs);
 	gauge(o, "jprofd_symbols_cached_elfs", "ELF symbol tables cached.", s->cached_elfs);

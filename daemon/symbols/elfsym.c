@@ -625,6 +625,27 @@ void elfsym_free(struct elfsym *e)
 	free(e);
 }
 
+int elfsym_adopt_debug_file(struct elfsym *e, const char *path)
+{
+	size_t n = e->nsyms;
+	char **pretty = e->pretty;
+	int r;
+
+	/* The names formatted so far belong to the table being replaced. */
+	e->pretty = NULL;
+	r = elfsym_try_debug_file(e, path);
+	if (r > 0) {
+		elfsym_finish(e);  /* sorted, one symbol per address */
+		e->source = ELFSYM_SRC_DEBUGINFOD;
+		for (size_t i = 0; pretty && i < n; i++)
+			free(pretty[i]);
+		free(pretty);
+	} else {
+		e->pretty = pretty;
+	}
+	return r;
+}
+
 const uint8_t *elfsym_build_id(const struct elfsym *e, size_t *len)
 {
 	*len = e ? e->build_id_len : 0;

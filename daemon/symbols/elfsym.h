@@ -19,6 +19,7 @@ enum elfsym_source {
 	ELFSYM_SRC_DEBUG_BUILD_ID, /* <debug_root>/.build-id/xx/rest.debug */
 	ELFSYM_SRC_DEBUGLINK,      /* <debug_root>/<dir>/<.gnu_debuglink name> */
 	ELFSYM_SRC_DYNSYM,         /* .dynsym only (stripped file) */
+	ELFSYM_SRC_DEBUGINFOD,     /* a debug file a debuginfod server gave (dbginfod.h) */
 };
 
 struct elfsym;
@@ -37,6 +38,9 @@ void elfsym_free(struct elfsym *e);
 
 /* Build-id bytes (NULL and *len = 0 when the file has none). */
 const uint8_t *elfsym_build_id(const struct elfsym *e, size_t *len);
+/* Takes the .symtab of the separate debug file at path (it must carry e's
+ * build-id) in place of e's symbols: 1 taken, 0 unusable, -ENOMEM. */
+int elfsym_adopt_debug_file(struct elfsym *e, const char *path);
 enum elfsym_source elfsym_source(const struct elfsym *e);
 size_t elfsym_count(const struct elfsym *e);
 

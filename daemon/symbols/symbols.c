@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dbginfod.h"
 #include "elfsym.h"
 #include "htab.h"
 #include "kallsyms.h"
@@ -88,6 +89,7 @@ struct symbols {
 	struct elfsym *vdso;
 	uint64_t vdso_size;
 	bool vdso_tried;
+	struct dbginfod *dbg;            /* NULL: no DEBUGINFOD_URLS */
 	struct symbols_stats stats;
 };
 
@@ -111,6 +113,9 @@ struct symbols *symbols_new(const char *kallsyms_path, const char *proc_root)
 		symbols_free(s);
 		return NULL;
 	}
+	if (dbginfod_new(&s->dbg) == 0)
+		log_info("symbols: stripped binaries' debug files from DEBUGINFOD_URLS=%s",
+			 getenv("DEBUGINFOD_URLS"));
 	return s;
 }
 
@@ -198,6 +203,7 @@ void symbols_free(struct symbols *s)
 		s->elfs = e->next;
 		symbols_elf_free(e);
 	}
+	dbginfod_free(s->dbg);
 	kallsyms_free(s->ksyms);
 	elfsym_free(s->vdso);
 	free(s->kallsyms_path);
@@ -553,6 +559,12 @@ static int symbols_attach_elf(struct symbols *s, pid_t pid, struct sym_map *m)
 		e->next = s->elfs;
 		s->elfs = e;
 		s->nelfs++;
+		/* Stripped: a debuginfod server may have its symbols (taken in
+		 * by a later lookup, symbols_take_debuginfod). */
+		if (s->dbg && e->es && bid_len &&
+		    (elfsym_source(e->es) == ELFSYM_SRC_DYNSYM ||
+		     elfsym_source(e->es) == ELFSYM_SRC_NONE))
+			dbginfod_want(s->dbg, e->build_id, bid_len);
 	}
 	ret = symbols_elf_add_key(e, &key);
 	if (ret < 0)
@@ -639,6 +651,22 @@ uint64_t symbols_region(const struct elfsym *es, uint64_t vaddr)
 	return vaddr & ~(uint64_t)(SYMBOLS_REGION_PAGE - 1);
 }
 
+/* Debug files the debuginfod worker fetched: their symbols replace the
+ * stripped tables of the same build-id, for every process mapping it. */
+static void symbols_take_debuginfod(struct symbols *s)
+{
+	struct dbginfod_result r[8];
+	size_t n;
+
+	while ((n = dbginfod_take(s->dbg, r, sizeof(r) / sizeof(r[0]))) > 0)
+		for (size_t i = 0; i < n; i++)
+			for (struct sym_elf *e = s->elfs; e; e = e->next)
+				if (e->es && e->build_id_len == r[i].build_id_len &&
+				    memcmp(e->build_id, r[i].build_id, e->build_id_len) == 0 &&
+				    elfsym_adopt_debug_file(e->es, r[i].path) > 0)
+					s->stats.debuginfod_loaded++;
+}
+
 int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t start_ns, uint64_t addr,
 			 bool is_return_addr, struct sym_result *out)
 {
@@ -650,6 +678,8 @@ int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t start_ns, uint64
 
 	if (!s || !out || pid <= 0)
 		goto out;
+	if (s->dbg && dbginfod_pending(s->dbg))
+		symbols_take_debuginfod(s);
 	out->has_loc = false;
 	now = symbols_now_ms();
 	/* A return address points after the call; addr - 1 is inside it. */

@@ -60,6 +60,7 @@ struct symbols_stats {
 	uint64_t cached_elfs;
 	uint64_t cached_pids;
 	uint64_t untrusted_fs;        /* mappings of files on FUSE: not read, unnamed */
+	uint64_t debuginfod_loaded;   /* stripped tables replaced by a debuginfod debug file */
 };
 
 struct symbols;
