@@ -82,6 +82,7 @@ struct unwtab {
 	struct range *free;        /* sorted by first, coalesced */
 	size_t nfree;
 	uint64_t last_sweep;
+	uint64_t full_until;       /* unwind_procs was full: no loads before then */
 	struct jp_unwind_proc entry;
 };
 
@@ -352,6 +353,8 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 	p = proc_find(u, tgid);
 	if (p && p->start_ns == start && now - p->loaded_ns < REFRESH_NS)
 		return;
+	if (!p && now < u->full_until)
+		return;  /* no room for another process until the next sweep */
 	snprintf(path, sizeof(path), "/proc/%u/maps", tgid);
 	if (procmaps_read(path, &m) < 0)
 		return;
@@ -406,6 +409,10 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 		}
 	}
 	if (bpf_map_update_elem(u->procs_fd, &tgid, ent, BPF_ANY) < 0) {
+		/* Full (E2BIG): every process sampled meanwhile would be read
+		 * in vain; wait for the sweep to free entries. */
+		u->st.procs_full++;
+		u->full_until = now + SWEEP_NS;
 		proc_unref(&np);
 		goto out;
 	}
