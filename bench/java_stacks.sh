@@ -13,7 +13,9 @@
 #   BENCH_SECONDS=25                     length of the jruby run
 #   BENCH_JAVA_HOME=/usr/lib/jvm/...     the JDK that runs them (default 17)
 #   BENCH_AGENT_ENV="K=V ..."            extra environment of the JVMs (e.g.
-#                                        JPROF_AGENT_RECOVER=0 for the agent)
+#                                        JPROF_AGENT_RECOVER=0: the agent does
+#                                        not retry failed ASGCT walks)
+#   BENCH_KEEP=DIR                       keep the profiles (raw JSON) there
 set -euo pipefail
 
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -45,6 +47,9 @@ chmod 755 "$tmp"
 daemon_pid=""
 job_pid=""
 cleanup() {
+	if [ -n "${BENCH_KEEP:-}" ]; then
+		mkdir -p "$BENCH_KEEP" && cp "$tmp"/out/*.raw.json "$BENCH_KEEP/" 2>/dev/null || true
+	fi
 	[ -n "$job_pid" ] && kill -KILL "$job_pid" 2>/dev/null || true
 	[ -n "$daemon_pid" ] && kill -TERM "$daemon_pid" 2>/dev/null || true
 	wait 2>/dev/null || true
@@ -54,7 +59,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 mkdir -p "$tmp/out" "$tmp/work"
-cp "$build/jprofctl" "$build/agent/libjprofagent.so" "$tmp/"
+# Copies: a rebuild during the run does not change what is measured.
+cp "$build/jprofd" "$build/jprofctl" "$build/agent/libjprofagent.so" "$tmp/"
 
 # javac's input: java.util, java.time and java.lang of java.base, compiled as
 # a patch of java.base (as the JDK's build does).
@@ -104,7 +110,7 @@ chmod -R a+rX "$tmp/work"
 chown nobody "$tmp/out"
 mkdir -p "$tmp/work/classes" && chown nobody "$tmp/work/classes"
 
-"$build/jprofd" --socket "$tmp/jprofd.sock" --agent "$tmp/libjprofagent.so" --rate 19 \
+"$tmp/jprofd" --socket "$tmp/jprofd.sock" --agent "$tmp/libjprofagent.so" --rate 19 \
 	2>"$tmp/jprofd.log" &
 daemon_pid=$!
 for _ in $(seq 100); do [ -S "$tmp/jprofd.sock" ] && break; sleep 0.1; done
@@ -121,8 +127,12 @@ jvm_of() {
 	done
 	for p in $(pgrep -P "$1" 2>/dev/null || true); do
 		kids=$(jvm_of "$p")
-		[ -n "$kids" ] && { echo "$kids"; return; }
+		if [ -n "$kids" ]; then
+			echo "$kids"
+			return
+		fi
 	done
+	return 0
 }
 
 # run PROGRAM ROUND: writes $tmp/out/PROGRAM.ROUND.raw.json
