@@ -11,6 +11,7 @@
 #include "link.h"
 #include "methods.h"
 #include "ring.h"
+#include "threads.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -151,12 +152,18 @@ static void JNICALL agent_on_class_prepare(jvmtiEnv *jvmti, JNIEnv *jni, jthread
 
 static void JNICALL agent_on_thread_start(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread)
 {
-	link_thread_event((uint32_t)syscall(SYS_gettid), true);
+	char name[JPAG_THREAD_NAME_MAX + 1];
+
+	/* JVMTI only while recording: a JVM that is not recorded pays nothing. */
+	if (!link_is_recording())
+		return;
+	link_thread_event((uint32_t)syscall(SYS_gettid), true,
+			  threads_name(jvmti, jni, thread, name, sizeof(name)) > 0 ? name : NULL);
 }
 
 static void JNICALL agent_on_thread_end(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread)
 {
-	link_thread_event((uint32_t)syscall(SYS_gettid), false);
+	link_thread_event((uint32_t)syscall(SYS_gettid), false, NULL);
 }
 
 static int agent_setup_jvmti(bool live)

@@ -265,6 +265,7 @@ struct jvm_join *jvm_join_new(const struct jvm_join_opts *opts)
 	j->q_of_tid.bytes = &j->bytes;
 	j->host_of_ns.bytes = &j->bytes;
 	j->m_of_id.bytes = &j->bytes;
+	j->tn_of_tid.bytes = &j->bytes;
 	jvm_join_bytes_add(j, sizeof(*j));
 	return j;
 }
@@ -295,6 +296,10 @@ void jvm_join_free(struct jvm_join *j)
 	}
 	free(j->held);
 	jvm_join_methods_free(j);
+	for (size_t i = 0; i < j->ntn; i++)
+		free(j->tn[i].name);
+	free(j->tn);
+	htab_map_release(&j->tn_of_tid);
 	free(j->q);
 	htab_map_release(&j->q_of_tid);
 	htab_map_release(&j->host_of_ns);

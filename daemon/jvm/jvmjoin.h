@@ -149,6 +149,16 @@ bool jvm_join_limit_news(struct jvm_join *j);
 size_t jvm_join_frame_name(const struct jvm_join *j, const struct jvm_frame *f, char *buf,
 			   size_t len);
 
+/* The Java name of host_tid (from the agent, unchecked text of len bytes;
+ * the caller checked the tid is the agent's). Kept as printable UTF-8, at
+ * most max_tids names; a later name of the same tid replaces the earlier
+ * one. 0 or -errno (-ENOBUFS/-EDQUOT past the byte bounds, -E2BIG past
+ * max_tids). */
+int jvm_join_thread_name(struct jvm_join *j, uint32_t host_tid, const char *name, size_t len);
+/* Calls fn for every thread name kept. */
+void jvm_join_each_thread_name(const struct jvm_join *j,
+			       void (*fn)(uint32_t host_tid, const char *name, void *arg), void *arg);
+
 /* Marker name for an AsyncGetCallTrace error code, or NULL for codes that
  * need none (not a Java thread). */
 const char *jvm_join_error_marker(int32_t code);
