@@ -126,16 +126,18 @@ static bool ring_read_stack(uintptr_t addr, uintptr_t *out)
 }
 
 /* AsyncGetCallTrace gave up on a thread running Java: the pc is in code it
- * cannot walk from (a vtable or itable stub, an adapter, a method's prologue
- * before its frame exists, a runtime stub). Those are entered by a call and
- * have pushed nothing yet: the return address into the calling Java frame is
- * at sp. Retry once from the caller: the leaf (the stub) is lost, the Java
- * frames above it are not. c is a copy of the interrupted context; the real
- * one is never changed. (Retrying from a frame-pointer frame of the leaf as
- * well gained 0.3 points at most, within the noise: not done.) */
+ * cannot walk from (a vtable or itable stub, an adapter, a compiled method's
+ * entry before its frame exists or its exit after the frame is gone). There
+ * the word at sp is the return address into the calling Java frame. Retry
+ * once from the caller; the unknown leaf becomes the pseudo-frame
+ * JPRING_BCI_STUB (the daemon shows "[unknown_java_leaf]"), so its time is
+ * not counted as the caller's own. c is a copy of the interrupted context;
+ * the real one is never changed. (Retrying from a frame-pointer frame of
+ * the leaf as well gained 0.3 points at most, within the noise: not done.) */
 static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32_t failed)
 {
 	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+	struct asgct_trace caller = *trace;
 	uintptr_t ra;
 	ucontext_t c;
 
@@ -144,8 +146,13 @@ static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32
 	c = *uc;
 	c.uc_mcontext.gregs[REG_RIP] = (greg_t)ra;
 	c.uc_mcontext.gregs[REG_RSP] = (greg_t)(sp + sizeof(uintptr_t));
-	ring_asgct(trace, JPRING_MAX_FRAMES, &c);
-	return trace->num_frames > 0 ? trace->num_frames : failed;
+	caller.frames = trace->frames + 1;
+	ring_asgct(&caller, JPRING_MAX_FRAMES - 1, &c);
+	if (caller.num_frames <= 0)
+		return failed;
+	trace->frames[0].lineno = JPRING_BCI_STUB;
+	trace->frames[0].method_id = NULL;
+	return caller.num_frames + 1;
 }
 #else
 static int32_t ring_retry(struct asgct_trace *trace, const void *uc, int32_t failed)

@@ -155,6 +155,12 @@ struct jpring_frame {
 	uint64_t method_id;      /* jmethodID, 0 if the JVM had none */
 };
 
+/* frames[0] of a record whose leaf the agent stepped over to walk the stack
+ * (a VM stub, an adapter, or a compiled method's entry or exit, where
+ * AsyncGetCallTrace cannot start): bci JPRING_BCI_STUB, method_id 0; the Java
+ * frames of the callers follow. */
+#define JPRING_BCI_STUB (-100)
+
 struct jpring_slot {
 	uint64_t seq;            /* written last (release): slot index + 1 when complete */
 	uint64_t time_ns;        /* CLOCK_MONOTONIC when the handler ran */

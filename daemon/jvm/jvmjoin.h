@@ -54,7 +54,8 @@ struct jvm_sample {
 	uint64_t time_ns;              /* when BPF took the sample (CLOCK_MONOTONIC) */
 	const struct jvm_frame *java;  /* root first */
 	unsigned njava;
-	const char *marker;            /* NULL, or e.g. "[gc_active]" for the Java part */
+	const char *marker;            /* NULL, or e.g. "[gc_active]" for the Java part, or
+					  "[unknown_java_leaf]" at the leaf of the Java frames */
 	bool java_context;             /* the thread was in Java (cut native at JIT code) */
 	const uint64_t *uips;
 	unsigned nu;

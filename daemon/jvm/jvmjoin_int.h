@@ -54,6 +54,7 @@ struct held {
 	uint32_t tid;
 	unsigned njava;
 	unsigned settled;         /* java[0..settled) are named or unnameable */
+	const char *marker;       /* at the leaf of the Java frames, or NULL */
 	struct jvm_frame *java;   /* root first */
 };
 

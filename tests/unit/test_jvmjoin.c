@@ -429,6 +429,43 @@ START_TEST(test_bytes_bounded_per_join_and_per_uid)
 }
 END_TEST
 
+/* A record whose leaf the agent stepped over (JPRING_BCI_STUB) keeps its
+ * Java frames and ends in "[unknown_java_leaf]"; the pseudo-frame is never asked
+ * about. */
+START_TEST(test_stub_leaf_becomes_a_marker)
+{
+	struct jvm_join *j = make(false, false);
+	struct out o = { .j = j };
+	struct jpring_frame f[3] = {
+		{ .bci = JPRING_BCI_STUB, .method_id = 0 },
+		{ .bci = 4, .method_id = 500 },
+		{ .bci = 7, .method_id = 501 },
+	};
+	uint64_t ids[8];
+
+	bpf(j, 7, 100 * MS);
+	jvm_join_add_agent(j, 7, 100 * MS + 1000, 100 * MS, 3, f);
+	bpf(j, 7, 110 * MS);
+	jvm_join_add_agent(j, 7, 110 * MS + 1000, 110 * MS, 1, f);
+	jvm_join_run(j, 200 * MS, 200 * MS, false, emit, &o);
+	ck_assert_uint_eq(jvm_join_wanted(j, ids, 8), 2);
+	ck_assert(ids[0] != 0 && ids[1] != 0);
+	name(j, 500, "LLeaf;", "callee");
+	name(j, 501, "LRoot;", "caller");
+	jvm_join_run(j, 200 * MS, 200 * MS, true, emit, &o);
+	ck_assert_uint_eq(o.n, 2);
+	/* The stub alone (no Java frame behind it) is emitted at once. */
+	ck_assert_uint_eq(o.njava[0], 0);
+	ck_assert_str_eq(o.marker[0], "[unknown_java_leaf]");
+	ck_assert_uint_eq(o.njava[1], 2);
+	ck_assert_str_eq(o.names[1][0], "Root.caller");
+	ck_assert_str_eq(o.names[1][1], "Leaf.callee");
+	ck_assert_str_eq(o.marker[1], "[unknown_java_leaf]");
+	ck_assert(o.java_context[1]);
+	jvm_join_free(j);
+}
+END_TEST
+
 struct tnames {
 	unsigned n;
 	uint32_t tid[8];
@@ -559,6 +596,7 @@ int main(void)
 	tcase_add_test(tc, test_bytes_bounded_per_join_and_per_uid);
 	tcase_add_test(tc, test_method_ids_capped);
 	tcase_add_test(tc, test_thread_names);
+	tcase_add_test(tc, test_stub_leaf_becomes_a_marker);
 	tcase_add_test(tc, test_join_in_slices_matches_one_run);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
