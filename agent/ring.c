@@ -127,32 +127,42 @@ static bool ring_read_stack(uintptr_t addr, uintptr_t *out)
 
 /* AsyncGetCallTrace gave up on a thread running Java: the pc is in code it
  * cannot walk from (a vtable or itable stub, an adapter, a compiled method's
- * entry before its frame exists or its exit after the frame is gone). There
- * the word at sp is the return address into the calling Java frame. Retry
- * once from the caller; the unknown leaf becomes the pseudo-frame
- * JPRING_BCI_STUB (the daemon shows "[unknown_java_leaf]"), so its time is
- * not counted as the caller's own. c is a copy of the interrupted context;
- * the real one is never changed. (Retrying from a frame-pointer frame of
- * the leaf as well gained 0.3 points at most, within the noise: not done.) */
+ * entry before its frame is complete or its exit after the frame is gone).
+ * There the return address into the calling Java frame is the word at sp
+ * or, between a compiled method's `push rbp` and its `sub rsp` (and between
+ * `add rsp` and `pop rbp` on the way out), the word above the saved rbp.
+ * Retry from the caller, with sp just above that return address; the
+ * unknown leaf becomes the pseudo-frame JPRING_BCI_STUB (the daemon shows
+ * "[unknown_java_leaf]"), so its time is not counted as the caller's own.
+ * c is a copy of the interrupted context; the real one is never changed.
+ * (Retrying from a frame-pointer frame of the leaf gained 0.3 points at
+ * most, within the noise: not done.) */
 static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32_t failed)
 {
 	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
 	struct asgct_trace caller = *trace;
-	uintptr_t ra;
+	uintptr_t ra, saved_fp;
 	ucontext_t c;
 
-	if (!ring_read_stack(sp, &ra))
-		return failed;
-	c = *uc;
-	c.uc_mcontext.gregs[REG_RIP] = (greg_t)ra;
-	c.uc_mcontext.gregs[REG_RSP] = (greg_t)(sp + sizeof(uintptr_t));
 	caller.frames = trace->frames + 1;
-	ring_asgct(&caller, JPRING_MAX_FRAMES - 1, &c);
-	if (caller.num_frames <= 0)
-		return failed;
-	trace->frames[0].lineno = JPRING_BCI_STUB;
-	trace->frames[0].method_id = NULL;
-	return caller.num_frames + 1;
+	for (unsigned pushed = 0; pushed < 2; pushed++) {
+		uintptr_t at = sp + pushed * sizeof(uintptr_t);
+
+		if (!ring_read_stack(at, &ra) || (pushed && !ring_read_stack(sp, &saved_fp)))
+			return failed;
+		c = *uc;
+		c.uc_mcontext.gregs[REG_RIP] = (greg_t)ra;
+		c.uc_mcontext.gregs[REG_RSP] = (greg_t)(at + sizeof(uintptr_t));
+		if (pushed)
+			c.uc_mcontext.gregs[REG_RBP] = (greg_t)saved_fp;
+		ring_asgct(&caller, JPRING_MAX_FRAMES - 1, &c);
+		if (caller.num_frames > 0) {
+			trace->frames[0].lineno = JPRING_BCI_STUB;
+			trace->frames[0].method_id = NULL;
+			return caller.num_frames + 1;
+		}
+	}
+	return failed;
 }
 #else
 static int32_t ring_retry(struct asgct_trace *trace, const void *uc, int32_t failed)
