@@ -11,13 +11,16 @@
 #include "link.h"
 #include "methods.h"
 #include "ring.h"
+#include "threads.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define AGENT_DEFAULT_SOCKET "/run/jprofd/jprofd.sock"
@@ -57,6 +60,35 @@ void agent_debug(const char *fmt, ...)
 	va_start(ap, fmt);
 	agent_vlog(fmt, ap);
 	va_end(ap);
+}
+
+void *agent_jvm_sym(const char *name)
+{
+	void *sym = dlsym(RTLD_DEFAULT, name);
+	Dl_info info;
+	void *jvm;
+
+	if (sym || !agent_vm)
+		return sym;
+	/* libjvm may not be global: find it through one of its JNI functions. */
+	if (dladdr((void *)(*agent_vm)->GetEnv, &info) && info.dli_fname) {
+		jvm = dlopen(info.dli_fname, RTLD_NOLOAD | RTLD_LAZY);
+		if (jvm)
+			sym = dlsym(jvm, name);
+		/* Keep the reference: libjvm is never unloaded anyway. */
+	}
+	return sym;
+}
+
+bool agent_peek(uintptr_t addr, void *out, size_t len)
+{
+	struct iovec local = { .iov_base = out, .iov_len = len };
+	struct iovec remote = { .iov_base = (void *)addr, .iov_len = len };
+
+	if (!addr)
+		return false;
+	return syscall(SYS_process_vm_readv, (long)getpid(), &local, 1ul, &remote, 1ul, 0ul) ==
+	       (long)len;
 }
 
 struct agent_opts {
@@ -120,12 +152,18 @@ static void JNICALL agent_on_class_prepare(jvmtiEnv *jvmti, JNIEnv *jni, jthread
 
 static void JNICALL agent_on_thread_start(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread)
 {
-	link_thread_event((uint32_t)syscall(SYS_gettid), true);
+	char name[JPAG_THREAD_NAME_MAX + 1];
+
+	/* JVMTI only while recording: a JVM that is not recorded pays nothing. */
+	if (!link_is_recording())
+		return;
+	link_thread_event((uint32_t)syscall(SYS_gettid), true,
+			  threads_name(jvmti, jni, thread, name, sizeof(name)) > 0 ? name : NULL);
 }
 
 static void JNICALL agent_on_thread_end(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread)
 {
-	link_thread_event((uint32_t)syscall(SYS_gettid), false);
+	link_thread_event((uint32_t)syscall(SYS_gettid), false, NULL);
 }
 
 static int agent_setup_jvmti(bool live)

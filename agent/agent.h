@@ -5,6 +5,8 @@
 #include <jni.h>
 #include <jvmti.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 
 extern JavaVM *agent_vm;
@@ -15,5 +17,13 @@ extern bool agent_verbose;
  * problems (callers log them once); agent_debug only with verbose=1. */
 void agent_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void agent_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A symbol of libjvm (which may not be loaded RTLD_GLOBAL), or NULL. */
+void *agent_jvm_sym(const char *name);
+
+/* Copies len bytes at addr of this process into out without ever faulting
+ * (process_vm_readv on ourselves: an unmapped address is an error).
+ * Async-signal-safe. */
+bool agent_peek(uintptr_t addr, void *out, size_t len);
 
 #endif

@@ -8,6 +8,7 @@
 #include "map.h"
 #include "methods.h"
 #include "ring.h"
+#include "threads.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -37,6 +38,7 @@ enum link_tid_state { TID_REQUESTED = 1, TID_ARMED = 2, TID_FAILED = 3 };
 struct link_tevent {
 	uint32_t tid;
 	bool started;
+	char *name;              /* started: its Java name (malloc'd), or NULL */
 };
 
 /* Shared with other threads. */
@@ -103,12 +105,28 @@ void link_kick(const char *socket_path)
 	link_wake();
 }
 
-void link_thread_event(uint32_t tid, bool started)
+bool link_is_recording(void)
 {
+	return __atomic_load_n(&link_recording, __ATOMIC_SEQ_CST);
+}
+
+static void link_queue_free(struct link_tevent *q, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(q[i].name);
+	free(q);
+}
+
+void link_thread_event(uint32_t tid, bool started, const char *name)
+{
+	char *copy = NULL;
 	struct link_tevent *q;
 
 	if (!__atomic_load_n(&link_recording, __ATOMIC_SEQ_CST))
 		return;
+	/* Without memory the thread keeps its /proc name. */
+	if (started && name)
+		copy = strdup(name);
 	pthread_mutex_lock(&link_lock);
 	if (link_queue_len == link_queue_cap) {
 		size_t cap = link_queue_cap ? link_queue_cap * 2 : 64;
@@ -117,12 +135,15 @@ void link_thread_event(uint32_t tid, bool started)
 		if (!q) {
 			/* The periodic /proc/self/task rescan catches up. */
 			link_queue_oom = true;
+			free(copy);
 			goto out;
 		}
 		link_queue = q;
 		link_queue_cap = cap;
 	}
-	link_queue[link_queue_len++] = (struct link_tevent){ .tid = tid, .started = started };
+	link_queue[link_queue_len++] = (struct link_tevent){
+		.tid = tid, .started = started, .name = copy,
+	};
 out:
 	pthread_mutex_unlock(&link_lock);
 	link_wake();
@@ -283,6 +304,19 @@ static void link_drop_tid(uint32_t tid)
 	map_del(&link_tids, tid);
 }
 
+static int link_send_name(uint32_t tid, const char *name, size_t len, void *arg)
+{
+	struct jpag_thread_name tn = { .tid = tid };
+	int sock = *(const int *)arg;
+
+	if (len > JPAG_THREAD_NAME_MAX)
+		len = JPAG_THREAD_NAME_MAX;
+	tn.name_len = (uint16_t)len;
+	memcpy(link_tx, &tn, sizeof(tn));
+	memcpy(link_tx + sizeof(tn), name, len);
+	return link_send(sock, JPAG_THREAD_NAME, link_tx, sizeof(tn) + len);
+}
+
 static int link_request_tid(int sock, uint32_t tid)
 {
 	struct jpag_perf_fd_req req = { .tid = tid };
@@ -415,6 +449,11 @@ static int link_drain_thread_events(int sock)
 			link_drop_tid(q[i].tid);
 			continue;
 		}
+		if (q[i].name) {
+			ret = link_send_name(q[i].tid, q[i].name, strlen(q[i].name), &sock);
+			if (ret < 0)
+				break;
+		}
 		if (map_get(&link_tids, q[i].tid, &v) && link_unpack_state(v) == TID_REQUESTED)
 			continue;
 		/* A known tid starting again is a reused tid: its old event
@@ -422,7 +461,7 @@ static int link_drain_thread_events(int sock)
 		link_drop_tid(q[i].tid);
 		ret = link_request_tid(sock, q[i].tid);
 	}
-	free(q);
+	link_queue_free(q, n);
 	if (oom && ret == 0 && link_rec_on)
 		ret = link_rescan(sock);
 	return ret;
@@ -446,7 +485,7 @@ static void link_stop_recording(void)
 	ring_retire();
 	link_rec_on = false;
 	pthread_mutex_lock(&link_lock);
-	free(link_queue);
+	link_queue_free(link_queue, link_queue_len);
 	link_queue = NULL;
 	link_queue_len = link_queue_cap = 0;
 	pthread_mutex_unlock(&link_lock);
@@ -485,7 +524,11 @@ static int link_on_start(int sock, const struct jpag_start *st, int memfd)
 	__atomic_store_n(&link_recording, 1, __ATOMIC_SEQ_CST);
 	agent_debug("recording: signal %u, interval %llu ns, %u slots", st->signal,
 		    (unsigned long long)st->interval_ns, st->nslots);
-	return link_rescan(sock);
+	ret = link_rescan(sock);
+	/* The threads that exist now; later ones come with ThreadStart. */
+	if (ret == 0)
+		ret = threads_each(agent_jvmti, link_jni, link_send_name, &sock);
+	return ret;
 
 refuse:
 	if (!link_refusal_logged)

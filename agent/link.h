@@ -14,9 +14,12 @@ int link_start(void);
 /* A later attach: use socket_path from now on (if not NULL) and, if
  * disconnected, reconnect at once. */
 void link_kick(const char *socket_path);
-/* From JVMTI ThreadStart / ThreadEnd on the thread itself. Cheap and
- * lock-free when no recording runs. */
-void link_thread_event(uint32_t tid, bool started);
+/* From JVMTI ThreadStart / ThreadEnd on the thread itself; name: the Java
+ * thread's name (copied) or NULL. Cheap and lock-free when no recording
+ * runs. */
+void link_thread_event(uint32_t tid, bool started, const char *name);
+/* True while a recording runs (thread events are wanted). */
+bool link_is_recording(void);
 /* VMDeath: the handler stops calling into the JVM, the thread disconnects. */
 void link_vm_death(void);
 

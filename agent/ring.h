@@ -10,7 +10,9 @@
 
 #define RING_MAX_FD 65536   /* fds at or above this are never armed */
 
-/* Resolves AsyncGetCallTrace. Returns 0, or -ENOENT (records are then
+/* Resolves AsyncGetCallTrace. A failed walk of a thread in Java code is
+ * retried from the caller (ring.c, ring_retry) unless the JVM's environment
+ * has JPROF_AGENT_RECOVER=0 (for measuring). Returns 0, or -ENOENT (records are then
  * written with JPRING_UNKNOWN_STATE). */
 int ring_init(void);
 

@@ -36,6 +36,7 @@ enum jpag_type {
 	JPAG_METHOD = 3,         /* struct jpag_method + strings + line table */
 	JPAG_METHOD_UNKNOWN = 4, /* struct jpag_method_unknown */
 	JPAG_STOPPED = 5,        /* no payload: every fd of the last START is closed */
+	JPAG_THREAD_NAME = 10,   /* struct jpag_thread_name + name */
 
 	/* daemon -> agent */
 	JPAG_WELCOME = 64,       /* struct jpag_welcome */
@@ -109,6 +110,17 @@ struct jpag_method_unknown {
 	uint64_t id;
 };
 
+/* The Java name of one of the agent's threads (its java.lang.Thread name,
+ * which /proc's comm truncates to 15 bytes), sent during a recording for
+ * every live Java thread at START and for each new one at ThreadStart.
+ * Followed by name_len bytes of modified UTF-8 (no NUL). */
+struct jpag_thread_name {
+	uint32_t tid;            /* gettid() in the agent's pid namespace */
+	uint16_t name_len;       /* <= JPAG_THREAD_NAME_MAX */
+	uint16_t reserved;
+};
+#define JPAG_THREAD_NAME_MAX 256
+
 struct jpag_error {
 	int32_t code;            /* -errno */
 	char message[124];       /* NUL-terminated */
@@ -143,6 +155,12 @@ struct jpring_frame {
 	uint64_t method_id;      /* jmethodID, 0 if the JVM had none */
 };
 
+/* frames[0] of a record whose leaf the agent stepped over to walk the stack
+ * (a VM stub, an adapter, or a compiled method's entry or exit, where
+ * AsyncGetCallTrace cannot start): bci JPRING_BCI_STUB, method_id 0; the Java
+ * frames of the callers follow. */
+#define JPRING_BCI_STUB (-100)
+
 struct jpring_slot {
 	uint64_t seq;            /* written last (release): slot index + 1 when complete */
 	uint64_t time_ns;        /* CLOCK_MONOTONIC when the handler ran */
@@ -170,6 +188,7 @@ enum jpring_asgct_error {
 _Static_assert(sizeof(struct jpag_hdr) == 16, "jpag_hdr");
 _Static_assert(sizeof(struct jpag_start) == 32, "jpag_start");
 _Static_assert(sizeof(struct jpag_method) == 16, "jpag_method");
+_Static_assert(sizeof(struct jpag_thread_name) == 8, "jpag_thread_name");
 _Static_assert(sizeof(struct jpring_header) == 40, "jpring_header");
 _Static_assert(sizeof(struct jpring_frame) == 16, "jpring_frame");
 _Static_assert(sizeof(struct jpring_slot) == JPRING_SLOT_BYTES, "jpring_slot");

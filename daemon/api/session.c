@@ -358,6 +358,7 @@ static void send_profile(struct session *s, const char *status)
 	struct json_object *o, *sum;
 	int r;
 
+	session_jvm_thread_names(s);
 	r = export_render(s->store, &meta, &opt, s->p.format, &out);
 	if (r < 0) {
 		log_err("session %u: rendering %s failed: %s", s->id, jprof_format_info(s->p.format)->name,

@@ -140,6 +140,9 @@ void session_jvm_request_names(struct session *s);
  * slices), waits a moment for the last method names, completes. */
 void session_jvm_finish(struct session *s, const char *status);
 /* The "java" member of the profile summary. */
+/* The JVM's Java thread names (from its agent) over the store's /proc
+ * names, for rendering. */
+void session_jvm_thread_names(struct session *s);
 void session_jvm_summary(struct session *s, struct json_object *sum);
 
 #endif

@@ -277,6 +277,31 @@ static void jvm_method(void *ctx, const struct agentlink_method *m)
 	}
 }
 
+static void jvm_thread_name(void *ctx, uint32_t ns_tid, const char *name, size_t len)
+{
+	struct session *s = ctx;
+	pid_t host;
+
+	/* Only threads of the recorded process; one that has ended meanwhile
+	 * keeps its /proc name. */
+	if (!s->join || proc_ns_tid_to_host(s->p.pid, (pid_t)ns_tid, &host) < 0)
+		return;
+	jvm_join_thread_name(s->join, (uint32_t)host, name, len);
+}
+
+static void set_thread_name(uint32_t tid, const char *name, void *arg)
+{
+	struct session *s = arg;
+
+	store_set_thread_name(s->store, (uint32_t)s->p.pid, tid, name);
+}
+
+void session_jvm_thread_names(struct session *s)
+{
+	if (s->join && s->store)
+		jvm_join_each_thread_name(s->join, set_thread_name, s);
+}
+
 static void jvm_gone(void *ctx, const char *why)
 {
 	struct session *s = ctx;
@@ -297,6 +322,7 @@ static void jvm_gone(void *ctx, const char *why)
 static const struct agentlink_ops jvm_ops = {
 	.perf_fd = jvm_perf_fd,
 	.method = jvm_method,
+	.thread_name = jvm_thread_name,
 	.gone = jvm_gone,
 };
 

@@ -319,6 +319,24 @@ static void on_method(struct agent *a, const char *p, uint32_t len, bool unknown
 		a->ops->method(a->ctx, &m);
 }
 
+static void on_thread_name(struct agent *a, const char *p, uint32_t len)
+{
+	struct jpag_thread_name tn;
+
+	if (len < sizeof(tn)) {
+		agent_drop(a, "short thread name record");
+		return;
+	}
+	memcpy(&tn, p, sizeof(tn));
+	if (tn.name_len == 0 || tn.name_len > JPAG_THREAD_NAME_MAX ||
+	    sizeof(tn) + tn.name_len != len) {
+		agent_drop(a, "thread name record lengths do not add up");
+		return;
+	}
+	if (a->ops && a->ops->thread_name)
+		a->ops->thread_name(a->ctx, tn.tid, p + sizeof(tn), tn.name_len);
+}
+
 static void handle_frame(struct agent *a, const struct jpag_hdr *h, const char *p)
 {
 	if (!a->hello && h->type != JPAG_HELLO) {
@@ -337,6 +355,9 @@ static void handle_frame(struct agent *a, const struct jpag_hdr *h, const char *
 		break;
 	case JPAG_METHOD_UNKNOWN:
 		on_method(a, p, h->len, true);
+		break;
+	case JPAG_THREAD_NAME:
+		on_thread_name(a, p, h->len);
 		break;
 	case JPAG_STOPPED:
 		break;

@@ -53,6 +53,9 @@ struct agentlink_ops {
 	 * pass (still owned by the caller) or -errno. */
 	int (*perf_fd)(void *ctx, uint32_t ns_tid, int *fd);
 	void (*method)(void *ctx, const struct agentlink_method *m);
+	/* The Java name of the agent's thread ns_tid (not NUL-terminated, 1 to
+	 * JPAG_THREAD_NAME_MAX bytes, unchecked text). */
+	void (*thread_name)(void *ctx, uint32_t ns_tid, const char *name, size_t len);
 	/* The agent disconnected or misbehaved; the binding is gone. */
 	void (*gone)(void *ctx, const char *why);
 };

@@ -265,6 +265,7 @@ struct jvm_join *jvm_join_new(const struct jvm_join_opts *opts)
 	j->q_of_tid.bytes = &j->bytes;
 	j->host_of_ns.bytes = &j->bytes;
 	j->m_of_id.bytes = &j->bytes;
+	j->tn_of_tid.bytes = &j->bytes;
 	jvm_join_bytes_add(j, sizeof(*j));
 	return j;
 }
@@ -295,6 +296,10 @@ void jvm_join_free(struct jvm_join *j)
 	}
 	free(j->held);
 	jvm_join_methods_free(j);
+	for (size_t i = 0; i < j->ntn; i++)
+		free(j->tn[i].name);
+	free(j->tn);
+	htab_map_release(&j->tn_of_tid);
 	free(j->q);
 	htab_map_release(&j->q_of_tid);
 	htab_map_release(&j->host_of_ns);
@@ -416,9 +421,22 @@ static void joined(struct jvm_join *j, uint32_t tid, struct bpf_rec *b, const st
 {
 	struct jvm_frame *root_first = NULL;
 	unsigned n = a->num > 0 ? (unsigned)a->num : 0;
+	const struct jvm_frame *leaf = a->frames;
+	const char *marker = NULL;
 	struct held h;
 
 	j->st.joined++;
+	/* The agent stepped over a leaf it could not walk from (a stub). */
+	if (n && leaf[0].method_id == 0 && leaf[0].bci == JPRING_BCI_STUB) {
+		marker = "[unknown_java_leaf]";
+		leaf++;
+		n--;
+	}
+	if (n == 0 && marker) {
+		emit_rec(j, tid, b, NULL, 0, marker, true, emit, arg);
+		bpf_rec_free(j, b);
+		return;
+	}
 	if (n == 0) {
 		bool java_ctx = a->num < 0 && jvm_join_error_marker(a->num) != NULL;
 
@@ -433,13 +451,14 @@ static void joined(struct jvm_join *j, uint32_t tid, struct bpf_rec *b, const st
 		return;
 	}
 	for (unsigned i = 0; i < n; i++)
-		root_first[i] = a->frames[n - 1 - i];
+		root_first[i] = leaf[n - 1 - i];
 	jvm_join_want(j, root_first, n);
-	h = (struct held){ .created = now, .b = *b, .tid = tid, .njava = n, .java = root_first };
+	h = (struct held){ .created = now, .b = *b, .tid = tid, .njava = n, .java = root_first,
+			   .marker = marker };
 	/* Past the bounds a sample goes out at once, with the names known so far. */
 	if (held_ready(j, &h) || jvm_join_bytes_fit(j, n * sizeof(*root_first), false) < 0 ||
 	    jvm_join_grow(j, (void **)&j->held, &j->capheld, j->nheld + 1, sizeof(*j->held)) < 0) {
-		emit_rec(j, tid, b, root_first, n, NULL, true, emit, arg);
+		emit_rec(j, tid, b, root_first, n, marker, true, emit, arg);
 		bpf_rec_free(j, b);
 		free(root_first);
 		return;
@@ -523,7 +542,7 @@ static void release_held(struct jvm_join *j, uint64_t now_ns, bool all, jvm_emit
 		if (ready || all || now_ns - h->created > j->o.name_wait_ns) {
 			if (!ready)
 				j->st.names_timed_out++;
-			emit_rec(j, h->tid, &h->b, h->java, h->njava, NULL, true, emit, arg);
+			emit_rec(j, h->tid, &h->b, h->java, h->njava, h->marker, true, emit, arg);
 			held_free(j, h);
 			j->pending--;
 		} else {

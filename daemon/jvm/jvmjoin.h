@@ -54,7 +54,8 @@ struct jvm_sample {
 	uint64_t time_ns;              /* when BPF took the sample (CLOCK_MONOTONIC) */
 	const struct jvm_frame *java;  /* root first */
 	unsigned njava;
-	const char *marker;            /* NULL, or e.g. "[gc_active]" for the Java part */
+	const char *marker;            /* NULL, or e.g. "[gc_active]" for the Java part, or
+					  "[unknown_java_leaf]" at the leaf of the Java frames */
 	bool java_context;             /* the thread was in Java (cut native at JIT code) */
 	const uint64_t *uips;
 	unsigned nu;
@@ -148,6 +149,16 @@ bool jvm_join_limit_news(struct jvm_join *j);
  * bounds). Returns the length written (truncated to len - 1). */
 size_t jvm_join_frame_name(const struct jvm_join *j, const struct jvm_frame *f, char *buf,
 			   size_t len);
+
+/* The Java name of host_tid (from the agent, unchecked text of len bytes;
+ * the caller checked the tid is the agent's). Kept as printable UTF-8, at
+ * most max_tids names; a later name of the same tid replaces the earlier
+ * one. 0 or -errno (-ENOBUFS/-EDQUOT past the byte bounds, -E2BIG past
+ * max_tids). */
+int jvm_join_thread_name(struct jvm_join *j, uint32_t host_tid, const char *name, size_t len);
+/* Calls fn for every thread name kept. */
+void jvm_join_each_thread_name(const struct jvm_join *j,
+			       void (*fn)(uint32_t host_tid, const char *name, void *arg), void *arg);
 
 /* Marker name for an AsyncGetCallTrace error code, or NULL for codes that
  * need none (not a Java thread). */

@@ -54,7 +54,13 @@ struct held {
 	uint32_t tid;
 	unsigned njava;
 	unsigned settled;         /* java[0..settled) are named or unnameable */
+	const char *marker;       /* at the leaf of the Java frames, or NULL */
 	struct jvm_frame *java;   /* root first */
+};
+
+struct tname {
+	uint32_t tid;             /* host tid */
+	char *name;               /* cleaned */
 };
 
 struct jvm_budget {
@@ -78,6 +84,9 @@ struct jvm_join {
 	uint64_t *wanted;             /* [wanted_head, nwanted) not handed out yet */
 	size_t wanted_head, nwanted, capwanted;
 	size_t unanswered;            /* methods in M_ASKED */
+	struct tname *tn;             /* Java thread names, in the order first seen */
+	size_t ntn, tncap;
+	struct htab_map tn_of_tid;
 	struct held *held;            /* in the order created */
 	size_t nheld, capheld;
 	bool names_changed;           /* since the held samples were last checked */

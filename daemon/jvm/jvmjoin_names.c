@@ -174,6 +174,45 @@ void jvm_join_method(struct jvm_join *j, uint64_t id, const char *cls, size_t cl
 	j->st.methods_named++;
 }
 
+int jvm_join_thread_name(struct jvm_join *j, uint32_t host_tid, const char *name, size_t len)
+{
+	struct tname *t = NULL;
+	char *clean;
+	int r;
+
+	if (!host_tid || !len || len > JPAG_THREAD_NAME_MAX)
+		return -EINVAL;
+	if (j->ntn >= j->o.max_tids && !htab_map_get(&j->tn_of_tid, host_tid))
+		return -E2BIG;
+	r = jvm_join_bytes_fit(j, len + 1, true);
+	if (r < 0)
+		return r;
+	clean = clean_text(name, len, false);
+	if (clean)
+		t = jvm_join_table_get(j, &j->tn_of_tid, host_tid, true, (void **)&j->tn, &j->ntn,
+				       &j->tncap, sizeof(*j->tn));
+	if (!t) {
+		free(clean);
+		return -ENOMEM;
+	}
+	if (t->name) {
+		j->bytes -= text_bytes(t->name);
+		free(t->name);
+	}
+	t->tid = host_tid;
+	t->name = clean;
+	jvm_join_bytes_add(j, text_bytes(clean));
+	return 0;
+}
+
+void jvm_join_each_thread_name(const struct jvm_join *j,
+			       void (*fn)(uint32_t host_tid, const char *name, void *arg), void *arg)
+{
+	for (size_t i = 0; i < j->ntn; i++)
+		if (j->tn[i].name)
+			fn(j->tn[i].tid, j->tn[i].name, arg);
+}
+
 /* ---- naming ---- */
 
 const char *jvm_join_error_marker(int32_t code)

@@ -17,6 +17,7 @@ import jproftest as jt
 HDR = struct.Struct("<IHHII")
 MAGIC = 0x4741504A
 HELLO, PERF_FD_REQ, WELCOME, START, PERF_FD, STOP, ERROR = 1, 2, 64, 65, 66, 68, 69
+THREAD_NAME = 10
 RING_HDR = struct.Struct("<IIIIQQQ")
 RING_MAGIC = 0x474E5252
 
@@ -164,11 +165,19 @@ def main(t):
                           ("huge length", HDR.pack(MAGIC, 1, HELLO, 1 << 30, 0)),
                           ("frame before hello", frame(PERF_FD_REQ, struct.pack("<II", 1, 0))),
                           ("short hello", frame(HELLO, b"xx")),
-                          ("unknown type", b"")):
+                          ("unknown type", b""),
+                          ("thread name longer than its frame", b""),
+                          ("thread name over the limit", b"")):
             a = FakeAgent(d.socket)
             if what == "unknown type":
                 a.hello()
                 raw = frame(200, b"")
+            elif what == "thread name longer than its frame":
+                a.hello()
+                raw = frame(THREAD_NAME, struct.pack("<IHH", os.getpid(), 20, 0) + b"short")
+            elif what == "thread name over the limit":
+                a.hello()
+                raw = frame(THREAD_NAME, struct.pack("<IHH", os.getpid(), 257, 0) + b"x" * 257)
             a.s.sendall(raw)
             jt.check(a.closed_by_peer(), "daemon kept an agent connection after %s" % what)
             a.s.close()

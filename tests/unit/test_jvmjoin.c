@@ -1,5 +1,6 @@
 /* Joining BPF samples with the agent's AsyncGetCallTrace records. */
 #include <check.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -428,6 +429,94 @@ START_TEST(test_bytes_bounded_per_join_and_per_uid)
 }
 END_TEST
 
+/* A record whose leaf the agent stepped over (JPRING_BCI_STUB) keeps its
+ * Java frames and ends in "[unknown_java_leaf]"; the pseudo-frame is never asked
+ * about. */
+START_TEST(test_stub_leaf_becomes_a_marker)
+{
+	struct jvm_join *j = make(false, false);
+	struct out o = { .j = j };
+	struct jpring_frame f[3] = {
+		{ .bci = JPRING_BCI_STUB, .method_id = 0 },
+		{ .bci = 4, .method_id = 500 },
+		{ .bci = 7, .method_id = 501 },
+	};
+	uint64_t ids[8];
+
+	bpf(j, 7, 100 * MS);
+	jvm_join_add_agent(j, 7, 100 * MS + 1000, 100 * MS, 3, f);
+	bpf(j, 7, 110 * MS);
+	jvm_join_add_agent(j, 7, 110 * MS + 1000, 110 * MS, 1, f);
+	jvm_join_run(j, 200 * MS, 200 * MS, false, emit, &o);
+	ck_assert_uint_eq(jvm_join_wanted(j, ids, 8), 2);
+	ck_assert(ids[0] != 0 && ids[1] != 0);
+	name(j, 500, "LLeaf;", "callee");
+	name(j, 501, "LRoot;", "caller");
+	jvm_join_run(j, 200 * MS, 200 * MS, true, emit, &o);
+	ck_assert_uint_eq(o.n, 2);
+	/* The stub alone (no Java frame behind it) is emitted at once. */
+	ck_assert_uint_eq(o.njava[0], 0);
+	ck_assert_str_eq(o.marker[0], "[unknown_java_leaf]");
+	ck_assert_uint_eq(o.njava[1], 2);
+	ck_assert_str_eq(o.names[1][0], "Root.caller");
+	ck_assert_str_eq(o.names[1][1], "Leaf.callee");
+	ck_assert_str_eq(o.marker[1], "[unknown_java_leaf]");
+	ck_assert(o.java_context[1]);
+	jvm_join_free(j);
+}
+END_TEST
+
+struct tnames {
+	unsigned n;
+	uint32_t tid[8];
+	char name[8][300];
+};
+
+static void collect_tname(uint32_t tid, const char *name, void *arg)
+{
+	struct tnames *t = arg;
+
+	if (t->n < 8) {
+		t->tid[t->n] = tid;
+		snprintf(t->name[t->n], sizeof(t->name[0]), "%s", name);
+		t->n++;
+	}
+}
+
+/* Java thread names: kept whole (past /proc's 15 bytes), made printable
+ * UTF-8, replaced by a later name of the same tid, bounded in count and
+ * length. */
+START_TEST(test_thread_names)
+{
+	struct jvm_join_opts o = { .interval_ns = 10 * MS, .max_tids = 2 };
+	struct jvm_join *j = jvm_join_new(&o);
+	const char *lng = "worker-with-a-very-long-name-1";
+	char big[JPAG_THREAD_NAME_MAX + 1];
+	struct tnames t = { 0 };
+
+	memset(big, 'x', sizeof(big));
+	ck_assert_int_eq(jvm_join_thread_name(j, 100, lng, strlen(lng)), 0);
+	ck_assert_int_eq(jvm_join_thread_name(j, 101, "bad\nname\xff", 9), 0);
+	ck_assert_int_eq(jvm_join_thread_name(j, 100, "main", 4), 0);
+	ck_assert_int_eq(jvm_join_thread_name(j, 102, "third", 5), -E2BIG);
+	ck_assert_int_eq(jvm_join_thread_name(j, 101, big, sizeof(big)), -EINVAL);
+	ck_assert_int_eq(jvm_join_thread_name(j, 0, "zero", 4), -EINVAL);
+	ck_assert_int_eq(jvm_join_thread_name(j, 101, "", 0), -EINVAL);
+	jvm_join_each_thread_name(j, collect_tname, &t);
+	ck_assert_uint_eq(t.n, 2);
+	ck_assert_uint_eq(t.tid[0], 100);
+	ck_assert_str_eq(t.name[0], "main");
+	ck_assert_uint_eq(t.tid[1], 101);
+	ck_assert_str_eq(t.name[1], "bad?name?");
+	/* A long one, then the table still answers for known tids. */
+	ck_assert_int_eq(jvm_join_thread_name(j, 101, lng, strlen(lng)), 0);
+	t.n = 0;
+	jvm_join_each_thread_name(j, collect_tname, &t);
+	ck_assert_str_eq(t.name[1], lng);
+	jvm_join_free(j);
+}
+END_TEST
+
 /* Method ids are tracked up to max_methods; the rest are counted and named
  * "[java_method_limit]", never asked about. A name past the byte bound is
  * taken as unknown. */
@@ -506,6 +595,8 @@ int main(void)
 	tcase_add_test(tc, test_descending_times_stay_cheap);
 	tcase_add_test(tc, test_bytes_bounded_per_join_and_per_uid);
 	tcase_add_test(tc, test_method_ids_capped);
+	tcase_add_test(tc, test_thread_names);
+	tcase_add_test(tc, test_stub_leaf_becomes_a_marker);
 	tcase_add_test(tc, test_join_in_slices_matches_one_run);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
