@@ -28,6 +28,8 @@
 #define MAX_IDLE_TABLES 512        /* unreferenced tables kept for reuse */
 #define MAX_QUEUE 4096
 #define UPLOAD_CHUNK 8192
+/* The BPF row search takes 24 steps: no table may be longer. */
+#define MAX_TABLE_ROWS (1u << 24)
 
 struct table {
 	dev_t dev;
@@ -273,7 +275,7 @@ static struct table *table_for(struct unwtab *u, uint32_t tgid, const struct pro
 	memcpy(t->build_id, bid, (size_t)len);
 	t->build_id_len = (size_t)len;
 	t0 = clock_mono_ns();
-	if (cfi_build_fd(fd, u->cap, &ct, &why) == 0) {
+	if (cfi_build_fd(fd, u->cap < MAX_TABLE_ROWS ? u->cap : MAX_TABLE_ROWS, &ct, &why) == 0) {
 		memcpy(t->segs, ct->segs, sizeof(t->segs));
 		t->nsegs = ct->nsegs;
 		table_load(u, t, ct);
