@@ -550,6 +550,7 @@ static __always_inline void aggregate(struct bpf_perf_event_data *ctx, struct jp
 	};
 
 	process_comm(key.comm);
+	bpf_get_current_comm(key.tcomm, sizeof(key.tcomm));
 	read_stacks(ctx, gen, tgid, c, &key.kstack, &key.ustack, &key.flags);
 	count(gen ? (void *)&counts1 : (void *)&counts0, &key, c);
 }
@@ -575,6 +576,7 @@ static __always_inline void emit_record(struct bpf_perf_event_data *ctx, struct 
 	m->start_ns = process_start();
 	__builtin_memset(m->comm, 0, sizeof(m->comm));
 	process_comm(m->comm);
+	bpf_get_current_comm(m->tcomm, sizeof(m->tcomm));
 	read_stacks(ctx, gen, tgid, c, &m->kstack, &m->ustack, &m->flags);
 	/* Records are polled at drain time; no wakeup per sample. */
 	bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
@@ -771,6 +773,7 @@ static __always_inline void offcpu_resume(struct task_struct *next, __u64 now, _
 		};
 
 		__builtin_memcpy(key.comm, st.comm, sizeof(key.comm));
+		__builtin_memcpy(key.tcomm, st.tcomm, sizeof(key.tcomm));
 
 		offcpu_add((epoch & 1) ? (void *)&offcounts1 : (void *)&offcounts0, &key, ns, c);
 		return;
@@ -791,6 +794,7 @@ static __always_inline void offcpu_resume(struct task_struct *next, __u64 now, _
 	m->flags = st.flags;
 	m->start_ns = st.start_ns;
 	__builtin_memcpy(m->comm, st.comm, sizeof(m->comm));
+	__builtin_memcpy(m->tcomm, st.tcomm, sizeof(m->tcomm));
 	bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
 }
 
@@ -827,6 +831,7 @@ static __always_inline void offcpu_leave(void *ctx, bool preempt, struct task_st
 		st.flags |= JP_KEY_OFF_UNINTERRUPTIBLE;
 	st.start_ns = process_start();
 	process_comm(st.comm);
+	bpf_get_current_comm(st.tcomm, sizeof(st.tcomm));  /* current is prev */
 	/* Read from inside the tracepoint: the program's own frame and
 	 * bpf_trace_run4 sit above __schedule; the stack starts there. */
 	st.kstack = stack_id(ctx, stacks, 0, OFFCPU_GLUE_FRAMES, c);

@@ -37,6 +37,7 @@ struct jp_count_key {
 			  * with tgid it names one process, whatever reuses the pid later */
 	char comm[16];   /* the process's name (its leader's comm) when sampled: a
 			  * process gone by the drain keeps it */
+	char tcomm[16];  /* the thread's name when sampled */
 };
 
 /* ---- DWARF unwinding (daemon/collect/unwinder.c builds the tables) ----
@@ -140,6 +141,7 @@ struct jp_offcpu_start {
 	__u32 epoch;            /* jp_gen at switch-out */
 	__u32 pad;
 	char comm[16];          /* as jp_count_key.comm */
+	char tcomm[16];
 };
 
 /* Value of the off-CPU count maps (key: struct jp_count_key). */
@@ -185,6 +187,7 @@ struct jp_msg_sample {
 	__u32 flags;
 	__u64 start_ns;  /* as jp_count_key.start_ns */
 	char comm[16];
+	char tcomm[16];
 };
 
 /* An off-CPU interval whose switch-out was in an earlier drain epoch than
@@ -202,6 +205,7 @@ struct jp_msg_offcpu {
 	__u32 flags;
 	__u64 start_ns;
 	char comm[16];
+	char tcomm[16];
 };
 
 #endif

@@ -17,7 +17,8 @@ struct raw_sample {
 	uint64_t time_ns;          /* CLOCK_MONOTONIC when taken (per-sample records); 0 = aggregated */
 	uint64_t start_ns;         /* when the process started (CLOCK_BOOTTIME); 0 = unknown */
 	uint64_t values[EVENT_MAX_VALUES];  /* event_get(event)->types; values[0] = samples */
-	const char *comm;          /* task name if the collector read it, else NULL */
+	const char *comm;          /* process name when sampled if the collector read it, else NULL */
+	const char *thread_comm;   /* thread name when sampled, likewise */
 	bool host_feed;            /* also stands for the host view (its thread is skipped there) */
 	bool kernel_mode;          /* interrupted kernel code */
 	bool kernel_thread;        /* no user stack to expect */

@@ -23,14 +23,14 @@
 #include "sampler.h"
 #include "sampler_int.h"
 
-_Static_assert(sizeof(struct jp_count_key) == 48, "jp_count_key layout");
+_Static_assert(sizeof(struct jp_count_key) == 64, "jp_count_key layout");
 _Static_assert(sizeof(struct jp_counters) == 152, "jp_counters layout");
 _Static_assert(sizeof(struct jp_offcpu_target) == 16, "jp_offcpu_target layout");
-_Static_assert(sizeof(struct jp_offcpu_start) == 72, "jp_offcpu_start layout");
+_Static_assert(sizeof(struct jp_offcpu_start) == 88, "jp_offcpu_start layout");
 _Static_assert(sizeof(struct jp_offcpu_value) == 16, "jp_offcpu_value layout");
-_Static_assert(sizeof(struct jp_msg_offcpu) == 64, "jp_msg_offcpu layout");
+_Static_assert(sizeof(struct jp_msg_offcpu) == 80, "jp_msg_offcpu layout");
 _Static_assert(sizeof(struct jp_msg_new_thread) == 24, "jp_msg_new_thread layout");
-_Static_assert(sizeof(struct jp_msg_sample) == 64, "jp_msg_sample layout");
+_Static_assert(sizeof(struct jp_msg_sample) == 80, "jp_msg_sample layout");
 _Static_assert(sizeof(struct jp_unwind_row) == 12, "jp_unwind_row layout");
 _Static_assert(sizeof(struct jp_unwind_map) == 32, "jp_unwind_map layout");
 _Static_assert(sizeof(struct jp_unwind_proc) == 16 + 32 * JP_UNWIND_MAX_MAPS, "jp_unwind_proc layout");
@@ -474,11 +474,23 @@ static void source_periods_retire(struct sampler *s)
 	}
 }
 
+/* A comm from BPF (16 bytes, NUL-terminated by the kernel, but doubted)
+ * as a printable string in out (17 bytes); NULL when empty. */
+static const char *printable_comm(const char *in, char *out)
+{
+	memcpy(out, in, 16);
+	out[16] = '\0';
+	for (char *c = out; *c; c++)
+		if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+			*c = '?';
+	return out[0] ? out : NULL;
+}
+
 void sampler_emit(struct sampler *s, const struct jp_count_key *k, enum event_id ev,
 		  const uint64_t *values, uint64_t time_ns, const uint64_t *kips, uint32_t nk,
 		  const uint64_t *uips, uint32_t nu)
 {
-	char comm[sizeof(k->comm) + 1];
+	char comm[sizeof(k->comm) + 1], tcomm[sizeof(k->tcomm) + 1];
 	struct raw_sample smp = {
 		.event = ev,
 		.pid = k->tgid,
@@ -497,15 +509,10 @@ void sampler_emit(struct sampler *s, const struct jp_count_key *k, enum event_id
 	};
 
 	memcpy(smp.values, values, sizeof(smp.values));
-	/* The name the process had when sampled (BPF's copy of its comm),
-	 * printable as proc_read_comm() makes /proc's. */
-	memcpy(comm, k->comm, sizeof(k->comm));
-	comm[sizeof(k->comm)] = '\0';
-	for (char *c = comm; *c; c++)
-		if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
-			*c = '?';
-	if (comm[0])
-		smp.comm = comm;
+	/* The names the process and thread had when sampled (BPF's copies
+	 * of their comm), printable as proc_read_comm() makes /proc's. */
+	smp.comm = printable_comm(k->comm, comm);
+	smp.thread_comm = printable_comm(k->tcomm, tcomm);
 	smp.kstack_lost = smp.kernel_mode && smp.nk == 0;
 	smp.ustack_lost = smp.nu == 0 && !smp.kernel_thread;
 	if (s->cb.sample)
@@ -554,6 +561,7 @@ static int handle_ring_msg(void *ctx, void *data, size_t size)
 		};
 
 		memcpy(k.comm, m->comm, sizeof(k.comm));
+		memcpy(k.tcomm, m->tcomm, sizeof(k.tcomm));
 		deliver(s, m->gen & 1, &k, 1, m->time_ns);
 	} else if (type == JP_MSG_OFFCPU && size >= sizeof(struct jp_msg_offcpu)) {
 		sampler_offcpu_record(s, data);

@@ -120,6 +120,7 @@ void sampler_offcpu_record(struct sampler *s, const struct jp_msg_offcpu *m)
 	};
 
 	memcpy(k.comm, m->comm, sizeof(k.comm));
+	memcpy(k.tcomm, m->tcomm, sizeof(k.tcomm));
 	offcpu_deliver(s, m->epoch, &k, 1, m->ns);
 }
 

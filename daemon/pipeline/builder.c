@@ -36,6 +36,11 @@ struct builder {
 
 static const char *thread_name(const struct built_sample *bs, char *buf, size_t len)
 {
+	/* The name the thread had when sampled: it may have exited since. */
+	if (bs->thread_comm) {
+		snprintf(buf, len, "%s", bs->thread_comm);
+		return buf;
+	}
 	return procinfo_thread_name((pid_t)bs->pid, bs->start_ns, (pid_t)bs->tid, buf, len);
 }
 
@@ -191,6 +196,7 @@ int builder_build(struct builder *b, const struct raw_sample *rs, const struct b
 		.stack_lost = rs->ustack_lost || rs->kstack_lost,
 	};
 	finish(b, out);
+	out->thread_comm = rs->thread_comm;
 	return 0;
 }
 

@@ -46,6 +46,7 @@ struct built_sample {
 	 * (reading it costs a /proc read). Writes into buf, returns buf. */
 	const char *(*thread_name)(const struct built_sample *bs, char *buf, size_t len);
 	void *thread_name_ctx;
+	const char *thread_comm;   /* the thread's name when sampled, if known: thread_name's answer */
 	bool stack_lost;           /* a kernel or user stack could not be read */
 	bool has_java;             /* at least one Java frame */
 };

@@ -1,7 +1,8 @@
-"""Processes that live shorter than a drain keep their own names: the BPF
-program records the process name (comm) with each sample, so the host view
-does not label them "[exited]" (it used to read the name from /proc after the
-process was gone: 80% "[exited]" under a fork loop)."""
+"""Processes and threads that live shorter than a drain keep their own names:
+the BPF program records the process and thread names (comm) with each
+sample, so the host view and --threads do not label them "[exited]" (names
+used to be read from /proc after the task was gone: 80% "[exited]" under a
+fork loop)."""
 import os
 import shutil
 import sys
@@ -55,6 +56,29 @@ def main(t):
         jt.check(exited <= 0.1 * named, "%d samples named [exited] beside %d named %r: "
                  "names are not taken at sample time; by name: %r" % (exited, named, NAME, top))
         c.close()
+
+    with t.case("threads that live 30 ms are named by their own names (--threads)"):
+        w = t.workload("short_threads", 60)
+        out = os.path.join(t.outdir(), "t.collapsed")
+        t.ctl(["record", "--pid", str(w.pid), "-d", "3s", "--threads", "-o", out,
+               "-f", "collapsed", "--no-progress"], user="nobody", socket_path=d.socket,
+              timeout=60, check_rc=0)
+        with open(out) as f:
+            stacks = jt.parse_collapsed(f.read())
+        named = exited = 0
+        for s, n in stacks.items():
+            frames = jt.frames_of(s)
+            if "thread_spin" not in frames:
+                continue
+            if any(f.startswith("[short-") for f in frames[:2]):
+                named += n
+            elif any("exited" in f for f in frames[:2]):
+                exited += n
+        jt.check(named >= 50, "only %d samples of thread_spin under a short-N thread; top "
+                 "stacks:\n%s" % (named, jt.top_stacks(stacks)))
+        jt.check(exited <= 0.1 * named, "%d samples of thread_spin under an [exited] thread "
+                 "beside %d named: thread names are not taken at sample time" % (exited, named))
+        w.kill()
 
 
 jt.run(main)

@@ -15,7 +15,7 @@ if(JPROF_WERROR)
 endif()
 
 # waiter: the off-CPU workload (test_offcpu.py); alternate: test_timeline.py.
-foreach(prog spin_chain read_zero thread_spawner alternate waiter)
+foreach(prog spin_chain read_zero thread_spawner alternate waiter short_threads)
   add_executable(prog_${prog} ${CMAKE_CURRENT_LIST_DIR}/${prog}.c)
   set_target_properties(prog_${prog} PROPERTIES
     OUTPUT_NAME ${prog}
@@ -26,6 +26,7 @@ foreach(prog spin_chain read_zero thread_spawner alternate waiter)
     LINK_OPTIONS "")
 endforeach()
 target_link_libraries(prog_thread_spawner PRIVATE Threads::Threads)
+target_link_libraries(prog_short_threads PRIVATE Threads::Threads)
 
 # DWARF unwinding workloads (test_dwarf_unwind.py): optimized and without
 # frame pointers, as distributions build, so only .eh_frame finds callers.
