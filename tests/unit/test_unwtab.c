@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +123,23 @@ START_TEST(test_own_process)
 }
 END_TEST
 
+/* True when /proc/PID/maps names a file containing what. */
+static bool maps_have(int pid, const char *what)
+{
+	char path[64], line[4096];
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, what) != NULL;
+	fclose(f);
+	return found;
+}
+
 static pid_t spawn_sleeper(void)
 {
 	pid_t p = fork();
@@ -148,20 +166,15 @@ START_TEST(test_shared_and_released)
 
 	make_maps(1u << 20);
 	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 1u << 20, &u), 0);
-	/* Until each has exec'd sleep, its maps are this test's. */
-	for (tries = 0; tries < 200; tries++) {
-		char a1[64], a2[64], path[64];
-		ssize_t n1, n2;
-
-		snprintf(path, sizeof(path), "/proc/%d/exe", (int)p1);
-		n1 = readlink(path, a1, sizeof(a1) - 1);
-		snprintf(path, sizeof(path), "/proc/%d/exe", (int)p2);
-		n2 = readlink(path, a2, sizeof(a2) - 1);
-		if (n1 > 0 && n2 > 0 && strstr((a1[n1] = '\0', a1), "sleep") &&
-		    strstr((a2[n2] = '\0', a2), "sleep"))
+	/* Until each has exec'd sleep and the loader has mapped libc, its
+	 * mappings are not the ones compared below. */
+	for (tries = 0; tries < 400; tries++) {
+		if (maps_have((int)p1, "libc.so") && maps_have((int)p2, "libc.so") &&
+		    maps_have((int)p1, "sleep") && maps_have((int)p2, "sleep"))
 			break;
 		nanosleep(&ts, NULL);
 	}
+	ck_assert(maps_have((int)p1, "libc.so") && maps_have((int)p2, "libc.so"));
 	unwtab_request(u, k1, 0);
 	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
 	unwtab_get_stats(u, &a);
