@@ -4,6 +4,7 @@
 #include "link.h"
 
 #include "agent.h"
+#include "events.h"
 #include "jprof_agent.h"
 #include "map.h"
 #include "methods.h"
@@ -83,6 +84,11 @@ static void link_wake(void)
 	ssize_t n = write(link_evfd, &one, sizeof(one));
 
 	(void)n;   /* EAGAIN: the counter is already non-zero */
+}
+
+void link_notify(void)
+{
+	link_wake();
 }
 
 int link_init(const char *socket_path)
@@ -482,6 +488,8 @@ static void link_stop_recording(void)
 			link_disarm(link_unpack_fd(v));
 	}
 	map_fini(&link_tids);
+	events_off();
+	events_reset();
 	ring_retire();
 	link_rec_on = false;
 	pthread_mutex_lock(&link_lock);
@@ -588,6 +596,27 @@ static int link_dispatch(int sock, const struct jpag_hdr *hdr, int fd)
 		break;
 	case JPAG_RESOLVE:
 		ret = link_on_resolve(sock, (const struct jpag_resolve *)link_rx, hdr->len);
+		break;
+	case JPAG_EVENT_ON: {
+		const struct jpag_event_on *on = (const struct jpag_event_on *)link_rx;
+		struct jpag_event_status st = { 0 };
+
+		if (hdr->len != sizeof(*on)) {
+			ret = -EPROTO;
+			break;
+		}
+		st.event = on->event;
+		st.status = link_rec_on ? events_on(on->event, on->param, st.message,
+						    sizeof(st.message))
+					: -ENOTCONN;
+		ret = link_send(sock, JPAG_EVENT_STATUS, &st, sizeof(st));
+		break;
+	}
+	case JPAG_EVENT_OFF:
+		events_off();
+		ret = events_flush(link_send, sock);
+		if (ret == 0)
+			ret = link_send(sock, JPAG_EVENTS_DONE, NULL, 0);
 		break;
 	case JPAG_STOP:
 		link_stop_recording();
@@ -708,7 +737,7 @@ static int link_session(int sock, bool *welcomed)
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
-		int timeout = link_rec_on ? LINK_RESCAN_MS : -1;
+		int timeout = link_rec_on ? (events_active() ? EVENTS_FLUSH_MS : LINK_RESCAN_MS) : -1;
 
 		ret = link_wait(sock, timeout, &ready);
 		if (ret < 0)
@@ -723,7 +752,9 @@ static int link_session(int sock, bool *welcomed)
 		}
 		if (!link_rec_on)
 			continue;
-		ret = link_drain_thread_events(sock);
+		ret = events_flush(link_send, sock);
+		if (ret == 0)
+			ret = link_drain_thread_events(sock);
 		if (ret < 0)
 			goto out;
 		clock_gettime(CLOCK_MONOTONIC, &t1);

@@ -18,6 +18,8 @@ void link_kick(const char *socket_path);
  * thread's name (copied) or NULL. Cheap and lock-free when no recording
  * runs. */
 void link_thread_event(uint32_t tid, bool started, const char *name);
+/* Wakes the agent thread (queued event records to send). Any thread. */
+void link_notify(void);
 /* True while a recording runs (thread events are wanted). */
 bool link_is_recording(void);
 /* VMDeath: the handler stops calling into the JVM, the thread disconnects. */

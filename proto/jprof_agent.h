@@ -37,6 +37,9 @@ enum jpag_type {
 	JPAG_METHOD_UNKNOWN = 4, /* struct jpag_method_unknown */
 	JPAG_STOPPED = 5,        /* no payload: every fd of the last START is closed */
 	JPAG_THREAD_NAME = 10,   /* struct jpag_thread_name + name */
+	JPAG_EVENT_STATUS = 11,  /* struct jpag_event_status: the answer to EVENT_ON */
+	JPAG_EVENTS = 12,        /* struct jpag_events + records (alloc, lock samples) */
+	JPAG_EVENTS_DONE = 13,   /* no payload: the event is off, every record was sent */
 
 	/* daemon -> agent */
 	JPAG_WELCOME = 64,       /* struct jpag_welcome */
@@ -45,6 +48,8 @@ enum jpag_type {
 	JPAG_RESOLVE = 67,       /* struct jpag_resolve */
 	JPAG_STOP = 68,          /* no payload: disarm and close every event fd and the ring */
 	JPAG_ERROR = 69,         /* struct jpag_error */
+	JPAG_EVENT_ON = 70,      /* struct jpag_event_on: after START, a JVMTI event */
+	JPAG_EVENT_OFF = 71,     /* no payload: turn it off, send what is left, then EVENTS_DONE */
 };
 
 struct jpag_hello {
@@ -121,6 +126,49 @@ struct jpag_thread_name {
 };
 #define JPAG_THREAD_NAME_MAX 256
 
+/* JVMTI events the daemon can turn on for a recording (one at a time). An
+ * agent that does not know EVENT_ON ignores it: the daemon times out. */
+enum jpag_event {
+	JPAG_EV_ALLOC = 1,       /* SampledObjectAlloc; param: heap sampling interval (bytes) */
+	JPAG_EV_LOCK = 2,        /* MonitorContendedEnter/Entered; param: threshold (ns) */
+};
+
+struct jpag_event_on {
+	uint32_t event;          /* enum jpag_event */
+	uint32_t reserved;
+	uint64_t param;
+};
+
+/* status 0: on; else -errno and, from JVMTI, its reason (e.g.
+ * "JVMTI_ERROR_NOT_AVAILABLE") in message. */
+struct jpag_event_status {
+	uint32_t event;
+	int32_t status;
+	char message[120];       /* NUL-terminated */
+};
+
+/* A batch of samples, followed by count records. Each record is a struct
+ * jpag_event_rec, then class_len bytes of the class signature in JVM form
+ * ("[B", "Ljava/lang/String;"), zero-padded to a multiple of 8, then
+ * nframes struct jpring_frame (leaf first, bci as GetStackTrace's
+ * location). The daemon checks every length against the frame. */
+struct jpag_events {
+	uint32_t count;
+	uint32_t reserved;
+};
+
+struct jpag_event_rec {
+	uint32_t event;          /* enum jpag_event */
+	uint32_t tid;            /* gettid() (agent namespace) */
+	uint64_t time_ns;        /* CLOCK_MONOTONIC */
+	uint64_t value;          /* alloc: the object's size (bytes); lock: wait (ns) */
+	uint16_t nframes;        /* <= JPAG_EVENT_MAX_FRAMES */
+	uint16_t class_len;      /* <= JPAG_EVENT_CLASS_MAX */
+	uint32_t reserved;
+};
+#define JPAG_EVENT_MAX_FRAMES 128
+#define JPAG_EVENT_CLASS_MAX 512
+
 struct jpag_error {
 	int32_t code;            /* -errno */
 	char message[124];       /* NUL-terminated */
@@ -189,6 +237,9 @@ _Static_assert(sizeof(struct jpag_hdr) == 16, "jpag_hdr");
 _Static_assert(sizeof(struct jpag_start) == 32, "jpag_start");
 _Static_assert(sizeof(struct jpag_method) == 16, "jpag_method");
 _Static_assert(sizeof(struct jpag_thread_name) == 8, "jpag_thread_name");
+_Static_assert(sizeof(struct jpag_event_on) == 16, "jpag_event_on");
+_Static_assert(sizeof(struct jpag_event_status) == 128, "jpag_event_status");
+_Static_assert(sizeof(struct jpag_event_rec) == 32, "jpag_event_rec");
 _Static_assert(sizeof(struct jpring_header) == 40, "jpring_header");
 _Static_assert(sizeof(struct jpring_frame) == 16, "jpring_frame");
 _Static_assert(sizeof(struct jpring_slot) == JPRING_SLOT_BYTES, "jpring_slot");

@@ -251,6 +251,10 @@ const struct jprof_event_desc jprof_events[JPROF_EVENT_COUNT] = {
 	  "on-CPU time, sampled every interval of CPU time (-i)" },
 	{ JPROF_EVENT_OFFCPU, "samples (count of intervals), offcpu (nanoseconds)",
 	  "time off the CPU (blocked, sleeping, waiting for a CPU), every interval at least --threshold long" },
+	{ JPROF_EVENT_ALLOC, "samples (count), alloc_objects (count), alloc_space (bytes)",
+	  "JVM only: Java heap allocations, sampled every --alloc bytes on average (default 512k)" },
+	{ JPROF_EVENT_LOCK, "samples (count), lock (count of contended entries), lock_wait (nanoseconds)",
+	  "JVM only: waits to enter a contended synchronized monitor, each at least --lock long (default 10us)" },
 };
 
 const char *jprof_event_names(void)
@@ -355,6 +359,10 @@ static int proto_parse_record(struct json_object *root, struct jprof_record_req 
 			r = proto_get_int_member(val, key, (int64_t)JPROF_THRESHOLD_US_MIN,
 						 (int64_t)JPROF_THRESHOLD_US_MAX, &x, err);
 			rec->threshold_us = (uint64_t)x;
+		} else if (strcmp(key, "alloc_bytes") == 0) {
+			r = proto_get_int_member(val, key, (int64_t)JPROF_ALLOC_BYTES_MIN,
+						 (int64_t)JPROF_ALLOC_BYTES_MAX, &x, err);
+			rec->alloc_bytes = (uint64_t)x;
 		} else if (strcmp(key, "progress") == 0) {
 			r = proto_get_bool_member(val, key, &rec->progress, err);
 		} else if (strcmp(key, "thread_frames") == 0) {
@@ -491,7 +499,7 @@ static bool proto_member_known(enum jprof_cmd cmd, const char *key)
 {
 	static const char *const hello[] = { "min_version", "max_version", "client", NULL };
 	static const char *const record[] = { "pid", "all", "duration_ms", "interval_us",
-					      "format", "event", "threshold_us", "progress",
+					      "format", "event", "threshold_us", "alloc_bytes", "progress",
 					      "thread_frames", "java", "java_lines",
 					      "java_signatures", NULL };
 	static const char *const cancel[] = { "target", NULL };
@@ -695,6 +703,9 @@ char *jprof_request_encode(const struct jprof_request *req)
 			proto_add(root, "event", json_object_new_string(req->record.event), &failed);
 		if (req->record.threshold_us)
 			proto_add(root, "threshold_us", json_object_new_uint64(req->record.threshold_us),
+				  &failed);
+		if (req->record.alloc_bytes)
+			proto_add(root, "alloc_bytes", json_object_new_uint64(req->record.alloc_bytes),
 				  &failed);
 		proto_add(root, "progress", json_object_new_boolean(req->record.progress), &failed);
 		proto_add(root, "thread_frames", json_object_new_boolean(req->record.thread_frames),

@@ -31,11 +31,19 @@ struct json_object;
  * event table (daemon/core/event.c) has one row per name, in this order. */
 #define JPROF_EVENT_CPU "cpu"
 #define JPROF_EVENT_OFFCPU "offcpu"
-#define JPROF_EVENT_COUNT 2
+#define JPROF_EVENT_ALLOC "alloc"     /* JVM only: JVMTI sampled object allocations */
+#define JPROF_EVENT_LOCK "lock"       /* JVM only: contended monitor entries */
+#define JPROF_EVENT_COUNT 4
 /* Off-CPU: intervals shorter than the threshold are skipped (counted). */
 #define JPROF_THRESHOLD_US_DEFAULT 10ULL
 #define JPROF_THRESHOLD_US_MIN 1ULL
 #define JPROF_THRESHOLD_US_MAX 10000000ULL
+/* Lock: contended entries that waited less than threshold_us are skipped. */
+#define JPROF_LOCK_THRESHOLD_US_DEFAULT 10ULL
+/* Alloc: JVMTI's heap sampling interval (mean bytes between samples). */
+#define JPROF_ALLOC_BYTES_DEFAULT (512ULL * 1024)
+#define JPROF_ALLOC_BYTES_MIN 1024ULL
+#define JPROF_ALLOC_BYTES_MAX (1ULL << 30)
 
 struct jprof_event_desc {
 	const char *name;
@@ -99,7 +107,8 @@ struct jprof_record_req {
 	uint64_t interval_us;
 	char format[32];        /* "collapsed", "json", "html", "pprof", "text", "raw"; default "json" */
 	char event[32];         /* JPROF_EVENT_*; default "cpu" (the daemon checks the name) */
-	uint64_t threshold_us;  /* offcpu only; 0 = not given (JPROF_THRESHOLD_US_DEFAULT) */
+	uint64_t threshold_us;  /* offcpu and lock; 0 = not given (the event's default) */
+	uint64_t alloc_bytes;   /* alloc only; 0 = not given (JPROF_ALLOC_BYTES_DEFAULT) */
 	bool progress;          /* default true */
 	bool thread_frames;     /* default false */
 	enum jprof_java java;   /* default JPROF_JAVA_AUTO */

@@ -1,0 +1,327 @@
+/* Allocation and lock samples (see events.h). Records are queued in a few
+ * fixed batches, each one JPAG_EVENTS payload: a callback never allocates
+ * and never blocks on the socket; when every batch is full, records are
+ * dropped and counted rather than slowing the application down. */
+#include "events.h"
+
+#include "agent.h"
+#include "jprof_agent.h"
+#include "link.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EVENTS_NBATCH 16
+#define EVENTS_BATCH_BYTES (JPAG_MAX_PAYLOAD - 64)
+/* HotSpot's own default heap sampling interval: what events_off restores
+ * (JVMTI has no getter for the interval another agent may have set). */
+#define EVENTS_JVM_DEFAULT_INTERVAL (512 * 1024)
+
+struct events_batch {
+	uint32_t count;
+	size_t len;               /* bytes after the struct jpag_events header */
+	unsigned char data[EVENTS_BATCH_BYTES];
+};
+
+static pthread_mutex_t events_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct events_batch events_q[EVENTS_NBATCH];
+static unsigned events_head, events_used;    /* oldest batch, batches holding records */
+static uint64_t events_dropped;
+static uint32_t events_kind;                 /* enum jpag_event while on, else 0 */
+
+/* Read by the callbacks without the lock. */
+static uint64_t events_lock_threshold_ns;
+static __thread uint64_t events_enter_ns;    /* MonitorContendedEnter on this thread */
+
+/* Agent thread only. */
+static jvmtiEnv *events_jvmti;
+static jvmtiCapabilities events_caps;        /* held now */
+static unsigned char events_tx[JPAG_MAX_PAYLOAD] __attribute__((aligned(16)));
+
+static uint64_t events_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Appends one record (header, class, frames) to the newest batch. */
+static void events_queue(uint32_t kind, uint64_t value, const char *cls,
+			 const jvmtiFrameInfo *fi, jint nframes)
+{
+	struct jpag_event_rec rec = {
+		.event = kind,
+		.tid = (uint32_t)syscall(SYS_gettid),
+		.time_ns = events_now_ns(),
+		.value = value,
+	};
+	size_t clen = cls ? strnlen(cls, JPAG_EVENT_CLASS_MAX) : 0;
+	size_t cpad = (clen + 7) & ~(size_t)7;
+	size_t need;
+	struct events_batch *b;
+	bool wake = false;
+
+	if (nframes < 0)
+		nframes = 0;
+	rec.nframes = (uint16_t)nframes;
+	rec.class_len = (uint16_t)clen;
+	need = sizeof(rec) + cpad + (size_t)nframes * sizeof(struct jpring_frame);
+	pthread_mutex_lock(&events_lock);
+	if (events_kind != kind)
+		goto out;   /* turned off while this callback ran */
+	b = events_used ? &events_q[(events_head + events_used - 1) % EVENTS_NBATCH] : NULL;
+	if (!b || b->len + need > sizeof(b->data)) {
+		if (events_used == EVENTS_NBATCH) {
+			events_dropped++;
+			goto out;
+		}
+		b = &events_q[(events_head + events_used++) % EVENTS_NBATCH];
+		b->count = 0;
+		b->len = 0;
+		/* A full batch: no need to wait for the periodic flush. */
+		wake = events_used > 1;
+	}
+	memcpy(b->data + b->len, &rec, sizeof(rec));
+	b->len += sizeof(rec);
+	memset(b->data + b->len, 0, cpad);
+	memcpy(b->data + b->len, cls, clen);
+	b->len += cpad;
+	for (jint i = 0; i < nframes; i++) {
+		struct jpring_frame f = {
+			.bci = (int32_t)fi[i].location,
+			.method_id = (uint64_t)(uintptr_t)fi[i].method,
+		};
+
+		memcpy(b->data + b->len, &f, sizeof(f));
+		b->len += sizeof(f);
+	}
+	b->count++;
+out:
+	pthread_mutex_unlock(&events_lock);
+	if (wake)
+		link_notify();
+}
+
+/* The stack of the current thread and klass's signature, queued. */
+static void events_record(jvmtiEnv *jvmti, uint32_t kind, uint64_t value, jclass klass)
+{
+	jvmtiFrameInfo fi[JPAG_EVENT_MAX_FRAMES];
+	jint n = 0;
+	char *sig = NULL;
+
+	if ((*jvmti)->GetStackTrace(jvmti, NULL, 0, JPAG_EVENT_MAX_FRAMES, fi, &n) !=
+	    JVMTI_ERROR_NONE)
+		n = 0;
+	if (klass && (*jvmti)->GetClassSignature(jvmti, klass, &sig, NULL) != JVMTI_ERROR_NONE)
+		sig = NULL;
+	events_queue(kind, value, sig, fi, n);
+	if (sig)
+		(*jvmti)->Deallocate(jvmti, (unsigned char *)sig);
+}
+
+static void JNICALL events_on_alloc(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread, jobject object,
+				    jclass klass, jlong size)
+{
+	events_record(jvmti, JPAG_EV_ALLOC, size > 0 ? (uint64_t)size : 0, klass);
+}
+
+static void JNICALL events_on_enter(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread, jobject object)
+{
+	events_enter_ns = events_now_ns();
+}
+
+static void JNICALL events_on_entered(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread,
+				      jobject object)
+{
+	uint64_t start = events_enter_ns, wait;
+	jclass cls;
+
+	events_enter_ns = 0;
+	if (!start)
+		return;   /* the event was turned on while this thread waited */
+	wait = events_now_ns() - start;
+	if (wait < __atomic_load_n(&events_lock_threshold_ns, __ATOMIC_RELAXED))
+		return;
+	cls = (*jni)->GetObjectClass(jni, object);
+	events_record(jvmti, JPAG_EV_LOCK, wait, cls);
+	if (cls)
+		(*jni)->DeleteLocalRef(jni, cls);
+}
+
+static void events_reason(jvmtiEnv *jvmti, jvmtiError err, const char *what, char *why,
+			  size_t len)
+{
+	char *name = NULL;
+
+	if ((*jvmti)->GetErrorName(jvmti, err, &name) != JVMTI_ERROR_NONE)
+		name = NULL;
+	snprintf(why, len, "%s: %s (%d)", what, name ? name : "JVMTI error", (int)err);
+	if (name)
+		(*jvmti)->Deallocate(jvmti, (unsigned char *)name);
+}
+
+/* The environment is created once and kept: callbacks may still be
+ * running in it after an event is turned off. */
+static int events_env(char *why, size_t len)
+{
+	jvmtiEventCallbacks cb = {
+		.SampledObjectAlloc = events_on_alloc,
+		.MonitorContendedEnter = events_on_enter,
+		.MonitorContendedEntered = events_on_entered,
+	};
+	jvmtiError err;
+
+	if (events_jvmti)
+		return 0;
+	if ((*agent_vm)->GetEnv(agent_vm, (void **)&events_jvmti, JVMTI_VERSION_11) != JNI_OK) {
+		events_jvmti = NULL;
+		snprintf(why, len, "the JVM has no JVMTI 11 (JDK 11 or later is needed)");
+		return -ENOTSUP;
+	}
+	err = (*events_jvmti)->SetEventCallbacks(events_jvmti, &cb, sizeof(cb));
+	if (err != JVMTI_ERROR_NONE) {
+		events_reason(events_jvmti, err, "SetEventCallbacks", why, len);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static const jvmtiEvent events_alloc_ev[] = { JVMTI_EVENT_SAMPLED_OBJECT_ALLOC };
+static const jvmtiEvent events_lock_ev[] = { JVMTI_EVENT_MONITOR_CONTENDED_ENTER,
+					     JVMTI_EVENT_MONITOR_CONTENDED_ENTERED };
+
+static void events_notify(uint32_t kind, jvmtiEventMode mode)
+{
+	const jvmtiEvent *ev = kind == JPAG_EV_ALLOC ? events_alloc_ev : events_lock_ev;
+	size_t n = kind == JPAG_EV_ALLOC ? 1 : 2;
+
+	for (size_t i = 0; i < n; i++)
+		(*events_jvmti)->SetEventNotificationMode(events_jvmti, mode, ev[i], NULL);
+}
+
+int events_on(uint32_t event, uint64_t param, char *why, size_t len)
+{
+	jvmtiCapabilities caps = { 0 };
+	jvmtiError err = JVMTI_ERROR_NONE;
+	int ret;
+
+	events_off();
+	if (event == JPAG_EV_ALLOC) {
+		if (param < 1 || param > INT32_MAX) {
+			snprintf(why, len, "heap sampling interval %llu out of range",
+				 (unsigned long long)param);
+			return -ERANGE;
+		}
+		caps.can_generate_sampled_object_alloc_events = 1;
+	} else if (event == JPAG_EV_LOCK) {
+		caps.can_generate_monitor_events = 1;
+	} else {
+		snprintf(why, len, "unknown event %u", event);
+		return -EINVAL;
+	}
+	ret = events_env(why, len);
+	if (ret < 0)
+		return ret;
+	/* Refused when another agent holds an exclusive capability, or when
+	 * the JVM cannot add it in the live phase. */
+	err = (*events_jvmti)->AddCapabilities(events_jvmti, &caps);
+	if (err != JVMTI_ERROR_NONE) {
+		events_reason(events_jvmti, err, "AddCapabilities", why, len);
+		return -ENOTSUP;
+	}
+	events_caps = caps;
+	if (event == JPAG_EV_ALLOC) {
+		err = (*events_jvmti)->SetHeapSamplingInterval(events_jvmti, (jint)param);
+		if (err != JVMTI_ERROR_NONE) {
+			events_reason(events_jvmti, err, "SetHeapSamplingInterval", why, len);
+			ret = -EINVAL;
+			goto fail;
+		}
+	} else {
+		__atomic_store_n(&events_lock_threshold_ns, param, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_lock(&events_lock);
+	events_kind = event;
+	events_dropped = 0;
+	pthread_mutex_unlock(&events_lock);
+	events_notify(event, JVMTI_ENABLE);
+	agent_debug("event %u on (param %llu)", event, (unsigned long long)param);
+	return 0;
+fail:
+	(*events_jvmti)->RelinquishCapabilities(events_jvmti, &events_caps);
+	memset(&events_caps, 0, sizeof(events_caps));
+	return ret;
+}
+
+void events_off(void)
+{
+	uint32_t kind;
+	uint64_t dropped;
+
+	pthread_mutex_lock(&events_lock);
+	kind = events_kind;
+	dropped = events_dropped;
+	events_kind = 0;
+	pthread_mutex_unlock(&events_lock);
+	if (!kind)
+		return;
+	events_notify(kind, JVMTI_DISABLE);
+	if (kind == JPAG_EV_ALLOC)
+		(*events_jvmti)->SetHeapSamplingInterval(events_jvmti, EVENTS_JVM_DEFAULT_INTERVAL);
+	/* Another agent may want them once we are done. */
+	(*events_jvmti)->RelinquishCapabilities(events_jvmti, &events_caps);
+	memset(&events_caps, 0, sizeof(events_caps));
+	if (dropped)
+		agent_warn("event %u: %llu samples dropped (the daemon read too slowly)", kind,
+			   (unsigned long long)dropped);
+	agent_debug("event %u off", kind);
+}
+
+bool events_active(void)
+{
+	bool on;
+
+	pthread_mutex_lock(&events_lock);
+	on = events_kind != 0;
+	pthread_mutex_unlock(&events_lock);
+	return on;
+}
+
+int events_flush(events_send_fn send, int sock)
+{
+	struct jpag_events hdr = { 0 };
+	size_t len;
+	int ret = 0;
+
+	while (ret == 0) {
+		pthread_mutex_lock(&events_lock);
+		if (!events_used) {
+			pthread_mutex_unlock(&events_lock);
+			break;
+		}
+		/* Copied out so callbacks do not wait on the socket. */
+		hdr.count = events_q[events_head].count;
+		len = events_q[events_head].len;
+		memcpy(events_tx, &hdr, sizeof(hdr));
+		memcpy(events_tx + sizeof(hdr), events_q[events_head].data, len);
+		events_head = (events_head + 1) % EVENTS_NBATCH;
+		events_used--;
+		pthread_mutex_unlock(&events_lock);
+		if (hdr.count)
+			ret = send(sock, JPAG_EVENTS, events_tx, sizeof(hdr) + len);
+	}
+	return ret;
+}
+
+void events_reset(void)
+{
+	pthread_mutex_lock(&events_lock);
+	events_head = events_used = 0;
+	pthread_mutex_unlock(&events_lock);
+}
