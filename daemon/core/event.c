@@ -23,6 +23,22 @@ static const struct event_info events[EVENT_COUNT] = {
 		.ntypes = SAMPLE_TYPES_OFFCPU_N,
 		.main_value = 1,
 	},
+	[EVENT_ALLOC] = {
+		.id = EVENT_ALLOC,
+		.name = JPROF_EVENT_ALLOC,
+		.perf_name = "alloc",
+		.types = sample_types_alloc,
+		.ntypes = SAMPLE_TYPES_ALLOC_N,
+		.main_value = 2,
+	},
+	[EVENT_LOCK] = {
+		.id = EVENT_LOCK,
+		.name = JPROF_EVENT_LOCK,
+		.perf_name = "lock",
+		.types = sample_types_lock,
+		.ntypes = SAMPLE_TYPES_LOCK_N,
+		.main_value = 2,
+	},
 };
 
 const struct event_info *event_get(enum event_id id)

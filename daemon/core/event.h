@@ -16,6 +16,8 @@
 enum event_id {
 	EVENT_CPU = 0,         /* perf cpu-clock: on-CPU time, sampled every period of CPU time */
 	EVENT_OFFCPU,          /* scheduler switches: each interval a task spent off the CPU */
+	EVENT_ALLOC,           /* JVM: JVMTI sampled allocations, weighted to estimate all of them */
+	EVENT_LOCK,            /* JVM: contended monitor entries, each with its wait */
 	EVENT_COUNT
 };
 
@@ -38,5 +40,11 @@ int event_parse(const char *name);
  * weight is the sampling period (cpu): {count, count * period}. */
 void event_values_periodic(const struct event_info *ev, uint64_t count, uint64_t period_ns,
 			   uint64_t values[EVENT_MAX_VALUES]);
+
+/* Whether the event's samples come from the JVM agent (a JVM is required). */
+static inline int event_needs_jvm(enum event_id id)
+{
+	return id == EVENT_ALLOC || id == EVENT_LOCK;
+}
 
 #endif

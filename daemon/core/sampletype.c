@@ -12,6 +12,16 @@ const struct sample_type sample_types_offcpu[SAMPLE_TYPES_OFFCPU_N] = {
 	{ "samples", "count" },
 	{ "offcpu", "nanoseconds" },
 };
+const struct sample_type sample_types_alloc[SAMPLE_TYPES_ALLOC_N] = {
+	{ "samples", "count" },
+	{ "alloc_objects", "count" },
+	{ "alloc_space", "bytes" },
+};
+const struct sample_type sample_types_lock[SAMPLE_TYPES_LOCK_N] = {
+	{ "samples", "count" },
+	{ "lock", "count" },
+	{ "lock_wait", "nanoseconds" },
+};
 
 static bool sample_type_str_eq(const char *a, const char *b)
 {

@@ -21,6 +21,13 @@ extern const struct sample_type sample_types_cpu[2];
 /* The off-CPU profile's types: samples/count (intervals), offcpu/nanoseconds. */
 extern const struct sample_type sample_types_offcpu[2];
 #define SAMPLE_TYPES_OFFCPU_N 2
+/* Allocations: samples/count, alloc_objects/count, alloc_space/bytes (the
+ * last two estimated totals, see docs/protocol.md). */
+extern const struct sample_type sample_types_alloc[3];
+#define SAMPLE_TYPES_ALLOC_N 3
+/* Contended monitors: samples/count, lock/count, lock_wait/nanoseconds. */
+extern const struct sample_type sample_types_lock[3];
+#define SAMPLE_TYPES_LOCK_N 3
 
 /* Same type and unit (NULL equals NULL only). */
 bool sample_type_eq(const struct sample_type *a, const struct sample_type *b);

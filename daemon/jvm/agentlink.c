@@ -337,6 +337,60 @@ static void on_thread_name(struct agent *a, const char *p, uint32_t len)
 		a->ops->thread_name(a->ctx, tn.tid, p + sizeof(tn), tn.name_len);
 }
 
+static void on_event_status(struct agent *a, const char *p, uint32_t len)
+{
+	struct jpag_event_status st;
+
+	if (len != sizeof(st)) {
+		agent_drop(a, "bad event status record");
+		return;
+	}
+	memcpy(&st, p, sizeof(st));
+	st.message[sizeof(st.message) - 1] = '\0';
+	if (a->ops && a->ops->event_status)
+		a->ops->event_status(a->ctx, st.event, st.status > 0 ? -EPROTO : st.status,
+				     st.message);
+}
+
+/* A batch of event records: every length is checked against the frame
+ * before anything is handed on (the frame is the agent's, unchecked). */
+static void on_events(struct agent *a, const char *p, uint32_t len)
+{
+	static struct jpring_frame frames[JPAG_EVENT_MAX_FRAMES];
+	struct jpag_events hdr;
+	size_t off = sizeof(hdr);
+
+	if (len < sizeof(hdr)) {
+		agent_drop(a, "short events record");
+		return;
+	}
+	memcpy(&hdr, p, sizeof(hdr));
+	for (uint32_t i = 0; i < hdr.count; i++) {
+		struct jpag_event_rec rec;
+		size_t cpad, need;
+
+		if (len - off < sizeof(rec))
+			goto bad;
+		memcpy(&rec, p + off, sizeof(rec));
+		if (rec.nframes > JPAG_EVENT_MAX_FRAMES || rec.class_len > JPAG_EVENT_CLASS_MAX)
+			goto bad;
+		cpad = ((size_t)rec.class_len + 7) & ~(size_t)7;
+		need = sizeof(rec) + cpad + (size_t)rec.nframes * sizeof(struct jpring_frame);
+		if (len - off < need)
+			goto bad;
+		memcpy(frames, p + off + sizeof(rec) + cpad,
+		       (size_t)rec.nframes * sizeof(struct jpring_frame));
+		if (a->ops && a->ops->event)
+			a->ops->event(a->ctx, &rec, p + off + sizeof(rec), frames);
+		off += need;
+	}
+	if (off == len)
+		return;
+bad:
+	a->link->st.protocol_errors++;
+	agent_drop(a, "event record lengths do not add up");
+}
+
 static void handle_frame(struct agent *a, const struct jpag_hdr *h, const char *p)
 {
 	if (!a->hello && h->type != JPAG_HELLO) {
@@ -360,6 +414,16 @@ static void handle_frame(struct agent *a, const struct jpag_hdr *h, const char *
 		on_thread_name(a, p, h->len);
 		break;
 	case JPAG_STOPPED:
+		break;
+	case JPAG_EVENT_STATUS:
+		on_event_status(a, p, h->len);
+		break;
+	case JPAG_EVENTS:
+		on_events(a, p, h->len);
+		break;
+	case JPAG_EVENTS_DONE:
+		if (a->ops && a->ops->events_done)
+			a->ops->events_done(a->ctx);
 		break;
 	default:
 		send_error(a, -EPROTO, "unknown frame type");
@@ -667,6 +731,22 @@ void agent_stop(struct agent *a)
 struct jring *agent_ring(struct agent *a)
 {
 	return a->ring;
+}
+
+int agent_event_on(struct agent *a, uint32_t event, uint64_t param)
+{
+	struct jpag_event_on on = { .event = event, .param = param };
+
+	if (a->dead || !a->ops)
+		return -ENOTCONN;
+	return agent_send(a, JPAG_EVENT_ON, &on, sizeof(on), -1);
+}
+
+int agent_event_off(struct agent *a)
+{
+	if (a->dead || !a->ops)
+		return -ENOTCONN;
+	return agent_send(a, JPAG_EVENT_OFF, NULL, 0, -1);
 }
 
 int agent_resolve(struct agent *a, const uint64_t *ids, unsigned n)

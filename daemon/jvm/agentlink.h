@@ -56,6 +56,16 @@ struct agentlink_ops {
 	/* The Java name of the agent's thread ns_tid (not NUL-terminated, 1 to
 	 * JPAG_THREAD_NAME_MAX bytes, unchecked text). */
 	void (*thread_name)(void *ctx, uint32_t ns_tid, const char *name, size_t len);
+	/* The answer to agent_event_on: status 0, or -errno and the agent's
+	 * reason (unchecked text, NUL-terminated). */
+	void (*event_status)(void *ctx, uint32_t event, int status, const char *why);
+	/* One sample of an event (validated lengths; the rest is the agent's
+	 * word): frames leaf first, cls the class signature in JVM form
+	 * (not NUL-terminated, cls_len may be 0). */
+	void (*event)(void *ctx, const struct jpag_event_rec *rec, const char *cls,
+		      const struct jpring_frame *frames);
+	/* EVENT_OFF is done: every record was sent. */
+	void (*events_done)(void *ctx);
 	/* The agent disconnected or misbehaved; the binding is gone. */
 	void (*gone)(void *ctx, const char *why);
 };
@@ -96,6 +106,10 @@ int agent_start(struct agent *a, uint64_t interval_ns, uint32_t signal, uint32_t
 /* Unbinds: sends STOP, frees the ring. NULL-safe; no ops call afterwards. */
 void agent_stop(struct agent *a);
 struct jring *agent_ring(struct agent *a);
+/* After agent_start: turns a JVMTI event on (ops->event_status answers). */
+int agent_event_on(struct agent *a, uint32_t event, uint64_t param);
+/* Turns it off; ops->events_done follows the last records. */
+int agent_event_off(struct agent *a);
 /* Asks the agent to name method ids (at most JPAG_RESOLVE_MAX per call). */
 int agent_resolve(struct agent *a, const uint64_t *ids, unsigned n);
 

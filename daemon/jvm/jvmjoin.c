@@ -272,6 +272,8 @@ struct jvm_join *jvm_join_new(const struct jvm_join_opts *opts)
 
 static void held_free(struct jvm_join *j, struct held *h)
 {
+	if (h->leaf)
+		bounded_free(j, h->leaf, strlen(h->leaf) + 1);
 	bounded_free(j, h->b.ips, (h->b.nk + h->b.nu) * sizeof(uint64_t));
 	bounded_free(j, h->java, h->njava * sizeof(*h->java));
 }
@@ -293,6 +295,7 @@ void jvm_join_free(struct jvm_join *j)
 	for (size_t i = 0; i < j->nheld; i++) {
 		free(j->held[i].b.ips);
 		free(j->held[i].java);
+		free(j->held[i].leaf);
 	}
 	free(j->held);
 	jvm_join_methods_free(j);
@@ -375,6 +378,54 @@ void jvm_join_add_agent(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, u
 	j->pending++;
 }
 
+void jvm_join_add_event(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, uint64_t now_ns,
+			int event, const uint64_t *values, unsigned nvalues, const char *cls,
+			size_t cls_len, const struct jpring_frame *frames, unsigned nframes)
+{
+	struct held h = { .created = now_ns, .event = event, .njava = nframes };
+	char *leaf = NULL;
+	size_t bytes;
+
+	j->st.agent_records++;
+	if (time_ns > now_ns + j->o.future_ns) {
+		j->st.agent_future++;
+		return;
+	}
+	if (time_ns < j->o.start_ns) {
+		j->st.agent_before_start++;
+		return;
+	}
+	if (j->pending >= j->o.max_pending) {
+		j->st.dropped++;
+		return;
+	}
+	if (cls_len && !(leaf = jvm_join_class_name(cls, cls_len)))
+		return;
+	bytes = nframes * sizeof(*h.java) + (leaf ? strlen(leaf) + 1 : 0);
+	if (jvm_join_bytes_fit(j, bytes, true) < 0 ||
+	    jvm_join_grow(j, (void **)&j->held, &j->capheld, j->nheld + 1, sizeof(*j->held)) < 0 ||
+	    (nframes && !(h.java = malloc(nframes * sizeof(*h.java))))) {
+		free(leaf);
+		return;
+	}
+	/* Root first, as held samples keep them. */
+	for (unsigned i = 0; i < nframes; i++) {
+		h.java[i].method_id = frames[nframes - 1 - i].method_id;
+		h.java[i].bci = frames[nframes - 1 - i].bci;
+	}
+	h.leaf = leaf;
+	h.tid = host_tid(j, ns_tid);
+	h.b.time = time_ns;
+	for (unsigned i = 0; i < nvalues && i < JVM_EVENT_VALUES; i++)
+		h.values[i] = values[i];
+	jvm_join_want(j, h.java, nframes);
+	jvm_join_bytes_add(j, bytes);
+	j->held[j->nheld++] = h;
+	j->pending++;
+	/* The next run looks at it even when no new name comes. */
+	j->names_changed = true;
+}
+
 /* ---- joining ---- */
 
 /* Settled frames stay settled, so each frame is looked at once until it is. */
@@ -387,7 +438,7 @@ static bool held_ready(const struct jvm_join *j, struct held *h)
 
 static void emit_rec(struct jvm_join *j, uint32_t tid, const struct bpf_rec *b,
 		     const struct jvm_frame *java, unsigned njava, const char *marker,
-		     bool java_context, jvm_emit_fn emit, void *arg)
+		     bool java_context, const struct held *ev, jvm_emit_fn emit, void *arg)
 {
 	struct jvm_sample s = {
 		.tid = tid,
@@ -406,6 +457,11 @@ static void emit_rec(struct jvm_join *j, uint32_t tid, const struct bpf_rec *b,
 		.host_feed = b->host_feed,
 	};
 
+	if (ev && ev->event) {
+		s.event = ev->event;
+		s.values = ev->values;
+		s.leaf = ev->leaf;
+	}
 	emit(&s, arg);
 }
 
@@ -433,7 +489,7 @@ static void joined(struct jvm_join *j, uint32_t tid, struct bpf_rec *b, const st
 		n--;
 	}
 	if (n == 0 && marker) {
-		emit_rec(j, tid, b, NULL, 0, marker, true, emit, arg);
+		emit_rec(j, tid, b, NULL, 0, marker, true, NULL, emit, arg);
 		bpf_rec_free(j, b);
 		return;
 	}
@@ -441,7 +497,7 @@ static void joined(struct jvm_join *j, uint32_t tid, struct bpf_rec *b, const st
 		bool java_ctx = a->num < 0 && jvm_join_error_marker(a->num) != NULL;
 
 		emit_rec(j, tid, b, NULL, 0, a->num < 0 ? jvm_join_error_marker(a->num) : NULL,
-			 java_ctx, emit, arg);
+			 java_ctx, NULL, emit, arg);
 		bpf_rec_free(j, b);
 		return;
 	}
@@ -458,7 +514,7 @@ static void joined(struct jvm_join *j, uint32_t tid, struct bpf_rec *b, const st
 	/* Past the bounds a sample goes out at once, with the names known so far. */
 	if (held_ready(j, &h) || jvm_join_bytes_fit(j, n * sizeof(*root_first), false) < 0 ||
 	    jvm_join_grow(j, (void **)&j->held, &j->capheld, j->nheld + 1, sizeof(*j->held)) < 0) {
-		emit_rec(j, tid, b, root_first, n, marker, true, emit, arg);
+		emit_rec(j, tid, b, root_first, n, marker, true, NULL, emit, arg);
 		bpf_rec_free(j, b);
 		free(root_first);
 		return;
@@ -472,7 +528,7 @@ static void unmatched(struct jvm_join *j, uint32_t tid, struct bpf_rec *b, jvm_e
 		      void *arg)
 {
 	j->st.bpf_unmatched++;
-	emit_rec(j, tid, b, NULL, 0, "[java_stack_missing]", true, emit, arg);
+	emit_rec(j, tid, b, NULL, 0, "[java_stack_missing]", true, NULL, emit, arg);
 	bpf_rec_free(j, b);
 }
 
@@ -542,7 +598,7 @@ static void release_held(struct jvm_join *j, uint64_t now_ns, bool all, jvm_emit
 		if (ready || all || now_ns - h->created > j->o.name_wait_ns) {
 			if (!ready)
 				j->st.names_timed_out++;
-			emit_rec(j, h->tid, &h->b, h->java, h->njava, h->marker, true, emit, arg);
+			emit_rec(j, h->tid, &h->b, h->java, h->njava, h->marker, true, h, emit, arg);
 			held_free(j, h);
 			j->pending--;
 		} else {

@@ -41,6 +41,8 @@ struct jvm_join_opts {
 	struct jvm_budget *budget; /* the uid's, or NULL; the join holds a reference */
 };
 
+#define JVM_EVENT_VALUES 4
+
 struct jvm_frame {
 	uint64_t method_id;
 	int32_t bci;
@@ -64,6 +66,11 @@ struct jvm_sample {
 	bool kernel_mode;
 	bool ustack_lost, kstack_lost;
 	bool host_feed;                /* stands for its thread in the host view */
+	/* An agent event sample (jvm_join_add_event): its event (> 0), values
+	 * and the class frame below the Java frames. event 0: a CPU sample. */
+	int event;
+	const uint64_t *values;
+	const char *leaf;
 };
 
 struct jvm_join_stats {
@@ -110,6 +117,15 @@ void jvm_join_add_bpf(struct jvm_join *j, uint32_t tid, uint64_t time_ns, const 
  * record costs O(log n) whatever order the times come in. */
 void jvm_join_add_agent(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, uint64_t now_ns,
 			int32_t num_frames, const struct jpring_frame *frames);
+
+/* A sample of an agent event (alloc, lock): no BPF record to join; it waits
+ * only for the names of its frames (leaf first, as the agent sends them).
+ * event > 0 and values (nvalues <= JVM_EVENT_VALUES) are the caller's; cls is
+ * the class signature in JVM form, the leaf frame. Times are checked as
+ * for agent records. */
+void jvm_join_add_event(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, uint64_t now_ns,
+			int event, const uint64_t *values, unsigned nvalues, const char *cls,
+			size_t cls_len, const struct jpring_frame *frames, unsigned nframes);
 
 /* A name from the agent (or the news that it has none). */
 void jvm_join_method(struct jvm_join *j, uint64_t id, const char *cls, size_t cls_len,

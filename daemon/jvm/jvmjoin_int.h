@@ -56,6 +56,10 @@ struct held {
 	unsigned settled;         /* java[0..settled) are named or unnameable */
 	const char *marker;       /* at the leaf of the Java frames, or NULL */
 	struct jvm_frame *java;   /* root first */
+	/* An event sample (jvm_join_add_event), else event 0: */
+	int event;
+	char *leaf;               /* the class frame, owned */
+	uint64_t values[JVM_EVENT_VALUES];
 };
 
 struct tname {
@@ -124,5 +128,8 @@ bool jvm_join_frame_settled(const struct jvm_join *j, const struct jvm_frame *f)
 /* Adds the frames' methods to the table and asks for the new ones. */
 void jvm_join_want(struct jvm_join *j, const struct jvm_frame *f, unsigned n);
 void jvm_join_methods_free(struct jvm_join *j);
+/* "byte[]", "java.lang.String" from a JVM class signature ("[B",
+ * "Ljava/lang/String;"), cleaned like method names; malloc'd, or NULL. */
+char *jvm_join_class_name(const char *sig, size_t len);
 
 #endif

@@ -133,6 +133,38 @@ static char *clean_text(const char *s, size_t len, bool jvm_class)
 	return out;
 }
 
+char *jvm_join_class_name(const char *sig, size_t len)
+{
+	static const char prim[] = "ZBCSIJFD";
+	static const char *const prim_name[] = { "boolean", "byte", "char", "short",
+						 "int", "long", "float", "double" };
+	size_t dims = 0, blen, total;
+	const char *p;
+	char *base, *out;
+
+	while (dims < len && sig[dims] == '[')
+		dims++;
+	if (dims == len)
+		return clean_text(sig, len, false);   /* not a signature: shown as sent */
+	if (dims && len - dims == 1 && (p = memchr(prim, sig[dims], sizeof(prim) - 1)))
+		base = strdup(prim_name[p - prim]);
+	else
+		base = clean_text(sig + dims, len - dims, true);
+	if (!base || !dims)
+		return base;
+	blen = strlen(base);
+	total = blen + 2 * dims + 1;
+	out = realloc(base, total);
+	if (!out) {
+		free(base);
+		return NULL;
+	}
+	for (size_t i = 0; i < dims; i++)
+		memcpy(out + blen + 2 * i, "[]", 2);
+	out[total - 1] = '\0';
+	return out;
+}
+
 /* Bytes of a name as clean_text stores it. */
 static size_t text_bytes(const char *s)
 {

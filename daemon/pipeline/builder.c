@@ -212,6 +212,8 @@ int builder_build_jvm(struct builder *b, uint32_t pid, uint64_t start_ns, const 
 		jvm_join_frame_name(j, &js->java[i], b->java_name, sizeof(b->java_name));
 		push(b, FRAME_JAVA, b->java_name, "");
 	}
+	if (js->leaf)
+		push(b, FRAME_JAVA, js->leaf, "");
 	if (js->marker)
 		push(b, FRAME_MARKER, js->marker, "");
 	if (js->ustack_lost && !js->njava)

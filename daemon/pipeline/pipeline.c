@@ -106,15 +106,23 @@ void pipeline_on_sample(const struct raw_sample *rs, void *arg)
 }
 
 
+_Static_assert(JVM_EVENT_VALUES == EVENT_MAX_VALUES, "agent event values and event values differ");
+
 static void on_jvm_sample(const struct jvm_sample *js, void *arg)
 {
 	struct pipeline_source *src = arg;
 	struct pipeline *p = src->p;
-	const struct event_info *ev = event_get(EVENT_CPU);
+	const struct event_info *ev = event_get(js->values ? (enum event_id)js->event : EVENT_CPU);
 	uint64_t values[EVENT_MAX_VALUES];
 	struct built_sample bs;
 
-	event_values_periodic(ev, 1, src->jvm_period_ns, values);
+	if (!ev)
+		return;
+	/* Agent events carry their own values; CPU samples weigh a period. */
+	if (js->values)
+		memcpy(values, js->values, sizeof(values));
+	else
+		event_values_periodic(ev, 1, src->jvm_period_ns, values);
 	if (builder_build_jvm(p->builder, src->jvm_pid, src->jvm_start_ns, src->join, js, ev, values,
 			      &bs) < 0)
 		return;
