@@ -71,6 +71,7 @@ const char *jprof_event_names(void);
 #define JPROF_E_SHUTTING_DOWN "shutting_down"
 #define JPROF_E_NOT_A_JVM "not_a_jvm"                /* "java":"require" on a process that is not one */
 #define JPROF_E_ATTACH_FAILED "attach_failed"        /* "java":"require" and the agent could not be loaded */
+#define JPROF_E_EVENT_UNAVAILABLE "event_unavailable"  /* the JVM refused alloc/lock (JVMTI's reason) */
 #define JPROF_E_UNAVAILABLE "unavailable"          /* "profile" while the host view is off */
 #define JPROF_E_INTERNAL "internal"
 

@@ -108,18 +108,36 @@ static int record_event(const struct request *r, struct session_params *p)
 		return -EINVAL;
 	}
 	p->event = (enum event_id)ev;
-	if (ev == EVENT_CPU && rr->threshold_us) {
+	if ((ev == EVENT_CPU || ev == EVENT_ALLOC) && rr->threshold_us) {
 		requests_error(r, JPROF_E_BAD_REQUEST,
-			       "\"threshold_us\" applies to the offcpu event only");
+			       "\"threshold_us\" applies to the offcpu and lock events only");
 		return -EINVAL;
 	}
-	if (ev == EVENT_OFFCPU && jprof_format_info(p->format)->time_ordered) {
-		requests_error(r, JPROF_E_BAD_REQUEST,
-			       "format \"%s\" (time-ordered) is not available for the offcpu event yet",
-			       jprof_format_info(p->format)->name);
+	if (ev != EVENT_ALLOC && rr->alloc_bytes) {
+		requests_error(r, JPROF_E_BAD_REQUEST, "\"alloc_bytes\" applies to the alloc event only");
 		return -EINVAL;
 	}
-	p->threshold_ns = (rr->threshold_us ? rr->threshold_us : JPROF_THRESHOLD_US_DEFAULT) * 1000;
+	if (event_needs_jvm(p->event) && rr->all) {
+		requests_error(r, JPROF_E_BAD_REQUEST,
+			       "the %s event records one JVM (\"pid\"), not the whole host", rr->event);
+		return -EINVAL;
+	}
+	if (event_needs_jvm(p->event) && rr->java == JPROF_JAVA_OFF) {
+		requests_error(r, JPROF_E_BAD_REQUEST,
+			       "the %s event needs the JVM agent: \"java\": \"off\" is not possible",
+			       rr->event);
+		return -EINVAL;
+	}
+	if (ev != EVENT_CPU && jprof_format_info(p->format)->time_ordered) {
+		requests_error(r, JPROF_E_BAD_REQUEST,
+			       "format \"%s\" (time-ordered) is not available for the %s event yet",
+			       jprof_format_info(p->format)->name, rr->event);
+		return -EINVAL;
+	}
+	p->threshold_ns = (rr->threshold_us ? rr->threshold_us
+			   : ev == EVENT_LOCK ? JPROF_LOCK_THRESHOLD_US_DEFAULT
+			   : JPROF_THRESHOLD_US_DEFAULT) * 1000;
+	p->alloc_bytes = rr->alloc_bytes ? rr->alloc_bytes : JPROF_ALLOC_BYTES_DEFAULT;
 	return 0;
 }
 

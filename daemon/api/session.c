@@ -328,9 +328,11 @@ static void send_started(struct session *s)
 	json_object_object_add(o, "event", json_object_new_string(s->event->name));
 	json_object_object_add(o, "duration_ms", json_object_new_int64((int64_t)s->p.duration_ms));
 	json_object_object_add(o, "interval_us", json_object_new_int64((int64_t)s->p.interval_us));
-	if (s->event->id == EVENT_OFFCPU)
+	if (s->event->id == EVENT_OFFCPU || s->event->id == EVENT_LOCK)
 		json_object_object_add(o, "threshold_us",
 				       json_object_new_int64((int64_t)(s->p.threshold_ns / 1000)));
+	if (s->event->id == EVENT_ALLOC)
+		json_object_object_add(o, "alloc_bytes", json_object_new_int64((int64_t)s->p.alloc_bytes));
 	session_send_obj(s, o);
 }
 
@@ -406,6 +408,7 @@ static void session_free(struct session *s)
 	loop_remove(s->ring_timer);
 	loop_remove(s->java_timer);
 	loop_remove(s->join_timer);
+	loop_remove(s->agent_ev_timer);
 	jvm_join_free(s->join);
 	loop_remove(s->end_timer);
 	loop_remove(s->access_timer);
@@ -457,6 +460,8 @@ static void finish(struct session *s, const char *status)
 	 * events), then drain: every sample taken so far arrives. */
 	close_events(s);
 	pipeline_drain(s->mgr->pipeline);
+	if (s->join && session_jvm_event_off(s, status))
+		return;  /* session_jvm_finish once the agent's last records are in */
 	if (s->join)
 		session_jvm_finish(s, status);  /* completes the session */
 	else
@@ -620,6 +625,8 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 		sampler_unwind_prepare(m->sampler, (uint32_t)p->pid);
 		if (p->event == EVENT_OFFCPU)
 			r = offcpu_start(s, err_code, err_msg, err_len);
+		else if (event_needs_jvm(p->event))
+			r = 0;   /* the agent's JVMTI events, no perf events */
 		else
 			r = threadset_new(m->sampler, &(struct threadset_config){
 				.source = s->id, .pid = p->pid, .period_ns = interval_ns(s),
@@ -659,6 +666,10 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 		log_audit("session %u started: uid %u records %s of %s for %llu ms every %llu us",
 			  s->id, (unsigned)p->uid, s->event->name, what,
 			  (unsigned long long)p->duration_ms, (unsigned long long)p->interval_us);
+	else if (p->event == EVENT_ALLOC)
+		log_audit("session %u started: uid %u records %s of %s for %llu ms every %llu bytes",
+			  s->id, (unsigned)p->uid, s->event->name, what,
+			  (unsigned long long)p->duration_ms, (unsigned long long)p->alloc_bytes);
 	else
 		log_audit("session %u started: uid %u records %s of %s for %llu ms, threshold %llu us",
 			  s->id, (unsigned)p->uid, s->event->name, what,

@@ -48,7 +48,8 @@ struct session_params {
 	uint64_t duration_ms;
 	uint64_t interval_us;      /* cpu */
 	enum event_id event;
-	uint64_t threshold_ns;     /* offcpu: shorter intervals are skipped */
+	uint64_t threshold_ns;     /* offcpu, lock: shorter intervals/waits are skipped */
+	uint64_t alloc_bytes;      /* alloc: JVMTI heap sampling interval */
 	enum jprof_format format;
 	bool progress;
 	bool thread_frames;

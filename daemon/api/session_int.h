@@ -88,6 +88,10 @@ struct session {
 	uint64_t attach_ms;
 	uint64_t first_java_ms;     /* 0 until the first sample with Java frames */
 	bool ring_corrupt_reported;
+	/* alloc/lock: the agent's JVMTI event */
+	enum { AGENT_EV_NONE = 0, AGENT_EV_ASKED, AGENT_EV_ON, AGENT_EV_STOPPING } agent_ev;
+	struct loop_source *agent_ev_timer;  /* waits for its answer, or for its last records */
+	uint64_t agent_ev_samples;  /* records received */
 	struct jring_stats ring_st; /* last seen */
 };
 
@@ -139,6 +143,10 @@ void session_jvm_request_names(struct session *s);
 /* The end of a JVM recording, after the last drain: joins what is left (in
  * slices), waits a moment for the last method names, completes. */
 void session_jvm_finish(struct session *s, const char *status);
+/* alloc/lock: turns the agent's event off and finishes once its last
+ * records arrived (or after a wait). False when there is nothing to wait
+ * for (call session_jvm_finish). */
+bool session_jvm_event_off(struct session *s, const char *status);
 /* The "java" member of the profile summary. */
 /* The JVM's Java thread names (from its agent) over the store's /proc
  * names, for rendering. */

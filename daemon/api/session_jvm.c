@@ -1,6 +1,7 @@
 #include "session_int.h"
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,10 @@
 #define JVM_SESSION_MAX_BYTES (64u << 20)
 #define JVM_UID_MAX_BYTES (128u << 20)
 #define JVM_MAX_METHODS 131072
+/* alloc/lock: the agent's answer to EVENT_ON, and its last records after
+ * EVENT_OFF (it sends them at least every 100 ms). */
+#define JVM_EVENT_ANSWER_MS 5000
+#define JVM_EVENT_DRAIN_MS 2000
 
 static const char *const java_state_names[] = {
 	[JAVA_NONE] = "off", [JAVA_ATTACHING] = "attaching", [JAVA_WAIT_AGENT] = "waiting_for_agent",
@@ -64,7 +69,8 @@ static void java_fail(struct session *s, enum java_state st, const char *code, c
 	snprintf(s->java_code, sizeof(s->java_code), "%s", code);
 	snprintf(s->java_msg, sizeof(s->java_msg), "%s", msg);
 	log_warn("session %u: pid %d: no Java frames: %s (%s)", s->id, (int)s->p.pid, msg, code);
-	if (s->p.java == JPROF_JAVA_REQUIRE && !s->finishing) {
+	/* alloc and lock have nothing to record without the agent. */
+	if ((s->p.java == JPROF_JAVA_REQUIRE || event_needs_jvm(s->event->id)) && !s->finishing) {
 		session_abort(s, strcmp(code, "not_a_jvm") == 0 ? JPROF_E_NOT_A_JVM : JPROF_E_ATTACH_FAILED,
 			      msg);
 		return;
@@ -302,11 +308,17 @@ void session_jvm_thread_names(struct session *s)
 		jvm_join_each_thread_name(s->join, set_thread_name, s);
 }
 
+static void event_off_done(struct session *s);
+
 static void jvm_gone(void *ctx, const char *why)
 {
 	struct session *s = ctx;
 
 	s->agent = NULL;
+	if (s->agent_ev == AGENT_EV_STOPPING) {
+		event_off_done(s);
+		return;
+	}
 	if (s->java_finishing) {
 		session_complete(s, s->final_status);
 		return;
@@ -319,10 +331,129 @@ static void jvm_gone(void *ctx, const char *why)
 	}
 }
 
+static uint32_t agent_event_kind(const struct session *s)
+{
+	return s->event->id == EVENT_ALLOC ? JPAG_EV_ALLOC : JPAG_EV_LOCK;
+}
+
+static void on_event_answer_timeout(struct loop_source *src, void *arg)
+{
+	struct session *s = arg;
+	char msg[256];
+
+	loop_remove(s->agent_ev_timer);
+	s->agent_ev_timer = NULL;
+	snprintf(msg, sizeof(msg),
+		 "the JVM agent of pid %d did not answer the request to turn the %s event on "
+		 "(an older agent already loaded in this JVM?)", (int)s->p.pid, s->event->name);
+	session_abort(s, JPROF_E_EVENT_UNAVAILABLE, msg);
+}
+
+static void jvm_event_status(void *ctx, uint32_t event, int status, const char *why)
+{
+	struct session *s = ctx;
+	char msg[512];
+
+	if (s->agent_ev != AGENT_EV_ASKED || event != agent_event_kind(s))
+		return;
+	loop_remove(s->agent_ev_timer);
+	s->agent_ev_timer = NULL;
+	if (status == 0) {
+		s->agent_ev = AGENT_EV_ON;
+		log_info("session %u: pid %d: %s event on", s->id, (int)s->p.pid, s->event->name);
+		return;
+	}
+	s->agent_ev = AGENT_EV_NONE;
+	snprintf(msg, sizeof(msg), "the JVM of pid %d refused the %s event: %s", (int)s->p.pid,
+		 s->event->name, why[0] ? why : strerror(-status));
+	log_warn("session %u: %s", s->id, msg);
+	if (!s->finishing)
+		session_abort(s, JPROF_E_EVENT_UNAVAILABLE, msg);
+}
+
+/* JVMTI samples objects at a random byte distance, exponential with mean
+ * alloc_bytes: an object of size bytes is sampled with probability
+ * 1 - exp(-size / alloc_bytes). Each sample stands for 1 / p objects of its
+ * size (unbiased whatever the object sizes; see docs/protocol.md). */
+static void alloc_values(uint64_t size, uint64_t interval, uint64_t v[3])
+{
+	double p = -expm1(-(double)size / (double)interval);
+	double w = p > 0 ? 1.0 / p : 1.0;
+
+	v[0] = 1;
+	v[1] = (uint64_t)llround(w);
+	v[2] = (uint64_t)llround(w * (double)size);
+}
+
+static void jvm_event(void *ctx, const struct jpag_event_rec *rec, const char *cls,
+		      const struct jpring_frame *frames)
+{
+	struct session *s = ctx;
+	uint64_t v[3];
+
+	if (s->agent_ev < AGENT_EV_ON || rec->event != agent_event_kind(s) || !s->join)
+		return;
+	if (rec->event == JPAG_EV_ALLOC) {
+		if (rec->value == 0)
+			return;
+		alloc_values(rec->value, s->p.alloc_bytes, v);
+	} else {
+		v[0] = v[1] = 1;
+		v[2] = rec->value;
+	}
+	s->agent_ev_samples++;
+	jvm_join_add_event(s->join, rec->tid, rec->time_ns, clock_ns(CLOCK_MONOTONIC), s->event->id,
+			   v, 3, cls, rec->class_len, frames, rec->nframes);
+}
+
+static void event_off_done(struct session *s)
+{
+	loop_remove(s->agent_ev_timer);
+	s->agent_ev_timer = NULL;
+	s->agent_ev = AGENT_EV_NONE;
+	session_jvm_finish(s, s->final_status);
+}
+
+static void jvm_events_done(void *ctx)
+{
+	struct session *s = ctx;
+
+	if (s->agent_ev == AGENT_EV_STOPPING)
+		event_off_done(s);
+}
+
+static void on_event_drain_timeout(struct loop_source *src, void *arg)
+{
+	struct session *s = arg;
+
+	log_warn("session %u: pid %d: the agent's last %s records did not come in %d ms", s->id,
+		 (int)s->p.pid, s->event->name, JVM_EVENT_DRAIN_MS);
+	event_off_done(s);
+}
+
+bool session_jvm_event_off(struct session *s, const char *status)
+{
+	if (s->agent_ev != AGENT_EV_ON || !s->agent || agent_event_off(s->agent) < 0)
+		return false;
+	s->agent_ev = AGENT_EV_STOPPING;
+	s->final_status = status;
+	loop_remove(s->agent_ev_timer);
+	s->agent_ev_timer = NULL;
+	if (loop_add_timer(s->mgr->loop, JVM_EVENT_DRAIN_MS, 0, on_event_drain_timeout, s,
+			   &s->agent_ev_timer) < 0) {
+		s->agent_ev = AGENT_EV_NONE;
+		return false;
+	}
+	return true;
+}
+
 static const struct agentlink_ops jvm_ops = {
 	.perf_fd = jvm_perf_fd,
 	.method = jvm_method,
 	.thread_name = jvm_thread_name,
+	.event_status = jvm_event_status,
+	.event = jvm_event,
+	.events_done = jvm_events_done,
 	.gone = jvm_gone,
 };
 
@@ -373,6 +504,20 @@ static void bind_agent(struct session *s, struct agent *a)
 	 * half of it leaves room for jitter and none for a shortened period. */
 	sampler_set_min_gap(s->mgr->sampler, s->id, interval_ns(s) / 2);
 	s->agent = a;
+	if (event_needs_jvm(s->event->id) && s->agent_ev == AGENT_EV_NONE) {
+		r = agent_event_on(a, agent_event_kind(s), s->event->id == EVENT_ALLOC ?
+				   s->p.alloc_bytes : s->p.threshold_ns);
+		if (r == 0)
+			r = loop_add_timer(s->mgr->loop, JVM_EVENT_ANSWER_MS, 0,
+					   on_event_answer_timeout, s, &s->agent_ev_timer);
+		if (r < 0) {
+			snprintf(msg, sizeof(msg), "cannot turn the %s event on in pid %d: %s",
+				 s->event->name, (int)s->p.pid, strerror(-r));
+			session_abort(s, JPROF_E_INTERNAL, msg);
+			return;
+		}
+		s->agent_ev = AGENT_EV_ASKED;
+	}
 	s->java = JAVA_ACTIVE;
 	s->java_code[0] = s->java_msg[0] = '\0';
 	loop_remove(s->java_timer);
@@ -446,7 +591,7 @@ static void on_attach_done(const struct attach_result *res, void *arg)
  * once started, an error with "java":"require"). */
 static int java_event_check(struct session *s, const char **code, char *msg, size_t len)
 {
-	if (s->event->id == EVENT_CPU)
+	if (s->event->id == EVENT_CPU || event_needs_jvm(s->event->id))
 		return 0;
 	if (s->p.java == JPROF_JAVA_REQUIRE) {
 		*code = JPROF_E_BAD_REQUEST;
@@ -469,6 +614,12 @@ int session_jvm_check(struct session *s, struct attach_result *res, const char *
 	struct session_mgr *m = s->mgr;
 
 	res->status = 0;
+	if (event_needs_jvm(s->event->id) && !m->agents) {
+		*code = JPROF_E_UNAVAILABLE;
+		snprintf(msg, len, "the %s event needs the JVM agent, which this daemon does not load",
+			 s->event->name);
+		return -ENOTSUP;
+	}
 	if (s->p.all || s->p.java == JPROF_JAVA_OFF || !m->agents)
 		return 0;
 	if (agentlink_find(m->agents, s->p.pid, s->p.pidfd)) {
@@ -478,6 +629,15 @@ int session_jvm_check(struct session *s, struct attach_result *res, const char *
 	if (attach_probe(s->p.pid, res) == 0) {
 		s->java = JAVA_ATTACHING;
 		return java_event_check(s, code, msg, len);
+	}
+	if (event_needs_jvm(s->event->id)) {
+		bool native = strcmp(res->code, "not_a_jvm") == 0;
+
+		*code = native ? JPROF_E_NOT_A_JVM : JPROF_E_ATTACH_FAILED;
+		snprintf(msg, len, native ? "the %s event records JVMs only: %s"
+				   : "the %s event needs the JVM agent: %s",
+			 s->event->name, res->message);
+		return -ENOEXEC;
 	}
 	if (strcmp(res->code, "not_a_jvm") != 0 && s->event->id != EVENT_CPU)
 		return java_event_check(s, code, msg, len);
