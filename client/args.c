@@ -102,6 +102,47 @@ int args_parse_threshold_us(const char *s, uint64_t *us)
 	return parse_us_in(s, JPROF_THRESHOLD_US_MIN, JPROF_THRESHOLD_US_MAX, us);
 }
 
+int args_parse_alloc_bytes(const char *s, uint64_t *bytes)
+{
+	uint64_t v = 0, mult = 1;
+	const char *p = s;
+
+	if (*p < '0' || *p > '9')
+		return -EINVAL;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (v > (UINT64_MAX - 9) / 10)
+			return -ERANGE;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	switch (*p) {
+	case '\0':
+		break;
+	case 'k': case 'K':
+		mult = 1ull << 10;
+		p++;
+		break;
+	case 'm': case 'M':
+		mult = 1ull << 20;
+		p++;
+		break;
+	case 'g': case 'G':
+		mult = 1ull << 30;
+		p++;
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (*p)
+		return -EINVAL;
+	if (v > JPROF_ALLOC_BYTES_MAX / mult)
+		return -ERANGE;
+	v *= mult;
+	if (v < JPROF_ALLOC_BYTES_MIN)
+		return -ERANGE;
+	*bytes = v;
+	return 0;
+}
+
 int args_parse_event(const char *s)
 {
 	for (int i = 0; i < JPROF_EVENT_COUNT; i++)

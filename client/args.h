@@ -15,6 +15,9 @@ int args_parse_duration_ms(const char *s, uint64_t *ms);
 int args_parse_interval_us(const char *s, uint64_t *us);
 /* --threshold: a unit is required as for -i; 1 us to 10 s. */
 int args_parse_threshold_us(const char *s, uint64_t *us);
+/* --alloc: bytes, a bare number or with a binary suffix k, m or g (512k is
+ * 524288); JPROF_ALLOC_BYTES_MIN to JPROF_ALLOC_BYTES_MAX. */
+int args_parse_alloc_bytes(const char *s, uint64_t *bytes);
 /* -e: the index of a known event (jprof_events), or -EINVAL. */
 int args_parse_event(const char *s);
 /* A span back from now: whole milliseconds of at most 24 h. */

@@ -17,7 +17,8 @@ static void cmd_record_help(void)
 	printf("Usage: jprofctl record (--pid PID | --all) [options]\n"
 	       "\n"
 	       "Record a profile of one process or of the whole host (CPU time by default,\n"
-	       "or time off the CPU) and write it to FILE or stdout. Ctrl-C stops early and\n"
+	       "time off the CPU, or a JVM's allocations or lock waits) and write it to FILE\n"
+	       "or stdout. Ctrl-C stops early and\n"
 	       "still writes what was recorded; a second Ctrl-C aborts.\n"
 	       "\n"
 	       "  -p, --pid PID          process to profile (yours, unless you are root or\n"
@@ -28,6 +29,10 @@ static void cmd_record_help(void)
 	       "  -i, --interval TIME    cpu: sampling interval: 10ms, 1ms, 250us, 1s (default\n"
 	       "                         10ms, range 100us..10s)\n"
 	       "      --threshold TIME   offcpu: skip intervals shorter than TIME: 10us, 1ms\n"
+	       "                         (default 10us, range 1us..10s)\n"
+	       "      --alloc SIZE       alloc: mean bytes between sampled allocations: 512k,\n"
+	       "                         1m, 65536 (default 512k, range 1k..1g)\n"
+	       "      --lock TIME        lock: skip waits shorter than TIME: 10us, 1ms\n"
 	       "                         (default 10us, range 1us..10s)\n"
 	       "  -o, --output FILE      write the profile to FILE (atomically) instead of\n"
 	       "                         stdout\n");
@@ -51,6 +56,8 @@ static void cmd_record_help(void)
 		printf("  %-8s %s\n           values: %s\n", jprof_events[i].name,
 		       jprof_events[i].summary, jprof_events[i].values);
 	printf("Off-CPU profiles of a JVM have native and kernel frames only for now.\n"
+	       "alloc and lock record JVMs only (Java frames, the class as leaf frame) and\n"
+	       "not in time-ordered formats (timeline, speedscope, jfr).\n"
 	       "\n"
 	       "Exit status: 0 profile written (also after Ctrl-C), 1 error, 2 usage,\n"
 	       "3 daemon not running, 4 permission denied, 5 no such process,\n"
@@ -72,7 +79,7 @@ static int cmd_record_java(const char *s, enum jprof_java *java)
 int cmd_record(int argc, char **argv, const char *socket_path)
 {
 	enum { OPT_THREADS = 256, OPT_NO_PROGRESS, OPT_JAVA, OPT_JAVA_LINES, OPT_JAVA_SIGS,
-	       OPT_THRESHOLD };
+	       OPT_THRESHOLD, OPT_ALLOC, OPT_LOCK };
 	static const struct option opts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "all", no_argument, NULL, 'a' },
@@ -80,6 +87,8 @@ int cmd_record(int argc, char **argv, const char *socket_path)
 		{ "interval", required_argument, NULL, 'i' },
 		{ "event", required_argument, NULL, 'e' },
 		{ "threshold", required_argument, NULL, OPT_THRESHOLD },
+		{ "alloc", required_argument, NULL, OPT_ALLOC },
+		{ "lock", required_argument, NULL, OPT_LOCK },
 		{ "threads", no_argument, NULL, OPT_THREADS },
 		{ "java", required_argument, NULL, OPT_JAVA },
 		{ "java-lines", no_argument, NULL, OPT_JAVA_LINES },
@@ -90,7 +99,8 @@ int cmd_record(int argc, char **argv, const char *socket_path)
 	};
 	struct jprof_record_req *rr;
 	struct run run;
-	bool has_pid = false, no_progress = false, has_interval = false;
+	bool has_pid = false, no_progress = false, has_interval = false, has_lock = false;
+	bool has_threshold = false;
 	int r = CTL_CONTINUE, o, ev = 0;
 
 	run_init(&run, "record", JPROF_CMD_RECORD, socket_path, cmd_record_help);
@@ -129,6 +139,19 @@ int cmd_record(int argc, char **argv, const char *socket_path)
 			if (args_parse_threshold_us(optarg, &rr->threshold_us) < 0)
 				r = ctl_usage_err("record", "invalid threshold '%s': use e.g. 10us, 1ms, "
 						  "from 1us to 10s", optarg);
+			has_threshold = true;
+			break;
+		case OPT_ALLOC:
+			if (args_parse_alloc_bytes(optarg, &rr->alloc_bytes) < 0)
+				r = ctl_usage_err("record", "invalid --alloc size '%s': use e.g. 512k, 1m, "
+						  "65536, from 1k to 1g", optarg);
+			break;
+		case OPT_LOCK:
+			/* The lock event's threshold travels as threshold_us. */
+			if (args_parse_threshold_us(optarg, &rr->threshold_us) < 0)
+				r = ctl_usage_err("record", "invalid --lock time '%s': use e.g. 10us, 1ms, "
+						  "from 1us to 10s", optarg);
+			has_lock = true;
 			break;
 		case OPT_THREADS:
 			rr->thread_frames = true;
@@ -151,8 +174,15 @@ int cmd_record(int argc, char **argv, const char *socket_path)
 	}
 	if (r == CTL_CONTINUE && has_pid == rr->all)
 		r = ctl_usage_err("record", "give exactly one of --pid PID or --all");
-	if (r == CTL_CONTINUE && rr->threshold_us && strcmp(rr->event, JPROF_EVENT_OFFCPU) != 0)
+	if (r == CTL_CONTINUE && has_threshold && strcmp(rr->event, JPROF_EVENT_OFFCPU) != 0)
 		r = ctl_usage_err("record", "--threshold applies to -e offcpu only");
+	if (r == CTL_CONTINUE && has_lock && strcmp(rr->event, JPROF_EVENT_LOCK) != 0)
+		r = ctl_usage_err("record", "--lock applies to -e lock only");
+	if (r == CTL_CONTINUE && rr->alloc_bytes && strcmp(rr->event, JPROF_EVENT_ALLOC) != 0)
+		r = ctl_usage_err("record", "--alloc applies to -e alloc only");
+	if (r == CTL_CONTINUE && (strcmp(rr->event, JPROF_EVENT_ALLOC) == 0 ||
+				  strcmp(rr->event, JPROF_EVENT_LOCK) == 0) && rr->all)
+		r = ctl_usage_err("record", "-e %s records one JVM: give --pid, not --all", rr->event);
 	if (r == CTL_CONTINUE && has_interval && strcmp(rr->event, JPROF_EVENT_CPU) != 0)
 		r = ctl_usage_err("record", "--interval applies to -e cpu only");
 	if (r != CTL_CONTINUE)

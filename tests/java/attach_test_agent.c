@@ -1,9 +1,13 @@
-/* A JVMTI agent for tests/unit/test_attach.c only. Options:
- * "out=<file>[;fail]". Agent_OnAttach appends the whole options string and a
+/* A JVMTI agent for tests. Attached (tests/unit/test_attach.c): options
+ * "out=<file>[;fail]"; Agent_OnAttach appends the whole options string and a
  * newline to <file> (so the test sees every call), then returns 0, or 7 when
- * the options contain ";fail". */
+ * the options contain ";fail". At startup (-agentpath:...=hold_alloc,
+ * tests/integration/test_alloc_lock.py): takes and keeps
+ * can_generate_sampled_object_alloc_events, which HotSpot grants to one
+ * JVMTI environment at a time, as another profiler's agent would. */
 #include <fcntl.h>
 #include <jni.h>
+#include <jvmti.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -34,4 +38,17 @@ JNIEXPORT jint JNICALL Agent_OnAttach(JavaVM *vm, char *options, void *reserved)
 	}
 	close(fd);
 	return end && strcmp(end, ";fail") == 0 ? 7 : 0;
+}
+
+JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *reserved)
+{
+	jvmtiCapabilities caps = { .can_generate_sampled_object_alloc_events = 1 };
+	jvmtiEnv *jvmti;
+
+	(void)reserved;
+	if (!options || strcmp(options, "hold_alloc") != 0)
+		return 0;
+	if ((*vm)->GetEnv(vm, (void **)&jvmti, JVMTI_VERSION_11) != JNI_OK)
+		return 8;
+	return (*jvmti)->AddCapabilities(jvmti, &caps) == JVMTI_ERROR_NONE ? 0 : 9;
 }

@@ -1,0 +1,202 @@
+"""Allocation and lock profiles of real JVMs (JDK 17 and 25) run as nobody
+and recorded by nobody (`record -e alloc`, `-e lock`):
+
+- alloc: tests/java/AllocSplit.java allocates byte[3072] in big() and
+  byte[1024] in small(), as many of each: big() holds 75% of the bytes
+  (within 5 points; summing sampled sizes unweighted would give 90%), the
+  leaf frame is `byte[]`, and `go tool pprof` reads alloc_objects/count and
+  alloc_space/bytes;
+- lock: tests/java/LockWait.java measures in Java how long waiter() waited
+  for a monitor that holder() keeps 20 ms at a time: waiter() and the lock's
+  class appear, with a total wait within 20% of the measured one;
+- bad input: a native process, sizes and times out of range, options of
+  another event, time-ordered formats, the whole host, --java off; and a
+  JVM whose capability is taken by another agent (JVMTI's reason named)."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import jproftest as jt  # noqa: E402
+import jvmtest as jv  # noqa: E402
+
+SECS = 4
+
+
+def record(t, d, pid, event, *extra, fmt="collapsed", name="p", secs=SECS):
+    out = os.path.join(t.outdir(), name + (".pb.gz" if fmt == "pprof" else ".txt"))
+    r = t.ctl(["record", "-e", event, "--pid", str(pid), "-d", "%ds" % secs, "-o", out,
+               "-f", fmt, "--no-progress"] + list(extra),
+              user="nobody", socket_path=d.socket, timeout=secs + 60, check_rc=0)
+    return out, r
+
+
+def value_under(stacks, frame, leaf=None):
+    return sum(v for s, v in stacks.items()
+               if frame in jt.frames_of(s) and (leaf is None or jt.frames_of(s)[-1] == leaf))
+
+
+def go_pprof(t, *args):
+    home = t.mkdtemp("gohome-")
+    env = dict(os.environ, HOME=home, PPROF_TMPDIR=home, GOCACHE=os.path.join(home, "cache"),
+               GOTOOLCHAIN="local", GOFLAGS="", GOPROXY="off", GOTELEMETRY="off")
+    r = subprocess.run(["go", "tool", "pprof"] + list(args), capture_output=True, text=True,
+                       timeout=120, env=env, stdin=subprocess.DEVNULL)
+    jt.check(r.returncode == 0, "go tool pprof %s failed (%d):\n%s%s"
+             % (" ".join(args), r.returncode, r.stdout, r.stderr))
+    return r.stdout
+
+
+def alloc_cases(t, d, jdk):
+    with t.case("JDK %s: -e alloc: big() has 75%% of the bytes (3:1), leaf byte[]" % jdk):
+        jvm = jv.Jvm(t, jdk, "AllocSplit", SECS + 12, settle=1.0)
+        path, _ = record(t, d, jvm.pid, "alloc")
+        with open(path) as f:
+            stacks = jt.parse_collapsed(f.read())
+        big = value_under(stacks, "AllocSplit.big", "byte[]")
+        small = value_under(stacks, "AllocSplit.small", "byte[]")
+        jt.log("JDK %s alloc profile (bytes):\n%s" % (jdk, jt.top_stacks(stacks, 6)))
+        jt.check(big and small, "no byte[] leaf below big()/small():\n%s" % jt.top_stacks(stacks))
+        share = big / float(big + small)
+        jt.log("JDK %s: big() share of bytes %.3f (want 0.75), %.0f MB estimated"
+               % (jdk, share, (big + small) / 1e6))
+        jt.check(abs(share - 0.75) <= 0.05, "big() share %.3f, want 0.75 +- 0.05" % share)
+        jvm.proc.kill()
+
+    if jdk != "17":
+        return
+    with t.case("JDK 17: -e alloc --alloc 256k as pprof: alloc_objects/count and "
+                "alloc_space/bytes, byte[] on top"):
+        if not shutil.which("go"):
+            raise jt.Skip("go tool pprof not installed (apt-get install golang-go)")
+        jvm = jv.Jvm(t, jdk, "AllocSplit", SECS + 12, settle=1.0)
+        path, r = record(t, d, jvm.pid, "alloc", "--alloc", "256k", fmt="pprof", name="alloc")
+        raw = go_pprof(t, "-raw", path)
+        jt.check(re.search(r"alloc_objects/count\s+alloc_space/bytes", raw),
+                 "sample types not alloc_objects/count, alloc_space/bytes:\n%s" % raw[:600])
+        top = go_pprof(t, "-top", "-sample_index=alloc_space", path)
+        rows = [ln.split() for ln in top.splitlines() if re.match(r"\s+\d", ln)]
+        jt.check(rows and rows[0][-1] == "byte[]", "top of alloc_space is not byte[]:\n%s" % top)
+        jvm.proc.kill()
+
+
+def lock_cases(t, d, jdk):
+    with t.case("JDK %s: -e lock: waiter() on LockWait$Box, wait within 20%% of the "
+                "measured" % jdk):
+        go = os.path.join(t.mkdtemp("go-"), "go")
+        jvm = jv.Jvm(t, jdk, "LockWait", SECS, go, settle=0.5)
+        c = d.client(user="nobody")
+        rid = c.start_record(pid=jvm.pid, event="lock", duration_ms=120000, progress=False)
+        # Contention starts only once the agent's event is on, and the
+        # recording ends only after the workload measured its wait: both
+        # cover the same waits.
+        jt.wait_until(lambda: re.search(r"pid %d: lock event on" % jvm.pid, d.stderr_text()), 30,
+                      what="the lock event to be on in pid %d" % jvm.pid)
+        open(go, "w").close()
+        jt.wait_until(lambda: '"wait_ns"' in jvm.output(), SECS + 30,
+                      what="LockWait to print its measured wait")
+        lines = [ln for ln in jvm.output().splitlines() if ln.startswith("{")]
+        truth = json.loads(lines[-1])
+        c.send("cancel", target=rid)
+        rec = c.collect_record(rid, 30)
+        jt.check(rec.started and rec.started.get("threshold_us") == 10,
+                 "started message without threshold_us 10: %r" % (rec.started,))
+        stacks = rec.stacks()
+        jt.log("JDK %s lock profile (ns):\n%s" % (jdk, jt.top_stacks(stacks, 6)))
+        waited = value_under(stacks, "LockWait.waiter", "LockWait$Box")
+        jt.log("JDK %s: waiter() on LockWait$Box %.3f s profiled, %.3f s measured "
+               "(%d entries, %d contended)" % (jdk, waited / 1e9, truth["wait_ns"] / 1e9,
+                                               truth["entries"], truth["contended"]))
+        jt.check(truth["contended"] > 50, "the workload hardly contended: %r" % truth)
+        jt.check(abs(waited - truth["wait_ns"]) <= 0.2 * truth["wait_ns"],
+                 "profiled wait %.3f s vs measured %.3f s" % (waited / 1e9, truth["wait_ns"] / 1e9))
+        jvm.proc.kill()
+
+
+def bad_input(t, d):
+    c = d.client(user="nobody")
+
+    def err(what, code, msg_re, **fields):
+        with t.case("bad input: %s" % what):
+            m = c.request("record", timeout=30, **fields)
+            jt.check(m and m.get("ok") is False, "%s: accepted: %r" % (what, m))
+            e = m.get("error") or {}
+            jt.check_eq(e.get("code"), code, "%s: error code (message %r)" % (what, e.get("message")))
+            jt.check(re.search(msg_re, e.get("message", "")), "%s: message %r does not match %r"
+                     % (what, e.get("message"), msg_re))
+
+    native = t.workload("spin_chain", 60)
+    for ev in ("alloc", "lock"):
+        err("-e %s of a native process" % ev, "not_a_jvm", r"%s event records JVMs only" % ev,
+            pid=native.pid, event=ev, duration_ms=1000)
+        err("-e %s of the whole host" % ev, "bad_request", r"%s event records one JVM" % ev,
+            all=True, event=ev, duration_ms=1000)
+        err("-e %s with java off" % ev, "bad_request", r"%s event needs the JVM agent" % ev,
+            pid=native.pid, event=ev, java="off", duration_ms=1000)
+        err("-e %s as a timeline" % ev, "bad_request", r"time-ordered.*%s event" % ev,
+            pid=native.pid, event=ev, format="timeline", duration_ms=1000)
+    err("alloc_bytes 512 (below 1k)", "bad_request", r"alloc_bytes", pid=native.pid,
+        event="alloc", alloc_bytes=512)
+    err("alloc_bytes 2^31 (above 1g)", "bad_request", r"alloc_bytes", pid=native.pid,
+        event="alloc", alloc_bytes=1 << 31)
+    err("alloc_bytes with -e lock", "bad_request", r"alloc_bytes.*alloc event only",
+        pid=native.pid, event="lock", alloc_bytes=65536)
+    err("threshold_us with -e alloc", "bad_request", r"threshold_us.*offcpu and lock",
+        pid=native.pid, event="alloc", threshold_us=100)
+    err("threshold_us 0 with -e lock", "bad_request", r"threshold_us", pid=native.pid,
+        event="lock", threshold_us=0)
+
+    with t.case("bad input: jprofctl --alloc/--lock checks and record --help"):
+        for args, want in ((["-e", "alloc", "--alloc", "100"], r"--alloc size '100'"),
+                           (["-e", "alloc", "--alloc", "2g"], r"--alloc size '2g'"),
+                           (["-e", "alloc", "--alloc", "12q"], r"--alloc size '12q'"),
+                           (["-e", "lock", "--lock", "0us"], r"--lock time '0us'"),
+                           (["-e", "lock", "--lock", "20s"], r"--lock time '20s'"),
+                           (["-e", "cpu", "--lock", "1ms"], r"--lock applies to -e lock only"),
+                           (["-e", "lock", "--alloc", "1m"], r"--alloc applies to -e alloc only")):
+            r = t.ctl(["record", "--pid", str(native.pid), "-d", "1s"] + args, user="nobody",
+                      socket_path=d.socket)
+            jt.check_eq(r.returncode, 2, "jprofctl %s exit code (stderr %r)" % (args, r.stderr))
+            jt.check(re.search(want, r.stderr), "jprofctl %s: stderr %r lacks %r"
+                     % (args, r.stderr, want))
+        r = t.ctl(["record", "--help"], check_rc=0)
+        for want in (r"alloc\s+JVM only", r"alloc_space \(bytes\)", r"lock\s+JVM only",
+                     r"lock_wait \(nanoseconds\)", r"--alloc SIZE", r"--lock TIME"):
+            jt.check(re.search(want, r.stdout), "record --help lacks %r:\n%s" % (want, r.stdout))
+    native.kill()
+
+
+def refused_capability(t, d):
+    """Another agent of the JVM (tests/java/attach_test_agent.c with
+    hold_alloc=1) holds can_generate_sampled_object_alloc_events, which
+    HotSpot grants one environment at a time."""
+    lib = os.path.join(os.environ.get("JPROF_JAVA_DIR", ""), "libattach_test_agent.so")
+    with t.case("JDK 17: -e alloc when another agent holds the capability: error naming "
+                "the event and JVMTI's reason"):
+        if not os.path.isfile(lib):
+            raise jt.Skip("%s not built" % lib)
+        jvm = jv.Jvm(t, "17", "AllocSplit", 60, opts=["-agentpath:%s=hold_alloc" % lib],
+                     settle=1.0)
+        c = d.client(user="nobody")
+        m = c.record(pid=jvm.pid, event="alloc", duration_ms=2000, timeout=40)
+        jt.check(m.error, "recording went ahead: %s" % m.describe())
+        jt.check_eq(m.error_code, "event_unavailable", "error code (%r)" % (m.error,))
+        jt.check(re.search(r"refused the alloc event: AddCapabilities: JVMTI_ERROR_\w+",
+                           m.error.get("message", "")), "message %r" % (m.error,))
+        jvm.proc.kill()
+
+
+def main(t):
+    d = t.start_daemon(*jv.agent_args())
+    bad_input(t, d)
+    for jdk, _ in jv.jdks():
+        alloc_cases(t, d, jdk)
+        lock_cases(t, d, jdk)
+    refused_capability(t, d)
+
+
+jt.run(main)
