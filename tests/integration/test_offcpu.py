@@ -180,7 +180,7 @@ def main(t):
             jt.check("threshold_us" in rec.error["message"], "message: %r" % rec.error)
         rec = c.record(pid=os.getpid(), threshold_us=100, duration_ms=100)
         jt.check_eq(rec.error_code, "bad_request", "threshold_us with the cpu event")
-        jt.check("offcpu event only" in rec.error["message"], "message: %r" % rec.error)
+        jt.check("applies to the offcpu and lock events only" in rec.error["message"], "message: %r" % rec.error)
         rec = c.record(pid=os.getpid(), event="offcpu", format="speedscope", duration_ms=100)
         jt.check_eq(rec.error_code, "bad_request", "offcpu in a time-ordered format")
         jt.check("offcpu" in rec.error["message"], "message: %r" % rec.error)

@@ -78,8 +78,32 @@ START_TEST(test_threshold_and_event)
 	ck_assert_int_lt(args_parse_threshold_us("10", &us), 0);
 	ck_assert_int_eq(args_parse_event("cpu"), 0);
 	ck_assert_int_eq(args_parse_event("offcpu"), 1);
+	ck_assert_int_eq(args_parse_event("alloc"), 2);
+	ck_assert_int_eq(args_parse_event("lock"), 3);
 	ck_assert_int_eq(args_parse_event("wall"), -EINVAL);
 	ck_assert_int_eq(args_parse_event("CPU"), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_alloc_bytes)
+{
+	static const struct { const char *s; uint64_t b; } ok[] = {
+		{ "512k", 524288 }, { "512K", 524288 }, { "1m", 1048576 }, { "1g", 1073741824 },
+		{ "1024", 1024 }, { "65536", 65536 }, { "1k", 1024 },
+	};
+	static const char *const bad[] = { "", "k", "-1k", "1.5m", "12q", "1kb", "1 k", "0x10k" };
+	uint64_t b = 0;
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		ck_assert_msg(args_parse_alloc_bytes(ok[i].s, &b) == 0, "refused %s", ok[i].s);
+		ck_assert_uint_eq(b, ok[i].b);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_int_eq(args_parse_alloc_bytes(bad[i], &b), -EINVAL);
+	ck_assert_int_eq(args_parse_alloc_bytes("1023", &b), -ERANGE);
+	ck_assert_int_eq(args_parse_alloc_bytes("2g", &b), -ERANGE);
+	ck_assert_int_eq(args_parse_alloc_bytes("1073741825", &b), -ERANGE);
+	ck_assert_int_eq(args_parse_alloc_bytes("99999999999999999999999k", &b), -ERANGE);
 }
 END_TEST
 
@@ -246,6 +270,7 @@ int main(void)
 	tcase_add_test(tc, test_duration);
 	tcase_add_test(tc, test_interval);
 	tcase_add_test(tc, test_threshold_and_event);
+	tcase_add_test(tc, test_alloc_bytes);
 	tcase_add_test(tc, test_pid);
 	tcase_add_test(tc, test_format_for_path);
 	tcase_add_test(tc, test_exit_codes);

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "jvmjoin.h"
+#include "jvmjoin_int.h"  /* jvm_join_class_name */
 
 #define MS 1000000ull
 
@@ -15,6 +16,9 @@ struct out {
 	char names[16][8][128];   /* Java frame names, root first */
 	unsigned njava[16];
 	const char *marker[16];
+	char leaf[16][64];
+	uint64_t values[16][JVM_EVENT_VALUES];
+	int event[16];
 	bool java_context[16];
 	uint32_t tid[16];
 	unsigned nu[16], nk[16];
@@ -31,6 +35,10 @@ static void emit(const struct jvm_sample *s, void *arg)
 	o->marker[o->n] = s->marker;
 	o->java_context[o->n] = s->java_context;
 	o->tid[o->n] = s->tid;
+	o->event[o->n] = s->event;
+	snprintf(o->leaf[o->n], sizeof(o->leaf[o->n]), "%s", s->leaf ? s->leaf : "");
+	if (s->values)
+		memcpy(o->values[o->n], s->values, sizeof(o->values[o->n]));
 	o->nu[o->n] = s->nu;
 	o->nk[o->n] = s->nk;
 	for (unsigned i = 0; i < s->njava && i < 8; i++)
@@ -102,6 +110,56 @@ START_TEST(test_join_waits_for_names_then_emits_root_first)
 	jvm_join_get_stats(j, &st);
 	ck_assert_uint_eq(st.joined, 1);
 	ck_assert_uint_eq(st.bpf_unmatched, 0);
+	jvm_join_free(j);
+}
+END_TEST
+
+/* Allocation and lock samples: no BPF record, held only for names, the
+ * class (JVM signature) as leaf, values passed through. */
+START_TEST(test_agent_events)
+{
+	static const struct { const char *sig, *name; } cls[] = {
+		{ "[B", "byte[]" }, { "[[I", "int[][]" }, { "Ljava/lang/String;", "java.lang.String" },
+		{ "[Ljava/lang/Object;", "java.lang.Object[]" }, { "LFoo$Bar;", "Foo$Bar" },
+		{ "[", "[" }, { "Lbad\x01name;", "bad?name" },
+	};
+	struct jvm_join *j = make(false, false);
+	struct out o = { .j = j };
+	struct jpring_frame f[2] = { { .bci = 3, .method_id = 0x700 }, { .bci = 9, .method_id = 0x701 } };
+	uint64_t v[3] = { 1, 512, 524288 }, ids[16];
+	struct jvm_join_stats st;
+
+	for (size_t i = 0; i < sizeof(cls) / sizeof(cls[0]); i++) {
+		char *n = jvm_join_class_name(cls[i].sig, strlen(cls[i].sig));
+
+		ck_assert_ptr_nonnull(n);
+		ck_assert_str_eq(n, cls[i].name);
+		free(n);
+	}
+	jvm_join_add_event(j, 7, 100 * MS, 100 * MS, 2, v, 3, "[B", 2, f, 2);
+	/* Implausible times are refused as for agent records. */
+	jvm_join_add_event(j, 7, 5000 * MS, 100 * MS, 2, v, 3, "[B", 2, f, 2);
+	jvm_join_run(j, 100 * MS, 100 * MS, false, emit, &o);
+	ck_assert_uint_eq(o.n, 0);
+	ck_assert_uint_eq(jvm_join_held(j), 1);
+	ck_assert_uint_eq(jvm_join_wanted(j, ids, 16), 2);
+	name(j, 0x700, "LA;", "alloc");
+	name(j, 0x701, "LA;", "main");
+	jvm_join_run(j, 200 * MS, 200 * MS, false, emit, &o);
+	ck_assert_uint_eq(o.n, 1);
+	ck_assert_int_eq(o.event[0], 2);
+	ck_assert_str_eq(o.names[0][0], "A.main");
+	ck_assert_str_eq(o.names[0][1], "A.alloc");
+	ck_assert_str_eq(o.leaf[0], "byte[]");
+	ck_assert_uint_eq(o.values[0][2], 524288);
+	ck_assert_uint_eq(o.nu[0] + o.nk[0], 0);
+	/* Named frames: the next one goes out at the next run, without a new name. */
+	jvm_join_add_event(j, 7, 300 * MS, 300 * MS, 3, v, 3, "LA;", 3, f, 2);
+	jvm_join_run(j, 300 * MS, 300 * MS, false, emit, &o);
+	ck_assert_uint_eq(o.n, 2);
+	ck_assert_str_eq(o.leaf[1], "A");
+	jvm_join_get_stats(j, &st);
+	ck_assert_uint_eq(st.agent_future, 1);
 	jvm_join_free(j);
 }
 END_TEST
@@ -586,6 +644,7 @@ int main(void)
 	int failed;
 
 	tcase_add_test(tc, test_join_waits_for_names_then_emits_root_first);
+	tcase_add_test(tc, test_agent_events);
 	tcase_add_test(tc, test_latest_bpf_record_within_one_interval);
 	tcase_add_test(tc, test_late_records_wait_for_the_horizon);
 	tcase_add_test(tc, test_namespace_tids_are_mapped);
