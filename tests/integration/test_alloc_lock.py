@@ -4,7 +4,8 @@ and recorded by nobody (`record -e alloc`, `-e lock`):
 - alloc: tests/java/AllocSplit.java allocates byte[3072] in big() and
   byte[1024] in small(), as many of each: big() holds 75% of the bytes
   (within 5 points; summing sampled sizes unweighted would give 90%), the
-  leaf frame is `byte[]`, and `go tool pprof` reads alloc_objects/count and
+  leaf frame is `byte[]`, the estimated bytes are within 5% of what the
+  workload allocated, and `go tool pprof` reads alloc_objects/count and
   alloc_space/bytes;
 - lock: tests/java/LockWait.java measures in Java how long waiter() waited
   for a monitor that holder() keeps 20 ms at a time: waiter() and the lock's
@@ -67,6 +68,18 @@ def alloc_cases(t, d, jdk):
         jt.check(abs(share - 0.75) <= 0.05, "big() share %.3f, want 0.75 +- 0.05" % share)
         jvm.proc.kill()
 
+    with t.case("JDK %s: -e alloc: the estimated bytes of big() and small() within 5%% of "
+                "what they allocated" % jdk):
+        stacks, truth = triggered(t, d, jdk, "AllocSplit", "alloc", "alloc_bytes")
+        # Arrays have a 16-byte header the workload does not count.
+        want = truth["big_bytes"] * 3088 / 3072.0 + truth["small_bytes"] * 1040 / 1024.0
+        got = value_under(stacks, "AllocSplit.big", "byte[]") + \
+            value_under(stacks, "AllocSplit.small", "byte[]")
+        jt.log("JDK %s: %.0f MB estimated, %.0f MB allocated (%d rounds)"
+               % (jdk, got / 1e6, want / 1e6, truth["rounds"]))
+        jt.check(abs(got - want) <= 0.05 * want, "estimated %.0f MB vs allocated %.0f MB"
+                 % (got / 1e6, want / 1e6))
+
     if jdk != "17":
         return
     with t.case("JDK 17: -e alloc --alloc 256k as pprof: alloc_objects/count and "
@@ -84,28 +97,35 @@ def alloc_cases(t, d, jdk):
         jvm.proc.kill()
 
 
+def triggered(t, d, jdk, cls, event, started_key):
+    """Records event of a workload that starts once the file GO exists and
+    prints its measurement after SECS: the work starts only once the agent's
+    event is on, and the recording ends only after the workload measured,
+    so both cover the same allocations or waits. Returns (stacks, truth)."""
+    go = os.path.join(t.mkdtemp("go-"), "go")
+    jvm = jv.Jvm(t, jdk, cls, SECS, go, settle=0.5)
+    c = d.client(user="nobody")
+    rid = c.start_record(pid=jvm.pid, event=event, duration_ms=120000, progress=False)
+    jt.wait_until(lambda: re.search(r"pid %d: %s event on" % (jvm.pid, event), d.stderr_text()),
+                  30, what="the %s event to be on in pid %d" % (event, jvm.pid))
+    open(go, "w").close()
+    jt.wait_until(lambda: re.search(r"^\{", jvm.output(), re.M), SECS + 30,
+                  what="%s to print its measurement" % cls)
+    lines = [ln for ln in jvm.output().splitlines() if ln.startswith("{")]
+    truth = json.loads(lines[-1])
+    c.send("cancel", target=rid)
+    rec = c.collect_record(rid, 30)
+    jt.check(rec.started and started_key in rec.started,
+             "started message without %s: %r" % (started_key, rec.started))
+    stacks = rec.stacks()
+    jvm.proc.kill()
+    return stacks, truth
+
+
 def lock_cases(t, d, jdk):
     with t.case("JDK %s: -e lock: waiter() on LockWait$Box, wait within 20%% of the "
                 "measured" % jdk):
-        go = os.path.join(t.mkdtemp("go-"), "go")
-        jvm = jv.Jvm(t, jdk, "LockWait", SECS, go, settle=0.5)
-        c = d.client(user="nobody")
-        rid = c.start_record(pid=jvm.pid, event="lock", duration_ms=120000, progress=False)
-        # Contention starts only once the agent's event is on, and the
-        # recording ends only after the workload measured its wait: both
-        # cover the same waits.
-        jt.wait_until(lambda: re.search(r"pid %d: lock event on" % jvm.pid, d.stderr_text()), 30,
-                      what="the lock event to be on in pid %d" % jvm.pid)
-        open(go, "w").close()
-        jt.wait_until(lambda: '"wait_ns"' in jvm.output(), SECS + 30,
-                      what="LockWait to print its measured wait")
-        lines = [ln for ln in jvm.output().splitlines() if ln.startswith("{")]
-        truth = json.loads(lines[-1])
-        c.send("cancel", target=rid)
-        rec = c.collect_record(rid, 30)
-        jt.check(rec.started and rec.started.get("threshold_us") == 10,
-                 "started message without threshold_us 10: %r" % (rec.started,))
-        stacks = rec.stacks()
+        stacks, truth = triggered(t, d, jdk, "LockWait", "lock", "threshold_us")
         jt.log("JDK %s lock profile (ns):\n%s" % (jdk, jt.top_stacks(stacks, 6)))
         waited = value_under(stacks, "LockWait.waiter", "LockWait$Box")
         jt.log("JDK %s: waiter() on LockWait$Box %.3f s profiled, %.3f s measured "
@@ -114,7 +134,6 @@ def lock_cases(t, d, jdk):
         jt.check(truth["contended"] > 50, "the workload hardly contended: %r" % truth)
         jt.check(abs(waited - truth["wait_ns"]) <= 0.2 * truth["wait_ns"],
                  "profiled wait %.3f s vs measured %.3f s" % (waited / 1e9, truth["wait_ns"] / 1e9))
-        jvm.proc.kill()
 
 
 def bad_input(t, d):

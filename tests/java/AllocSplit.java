@@ -3,8 +3,14 @@
 // with the same number of objects. A profile that sums the sampled sizes
 // without weighting them would show 9:1 (JVMTI samples an object with a
 // probability that grows with its size); the right answer is 3:1.
-// Usage: java AllocSplit SECONDS
-// Prints {"big_bytes":..,"small_bytes":..,"rounds":..}.
+// With GO, allocation starts once the file GO exists (so a recorder can be
+// ready first), and after SECONDS the program prints and idles until killed.
+// Usage: java AllocSplit SECONDS [GO]
+// Prints {"big_bytes":..,"small_bytes":..,"rounds":..}: the array bytes
+// (without object headers) each method allocated.
+import java.nio.file.Files;
+import java.nio.file.Path;
+
 public class AllocSplit {
     static final byte[][] keep = new byte[64][];
     static volatile long sink;
@@ -21,8 +27,11 @@ public class AllocSplit {
         keep[(i + 32) & 63] = b;
     }
 
-    public static void main(String[] args) {
+    public static void main(String[] args) throws Exception {
         long seconds = args.length > 0 ? Long.parseLong(args[0]) : 10;
+        Path go = args.length > 1 ? Path.of(args[1]) : null;
+        while (go != null && !Files.exists(go))
+            Thread.sleep(10);
         long end = System.nanoTime() + seconds * 1_000_000_000L;
         long rounds = 0;
 
@@ -36,5 +45,8 @@ public class AllocSplit {
         }
         System.out.println("{\"big_bytes\":" + rounds * 3072 + ",\"small_bytes\":" + rounds * 1024
                 + ",\"rounds\":" + rounds + "}");
+        System.out.flush();
+        while (go != null)
+            Thread.sleep(1000);
     }
 }
