@@ -33,10 +33,10 @@ _jprofctl()
 		return
 		;;
 	-e|--event)
-		COMPREPLY=($(compgen -W "cpu offcpu" -- "$cur"))
+		COMPREPLY=($(compgen -W "cpu offcpu alloc lock" -- "$cur"))
 		return
 		;;
-	-d|--duration|-i|--interval|--threshold|-l|--last|--from|--to|-c|--comm|-u|--unit|-g|--cgroup)
+	-d|--duration|-i|--interval|--threshold|--alloc|--lock|-l|--last|--from|--to|-c|--comm|-u|--unit|-g|--cgroup)
 		return
 		;;
 	--group-by)
@@ -53,7 +53,7 @@ _jprofctl()
 		COMPREPLY=($(compgen -W "--json --socket --help" -- "$cur"))
 		;;
 	record)
-		COMPREPLY=($(compgen -W "--pid --all --duration --event --interval --threshold --output --format
+		COMPREPLY=($(compgen -W "--pid --all --duration --event --interval --threshold --alloc --lock --output --format
 			--threads --java --java-lines --java-signatures --no-progress --json-events
 			--socket --help" -- "$cur"))
 		;;
