@@ -433,6 +433,12 @@ static void on_event_drain_timeout(struct loop_source *src, void *arg)
 
 bool session_jvm_event_off(struct session *s, const char *status)
 {
+	if (s->agent_ev == AGENT_EV_ASKED) {
+		/* Ended before the answer: STOP turns it off in the agent. */
+		loop_remove(s->agent_ev_timer);
+		s->agent_ev_timer = NULL;
+		s->agent_ev = AGENT_EV_NONE;
+	}
 	if (s->agent_ev != AGENT_EV_ON || !s->agent || agent_event_off(s->agent) < 0)
 		return false;
 	s->agent_ev = AGENT_EV_STOPPING;
@@ -768,6 +774,9 @@ void session_jvm_summary(struct session *s, struct json_object *sum)
 	json_object_object_add(j, "without_java", json_object_new_int64((int64_t)js.bpf_unmatched));
 	json_object_object_add(j, "agent_unmatched", json_object_new_int64((int64_t)js.agent_unmatched));
 	json_object_object_add(j, "names_timed_out", json_object_new_int64((int64_t)js.names_timed_out));
+	if (event_needs_jvm(s->event->id))
+		json_object_object_add(j, "event_records",
+				       json_object_new_int64((int64_t)s->agent_ev_samples));
 	json_object_object_add(ring, "records", json_object_new_int64((int64_t)s->ring_st.records));
 	json_object_object_add(ring, "dropped", json_object_new_int64((int64_t)s->ring_st.agent_dropped));
 	json_object_object_add(ring, "overrun", json_object_new_int64((int64_t)s->ring_st.overrun));

@@ -94,6 +94,22 @@ def alloc_cases(t, d, jdk):
         top = go_pprof(t, "-top", "-sample_index=alloc_space", path)
         rows = [ln.split() for ln in top.splitlines() if re.match(r"\s+\d", ln)]
         jt.check(rows and rows[0][-1] == "byte[]", "top of alloc_space is not byte[]:\n%s" % top)
+
+        # The same JVM again: the agent gave the capability back and
+        # restored the interval, so lock, cpu and alloc all work in turn.
+        path, _ = record(t, d, jvm.pid, "lock", secs=1, name="lock")
+        path, _ = record(t, d, jvm.pid, "cpu", secs=2, name="cpu")
+        with open(path) as f:
+            cpu = jt.parse_collapsed(f.read())
+        jt.check(value_under(cpu, "AllocSplit.main") > 0, "no CPU samples in AllocSplit.main "
+                 "after an alloc recording:\n%s" % jt.top_stacks(cpu))
+        c = d.client(user="nobody")
+        rec = c.record(pid=jvm.pid, event="alloc", duration_ms=2000, timeout=40)
+        stacks = rec.stacks()
+        jt.check(value_under(stacks, "AllocSplit.big", "byte[]") > 0,
+                 "a second alloc recording of the JVM is empty: %s" % rec.describe())
+        jt.check(rec.summary().get("java", {}).get("event_records", 0) > 100,
+                 "summary.java.event_records: %r" % rec.summary().get("java"))
         jvm.proc.kill()
 
 
