@@ -37,6 +37,7 @@ static uint32_t events_kind;                 /* enum jpag_event while on, else 0
 /* Read by the callbacks without the lock. */
 static uint64_t events_lock_threshold_ns;
 static __thread uint64_t events_enter_ns;    /* MonitorContendedEnter on this thread */
+static __thread uint32_t events_tid;         /* this thread's, once looked up */
 
 /* Agent thread only. */
 static jvmtiEnv *events_jvmti;
@@ -57,7 +58,7 @@ static void events_queue(uint32_t kind, uint64_t value, const char *cls,
 {
 	struct jpag_event_rec rec = {
 		.event = kind,
-		.tid = (uint32_t)syscall(SYS_gettid),
+		.tid = events_tid,
 		.time_ns = events_now_ns(),
 		.value = value,
 	};
@@ -67,6 +68,9 @@ static void events_queue(uint32_t kind, uint64_t value, const char *cls,
 	struct events_batch *b;
 	bool wake = false;
 
+	if (!events_tid)
+		events_tid = (uint32_t)syscall(SYS_gettid);
+	rec.tid = events_tid;
 	if (nframes < 0)
 		nframes = 0;
 	rec.nframes = (uint16_t)nframes;

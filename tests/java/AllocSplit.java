@@ -6,8 +6,12 @@
 // With GO, allocation starts once the file GO exists (so a recorder can be
 // ready first), and after SECONDS the program prints and idles until killed.
 // Usage: java AllocSplit SECONDS [GO]
-// Prints {"big_bytes":..,"small_bytes":..,"rounds":..}: the array bytes
-// (without object headers) each method allocated.
+// Prints {"big_bytes":..,"small_bytes":..,"rounds":..,"cpu_ns":..}: the
+// array bytes (without object headers) each method allocated, and the main
+// thread's CPU time over the same span (rounds per cpu_ns compares overhead
+// even on a busy machine; bench/alloc_lock_overhead.sh).
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
 import java.nio.file.Files;
 import java.nio.file.Path;
 
@@ -32,6 +36,8 @@ public class AllocSplit {
         Path go = args.length > 1 ? Path.of(args[1]) : null;
         while (go != null && !Files.exists(go))
             Thread.sleep(10);
+        ThreadMXBean mx = ManagementFactory.getThreadMXBean();
+        long cpu0 = mx.getCurrentThreadCpuTime();
         long end = System.nanoTime() + seconds * 1_000_000_000L;
         long rounds = 0;
 
@@ -44,7 +50,7 @@ public class AllocSplit {
             sink += keep[(int) (rounds & 63)].length;
         }
         System.out.println("{\"big_bytes\":" + rounds * 3072 + ",\"small_bytes\":" + rounds * 1024
-                + ",\"rounds\":" + rounds + "}");
+                + ",\"rounds\":" + rounds + ",\"cpu_ns\":" + (mx.getCurrentThreadCpuTime() - cpu0) + "}");
         System.out.flush();
         while (go != null)
             Thread.sleep(1000);

@@ -1,0 +1,150 @@
+#!/bin/bash
+# Overhead of allocation profiling: AllocSplit's throughput (allocation
+# rounds per CPU-nanosecond of its main thread, which pays for every
+# sampling callback) with no profiler, with jprofd -e alloc at the default
+# 512 KiB interval (agent attached at run time) and at 64 KiB, and with JFR's
+# ObjectAllocationSample (-XX:StartFlightRecording with only that event, at
+# the "profile" settings' throttle of 300 samples/s, and unthrottled), in
+# interleaved rounds so the machine's noise hits every configuration alike.
+# Medians per configuration. Not a pass/fail test. Run as root after
+# building (build/).
+#   BENCH_SECONDS=10  length of one workload run
+#   BENCH_ROUNDS=3    interleaved rounds
+#   BENCH_JAVA=path   java binary (default JDK 17)
+set -euo pipefail
+
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${BUILD_DIR:-$src/build}
+secs=${BENCH_SECONDS:-10}
+rounds=${BENCH_ROUNDS:-3}
+java=${BENCH_JAVA:-/usr/lib/jvm/java-17-openjdk-amd64/bin/java}
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "alloc_lock_overhead.sh: run as root (it starts jprofd)" >&2
+	exit 1
+fi
+for f in "$build/jprofd" "$build/jprofctl" "$build/agent/libjprofagent.so" \
+	"$build/tests/java/AllocSplit.class"; do
+	[ -e "$f" ] || { echo "alloc_lock_overhead.sh: $f missing; build first" >&2; exit 1; }
+done
+
+tmp=$(mktemp -d /tmp/jprof-allocbench.XXXXXX)
+chmod 755 "$tmp"
+daemon_pid=""
+jvm_pid=""
+cleanup() {
+	[ -n "$jvm_pid" ] && kill -KILL "$jvm_pid" 2>/dev/null || true
+	[ -n "$daemon_pid" ] && kill -TERM "$daemon_pid" 2>/dev/null || true
+	wait 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mkdir -p "$tmp/classes" "$tmp/out"
+cp "$build"/tests/java/*.class "$tmp/classes/"
+cp "$build/jprofctl" "$build/agent/libjprofagent.so" "$tmp/"
+chmod -R a+rX "$tmp"
+chown nobody "$tmp/out"
+
+# Only ObjectAllocationSample, as the "profile" settings configure it
+# (throttle 300/s), or with no throttle.
+for t in 300/s off; do
+	name=${t%/s}
+	cat >"$tmp/alloc-$name.jfc" <<JFC
+<?xml version="1.0" encoding="UTF-8"?>
+<configuration version="2.0">
+  <event name="jdk.ObjectAllocationSample">
+    <setting name="enabled">true</setting>
+    <setting name="stackTrace">true</setting>
+    <setting name="throttle">$t</setting>
+  </event>
+</configuration>
+JFC
+done
+chmod a+r "$tmp"/*.jfc
+
+"$build/jprofd" --socket "$tmp/jprofd.sock" --agent "$tmp/libjprofagent.so" --rate 19 \
+	2>"$tmp/jprofd.log" &
+daemon_pid=$!
+for _ in $(seq 100); do [ -S "$tmp/jprofd.sock" ] && break; sleep 0.1; done
+
+# run CONFIG ROUND: prints "config rounds_per_cpu_ns samples"
+run() {
+	local cfg=$1 r=$2 out="$tmp/out/$1.$2" opts=() alloc="" go="$tmp/out/go.$1.$2"
+	case $cfg in
+	jfr-300s) opts=("-XX:StartFlightRecording=settings=$tmp/alloc-300.jfc,filename=$tmp/out/rec.$r.jfr") ;;
+	jfr-nothrottle) opts=("-XX:StartFlightRecording=settings=$tmp/alloc-off.jfc,filename=$tmp/out/rec.$r.jfr") ;;
+	jprofd-512k) alloc=512k ;;
+	jprofd-64k) alloc=64k ;;
+	esac
+	# The workload starts allocating once $go exists: after the agent's
+	# event is on, so the whole measured span is profiled.
+	setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
+		"$java" "${opts[@]}" -cp "$tmp/classes" AllocSplit "$secs" "$go" >"$out.stdout" 2>&1 &
+	jvm_pid=$!
+	if [ -n "$alloc" ]; then
+		for _ in $(seq 200); do
+			grep -q libjvm.so "/proc/$jvm_pid/maps" 2>/dev/null && break
+			sleep 0.01
+		done
+		sleep 1
+		setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
+			"$tmp/jprofctl" --socket "$tmp/jprofd.sock" record --pid "$jvm_pid" -e alloc \
+			--alloc "$alloc" -d $((secs + 30))s --no-progress --json-events \
+			-o "$tmp/out/p.$cfg.$r.collapsed" 2>"$out.events" &
+		for _ in $(seq 300); do
+			grep -q "pid $jvm_pid: alloc event on" "$tmp/jprofd.log" && break
+			sleep 0.05
+		done
+	fi
+	touch "$go"
+	# The workload idles after printing: stop it then (the recording ends
+	# with the process).
+	for _ in $(seq $((secs * 20 + 600))); do
+		grep -q '^{' "$out.stdout" 2>/dev/null && break
+		sleep 0.05
+	done
+	kill -KILL "$jvm_pid" 2>/dev/null || true
+	wait 2>/dev/null || true
+	jvm_pid=""
+	python3 - "$cfg" "$out.stdout" "$out.events" <<'PY'
+import json, sys
+cfg, stdout, events = sys.argv[1:4]
+res = json.loads([l for l in open(stdout) if l.startswith("{")][-1])
+n = "-"
+try:
+    for line in open(events):
+        if line.startswith("{") and '"profile"' in line:
+            n = json.loads(line).get("summary", {}).get("java", {}).get("event_records", "-")
+except OSError:
+    pass
+print(cfg, res["rounds"] / res["cpu_ns"], n)
+PY
+}
+
+configs=(none jprofd-512k jprofd-64k jfr-300s jfr-nothrottle)
+echo "AllocSplit ${secs}s x $rounds rounds, $("$java" -version 2>&1 | head -1)"
+: >"$tmp/results"
+for r in $(seq "$rounds"); do
+	for cfg in "${configs[@]}"; do
+		run "$cfg" "$r" | tee -a "$tmp/results"
+	done
+done
+python3 - "$tmp/results" "${configs[@]}" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+by = {}
+for cfg, thr, n in rows:
+    by.setdefault(cfg, []).append((float(thr), n))
+base = statistics.median(t for t, _ in by["none"])
+print()
+print("%-16s %18s %10s %s" % ("config", "rounds/cpu-ms", "vs none", "jprofd samples per run"))
+for cfg in sys.argv[2:]:
+    vals = by.get(cfg, [])
+    if not vals:
+        continue
+    med = statistics.median(t for t, _ in vals)
+    print("%-16s %18.2f %9.2f%% %s" % (cfg, med * 1e6, (med / base - 1) * 100,
+                                      ", ".join(n for _, n in vals if n != "-")))
+PY
