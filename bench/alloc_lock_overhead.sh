@@ -9,43 +9,16 @@
 # Medians per configuration. Not a pass/fail test. Run as root after
 # building (build/).
 #   BENCH_SECONDS=10  length of one workload run
-#   BENCH_ROUNDS=3    interleaved rounds
+#   BENCH_ROUNDS=5    interleaved rounds
 #   BENCH_JAVA=path   java binary (default JDK 17)
 set -euo pipefail
 
-src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${BUILD_DIR:-$src/build}
 secs=${BENCH_SECONDS:-10}
-rounds=${BENCH_ROUNDS:-3}
+rounds=${BENCH_ROUNDS:-5}
 java=${BENCH_JAVA:-/usr/lib/jvm/java-17-openjdk-amd64/bin/java}
 
-if [ "$(id -u)" -ne 0 ]; then
-	echo "alloc_lock_overhead.sh: run as root (it starts jprofd)" >&2
-	exit 1
-fi
-for f in "$build/jprofd" "$build/jprofctl" "$build/agent/libjprofagent.so" \
-	"$build/tests/java/AllocSplit.class"; do
-	[ -e "$f" ] || { echo "alloc_lock_overhead.sh: $f missing; build first" >&2; exit 1; }
-done
-
-tmp=$(mktemp -d /tmp/jprof-allocbench.XXXXXX)
-chmod 755 "$tmp"
-daemon_pid=""
-jvm_pid=""
-cleanup() {
-	[ -n "$jvm_pid" ] && kill -KILL "$jvm_pid" 2>/dev/null || true
-	[ -n "$daemon_pid" ] && kill -TERM "$daemon_pid" 2>/dev/null || true
-	wait 2>/dev/null || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-mkdir -p "$tmp/classes" "$tmp/out"
-cp "$build"/tests/java/*.class "$tmp/classes/"
-cp "$build/jprofctl" "$build/agent/libjprofagent.so" "$tmp/"
-chmod -R a+rX "$tmp"
-chown nobody "$tmp/out"
+. "$(dirname "${BASH_SOURCE[0]}")/jvm_bench.sh"
+jvm_bench_setup alloc_lock_overhead.sh tests/java/AllocSplit.class
 
 # Only ObjectAllocationSample, as the "profile" settings configure it
 # (throttle 300/s), or with no throttle.
@@ -64,17 +37,14 @@ JFC
 done
 chmod a+r "$tmp"/*.jfc
 
-"$build/jprofd" --socket "$tmp/jprofd.sock" --agent "$tmp/libjprofagent.so" --rate 19 \
-	2>"$tmp/jprofd.log" &
-daemon_pid=$!
-for _ in $(seq 100); do [ -S "$tmp/jprofd.sock" ] && break; sleep 0.1; done
-
 # run CONFIG ROUND: prints "config rounds_per_cpu_ns samples"
 run() {
-	local cfg=$1 r=$2 out="$tmp/out/$1.$2" opts=() alloc="" go="$tmp/out/go.$1.$2"
+	local cfg=$1 r=$2 out="$tmp/out/$1.$2" alloc="" go="$tmp/out/go.$1.$2"
+	# A fixed heap: GC sizing is the same in every configuration.
+	local opts=(-Xms1g -Xmx1g)
 	case $cfg in
-	jfr-300s) opts=("-XX:StartFlightRecording=settings=$tmp/alloc-300.jfc,filename=$tmp/out/rec.$r.jfr") ;;
-	jfr-nothrottle) opts=("-XX:StartFlightRecording=settings=$tmp/alloc-off.jfc,filename=$tmp/out/rec.$r.jfr") ;;
+	jfr-300s) opts+=("-XX:StartFlightRecording=settings=$tmp/alloc-300.jfc,filename=$tmp/out/rec.$r.jfr") ;;
+	jfr-nothrottle) opts+=("-XX:StartFlightRecording=settings=$tmp/alloc-off.jfc,filename=$tmp/out/rec.$r.jfr") ;;
 	jprofd-512k) alloc=512k ;;
 	jprofd-64k) alloc=64k ;;
 	esac
@@ -83,12 +53,11 @@ run() {
 	setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
 		"$java" "${opts[@]}" -cp "$tmp/classes" AllocSplit "$secs" "$go" >"$out.stdout" 2>&1 &
 	jvm_pid=$!
+	jvm_bench_started "$jvm_pid"
+	# Every configuration starts measuring a running JVM, 2 s after start
+	# (JFR has started by then; jprofd attaches during that time).
+	sleep 2
 	if [ -n "$alloc" ]; then
-		for _ in $(seq 200); do
-			grep -q libjvm.so "/proc/$jvm_pid/maps" 2>/dev/null && break
-			sleep 0.01
-		done
-		sleep 1
 		setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
 			"$tmp/jprofctl" --socket "$tmp/jprofd.sock" record --pid "$jvm_pid" -e alloc \
 			--alloc "$alloc" -d $((secs + 30))s --no-progress --json-events \

@@ -10,44 +10,12 @@
 #   BENCH_JAVA=path   java binary (default JDK 17)
 set -euo pipefail
 
-src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${BUILD_DIR:-$src/build}
 secs=${BENCH_SECONDS:-20}
 rounds=${BENCH_ROUNDS:-3}
 java=${BENCH_JAVA:-/usr/lib/jvm/java-17-openjdk-amd64/bin/java}
 
-if [ "$(id -u)" -ne 0 ]; then
-	echo "jvm_overhead.sh: run as root (it starts jprofd)" >&2
-	exit 1
-fi
-for f in "$build/jprofd" "$build/jprofctl" "$build/agent/libjprofagent.so" "$build/tests/java/CpuSplit.class"; do
-	[ -e "$f" ] || { echo "jvm_overhead.sh: $f missing; build first" >&2; exit 1; }
-done
-
-tmp=$(mktemp -d /tmp/jprof-jvmbench.XXXXXX)
-chmod 755 "$tmp"
-daemon_pid=""
-cleanup() {
-	if [ -n "$daemon_pid" ]; then
-		kill -TERM "$daemon_pid" 2>/dev/null || true
-	fi
-	pkill -f "$tmp/classes" 2>/dev/null || true
-	wait 2>/dev/null || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-mkdir -p "$tmp/classes" "$tmp/out"
-cp "$build"/tests/java/*.class "$tmp/classes/"
-cp "$build/jprofctl" "$build/agent/libjprofagent.so" "$tmp/"
-chmod -R a+rX "$tmp"
-chown nobody "$tmp/out"
-
-"$build/jprofd" --socket "$tmp/jprofd.sock" --agent "$tmp/libjprofagent.so" --rate 19 \
-	2>"$tmp/jprofd.log" &
-daemon_pid=$!
-for _ in $(seq 100); do [ -S "$tmp/jprofd.sock" ] && break; sleep 0.1; done
+. "$(dirname "${BASH_SOURCE[0]}")/jvm_bench.sh"
+jvm_bench_setup jvm_overhead.sh tests/java/CpuSplit.class
 
 as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$@"; }
 
@@ -64,13 +32,9 @@ run() {
 	setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
 		"$java" "${opts[@]}" -cp "$tmp/classes" CpuSplit "$secs" >"$out.stdout" 2>&1 &
 	pid=$!
+	jvm_pid=$pid
 	if [ -n "$interval" ]; then
-		# setpriv has to become nobody and exec java before nobody may
-		# record it: wait for libjvm to be mapped.
-		for _ in $(seq 200); do
-			grep -q libjvm.so "/proc/$pid/maps" 2>/dev/null && break
-			sleep 0.01
-		done
+		jvm_bench_started "$pid"
 		# Profile a running JVM, not one in its first moments (before its
 		# signal handlers exist it cannot be attached; -agentpath is the
 		# way to profile startup).
@@ -88,6 +52,7 @@ run() {
 		fi
 	fi
 	wait "$pid"
+	jvm_pid=""
 	python3 - "$cfg" "$out.stdout" "$out.events" <<'PY'
 import json, re, sys
 cfg, stdout, events = sys.argv[1:4]
