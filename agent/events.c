@@ -200,13 +200,20 @@ static const jvmtiEvent events_alloc_ev[] = { JVMTI_EVENT_SAMPLED_OBJECT_ALLOC }
 static const jvmtiEvent events_lock_ev[] = { JVMTI_EVENT_MONITOR_CONTENDED_ENTER,
 					     JVMTI_EVENT_MONITOR_CONTENDED_ENTERED };
 
-static void events_notify(uint32_t kind, jvmtiEventMode mode)
+/* The JVMTI events of kind on or off: JVMTI_ERROR_NONE or the first error
+ * (the others are still set). */
+static jvmtiError events_notify(uint32_t kind, jvmtiEventMode mode)
 {
 	const jvmtiEvent *ev = kind == JPAG_EV_ALLOC ? events_alloc_ev : events_lock_ev;
 	size_t n = kind == JPAG_EV_ALLOC ? 1 : 2;
+	jvmtiError first = JVMTI_ERROR_NONE, err;
 
-	for (size_t i = 0; i < n; i++)
-		(*events_jvmti)->SetEventNotificationMode(events_jvmti, mode, ev[i], NULL);
+	for (size_t i = 0; i < n; i++) {
+		err = (*events_jvmti)->SetEventNotificationMode(events_jvmti, mode, ev[i], NULL);
+		if (first == JVMTI_ERROR_NONE)
+			first = err;
+	}
+	return first;
 }
 
 int events_on(uint32_t event, uint64_t param, char *why, size_t len)
@@ -254,7 +261,13 @@ int events_on(uint32_t event, uint64_t param, char *why, size_t len)
 	events_kind = event;
 	events_dropped = 0;
 	pthread_mutex_unlock(&events_lock);
-	events_notify(event, JVMTI_ENABLE);
+	err = events_notify(event, JVMTI_ENABLE);
+	if (err != JVMTI_ERROR_NONE) {
+		events_reason(events_jvmti, err, "SetEventNotificationMode", why, len);
+		/* Undoes the interval and the capability too. */
+		events_off();
+		return -EINVAL;
+	}
 	agent_debug("event %u on (param %llu)", event, (unsigned long long)param);
 	return 0;
 fail:

@@ -13,12 +13,8 @@
 #   BENCH_JAVA=path   java binary (default JDK 17)
 set -euo pipefail
 
-secs=${BENCH_SECONDS:-10}
-rounds=${BENCH_ROUNDS:-5}
-java=${BENCH_JAVA:-/usr/lib/jvm/java-17-openjdk-amd64/bin/java}
-
 . "$(dirname "${BASH_SOURCE[0]}")/jvm_bench.sh"
-jvm_bench_setup alloc_lock_overhead.sh tests/java/AllocSplit.class
+jvm_bench_setup alloc_lock_overhead.sh 10 5 tests/java/AllocSplit.class
 
 # Only ObjectAllocationSample, as the "profile" settings configure it
 # (throttle 300/s), or with no throttle.

@@ -4,13 +4,18 @@
 # change what is measured; nobody can read them), starts jprofd on its own
 # socket, and stops everything on exit, also on Ctrl-C.
 
-# jvm_bench_setup NAME FILE...: FILE are paths under the build that must
-# exist. Sets src, build, tmp (classes in $tmp/classes, output in $tmp/out,
-# writable by nobody) and daemon_pid. A caller sets jvm_pid while a JVM
-# runs, so that the cleanup can stop it.
+# jvm_bench_setup NAME SECONDS ROUNDS FILE...: FILE are paths under the
+# build that must exist. Sets secs and rounds (BENCH_SECONDS, BENCH_ROUNDS,
+# else SECONDS and ROUNDS), java (BENCH_JAVA, else JDK 17), src, build, tmp
+# (classes in $tmp/classes, output in $tmp/out, writable by nobody) and
+# daemon_pid. A caller sets jvm_pid while a JVM runs, so that the cleanup
+# can stop it.
 jvm_bench_setup() {
 	local name=$1 f
-	shift
+	secs=${BENCH_SECONDS:-$2}
+	rounds=${BENCH_ROUNDS:-$3}
+	java=${BENCH_JAVA:-/usr/lib/jvm/java-17-openjdk-amd64/bin/java}
+	shift 3
 	src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 	build=${BUILD_DIR:-$src/build}
 	if [ "$(id -u)" -ne 0 ]; then

@@ -10,12 +10,8 @@
 #   BENCH_JAVA=path   java binary (default JDK 17)
 set -euo pipefail
 
-secs=${BENCH_SECONDS:-20}
-rounds=${BENCH_ROUNDS:-3}
-java=${BENCH_JAVA:-/usr/lib/jvm/java-17-openjdk-amd64/bin/java}
-
 . "$(dirname "${BASH_SOURCE[0]}")/jvm_bench.sh"
-jvm_bench_setup jvm_overhead.sh tests/java/CpuSplit.class
+jvm_bench_setup jvm_overhead.sh 20 3 tests/java/CpuSplit.class
 
 as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$@"; }
 

@@ -28,6 +28,9 @@
  * in a release build, up to about 30 under ASan, for the heaviest records. */
 #define JVM_JOIN_SLICE 1024
 #define JVM_RING_READ_MAX (JVM_RING_SLOTS / 4)
+/* alloc/lock recordings send no ring records (no perf events): the
+ * protocol still wants a ring, the smallest will do. */
+#define JVM_RING_SLOTS_EVENTS 1
 #define JVM_ATTACH_TIMEOUT_MS 10000
 #define JVM_CONNECT_WAIT_MS 5000       /* from a loaded agent to its connection */
 #define JVM_SIGNAL SIGPROF
@@ -245,7 +248,7 @@ static int jvm_perf_fd(void *ctx, uint32_t ns_tid, int *fd)
 	pid_t host;
 	int r;
 
-	if (s->finishing || !s->threads)
+	if (s->finishing || (!s->threads && !event_needs_jvm(s->event->id)))
 		return -ECANCELED;
 	if (agent_is_process(s->agent, s->p.pid, s->p.pidfd) < 0) {
 		log_audit("denied: a perf event of pid %d to an agent whose process is gone",
@@ -258,6 +261,12 @@ static int jvm_perf_fd(void *ctx, uint32_t ns_tid, int *fd)
 		log_audit("denied: the agent of pid %d asked for an event on tid %u, not one of its threads",
 			  (int)s->p.pid, ns_tid);
 		return -EPERM;
+	}
+	if (event_needs_jvm(s->event->id)) {
+		/* No perf event for alloc/lock; the agent asks for every thread
+		 * anyway, which maps its tids for the samples' thread labels. */
+		jvm_join_map_tid(s->join, ns_tid, (uint32_t)host);
+		return -EOPNOTSUPP;
 	}
 	r = threadset_agent_fd(s->threads, host, fd);
 	if (r != 0)
@@ -498,7 +507,8 @@ static void bind_agent(struct session *s, struct agent *a)
 		}
 		pipeline_source_set_join(s->src, s->join, (uint32_t)s->p.pid, interval_ns(s));
 	}
-	r = agent_start(a, interval_ns(s), JVM_SIGNAL, JVM_RING_SLOTS, &jvm_ops, s);
+	r = agent_start(a, interval_ns(s), JVM_SIGNAL,
+			event_needs_jvm(s->event->id) ? JVM_RING_SLOTS_EVENTS : JVM_RING_SLOTS, &jvm_ops, s);
 	if (r < 0) {
 		snprintf(msg, sizeof(msg), r == -EBUSY ?
 			 "another recording of pid %d is using its agent" :

@@ -342,6 +342,28 @@ void jvm_join_add_bpf(struct jvm_join *j, uint32_t tid, uint64_t time_ns, const 
 	j->pending++;
 }
 
+/* Counts an agent record and says whether the bounds let it in. */
+static bool agent_rec_admitted(struct jvm_join *j, uint64_t time_ns, uint64_t now_ns)
+{
+	j->st.agent_records++;
+	/* A record from the future would wait for a horizon that never comes
+	 * (and hold its memory until the end); one from before the recording
+	 * has no BPF record to meet. */
+	if (time_ns > now_ns + j->o.future_ns) {
+		j->st.agent_future++;
+		return false;
+	}
+	if (time_ns < j->o.start_ns) {
+		j->st.agent_before_start++;
+		return false;
+	}
+	if (j->pending >= j->o.max_pending) {
+		j->st.dropped++;
+		return false;
+	}
+	return true;
+}
+
 void jvm_join_add_agent(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, uint64_t now_ns,
 			int32_t num_frames, const struct jpring_frame *frames)
 {
@@ -349,22 +371,8 @@ void jvm_join_add_agent(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, u
 	struct agent_rec r = { .time = time_ns, .num = num_frames };
 	size_t n = num_frames > 0 ? (size_t)num_frames : 0;
 
-	j->st.agent_records++;
-	/* A record from the future would wait for a horizon that never comes
-	 * (and hold its memory until the end); one from before the recording
-	 * has no BPF record to meet. */
-	if (time_ns > now_ns + j->o.future_ns) {
-		j->st.agent_future++;
+	if (!agent_rec_admitted(j, time_ns, now_ns))
 		return;
-	}
-	if (time_ns < j->o.start_ns) {
-		j->st.agent_before_start++;
-		return;
-	}
-	if (j->pending >= j->o.max_pending) {
-		j->st.dropped++;
-		return;
-	}
 	if (!(t = tidq_get(j, host_tid(j, ns_tid))) ||
 	    jvm_join_grow(j, (void **)&t->a, &t->capa, t->na + 1, sizeof(*t->a)) < 0 ||
 	    (n && !(r.frames = bounded_alloc(j, n * sizeof(*r.frames)))))
@@ -386,19 +394,8 @@ void jvm_join_add_event(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, u
 	char *leaf = NULL;
 	size_t bytes;
 
-	j->st.agent_records++;
-	if (time_ns > now_ns + j->o.future_ns) {
-		j->st.agent_future++;
+	if (!agent_rec_admitted(j, time_ns, now_ns))
 		return;
-	}
-	if (time_ns < j->o.start_ns) {
-		j->st.agent_before_start++;
-		return;
-	}
-	if (j->pending >= j->o.max_pending) {
-		j->st.dropped++;
-		return;
-	}
 	if (cls_len && !(leaf = jvm_join_class_name(cls, cls_len)))
 		return;
 	bytes = nframes * sizeof(*h.java) + (leaf ? strlen(leaf) + 1 : 0);
