@@ -89,13 +89,7 @@ PY
 }
 
 configs=(none jprofd-512k jprofd-64k jfr-300s jfr-nothrottle)
-echo "AllocSplit ${secs}s x $rounds rounds, $("$java" -version 2>&1 | head -1)"
-: >"$tmp/results"
-for r in $(seq "$rounds"); do
-	for cfg in "${configs[@]}"; do
-		run "$cfg" "$r" | tee -a "$tmp/results"
-	done
-done
+jvm_bench_rounds AllocSplit "${configs[@]}"
 python3 - "$tmp/results" "${configs[@]}" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]

@@ -57,3 +57,18 @@ jvm_bench_started() {
 		sleep 0.01
 	done
 }
+
+# jvm_bench_rounds WORKLOAD CONFIG...: $rounds interleaved rounds of the
+# caller's `run CONFIG ROUND` over every CONFIG, each output line kept in
+# $tmp/results (printed as it comes).
+jvm_bench_rounds() {
+	local workload=$1 r cfg
+	shift
+	echo "$workload ${secs}s x $rounds rounds, $("$java" -version 2>&1 | head -1)"
+	: >"$tmp/results"
+	for r in $(seq "$rounds"); do
+		for cfg in "$@"; do
+			run "$cfg" "$r" | tee -a "$tmp/results"
+		done
+	done
+}

@@ -66,13 +66,7 @@ PY
 }
 
 configs=(none jprofd-100hz jprofd-1khz jfr)
-echo "CpuSplit ${secs}s x $rounds rounds, $("$java" -version 2>&1 | head -1)"
-: >"$tmp/results"
-for r in $(seq "$rounds"); do
-	for cfg in "${configs[@]}"; do
-		run "$cfg" "$r" | tee -a "$tmp/results"
-	done
-done
+jvm_bench_rounds CpuSplit "${configs[@]}"
 python3 - "$tmp/results" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
