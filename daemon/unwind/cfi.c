@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "elfmeta.h"
+
 #define DWARF_REG_RBP 6
 #define DWARF_REG_RSP 7
 #define DWARF_REG_RA 16
@@ -85,30 +87,6 @@ static int read_segments(struct builder *b)
 	return b->t->nsegs ? 0 : fail(b, CFI_ERR_NO_CFI);
 }
 
-static size_t build_id_of(Elf *elf, uint8_t *buf, size_t cap)
-{
-	Elf_Scn *scn = NULL;
-
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		Elf_Data *d;
-		GElf_Nhdr nh;
-		size_t off = 0, name_off, desc_off;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE || !(d = elf_getdata(scn, NULL)))
-			continue;
-		while ((off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
-			if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-			    memcmp((char *)d->d_buf + name_off, "GNU", 4) == 0 && nh.n_descsz > 0 &&
-			    nh.n_descsz <= cap) {
-				memcpy(buf, (char *)d->d_buf + desc_off, nh.n_descsz);
-				return nh.n_descsz;
-			}
-		}
-	}
-	return 0;
-}
-
 int cfi_read_build_id(int fd, uint8_t *buf, size_t cap)
 {
 	Elf *elf;
@@ -117,34 +95,28 @@ int cfi_read_build_id(int fd, uint8_t *buf, size_t cap)
 	elf_version(EV_CURRENT);
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (elf && elf_kind(elf) == ELF_K_ELF)
-		r = (int)build_id_of(elf, buf, cap);
+		r = (int)elfmeta_build_id(elf, buf, cap);
 	elf_end(elf);
 	return r;
 }
 
-/* .eh_frame_hdr's data and address, and the PLT sections' ranges. */
-static int find_sections(struct builder *b, Elf_Data **hdr, uint64_t *hdr_addr)
+/* The PLT sections' ranges (their CFI is an expression: rows of their own). */
+static void find_plt(struct builder *b)
 {
 	Elf_Scn *scn = NULL;
 	size_t shstrndx;
 
-	*hdr = NULL;
 	if (elf_getshdrstrndx(b->elf, &shstrndx) < 0)
-		return fail(b, CFI_ERR_NO_CFI);
+		return;
 	while ((scn = elf_nextscn(b->elf, scn))) {
 		GElf_Shdr sh;
 		const char *name;
 
 		if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(b->elf, shstrndx, sh.sh_name)))
 			continue;
-		if (strcmp(name, ".eh_frame_hdr") == 0 && sh.sh_type == SHT_PROGBITS) {
-			*hdr = elf_getdata(scn, NULL);
-			*hdr_addr = sh.sh_addr;
-		} else if (strncmp(name, ".plt", 4) == 0 && b->nplt < 4 && sh.sh_size) {
+		if (strncmp(name, ".plt", 4) == 0 && b->nplt < 4 && sh.sh_size)
 			b->plt[b->nplt++] = (struct range){ sh.sh_addr, sh.sh_addr + sh.sh_size };
-		}
 	}
-	return *hdr && (*hdr)->d_buf ? 0 : fail(b, CFI_ERR_NO_CFI);
 }
 
 static bool in_plt(const struct builder *b, uint64_t pc)
@@ -288,30 +260,15 @@ static int expand_fde(struct builder *b, Dwarf_CFI *cfi, uint64_t addr, uint64_t
 	return addr < limit ? fail(b, CFI_ERR_CORRUPT) : 0;
 }
 
-static uint32_t rd32(const uint8_t *p)
+/* Every FDE of the search table, each up to the next one's start (or its
+ * segment's end). */
+static int walk_hdr(struct builder *b, Dwarf_CFI *cfi, const struct elfmeta_ehhdr *h)
 {
-	uint32_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return v;
-}
-
-/* .eh_frame_hdr as GNU ld, gold, lld and mold write it: version 1,
- * fde_count udata4, table datarel sdata4 pairs (initial location, FDE). */
-static int walk_hdr(struct builder *b, Dwarf_CFI *cfi, const Elf_Data *hdr, uint64_t hdr_addr)
-{
-	const uint8_t *p = hdr->d_buf;
-	size_t size = hdr->d_size, count, i;
 	uint64_t prev = 0;
 	int rc = 0;
 
-	if (size < 12 || p[0] != 1 || (p[1] & 0x0f) != 0x0b || p[2] != 0x03 || p[3] != 0x3b)
-		return fail(b, CFI_ERR_BAD_HDR);
-	count = rd32(p + 8);
-	if (count > (size - 12) / 8)
-		return fail(b, CFI_ERR_BAD_HDR);
-	for (i = 0; i < count && rc == 0; i++) {
-		uint64_t loc = hdr_addr + (int64_t)(int32_t)rd32(p + 12 + 8 * i), limit;
+	for (size_t i = 0; i < h->count && rc == 0; i++) {
+		uint64_t loc = elfmeta_ehhdr_loc(h, i), limit;
 
 		if (i && loc < prev)
 			return fail(b, CFI_ERR_CORRUPT);  /* the search table must be sorted */
@@ -321,8 +278,8 @@ static int walk_hdr(struct builder *b, Dwarf_CFI *cfi, const Elf_Data *hdr, uint
 		if (loc > UINT32_MAX)
 			return fail(b, CFI_ERR_TOO_BIG);
 		limit = segment_end(b->t, loc);
-		if (i + 1 < count) {
-			uint64_t next = hdr_addr + (int64_t)(int32_t)rd32(p + 12 + 8 * (i + 1));
+		if (i + 1 < h->count) {
+			uint64_t next = elfmeta_ehhdr_loc(h, i + 1);
 
 			if (next < limit)
 				limit = next;
@@ -337,8 +294,7 @@ static int build(Elf *elf, size_t max_rows, struct cfi_table **out, enum cfi_err
 {
 	struct builder b = { .elf = elf, .max_rows = max_rows ? max_rows : 1 };
 	Dwarf_CFI *cfi = NULL;
-	Elf_Data *hdr;
-	uint64_t hdr_addr = 0;
+	struct elfmeta_ehhdr hdr;
 	GElf_Ehdr eh;
 	int r;
 
@@ -356,16 +312,19 @@ static int build(Elf *elf, size_t max_rows, struct cfi_table **out, enum cfi_err
 	r = read_segments(&b);
 	if (r < 0)
 		goto out;
-	b.t->build_id_len = build_id_of(elf, b.t->build_id, sizeof(b.t->build_id));
-	r = find_sections(&b, &hdr, &hdr_addr);
-	if (r < 0)
+	b.t->build_id_len = elfmeta_build_id(elf, b.t->build_id, sizeof(b.t->build_id));
+	r = elfmeta_ehhdr(elf, &hdr);
+	if (r < 0 || !hdr.count) {
+		r = fail(&b, r == -EBADMSG ? CFI_ERR_BAD_HDR : CFI_ERR_NO_CFI);
 		goto out;
+	}
+	find_plt(&b);
 	cfi = dwarf_getcfi_elf(elf);
 	if (!cfi) {
 		r = fail(&b, CFI_ERR_NO_CFI);
 		goto out;
 	}
-	r = walk_hdr(&b, cfi, hdr, hdr_addr);
+	r = walk_hdr(&b, cfi, &hdr);
 out:
 	if (cfi)
 		dwarf_cfi_end(cfi);

@@ -210,6 +210,13 @@ full:
 	u->st.rows_full++;
 }
 
+static bool same_file(const struct table *t, const struct stat *sb)
+{
+	return t->dev == sb->st_dev && t->ino == sb->st_ino && t->size == sb->st_size &&
+	       t->mtime_ns == sb->st_mtim.tv_sec * 1000000000ll + sb->st_mtim.tv_nsec;
+}
+
+/* By build-id when the file has one, else by file identity. */
 static struct table *table_find(struct unwtab *u, const struct stat *sb, const uint8_t *bid,
 				size_t bid_len)
 {
@@ -217,11 +224,20 @@ static struct table *table_find(struct unwtab *u, const struct stat *sb, const u
 		struct table *t = u->tables[i];
 
 		if (bid_len ? (t->build_id_len == bid_len && memcmp(t->build_id, bid, bid_len) == 0)
-			    : (!t->build_id_len && t->dev == sb->st_dev && t->ino == sb->st_ino &&
-			       t->size == sb->st_size &&
-			       t->mtime_ns == sb->st_mtim.tv_sec * 1000000000ll + sb->st_mtim.tv_nsec))
+			    : (!t->build_id_len && same_file(t, sb)))
 			return t;
 	}
+	return NULL;
+}
+
+/* The file a table was built from, seen again (every reload of a process's
+ * maps, every process of the same binary on one filesystem): no need to
+ * open it and read its build-id. */
+static struct table *table_find_file(struct unwtab *u, const struct stat *sb)
+{
+	for (size_t i = 0; i < u->ntables; i++)
+		if (same_file(u->tables[i], sb))
+			return u->tables[i];
 	return NULL;
 }
 
@@ -245,8 +261,12 @@ static struct table *table_for(struct unwtab *u, uint32_t tgid, const struct pro
 	/* Only regular files: opening a device a process mapped could have
 	 * side effects. */
 	fd = -1;
-	if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode))
+	if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
+		t = table_find_file(u, &sb);
+		if (t)
+			goto out;
 		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	}
 	if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
 		u->st.open_failed++;
 		goto out;
@@ -408,6 +428,16 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 				mm->row_first = t->first;
 				mm->row_count = t->count;
 			}
+		}
+	}
+	/* Kept for every process until it exits: only as many as it uses. */
+	if (np.nrefs < JP_UNWIND_MAX_MAPS) {
+		struct table **fit = np.nrefs ? realloc(np.refs, np.nrefs * sizeof(*np.refs)) : NULL;
+
+		if (fit || !np.nrefs) {
+			if (!np.nrefs)
+				free(np.refs);
+			np.refs = fit;
 		}
 	}
 	if (bpf_map_update_elem(u->procs_fd, &tgid, ent, BPF_ANY) < 0) {
