@@ -17,17 +17,19 @@ static void cmd_record_help(void)
 	printf("Usage: jprofctl record (--pid PID | --all) [options]\n"
 	       "\n"
 	       "Record a profile of one process or of the whole host (CPU time by default,\n"
-	       "or time off the CPU) and write it to FILE or stdout. Ctrl-C stops early and\n"
-	       "still writes what was recorded; a second Ctrl-C aborts.\n"
+	       "time off the CPU, or wall-clock time) and write it to FILE or stdout.\n"
+	       "Ctrl-C stops early and still writes what was recorded; a second Ctrl-C\n"
+	       "aborts.\n"
 	       "\n"
 	       "  -p, --pid PID          process to profile (yours, unless you are root or\n"
 	       "                         in group jprof)\n"
 	       "  -a, --all              every process (root or group jprof only)\n"
 	       "  -d, --duration TIME    how long: 30s, 500ms, 2m, 1h or seconds (default 30s)\n"
 	       "  -e, --event EVENT      what to record (default cpu); see Events below\n"
-	       "  -i, --interval TIME    cpu: sampling interval: 10ms, 1ms, 250us, 1s (default\n"
-	       "                         10ms, range 100us..10s)\n"
-	       "      --threshold TIME   offcpu: skip intervals shorter than TIME: 10us, 1ms\n"
+	       "  -i, --interval TIME    cpu, wall: sampling interval of CPU time: 10ms, 1ms,\n"
+	       "                         250us, 1s (default 10ms, range 100us..10s)\n"
+	       "      --threshold TIME   offcpu, wall: skip off-CPU intervals shorter than\n"
+	       "                         TIME: 10us, 1ms\n"
 	       "                         (default 10us, range 1us..10s)\n"
 	       "  -o, --output FILE      write the profile to FILE (atomically) instead of\n"
 	       "                         stdout\n");
@@ -50,7 +52,7 @@ static void cmd_record_help(void)
 	for (int i = 0; i < JPROF_EVENT_COUNT; i++)
 		printf("  %-8s %s\n           values: %s\n", jprof_events[i].name,
 		       jprof_events[i].summary, jprof_events[i].values);
-	printf("Off-CPU profiles of a JVM have native and kernel frames only for now.\n"
+	printf("Off-CPU and wall profiles of a JVM have native and kernel frames only for now.\n"
 	       "\n"
 	       "Exit status: 0 profile written (also after Ctrl-C), 1 error, 2 usage,\n"
 	       "3 daemon not running, 4 permission denied, 5 no such process,\n"
@@ -151,10 +153,10 @@ int cmd_record(int argc, char **argv, const char *socket_path)
 	}
 	if (r == CTL_CONTINUE && has_pid == rr->all)
 		r = ctl_usage_err("record", "give exactly one of --pid PID or --all");
-	if (r == CTL_CONTINUE && rr->threshold_us && strcmp(rr->event, JPROF_EVENT_OFFCPU) != 0)
-		r = ctl_usage_err("record", "--threshold applies to -e offcpu only");
-	if (r == CTL_CONTINUE && has_interval && strcmp(rr->event, JPROF_EVENT_CPU) != 0)
-		r = ctl_usage_err("record", "--interval applies to -e cpu only");
+	if (r == CTL_CONTINUE && rr->threshold_us && strcmp(rr->event, JPROF_EVENT_CPU) == 0)
+		r = ctl_usage_err("record", "--threshold applies to -e offcpu and -e wall only");
+	if (r == CTL_CONTINUE && has_interval && strcmp(rr->event, JPROF_EVENT_OFFCPU) == 0)
+		r = ctl_usage_err("record", "--interval applies to -e cpu and -e wall only");
 	if (r != CTL_CONTINUE)
 		goto out;
 

@@ -251,6 +251,8 @@ const struct jprof_event_desc jprof_events[JPROF_EVENT_COUNT] = {
 	  "on-CPU time, sampled every interval of CPU time (-i)" },
 	{ JPROF_EVENT_OFFCPU, "samples (count of intervals), offcpu (nanoseconds)",
 	  "time off the CPU (blocked, sleeping, waiting for a CPU), every interval at least --threshold long" },
+	{ JPROF_EVENT_WALL, "samples (count), wall (nanoseconds)",
+	  "wall-clock time: cpu and offcpu together, thread state as leaf frame" },
 };
 
 const char *jprof_event_names(void)

@@ -31,7 +31,8 @@ struct json_object;
  * event table (daemon/core/event.c) has one row per name, in this order. */
 #define JPROF_EVENT_CPU "cpu"
 #define JPROF_EVENT_OFFCPU "offcpu"
-#define JPROF_EVENT_COUNT 2
+#define JPROF_EVENT_WALL "wall"
+#define JPROF_EVENT_COUNT 3
 /* Off-CPU: intervals shorter than the threshold are skipped (counted). */
 #define JPROF_THRESHOLD_US_DEFAULT 10ULL
 #define JPROF_THRESHOLD_US_MIN 1ULL

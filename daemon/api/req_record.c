@@ -110,13 +110,13 @@ static int record_event(const struct request *r, struct session_params *p)
 	p->event = (enum event_id)ev;
 	if (ev == EVENT_CPU && rr->threshold_us) {
 		requests_error(r, JPROF_E_BAD_REQUEST,
-			       "\"threshold_us\" applies to the offcpu event only");
+			       "\"threshold_us\" applies to the offcpu and wall events only");
 		return -EINVAL;
 	}
-	if (ev == EVENT_OFFCPU && jprof_format_info(p->format)->time_ordered) {
+	if (ev != EVENT_CPU && jprof_format_info(p->format)->time_ordered) {
 		requests_error(r, JPROF_E_BAD_REQUEST,
-			       "format \"%s\" (time-ordered) is not available for the offcpu event yet",
-			       jprof_format_info(p->format)->name);
+			       "format \"%s\" (time-ordered) is not available for the %s event yet",
+			       jprof_format_info(p->format)->name, rr->event);
 		return -EINVAL;
 	}
 	p->threshold_ns = (rr->threshold_us ? rr->threshold_us : JPROF_THRESHOLD_US_DEFAULT) * 1000;

@@ -500,6 +500,10 @@ void sampler_emit(struct sampler *s, const struct jp_count_key *k, enum event_id
 		.kernel_mode = k->flags & JP_KEY_KERNEL_MODE,
 		.kernel_thread = k->flags & JP_KEY_KTHREAD,
 		.agent = k->flags & JP_KEY_AGENT,
+		.state = ev == EVENT_CPU ? THREAD_STATE_RUNNING
+			 : (k->flags & JP_KEY_OFF_PREEMPTED)       ? THREAD_STATE_RUNNABLE
+			 : (k->flags & JP_KEY_OFF_UNINTERRUPTIBLE) ? THREAD_STATE_UNINTERRUPTIBLE
+								   : THREAD_STATE_SLEEPING,
 		.time_ns = time_ns,
 		.start_ns = k->start_ns,
 		.kips = kips,

@@ -21,6 +21,10 @@ extern const struct sample_type sample_types_cpu[2];
 /* The off-CPU profile's types: samples/count (intervals), offcpu/nanoseconds. */
 extern const struct sample_type sample_types_offcpu[2];
 #define SAMPLE_TYPES_OFFCPU_N 2
+/* The wall-clock profile's types: samples/count (CPU samples and off-CPU
+ * intervals), wall/nanoseconds. */
+extern const struct sample_type sample_types_wall[2];
+#define SAMPLE_TYPES_WALL_N 2
 
 /* Same type and unit (NULL equals NULL only). */
 bool sample_type_eq(const struct sample_type *a, const struct sample_type *b);

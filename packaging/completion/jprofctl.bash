@@ -33,7 +33,7 @@ _jprofctl()
 		return
 		;;
 	-e|--event)
-		COMPREPLY=($(compgen -W "cpu offcpu" -- "$cur"))
+		COMPREPLY=($(compgen -W "cpu offcpu wall" -- "$cur"))
 		return
 		;;
 	-d|--duration|-i|--interval|--threshold|-l|--last|--from|--to|-c|--comm|-u|--unit|-g|--cgroup)
