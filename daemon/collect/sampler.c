@@ -349,7 +349,7 @@ int sampler_poll_ring(struct sampler *s)
 void sampler_unwind_prepare(struct sampler *s, uint32_t tgid)
 {
 	if (s->unwind)
-		unwtab_request(s->unwind, tgid, 0);
+		unwtab_request(s->unwind, tgid, 0, true);
 }
 
 int sampler_unwind_wait(struct sampler *s, uint64_t timeout_ns)
@@ -573,7 +573,7 @@ static int handle_ring_msg(void *ctx, void *data, size_t size)
 		const struct jp_msg_unwind_miss *m = data;
 
 		if (s->unwind)
-			unwtab_request(s->unwind, m->tgid, m->start_ns);
+			unwtab_request(s->unwind, m->tgid, m->start_ns, false);
 	}
 	return 0;
 }

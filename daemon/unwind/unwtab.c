@@ -241,6 +241,29 @@ static struct table *table_find_file(struct unwtab *u, const struct stat *sb)
 	return NULL;
 }
 
+/* The host's separate debug file of a build-id (Debian's -dbgsym packages),
+ * for binaries whose CFI is only in .debug_frame there; -1 if none. */
+static int open_debug_file(const uint8_t *bid, size_t len)
+{
+	char path[64 + 2 * 64];
+	struct stat sb;
+	size_t o;
+	int fd;
+
+	if (len < 2)
+		return -1;
+	o = (size_t)snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%02x/", bid[0]);
+	for (size_t i = 1; i < len; i++)
+		o += (size_t)snprintf(path + o, sizeof(path) - o, "%02x", bid[i]);
+	snprintf(path + o, sizeof(path) - o, ".debug");
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd >= 0 && (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
 /* The table of the binary behind one mapping of tgid, built if new; NULL
  * when the file cannot be read. */
 static struct table *table_for(struct unwtab *u, uint32_t tgid, const struct procmaps_entry *e)
@@ -252,7 +275,7 @@ static struct table *table_for(struct unwtab *u, uint32_t tgid, const struct pro
 	struct cfi_table *ct = NULL;
 	enum cfi_error why = CFI_OK;
 	uint64_t t0;
-	int fd, len;
+	int fd, dfd, len, r;
 
 	/* map_files: the file as mapped, whatever its path now says (replaced,
 	 * deleted, another mount namespace). */
@@ -295,7 +318,11 @@ static struct table *table_for(struct unwtab *u, uint32_t tgid, const struct pro
 	memcpy(t->build_id, bid, (size_t)len);
 	t->build_id_len = (size_t)len;
 	t0 = clock_mono_ns();
-	if (cfi_build_fd(fd, u->cap < MAX_TABLE_ROWS ? u->cap : MAX_TABLE_ROWS, &ct, &why) == 0) {
+	dfd = open_debug_file(bid, (size_t)len);
+	r = cfi_build_fd(fd, dfd, u->cap < MAX_TABLE_ROWS ? u->cap : MAX_TABLE_ROWS, &ct, &why);
+	if (dfd >= 0)
+		close(dfd);
+	if (r == 0) {
 		memcpy(t->segs, ct->segs, sizeof(t->segs));
 		t->nsegs = ct->nsegs;
 		table_load(u, t, ct);
@@ -495,7 +522,7 @@ static void sweep(struct unwtab *u)
 static void *worker(void *arg)
 {
 	struct unwtab *u = arg;
-	struct request batch[64];
+	struct request req;
 
 	/* Builds are CPU-bound (half a second for cc1): on a busy host the
 	 * event loop should get the CPU first. Nice 5 (Linux applies it to
@@ -506,7 +533,6 @@ static void *worker(void *arg)
 	pthread_mutex_lock(&u->mu);
 	for (;;) {
 		uint64_t builds;
-		size_t n;
 
 		while (!u->stop && !u->nq) {
 			struct timespec ts;
@@ -518,16 +544,20 @@ static void *worker(void *arg)
 		}
 		if (u->stop)
 			break;
-		n = u->nq < 64 ? u->nq : 64;
-		memcpy(batch, u->queue, n * sizeof(batch[0]));
-		memmove(u->queue, u->queue + n, (u->nq - n) * sizeof(batch[0]));
-		u->nq -= n;
+		/* One at a time: an urgent request waits for one build at most.
+		 * None when the wait timed out: time to sweep. */
+		req = (struct request){ 0 };
+		if (u->nq) {
+			req = u->queue[0];
+			memmove(u->queue, u->queue + 1, (u->nq - 1) * sizeof(*u->queue));
+			u->nq--;
+		}
 		u->busy = true;
 		pthread_mutex_unlock(&u->mu);
 
 		builds = u->st.builds;
-		for (size_t i = 0; i < n; i++)
-			load_proc(u, batch[i].tgid, batch[i].start_ns);
+		if (req.tgid)
+			load_proc(u, req.tgid, req.start_ns);
 		/* A build's rows (megabytes for a large binary) were freed once
 		 * uploaded: give the heap back rather than keep it as RSS. */
 		if (u->st.builds != builds)
@@ -612,8 +642,9 @@ void unwtab_free(struct unwtab *u)
 	free(u);
 }
 
-void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns)
+void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns, bool urgent)
 {
+	struct request req = { tgid, start_ns };
 	size_t i;
 
 	pthread_mutex_lock(&u->mu);
@@ -621,8 +652,19 @@ void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns)
 		;
 	if (i < u->nq) {
 		u->queue[i].start_ns = start_ns;
+		if (urgent) {  /* to the front */
+			req = u->queue[i];
+			memmove(u->queue + 1, u->queue, i * sizeof(*u->queue));
+			u->queue[0] = req;
+		}
 	} else if (u->nq < MAX_QUEUE) {
-		u->queue[u->nq++] = (struct request){ tgid, start_ns };
+		if (urgent) {
+			memmove(u->queue + 1, u->queue, u->nq * sizeof(*u->queue));
+			u->queue[0] = req;
+		} else {
+			u->queue[u->nq] = req;
+		}
+		u->nq++;
 		u->shared.requests++;
 		pthread_cond_signal(&u->wake);
 	}
