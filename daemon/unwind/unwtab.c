@@ -41,6 +41,7 @@ struct table {
 	struct cfi_segment segs[8];
 	size_t nsegs;
 	uint32_t first, count;    /* count 0: no table (kept so it is not rebuilt) */
+	uint32_t owner;           /* euid of the process it was built for: its share */
 	uint32_t refs;
 	uint64_t last_used;
 };
@@ -241,6 +242,32 @@ static struct table *table_find_file(struct unwtab *u, const struct stat *sb)
 	return NULL;
 }
 
+/* One user's processes may hold at most this share of the rows (root's:
+ * all): a user mapping many large binaries of distinct build-ids would
+ * otherwise fill the array with tables it keeps referenced, and every
+ * other user's processes would be left to frame pointers. */
+#define UID_SHARE_DIV 2
+
+static uint64_t rows_owned(const struct unwtab *u, uint32_t uid)
+{
+	uint64_t n = 0;
+
+	/* Idle tables (no live process maps them) are evicted when room is
+	 * needed: only those in use count. */
+	for (size_t i = 0; i < u->ntables; i++)
+		if (u->tables[i]->owner == uid && u->tables[i]->refs)
+			n += u->tables[i]->count;
+	return n;
+}
+
+static bool over_share(struct unwtab *u, uint32_t uid, uint64_t more)
+{
+	if (uid == 0 || rows_owned(u, uid) + more <= u->cap / UID_SHARE_DIV)
+		return false;
+	u->st.uid_share++;
+	return true;
+}
+
 /* The host's separate debug file of a build-id (Debian's -dbgsym packages),
  * for binaries whose CFI is only in .debug_frame there; -1 if none. */
 static int open_debug_file(const uint8_t *bid, size_t len)
@@ -266,7 +293,8 @@ static int open_debug_file(const uint8_t *bid, size_t len)
 
 /* The table of the binary behind one mapping of tgid, built if new; NULL
  * when the file cannot be read. */
-static struct table *table_for(struct unwtab *u, uint32_t tgid, const struct procmaps_entry *e)
+static struct table *table_for(struct unwtab *u, uint32_t tgid, uint32_t uid,
+				const struct procmaps_entry *e)
 {
 	char path[96];
 	uint8_t bid[64];
@@ -300,7 +328,7 @@ static struct table *table_for(struct unwtab *u, uint32_t tgid, const struct pro
 		goto out;
 	}
 	t = table_find(u, &sb, bid, (size_t)len);
-	if (t)
+	if (t || over_share(u, uid, 0))
 		goto out;
 	tabs = realloc(u->tables, (u->ntables + 1) * sizeof(*tabs));
 	t = calloc(1, sizeof(*t));
@@ -318,10 +346,19 @@ static struct table *table_for(struct unwtab *u, uint32_t tgid, const struct pro
 	memcpy(t->build_id, bid, (size_t)len);
 	t->build_id_len = (size_t)len;
 	t0 = clock_mono_ns();
+	t->owner = uid;
 	dfd = open_debug_file(bid, (size_t)len);
 	r = cfi_build_fd(fd, dfd, u->cap < MAX_TABLE_ROWS ? u->cap : MAX_TABLE_ROWS, &ct, &why);
 	if (dfd >= 0)
 		close(dfd);
+	if (r == 0 && over_share(u, uid, ct->n)) {
+		/* Not kept: once the user's other tables are released, the
+		 * next load of a process builds it again. */
+		cfi_table_free(ct);
+		free(t);
+		t = NULL;
+		goto out;
+	}
 	if (r == 0) {
 		memcpy(t->segs, ct->segs, sizeof(t->segs));
 		t->nsegs = ct->nsegs;
@@ -391,11 +428,14 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 	struct proc *p, np = { .tgid = tgid };
 	char path[64];
 	unsigned fuse[64];
+	uid_t uids[4], uid;
 	size_t nfuse;
 	uint64_t start, now = clock_mono_ns(), h;
 
-	if (proc_read_start_boottime((pid_t)tgid, &start) < 0)
+	if (proc_read_start_boottime((pid_t)tgid, &start) < 0 ||
+	    proc_read_uids((pid_t)tgid, uids) < 0)
 		return;  /* gone */
+	uid = uids[1];  /* effective: whose process it is now */
 	start -= start % TICK_NS;
 	if (want_start && want_start - want_start % TICK_NS != start)
 		return;  /* the pid is another process's now */
@@ -440,7 +480,7 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 			u->st.untrusted_fs++;
 			continue;
 		}
-		t = table_for(u, tgid, e);
+		t = table_for(u, tgid, uid, e);
 		if (!t)
 			continue;
 		t->refs++;

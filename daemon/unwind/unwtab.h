@@ -33,6 +33,7 @@ struct unwtab_stats {
 	uint64_t untrusted_fs;    /* mappings of files on FUSE: not read (they could stall) */
 	uint64_t too_many_maps;   /* executable mappings beyond the per-process limit */
 	uint64_t procs_full;      /* processes left without tables: unwind_procs was full */
+	uint64_t uid_share;       /* tables not built: their user's processes hold their share */
 	uint64_t rejected[CFI_NERRORS];  /* binaries without a table, by cause */
 };
 
