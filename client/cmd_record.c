@@ -17,18 +17,19 @@ static void cmd_record_help(void)
 	printf("Usage: jprofctl record (--pid PID | --all) [options]\n"
 	       "\n"
 	       "Record a profile of one process or of the whole host (CPU time by default,\n"
-	       "time off the CPU, or a JVM's allocations or lock waits) and write it to FILE\n"
-	       "or stdout. Ctrl-C stops early and\n"
-	       "still writes what was recorded; a second Ctrl-C aborts.\n"
+	       "time off the CPU, wall-clock time, or a JVM's allocations or lock waits) and\n"
+	       "write it to FILE or stdout. Ctrl-C stops early and still writes what was\n"
+	       "recorded; a second Ctrl-C aborts.\n"
 	       "\n"
 	       "  -p, --pid PID          process to profile (yours, unless you are root or\n"
 	       "                         in group jprof)\n"
 	       "  -a, --all              every process (root or group jprof only)\n"
 	       "  -d, --duration TIME    how long: 30s, 500ms, 2m, 1h or seconds (default 30s)\n"
 	       "  -e, --event EVENT      what to record (default cpu); see Events below\n"
-	       "  -i, --interval TIME    cpu: sampling interval: 10ms, 1ms, 250us, 1s (default\n"
-	       "                         10ms, range 100us..10s)\n"
-	       "      --threshold TIME   offcpu: skip intervals shorter than TIME: 10us, 1ms\n"
+	       "  -i, --interval TIME    cpu, wall: sampling interval of CPU time: 10ms, 1ms,\n"
+	       "                         250us, 1s (default 10ms, range 100us..10s)\n"
+	       "      --threshold TIME   offcpu, wall: skip off-CPU intervals shorter than\n"
+	       "                         TIME: 10us, 1ms\n"
 	       "                         (default 10us, range 1us..10s)\n"
 	       "      --alloc SIZE       alloc: mean bytes between sampled allocations: 512k,\n"
 	       "                         1m, 65536 (default 512k, range 1k..1g)\n"
@@ -55,7 +56,7 @@ static void cmd_record_help(void)
 	for (int i = 0; i < JPROF_EVENT_COUNT; i++)
 		printf("  %-8s %s\n           values: %s\n", jprof_events[i].name,
 		       jprof_events[i].summary, jprof_events[i].values);
-	printf("Off-CPU profiles of a JVM have native and kernel frames only for now.\n"
+	printf("Off-CPU and wall profiles of a JVM have native and kernel frames only for now.\n"
 	       "alloc and lock record JVMs only (Java frames, the class as leaf frame) and\n"
 	       "not in time-ordered formats (timeline, speedscope, jfr).\n"
 	       "\n"
@@ -174,8 +175,9 @@ int cmd_record(int argc, char **argv, const char *socket_path)
 	}
 	if (r == CTL_CONTINUE && has_pid == rr->all)
 		r = ctl_usage_err("record", "give exactly one of --pid PID or --all");
-	if (r == CTL_CONTINUE && has_threshold && strcmp(rr->event, JPROF_EVENT_OFFCPU) != 0)
-		r = ctl_usage_err("record", "--threshold applies to -e offcpu only");
+	if (r == CTL_CONTINUE && has_threshold && strcmp(rr->event, JPROF_EVENT_OFFCPU) != 0 &&
+	    strcmp(rr->event, JPROF_EVENT_WALL) != 0)
+		r = ctl_usage_err("record", "--threshold applies to -e offcpu and -e wall only");
 	if (r == CTL_CONTINUE && has_lock && strcmp(rr->event, JPROF_EVENT_LOCK) != 0)
 		r = ctl_usage_err("record", "--lock applies to -e lock only");
 	if (r == CTL_CONTINUE && rr->alloc_bytes && strcmp(rr->event, JPROF_EVENT_ALLOC) != 0)
@@ -183,8 +185,9 @@ int cmd_record(int argc, char **argv, const char *socket_path)
 	if (r == CTL_CONTINUE && (strcmp(rr->event, JPROF_EVENT_ALLOC) == 0 ||
 				  strcmp(rr->event, JPROF_EVENT_LOCK) == 0) && rr->all)
 		r = ctl_usage_err("record", "-e %s records one JVM: give --pid, not --all", rr->event);
-	if (r == CTL_CONTINUE && has_interval && strcmp(rr->event, JPROF_EVENT_CPU) != 0)
-		r = ctl_usage_err("record", "--interval applies to -e cpu only");
+	if (r == CTL_CONTINUE && has_interval && strcmp(rr->event, JPROF_EVENT_CPU) != 0 &&
+	    strcmp(rr->event, JPROF_EVENT_WALL) != 0)
+		r = ctl_usage_err("record", "--interval applies to -e cpu and -e wall only");
 	if (r != CTL_CONTINUE)
 		goto out;
 

@@ -251,6 +251,8 @@ const struct jprof_event_desc jprof_events[JPROF_EVENT_COUNT] = {
 	  "on-CPU time, sampled every interval of CPU time (-i)" },
 	{ JPROF_EVENT_OFFCPU, "samples (count of intervals), offcpu (nanoseconds)",
 	  "time off the CPU (blocked, sleeping, waiting for a CPU), every interval at least --threshold long" },
+	{ JPROF_EVENT_WALL, "samples (count), wall (nanoseconds)",
+	  "wall-clock time: cpu and offcpu together, thread state as leaf frame" },
 	{ JPROF_EVENT_ALLOC, "samples (count), alloc_objects (count), alloc_space (bytes)",
 	  "JVM only: Java heap allocations, sampled every --alloc bytes on average (default 512k)" },
 	{ JPROF_EVENT_LOCK, "samples (count), lock (count of contended entries), lock_wait (nanoseconds)",

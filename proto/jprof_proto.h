@@ -31,9 +31,10 @@ struct json_object;
  * event table (daemon/core/event.c) has one row per name, in this order. */
 #define JPROF_EVENT_CPU "cpu"
 #define JPROF_EVENT_OFFCPU "offcpu"
+#define JPROF_EVENT_WALL "wall"
 #define JPROF_EVENT_ALLOC "alloc"     /* JVM only: JVMTI sampled object allocations */
 #define JPROF_EVENT_LOCK "lock"       /* JVM only: contended monitor entries */
-#define JPROF_EVENT_COUNT 4
+#define JPROF_EVENT_COUNT 5
 /* Off-CPU: intervals shorter than the threshold are skipped (counted). */
 #define JPROF_THRESHOLD_US_DEFAULT 10ULL
 #define JPROF_THRESHOLD_US_MIN 1ULL

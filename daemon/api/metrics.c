@@ -81,6 +81,8 @@ static void unwind_metrics(struct out *o, const struct sampler_stats *s)
 	    (unsigned long long)t->open_failed);
 	put(o, "jprofd_unwind_tables_rejected_total{cause=\"untrusted_fs\"} %llu\n",
 	    (unsigned long long)t->untrusted_fs);
+	put(o, "jprofd_unwind_tables_rejected_total{cause=\"uid_share\"} %llu\n",
+	    (unsigned long long)t->uid_share);
 }
 
 static void sampler_metrics(struct out *o, const struct sampler_stats *s)

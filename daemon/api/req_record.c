@@ -110,7 +110,7 @@ static int record_event(const struct request *r, struct session_params *p)
 	p->event = (enum event_id)ev;
 	if ((ev == EVENT_CPU || ev == EVENT_ALLOC) && rr->threshold_us) {
 		requests_error(r, JPROF_E_BAD_REQUEST,
-			       "\"threshold_us\" applies to the offcpu and lock events only");
+			       "\"threshold_us\" applies to the offcpu, wall and lock events only");
 		return -EINVAL;
 	}
 	if (ev != EVENT_ALLOC && rr->alloc_bytes) {

@@ -63,7 +63,15 @@ static void close_events(struct session *s)
 static void on_sample(const struct built_sample *bs, void *arg)
 {
 	struct session *s = arg;
+	struct built_sample wall;
 
+	/* A wall-clock recording's CPU samples and off-CPU intervals are both
+	 * wall time: their values (count, nanoseconds) under its own types. */
+	if (s->event->id == EVENT_WALL && bs->event != s->event) {
+		wall = *bs;
+		wall.event = s->event;
+		bs = &wall;
+	}
 	if (s->access_lost)
 		return;  /* taken after the requester lost the right to them */
 	if (s->pending) {
@@ -328,7 +336,7 @@ static void send_started(struct session *s)
 	json_object_object_add(o, "event", json_object_new_string(s->event->name));
 	json_object_object_add(o, "duration_ms", json_object_new_int64((int64_t)s->p.duration_ms));
 	json_object_object_add(o, "interval_us", json_object_new_int64((int64_t)s->p.interval_us));
-	if (s->event->id == EVENT_OFFCPU || s->event->id == EVENT_LOCK)
+	if (s->event->id == EVENT_OFFCPU || s->event->id == EVENT_WALL || s->event->id == EVENT_LOCK)
 		json_object_object_add(o, "threshold_us",
 				       json_object_new_int64((int64_t)(s->p.threshold_ns / 1000)));
 	if (s->event->id == EVENT_ALLOC)
@@ -587,7 +595,8 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 	s->p = *p;
 	s->sink = *sink;
 	r = pipeline_source_open(m->pipeline, &(struct pipeline_source_config){
-		.process_root = p->all, .consumer = { on_sample, s },
+		.process_root = p->all, .thread_state = p->event == EVENT_WALL,
+		.consumer = { on_sample, s },
 		.per_sample = jprof_format_info(p->format)->time_ordered }, &s->src);
 	if (r < 0)
 		goto fail_internal;
@@ -601,17 +610,21 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 	}
 	s->start_mono_ns = clock_ns(CLOCK_MONOTONIC);
 	s->start_unix_ns = clock_ns(CLOCK_REALTIME);
-	if (p->all && p->event == EVENT_OFFCPU) {
-		r = offcpu_start(s, err_code, err_msg, err_len);
-		if (r < 0 && *err_code)
-			goto fail;
-		if (r < 0)
-			goto fail_internal;
-	} else if (p->all) {
-		r = sampler_cpu_events_open(m->sampler, s->id, interval_ns(s),
-					    s->timed ? JP_COOKIE_RECORD : 0, &s->cpu_events);
-		if (r < 0)
-			goto fail_internal;
+	if (p->all) {
+		/* wall: both collectors, off-CPU first (it can be refused). */
+		if (p->event != EVENT_CPU) {
+			r = offcpu_start(s, err_code, err_msg, err_len);
+			if (r < 0 && *err_code)
+				goto fail;
+			if (r < 0)
+				goto fail_internal;
+		}
+		if (p->event != EVENT_OFFCPU) {
+			r = sampler_cpu_events_open(m->sampler, s->id, interval_ns(s),
+						    s->timed ? JP_COOKIE_RECORD : 0, &s->cpu_events);
+			if (r < 0)
+				goto fail_internal;
+		}
 	} else {
 		struct attach_result probe;
 
@@ -623,11 +636,11 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 		store_set_process_name(s->store, (uint32_t)p->pid, s->comm);
 		/* Its unwind tables now, not at its first sample. */
 		sampler_unwind_prepare(m->sampler, (uint32_t)p->pid);
-		if (p->event == EVENT_OFFCPU)
+		r = 0;
+		if (p->event == EVENT_OFFCPU || p->event == EVENT_WALL)
 			r = offcpu_start(s, err_code, err_msg, err_len);
-		else if (event_needs_jvm(p->event))
-			r = 0;   /* the agent's JVMTI events, no perf events */
-		else
+		/* alloc, lock: the agent's JVMTI events, no perf events */
+		if (r == 0 && (p->event == EVENT_CPU || p->event == EVENT_WALL))
 			r = threadset_new(m->sampler, &(struct threadset_config){
 				.source = s->id, .pid = p->pid, .period_ns = interval_ns(s),
 				.max_threads = m->lim.max_threads, .quota = m->lim.quota,
@@ -662,19 +675,21 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 	m->sessions = s;
 	m->count++;
 	snprintf(what, sizeof(what), p->all ? "the whole host" : "pid %d", (int)p->pid);
-	if (s->event->period_type.unit)
-		log_audit("session %u started: uid %u records %s of %s for %llu ms every %llu us",
-			  s->id, (unsigned)p->uid, s->event->name, what,
-			  (unsigned long long)p->duration_ms, (unsigned long long)p->interval_us);
-	else if (p->event == EVENT_ALLOC)
+	if (p->event == EVENT_ALLOC)
 		log_audit("session %u started: uid %u records %s of %s for %llu ms every %llu bytes",
 			  s->id, (unsigned)p->uid, s->event->name, what,
 			  (unsigned long long)p->duration_ms, (unsigned long long)p->alloc_bytes);
-	else
+	else if (p->event == EVENT_LOCK)
 		log_audit("session %u started: uid %u records %s of %s for %llu ms, threshold %llu us",
 			  s->id, (unsigned)p->uid, s->event->name, what,
 			  (unsigned long long)p->duration_ms,
 			  (unsigned long long)(p->threshold_ns / 1000));
+	else
+		log_audit("session %u started: uid %u records %s of %s for %llu ms, every %llu us of CPU, "
+			  "off-CPU threshold %llu us", s->id, (unsigned)p->uid, s->event->name, what,
+			  (unsigned long long)p->duration_ms,
+			  (unsigned long long)(p->event == EVENT_OFFCPU ? 0 : p->interval_us),
+			  (unsigned long long)(p->event == EVENT_CPU ? 0 : p->threshold_ns / 1000));
 	send_started(s);
 	if (s->java != JAVA_NONE)
 		loop_add_timer(m->loop, 0, 0, session_jvm_on_begin, s, &s->java_timer);

@@ -9,6 +9,16 @@
 
 #include "event.h"
 
+/* What the thread was doing: on a CPU (a cpu sample), or, for an off-CPU
+ * interval, how it left the CPU (from the scheduler's task state). */
+enum thread_state {
+	THREAD_STATE_UNKNOWN = 0,
+	THREAD_STATE_RUNNING,          /* on a CPU */
+	THREAD_STATE_RUNNABLE,         /* preempted: waited for a CPU */
+	THREAD_STATE_SLEEPING,         /* TASK_INTERRUPTIBLE: waited for an event, a timer, I/O on a socket or pipe */
+	THREAD_STATE_UNINTERRUPTIBLE,  /* TASK_UNINTERRUPTIBLE: disk I/O, some kernel locks */
+};
+
 struct raw_sample {
 	enum event_id event;
 	uint32_t source;           /* who asked for it: 0 = the host view, else a recording */
@@ -19,6 +29,7 @@ struct raw_sample {
 	uint64_t values[EVENT_MAX_VALUES];  /* event_get(event)->types; values[0] = samples */
 	const char *comm;          /* process name when sampled if the collector read it, else NULL */
 	const char *thread_comm;   /* thread name when sampled, likewise */
+	enum thread_state state;
 	bool host_feed;            /* also stands for the host view (its thread is skipped there) */
 	bool kernel_mode;          /* interrupted kernel code */
 	bool kernel_thread;        /* no user stack to expect */

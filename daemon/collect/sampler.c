@@ -349,7 +349,7 @@ int sampler_poll_ring(struct sampler *s)
 void sampler_unwind_prepare(struct sampler *s, uint32_t tgid)
 {
 	if (s->unwind)
-		unwtab_request(s->unwind, tgid, 0);
+		unwtab_request(s->unwind, tgid, 0, true);
 }
 
 int sampler_unwind_wait(struct sampler *s, uint64_t timeout_ns)
@@ -500,6 +500,10 @@ void sampler_emit(struct sampler *s, const struct jp_count_key *k, enum event_id
 		.kernel_mode = k->flags & JP_KEY_KERNEL_MODE,
 		.kernel_thread = k->flags & JP_KEY_KTHREAD,
 		.agent = k->flags & JP_KEY_AGENT,
+		.state = ev == EVENT_CPU ? THREAD_STATE_RUNNING
+			 : (k->flags & JP_KEY_OFF_PREEMPTED)       ? THREAD_STATE_RUNNABLE
+			 : (k->flags & JP_KEY_OFF_UNINTERRUPTIBLE) ? THREAD_STATE_UNINTERRUPTIBLE
+								   : THREAD_STATE_SLEEPING,
 		.time_ns = time_ns,
 		.start_ns = k->start_ns,
 		.kips = kips,
@@ -569,7 +573,7 @@ static int handle_ring_msg(void *ctx, void *data, size_t size)
 		const struct jp_msg_unwind_miss *m = data;
 
 		if (s->unwind)
-			unwtab_request(s->unwind, m->tgid, m->start_ns);
+			unwtab_request(s->unwind, m->tgid, m->start_ns, false);
 	}
 	return 0;
 }

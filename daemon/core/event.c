@@ -23,6 +23,17 @@ static const struct event_info events[EVENT_COUNT] = {
 		.ntypes = SAMPLE_TYPES_OFFCPU_N,
 		.main_value = 1,
 	},
+	/* Not a collector of its own: a recording runs the cpu and offcpu
+	 * collectors and takes both kinds of samples as wall time (a CPU
+	 * sample weighs its interval, an off-CPU interval its length). */
+	[EVENT_WALL] = {
+		.id = EVENT_WALL,
+		.name = JPROF_EVENT_WALL,
+		.perf_name = "wall",
+		.types = sample_types_wall,
+		.ntypes = SAMPLE_TYPES_WALL_N,
+		.main_value = 1,
+	},
 	[EVENT_ALLOC] = {
 		.id = EVENT_ALLOC,
 		.name = JPROF_EVENT_ALLOC,

@@ -16,6 +16,7 @@
 enum event_id {
 	EVENT_CPU = 0,         /* perf cpu-clock: on-CPU time, sampled every period of CPU time */
 	EVENT_OFFCPU,          /* scheduler switches: each interval a task spent off the CPU */
+	EVENT_WALL,            /* cpu and offcpu of the same threads together: wall-clock time */
 	EVENT_ALLOC,           /* JVM: JVMTI sampled allocations, weighted to estimate all of them */
 	EVENT_LOCK,            /* JVM: contended monitor entries, each with its wait */
 	EVENT_COUNT

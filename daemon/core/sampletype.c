@@ -12,6 +12,10 @@ const struct sample_type sample_types_offcpu[SAMPLE_TYPES_OFFCPU_N] = {
 	{ "samples", "count" },
 	{ "offcpu", "nanoseconds" },
 };
+const struct sample_type sample_types_wall[SAMPLE_TYPES_WALL_N] = {
+	{ "samples", "count" },
+	{ "wall", "nanoseconds" },
+};
 const struct sample_type sample_types_alloc[SAMPLE_TYPES_ALLOC_N] = {
 	{ "samples", "count" },
 	{ "alloc_objects", "count" },

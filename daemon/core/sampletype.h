@@ -21,6 +21,10 @@ extern const struct sample_type sample_types_cpu[2];
 /* The off-CPU profile's types: samples/count (intervals), offcpu/nanoseconds. */
 extern const struct sample_type sample_types_offcpu[2];
 #define SAMPLE_TYPES_OFFCPU_N 2
+/* The wall-clock profile's types: samples/count (CPU samples and off-CPU
+ * intervals), wall/nanoseconds. */
+extern const struct sample_type sample_types_wall[2];
+#define SAMPLE_TYPES_WALL_N 2
 /* Allocations: samples/count, alloc_objects/count, alloc_space/bytes (the
  * last two estimated totals, see docs/protocol.md). */
 extern const struct sample_type sample_types_alloc[3];

@@ -171,9 +171,24 @@ static void push_kernel(struct builder *b, const uint64_t *kips, uint32_t nk, bo
 	}
 }
 
+/* The leaf frame of a sample of a wall-clock recording. */
+static const char *state_frame(enum thread_state st)
+{
+	switch (st) {
+	case THREAD_STATE_RUNNING: return "[running]";
+	case THREAD_STATE_RUNNABLE: return "[runnable]";
+	case THREAD_STATE_SLEEPING: return "[sleeping]";
+	case THREAD_STATE_UNINTERRUPTIBLE: return "[uninterruptible]";
+	case THREAD_STATE_UNKNOWN: break;
+	}
+	return NULL;
+}
+
 int builder_build(struct builder *b, const struct raw_sample *rs, const struct builder_opts *o,
 		  struct built_sample *out)
 {
+	const char *state = o && o->thread_state ? state_frame(rs->state) : NULL;
+
 	uint64_t start = procinfo_start_identity(rs->start_ns);
 
 	begin(b);
@@ -186,6 +201,8 @@ int builder_build(struct builder *b, const struct raw_sample *rs, const struct b
 		push(b, FRAME_MARKER, "[user_stack_lost]", "");
 	push_user(b, rs->pid, start, rs->uips, rs->nu, rs->kernel_mode, false);
 	push_kernel(b, rs->kips, rs->nk, rs->kstack_lost);
+	if (state)
+		push(b, FRAME_MARKER, state, "");
 	*out = (struct built_sample){
 		.event = event_get(rs->event),
 		.pid = rs->pid,

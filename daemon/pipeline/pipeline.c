@@ -96,6 +96,7 @@ void pipeline_on_sample(const struct raw_sample *rs, void *arg)
 		if (rs->time_ns && (rs->agent || !src->cfg.per_sample))
 			return;  /* per-sample records belong to a join that is gone */
 		o.process_root = src->cfg.process_root;
+		o.thread_state = src->cfg.thread_state;
 	} else if (!p->host.sample) {
 		return;
 	}

@@ -62,6 +62,7 @@ void pipeline_drain(struct pipeline *p);
 
 struct pipeline_source_config {
 	bool process_root;         /* the process name as root frame (whole-host recordings) */
+	bool thread_state;         /* the thread's state as leaf frame (wall-clock recordings) */
 	bool per_sample;           /* its events send a record per sample (JP_COOKIE_RECORD):
 				    * built one by one, each with its time */
 	struct pipeline_consumer consumer;

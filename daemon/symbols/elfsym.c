@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "elfmeta.h"
 #include "log.h"
 
 /* Bounds what one hostile or broken file can make us allocate. */
@@ -167,55 +168,9 @@ out:
 	return ret;
 }
 
-static bool elfsym_parse_notes(struct elfsym *e, Elf_Data *data)
-{
-	size_t off = 0, next, name_off, desc_off;
-	GElf_Nhdr nhdr;
-
-	while (off < data->d_size &&
-	       (next = gelf_getnote(data, off, &nhdr, &name_off, &desc_off)) > 0) {
-		if (nhdr.n_type == NT_GNU_BUILD_ID && nhdr.n_namesz == 4 &&
-		    memcmp((const char *)data->d_buf + name_off, "GNU", 4) == 0 &&
-		    nhdr.n_descsz > 0 && nhdr.n_descsz <= ELFSYM_BUILD_ID_MAX) {
-			memcpy(e->build_id, (const uint8_t *)data->d_buf + desc_off,
-			       nhdr.n_descsz);
-			e->build_id_len = nhdr.n_descsz;
-			return true;
-		}
-		off = next;
-	}
-	return false;
-}
-
-/* NT_GNU_BUILD_ID from note sections, else from PT_NOTE segments (files
- * whose section headers are gone). */
 static void elfsym_read_build_id(struct elfsym *e, Elf *elf)
 {
-	Elf_Scn *scn = NULL;
-	size_t nph = 0;
-
-	while ((scn = elf_nextscn(elf, scn)) != NULL) {
-		GElf_Shdr shdr;
-		Elf_Data *data;
-
-		if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_NOTE)
-			continue;
-		data = elf_getdata(scn, NULL);
-		if (data && data->d_buf && elfsym_parse_notes(e, data))
-			return;
-	}
-	if (elf_getphdrnum(elf, &nph) != 0)
-		return;
-	for (size_t i = 0; i < nph; i++) {
-		GElf_Phdr ph;
-		Elf_Data *data;
-
-		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_NOTE)
-			continue;
-		data = elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz, ELF_T_NHDR);
-		if (data && data->d_buf && elfsym_parse_notes(e, data))
-			return;
-	}
+	e->build_id_len = elfmeta_build_id(elf, e->build_id, sizeof(e->build_id));
 }
 
 static int elfsym_read_segments(struct elfsym *e, Elf *elf)
@@ -239,69 +194,28 @@ static int elfsym_read_segments(struct elfsym *e, Elf *elf)
 	return 0;
 }
 
-/* .eh_frame_hdr (PT_GNU_EH_FRAME): version 1, then the encodings of
- * eh_frame_ptr, fde_count and the table. Only the layout every linker
- * writes is accepted (table of datarel sdata4 pairs, udata4 count); any
- * other, or a table that is truncated or unsorted, is ignored: unsymbolized
- * code then falls back to pages. */
-#define EH_PE_UDATA4 0x03
-#define EH_PE_SDATA4 0x0b
-#define EH_PE_UDATA8 0x04
-#define EH_PE_SDATA8 0x0c
-#define EH_PE_DATAREL_SDATA4 0x3b
-#define ELFSYM_MAX_FDES (1u << 24)
-
-static size_t elfsym_eh_size(uint8_t enc)
-{
-	switch (enc & 0x0f) {
-	case EH_PE_UDATA4: case EH_PE_SDATA4: return 4;
-	case EH_PE_UDATA8: case EH_PE_SDATA8: return 8;
-	default: return 0;
-	}
-}
-
+/* Function starts from .eh_frame_hdr; a table that is unsorted or not in
+ * the layout linkers write is ignored: unsymbolized code then falls back to
+ * pages. */
 static int elfsym_read_fdes(struct elfsym *e, Elf *elf)
 {
-	const uint8_t *d;
-	Elf_Data *data;
-	size_t nph, ptr_size, off;
-	uint32_t count;
-	GElf_Phdr ph;
-	bool found = false;
+	struct elfmeta_ehhdr h;
 
-	if (elf_getphdrnum(elf, &nph) != 0)
+	if (elfmeta_ehhdr(elf, &h) < 0 || !h.count)
 		return 0;
-	for (size_t i = 0; i < nph && !found; i++)
-		found = gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_GNU_EH_FRAME;
-	if (!found || ph.p_filesz < 12 || ph.p_filesz > ((uint64_t)ELFSYM_MAX_FDES + 2) * 8)
-		return 0;
-	data = elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz, ELF_T_BYTE);
-	if (!data || !data->d_buf || data->d_size != ph.p_filesz)
-		return 0;
-	d = data->d_buf;
-	ptr_size = elfsym_eh_size(d[1]);
-	if (d[0] != 1 || !ptr_size || d[2] != EH_PE_UDATA4 || d[3] != EH_PE_DATAREL_SDATA4)
-		return 0;
-	off = 4 + ptr_size;
-	if (off + 4 > data->d_size)
-		return 0;
-	memcpy(&count, d + off, 4);
-	off += 4;
-	if (!count || count > ELFSYM_MAX_FDES || (data->d_size - off) / 8 < count)
-		return 0;
-	e->fde_start = malloc(count * sizeof(*e->fde_start));
+	e->fde_start = malloc(h.count * sizeof(*e->fde_start));
 	if (!e->fde_start)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < count; i++, off += 8) {
-		memcpy(&e->fde_start[i], d + off, 4);
+	for (size_t i = 0; i < h.count; i++) {
+		memcpy(&e->fde_start[i], h.table + 8 * i, 4);
 		if (i && e->fde_start[i] < e->fde_start[i - 1]) {
 			free(e->fde_start);
 			e->fde_start = NULL;
 			return 0;
 		}
 	}
-	e->nfde = count;
-	e->fde_base = ph.p_vaddr;
+	e->nfde = h.count;
+	e->fde_base = h.base;
 	return 0;
 }
 

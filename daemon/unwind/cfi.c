@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "elfmeta.h"
+
 #define DWARF_REG_RBP 6
 #define DWARF_REG_RSP 7
 #define DWARF_REG_RA 16
@@ -85,66 +87,38 @@ static int read_segments(struct builder *b)
 	return b->t->nsegs ? 0 : fail(b, CFI_ERR_NO_CFI);
 }
 
-static size_t build_id_of(Elf *elf, uint8_t *buf, size_t cap)
-{
-	Elf_Scn *scn = NULL;
-
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		Elf_Data *d;
-		GElf_Nhdr nh;
-		size_t off = 0, name_off, desc_off;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE || !(d = elf_getdata(scn, NULL)))
-			continue;
-		while ((off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
-			if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-			    memcmp((char *)d->d_buf + name_off, "GNU", 4) == 0 && nh.n_descsz > 0 &&
-			    nh.n_descsz <= cap) {
-				memcpy(buf, (char *)d->d_buf + desc_off, nh.n_descsz);
-				return nh.n_descsz;
-			}
-		}
-	}
-	return 0;
-}
-
 int cfi_read_build_id(int fd, uint8_t *buf, size_t cap)
 {
 	Elf *elf;
 	int r = -EINVAL;
 
+	/* pread, never mmap: the file is any process's mapping, and one its
+	 * owner truncates under a mapping would be SIGBUS in the daemon. */
 	elf_version(EV_CURRENT);
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (elf && elf_kind(elf) == ELF_K_ELF)
-		r = (int)build_id_of(elf, buf, cap);
+		r = (int)elfmeta_build_id(elf, buf, cap);
 	elf_end(elf);
 	return r;
 }
 
-/* .eh_frame_hdr's data and address, and the PLT sections' ranges. */
-static int find_sections(struct builder *b, Elf_Data **hdr, uint64_t *hdr_addr)
+/* The PLT sections' ranges (their CFI is an expression: rows of their own). */
+static void find_plt(struct builder *b)
 {
 	Elf_Scn *scn = NULL;
 	size_t shstrndx;
 
-	*hdr = NULL;
 	if (elf_getshdrstrndx(b->elf, &shstrndx) < 0)
-		return fail(b, CFI_ERR_NO_CFI);
+		return;
 	while ((scn = elf_nextscn(b->elf, scn))) {
 		GElf_Shdr sh;
 		const char *name;
 
 		if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(b->elf, shstrndx, sh.sh_name)))
 			continue;
-		if (strcmp(name, ".eh_frame_hdr") == 0 && sh.sh_type == SHT_PROGBITS) {
-			*hdr = elf_getdata(scn, NULL);
-			*hdr_addr = sh.sh_addr;
-		} else if (strncmp(name, ".plt", 4) == 0 && b->nplt < 4 && sh.sh_size) {
+		if (strncmp(name, ".plt", 4) == 0 && b->nplt < 4 && sh.sh_size)
 			b->plt[b->nplt++] = (struct range){ sh.sh_addr, sh.sh_addr + sh.sh_size };
-		}
 	}
-	return *hdr && (*hdr)->d_buf ? 0 : fail(b, CFI_ERR_NO_CFI);
 }
 
 static bool in_plt(const struct builder *b, uint64_t pc)
@@ -288,57 +262,166 @@ static int expand_fde(struct builder *b, Dwarf_CFI *cfi, uint64_t addr, uint64_t
 	return addr < limit ? fail(b, CFI_ERR_CORRUPT) : 0;
 }
 
-static uint32_t rd32(const uint8_t *p)
-{
-	uint32_t v;
+/* One FDE to expand: from lo up to hi (0: up to the next FDE's start, as
+ * .eh_frame_hdr gives no length), with the CFI it belongs to. */
+struct fde_ref {
+	uint64_t lo, hi;
+	Dwarf_CFI *cfi;
+	int pref;  /* at one address, .eh_frame (0) wins over .debug_frame (1) */
+};
 
-	memcpy(&v, p, sizeof(v));
-	return v;
+struct fde_list {
+	struct fde_ref *v;
+	size_t n, cap;
+};
+
+static int fde_add(struct builder *b, struct fde_list *l, const struct fde_ref *f)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 1024;
+		struct fde_ref *p;
+
+		if (cap > ELFMETA_MAX_FDES)
+			return fail(b, CFI_ERR_TOO_BIG);
+		p = realloc(l->v, cap * sizeof(*p));
+		if (!p)
+			return fail(b, CFI_ERR_NOMEM);
+		l->v = p;
+		l->cap = cap;
+	}
+	l->v[l->n++] = *f;
+	return 0;
 }
 
-/* .eh_frame_hdr as GNU ld, gold, lld and mold write it: version 1,
- * fde_count udata4, table datarel sdata4 pairs (initial location, FDE). */
-static int walk_hdr(struct builder *b, Dwarf_CFI *cfi, const Elf_Data *hdr, uint64_t hdr_addr)
+static int fde_cmp(const void *a, const void *b)
 {
-	const uint8_t *p = hdr->d_buf;
-	size_t size = hdr->d_size, count, i;
+	const struct fde_ref *x = a, *y = b;
+
+	if (x->lo != y->lo)
+		return x->lo < y->lo ? -1 : 1;
+	return x->pref - y->pref;
+}
+
+/* The search table's FDEs (sorted, or the file is corrupt). */
+static int add_hdr(struct builder *b, struct fde_list *l, Dwarf_CFI *cfi,
+		   const struct elfmeta_ehhdr *h)
+{
 	uint64_t prev = 0;
 	int rc = 0;
 
-	if (size < 12 || p[0] != 1 || (p[1] & 0x0f) != 0x0b || p[2] != 0x03 || p[3] != 0x3b)
-		return fail(b, CFI_ERR_BAD_HDR);
-	count = rd32(p + 8);
-	if (count > (size - 12) / 8)
-		return fail(b, CFI_ERR_BAD_HDR);
-	for (i = 0; i < count && rc == 0; i++) {
-		uint64_t loc = hdr_addr + (int64_t)(int32_t)rd32(p + 12 + 8 * i), limit;
+	for (size_t i = 0; i < h->count && rc == 0; i++) {
+		uint64_t loc = elfmeta_ehhdr_loc(h, i);
 
 		if (i && loc < prev)
 			return fail(b, CFI_ERR_CORRUPT);  /* the search table must be sorted */
 		prev = loc;
 		if (!in_exec_segment(b->t, loc))
 			continue;  /* an FDE of no code: ignore it */
-		if (loc > UINT32_MAX)
-			return fail(b, CFI_ERR_TOO_BIG);
-		limit = segment_end(b->t, loc);
-		if (i + 1 < count) {
-			uint64_t next = hdr_addr + (int64_t)(int32_t)rd32(p + 12 + 8 * (i + 1));
+		rc = fde_add(b, l, &(struct fde_ref){ .lo = loc, .cfi = cfi });
+	}
+	return rc;
+}
 
-			if (next < limit)
-				limit = next;
-		}
-		rc = expand_fde(b, cfi, loc, limit);
+static Elf_Data *section_data(Elf *elf, const char *want)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+
+	if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+		return NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *name;
+
+		if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(elf, shstrndx, sh.sh_name)) ||
+		    strcmp(name, want) != 0 || sh.sh_type != SHT_PROGBITS)
+			continue;
+		if ((sh.sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0)
+			return NULL;
+		return elf_getdata(scn, NULL);
+	}
+	return NULL;
+}
+
+/* .debug_frame's FDEs: what objects built without unwind tables
+ * (-fno-asynchronous-unwind-tables) keep, in the file or in its separate
+ * debug file. No search table: each FDE is read for its range. Only the
+ * 64-bit absolute addresses GCC and clang write are taken. */
+static int add_debug_frame(struct builder *b, struct fde_list *l, Elf *elf, Dwarf_CFI *cfi)
+{
+	Elf_Data *d = section_data(elf, ".debug_frame");
+	const unsigned char *ident = (const unsigned char *)elf_getident(elf, NULL);
+	Dwarf_Off off = 0, next;
+	size_t guard = 0;
+
+	if (!d || !d->d_buf || !ident)
+		return 0;
+	for (; guard < ELFMETA_MAX_FDES; guard++, off = next) {
+		Dwarf_CFI_Entry e;
+		uint64_t lo, len;
+		int rc = dwarf_next_cfi(ident, d, false, off, &next, &e);
+
+		if (rc > 0)
+			return 0;
+		if (rc < 0 || next <= off)
+			return fail(b, CFI_ERR_CORRUPT);
+		if (dwarf_cfi_cie_p(&e))
+			continue;
+		if (e.fde.end - e.fde.start < 16)
+			return fail(b, CFI_ERR_CORRUPT);
+		memcpy(&lo, e.fde.start, 8);
+		memcpy(&len, e.fde.start + 8, 8);
+		if (!len || !in_exec_segment(b->t, lo))
+			continue;  /* discarded by the linker (address 0), or no code */
+		if (len > segment_end(b->t, lo) - lo)
+			return fail(b, CFI_ERR_CORRUPT);
+		rc = fde_add(b, l, &(struct fde_ref){ .lo = lo, .hi = lo + len, .cfi = cfi, .pref = 1 });
+		if (rc < 0)
+			return rc;
+	}
+	return fail(b, CFI_ERR_TOO_BIG);
+}
+
+/* Every FDE in address order, each up to its end or the next one's start
+ * (or its segment's end); a gap after an FDE of known length runs on
+ * frame pointers. Where both sections describe a function, .eh_frame's
+ * FDE is used. */
+static int expand_all(struct builder *b, struct fde_list *l)
+{
+	int rc = 0;
+
+	qsort(l->v, l->n, sizeof(*l->v), fde_cmp);
+	for (size_t i = 0; i < l->n && rc == 0; i++) {
+		const struct fde_ref *f = &l->v[i];
+		uint64_t limit = segment_end(b->t, f->lo), next = limit;
+
+		if (i && l->v[i - 1].lo == f->lo)
+			continue;  /* the other section's FDE for this function */
+		for (size_t j = i + 1; j < l->n; j++)
+			if (l->v[j].lo > f->lo) {
+				next = l->v[j].lo < limit ? l->v[j].lo : limit;
+				break;
+			}
+		if (f->lo > UINT32_MAX || next > (uint64_t)UINT32_MAX + 1)
+			return fail(b, CFI_ERR_TOO_BIG);
+		rc = expand_fde(b, f->cfi, f->lo, f->hi && f->hi < next ? f->hi : next);
+		if (rc == 0 && f->hi && f->hi < next)
+			rc = push_fp(b, f->hi);
 		b->t->fdes++;
 	}
 	return rc;
 }
 
-static int build(Elf *elf, size_t max_rows, struct cfi_table **out, enum cfi_error *why)
+static int build(Elf *elf, Elf *debug_elf, size_t max_rows, struct cfi_table **out,
+		 enum cfi_error *why)
 {
+	struct fde_list fdes = { 0 };
+	Dwarf *dw[2] = { NULL, NULL };
+	Dwarf_CFI *dcfi[2] = { NULL, NULL };
+	size_t ndebug = 0, before;
 	struct builder b = { .elf = elf, .max_rows = max_rows ? max_rows : 1 };
 	Dwarf_CFI *cfi = NULL;
-	Elf_Data *hdr;
-	uint64_t hdr_addr = 0;
+	struct elfmeta_ehhdr hdr;
 	GElf_Ehdr eh;
 	int r;
 
@@ -356,19 +439,47 @@ static int build(Elf *elf, size_t max_rows, struct cfi_table **out, enum cfi_err
 	r = read_segments(&b);
 	if (r < 0)
 		goto out;
-	b.t->build_id_len = build_id_of(elf, b.t->build_id, sizeof(b.t->build_id));
-	r = find_sections(&b, &hdr, &hdr_addr);
-	if (r < 0)
+	b.t->build_id_len = elfmeta_build_id(elf, b.t->build_id, sizeof(b.t->build_id));
+	r = elfmeta_ehhdr(elf, &hdr);
+	if (r == -EBADMSG) {
+		r = fail(&b, CFI_ERR_BAD_HDR);
 		goto out;
-	cfi = dwarf_getcfi_elf(elf);
-	if (!cfi) {
+	}
+	find_plt(&b);
+	if (r == 0 && hdr.count) {
+		cfi = dwarf_getcfi_elf(elf);
+		r = cfi ? add_hdr(&b, &fdes, cfi, &hdr) : 0;
+		if (r < 0)
+			goto out;
+	}
+	/* .debug_frame of the file itself, else of its debug file. */
+	for (int k = 0; k < 2; k++) {
+		Elf *src = k ? debug_elf : elf;
+
+		if (!src || (k && ndebug))
+			continue;
+		dw[k] = dwarf_begin_elf(src, DWARF_C_READ, NULL);
+		dcfi[k] = dw[k] ? dwarf_getcfi(dw[k]) : NULL;
+		if (!dcfi[k])
+			continue;
+		before = fdes.n;
+		r = add_debug_frame(&b, &fdes, src, dcfi[k]);
+		if (r < 0)
+			goto out;
+		ndebug += fdes.n - before;
+	}
+	if (!fdes.n) {
 		r = fail(&b, CFI_ERR_NO_CFI);
 		goto out;
 	}
-	r = walk_hdr(&b, cfi, hdr, hdr_addr);
+	r = expand_all(&b, &fdes);
 out:
+	free(fdes.v);
 	if (cfi)
 		dwarf_cfi_end(cfi);
+	for (int k = 0; k < 2; k++)
+		if (dw[k])
+			dwarf_end(dw[k]);  /* ends dcfi[k] too */
 	*why = r < 0 ? b.err : CFI_OK;
 	if (r < 0) {
 		cfi_table_free(b.t);
@@ -378,14 +489,24 @@ out:
 	return 0;
 }
 
-int cfi_build_fd(int fd, size_t max_rows, struct cfi_table **out, enum cfi_error *why)
+int cfi_build_fd(int fd, int debug_fd, size_t max_rows, struct cfi_table **out,
+		 enum cfi_error *why)
 {
-	Elf *elf;
+	Elf *elf, *dbg = NULL;
 	int r;
 
+	/* pread (ELF_C_READ), never mmap: see cfi_read_build_id. */
 	elf_version(EV_CURRENT);
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	r = build(elf, max_rows, out, why);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (debug_fd >= 0) {
+		dbg = elf_begin(debug_fd, ELF_C_READ, NULL);
+		if (dbg && elf_kind(dbg) != ELF_K_ELF) {
+			elf_end(dbg);
+			dbg = NULL;
+		}
+	}
+	r = build(elf, dbg, max_rows, out, why);
+	elf_end(dbg);
 	elf_end(elf);
 	return r;
 }
@@ -398,7 +519,7 @@ int cfi_build_memory(const void *image, size_t size, size_t max_rows, struct cfi
 
 	elf_version(EV_CURRENT);
 	elf = elf_memory((char *)image, size);
-	r = build(elf, max_rows, out, why);
+	r = build(elf, NULL, max_rows, out, why);
 	elf_end(elf);
 	return r;
 }

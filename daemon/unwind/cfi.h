@@ -24,7 +24,7 @@
 enum cfi_error {
 	CFI_OK = 0,
 	CFI_ERR_NOT_ELF,     /* not a readable x86-64 ELF64 file */
-	CFI_ERR_NO_CFI,      /* no .eh_frame / .eh_frame_hdr (frame pointers then) */
+	CFI_ERR_NO_CFI,      /* neither .eh_frame_hdr nor .debug_frame (frame pointers then) */
 	CFI_ERR_BAD_HDR,     /* .eh_frame_hdr malformed or in an encoding not supported */
 	CFI_ERR_CORRUPT,     /* CFI that contradicts itself or points outside the code */
 	CFI_ERR_TOO_BIG,     /* more rows than allowed, or addresses beyond 4 GiB */
@@ -50,9 +50,12 @@ struct cfi_table {
 };
 
 /* Builds the table of the ELF file open on fd (read only; the caller keeps
- * fd). max_rows bounds the result. Returns 0, or -errno with *why set:
+ * fd) from its .eh_frame and its .debug_frame, or, when it has no
+ * .debug_frame, that of its separate debug file open on debug_fd (-1:
+ * none). max_rows bounds the result. Returns 0, or -errno with *why set:
  * -ENOENT (CFI_ERR_NO_CFI), -EINVAL (not ELF, malformed), -E2BIG, -ENOMEM. */
-int cfi_build_fd(int fd, size_t max_rows, struct cfi_table **out, enum cfi_error *why);
+int cfi_build_fd(int fd, int debug_fd, size_t max_rows, struct cfi_table **out,
+		 enum cfi_error *why);
 /* The same from an image in memory (tests, fuzzing). */
 int cfi_build_memory(const void *image, size_t size, size_t max_rows, struct cfi_table **out,
 		     enum cfi_error *why);

@@ -41,6 +41,7 @@ struct table {
 	struct cfi_segment segs[8];
 	size_t nsegs;
 	uint32_t first, count;    /* count 0: no table (kept so it is not rebuilt) */
+	uint32_t owner;           /* euid of the process it was built for: its share */
 	uint32_t refs;
 	uint64_t last_used;
 };
@@ -210,6 +211,13 @@ full:
 	u->st.rows_full++;
 }
 
+static bool same_file(const struct table *t, const struct stat *sb)
+{
+	return t->dev == sb->st_dev && t->ino == sb->st_ino && t->size == sb->st_size &&
+	       t->mtime_ns == sb->st_mtim.tv_sec * 1000000000ll + sb->st_mtim.tv_nsec;
+}
+
+/* By build-id when the file has one, else by file identity. */
 static struct table *table_find(struct unwtab *u, const struct stat *sb, const uint8_t *bid,
 				size_t bid_len)
 {
@@ -217,17 +225,76 @@ static struct table *table_find(struct unwtab *u, const struct stat *sb, const u
 		struct table *t = u->tables[i];
 
 		if (bid_len ? (t->build_id_len == bid_len && memcmp(t->build_id, bid, bid_len) == 0)
-			    : (!t->build_id_len && t->dev == sb->st_dev && t->ino == sb->st_ino &&
-			       t->size == sb->st_size &&
-			       t->mtime_ns == sb->st_mtim.tv_sec * 1000000000ll + sb->st_mtim.tv_nsec))
+			    : (!t->build_id_len && same_file(t, sb)))
 			return t;
 	}
 	return NULL;
 }
 
+/* The file a table was built from, seen again (every reload of a process's
+ * maps, every process of the same binary on one filesystem): no need to
+ * open it and read its build-id. */
+static struct table *table_find_file(struct unwtab *u, const struct stat *sb)
+{
+	for (size_t i = 0; i < u->ntables; i++)
+		if (same_file(u->tables[i], sb))
+			return u->tables[i];
+	return NULL;
+}
+
+/* One user's processes may hold at most this share of the rows (root's:
+ * all): a user mapping many large binaries of distinct build-ids would
+ * otherwise fill the array with tables it keeps referenced, and every
+ * other user's processes would be left to frame pointers. */
+#define UID_SHARE_DIV 2
+
+static uint64_t rows_owned(const struct unwtab *u, uint32_t uid)
+{
+	uint64_t n = 0;
+
+	/* Idle tables (no live process maps them) are evicted when room is
+	 * needed: only those in use count. */
+	for (size_t i = 0; i < u->ntables; i++)
+		if (u->tables[i]->owner == uid && u->tables[i]->refs)
+			n += u->tables[i]->count;
+	return n;
+}
+
+static bool over_share(struct unwtab *u, uint32_t uid, uint64_t more)
+{
+	if (uid == 0 || rows_owned(u, uid) + more <= u->cap / UID_SHARE_DIV)
+		return false;
+	u->st.uid_share++;
+	return true;
+}
+
+/* The host's separate debug file of a build-id (Debian's -dbgsym packages),
+ * for binaries whose CFI is only in .debug_frame there; -1 if none. */
+static int open_debug_file(const uint8_t *bid, size_t len)
+{
+	char path[64 + 2 * 64];
+	struct stat sb;
+	size_t o;
+	int fd;
+
+	if (len < 2)
+		return -1;
+	o = (size_t)snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%02x/", bid[0]);
+	for (size_t i = 1; i < len; i++)
+		o += (size_t)snprintf(path + o, sizeof(path) - o, "%02x", bid[i]);
+	snprintf(path + o, sizeof(path) - o, ".debug");
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd >= 0 && (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
 /* The table of the binary behind one mapping of tgid, built if new; NULL
  * when the file cannot be read. */
-static struct table *table_for(struct unwtab *u, uint32_t tgid, const struct procmaps_entry *e)
+static struct table *table_for(struct unwtab *u, uint32_t tgid, uint32_t uid,
+				const struct procmaps_entry *e)
 {
 	char path[96];
 	uint8_t bid[64];
@@ -236,7 +303,7 @@ static struct table *table_for(struct unwtab *u, uint32_t tgid, const struct pro
 	struct cfi_table *ct = NULL;
 	enum cfi_error why = CFI_OK;
 	uint64_t t0;
-	int fd, len;
+	int fd, dfd, len, r;
 
 	/* map_files: the file as mapped, whatever its path now says (replaced,
 	 * deleted, another mount namespace). */
@@ -245,8 +312,12 @@ static struct table *table_for(struct unwtab *u, uint32_t tgid, const struct pro
 	/* Only regular files: opening a device a process mapped could have
 	 * side effects. */
 	fd = -1;
-	if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode))
+	if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
+		t = table_find_file(u, &sb);
+		if (t)
+			goto out;
 		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	}
 	if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
 		u->st.open_failed++;
 		goto out;
@@ -257,7 +328,7 @@ static struct table *table_for(struct unwtab *u, uint32_t tgid, const struct pro
 		goto out;
 	}
 	t = table_find(u, &sb, bid, (size_t)len);
-	if (t)
+	if (t || over_share(u, uid, 0))
 		goto out;
 	tabs = realloc(u->tables, (u->ntables + 1) * sizeof(*tabs));
 	t = calloc(1, sizeof(*t));
@@ -275,7 +346,20 @@ static struct table *table_for(struct unwtab *u, uint32_t tgid, const struct pro
 	memcpy(t->build_id, bid, (size_t)len);
 	t->build_id_len = (size_t)len;
 	t0 = clock_mono_ns();
-	if (cfi_build_fd(fd, u->cap < MAX_TABLE_ROWS ? u->cap : MAX_TABLE_ROWS, &ct, &why) == 0) {
+	t->owner = uid;
+	dfd = open_debug_file(bid, (size_t)len);
+	r = cfi_build_fd(fd, dfd, u->cap < MAX_TABLE_ROWS ? u->cap : MAX_TABLE_ROWS, &ct, &why);
+	if (dfd >= 0)
+		close(dfd);
+	if (r == 0 && over_share(u, uid, ct->n)) {
+		/* Not kept: once the user's other tables are released, the
+		 * next load of a process builds it again. */
+		cfi_table_free(ct);
+		free(t);
+		t = NULL;
+		goto out;
+	}
+	if (r == 0) {
 		memcpy(t->segs, ct->segs, sizeof(t->segs));
 		t->nsegs = ct->nsegs;
 		table_load(u, t, ct);
@@ -344,11 +428,14 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 	struct proc *p, np = { .tgid = tgid };
 	char path[64];
 	unsigned fuse[64];
+	uid_t uids[4], uid;
 	size_t nfuse;
 	uint64_t start, now = clock_mono_ns(), h;
 
-	if (proc_read_start_boottime((pid_t)tgid, &start) < 0)
+	if (proc_read_start_boottime((pid_t)tgid, &start) < 0 ||
+	    proc_read_uids((pid_t)tgid, uids) < 0)
 		return;  /* gone */
+	uid = uids[1];  /* effective: whose process it is now */
 	start -= start % TICK_NS;
 	if (want_start && want_start - want_start % TICK_NS != start)
 		return;  /* the pid is another process's now */
@@ -393,7 +480,7 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 			u->st.untrusted_fs++;
 			continue;
 		}
-		t = table_for(u, tgid, e);
+		t = table_for(u, tgid, uid, e);
 		if (!t)
 			continue;
 		t->refs++;
@@ -408,6 +495,16 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 				mm->row_first = t->first;
 				mm->row_count = t->count;
 			}
+		}
+	}
+	/* Kept for every process until it exits: only as many as it uses. */
+	if (np.nrefs < JP_UNWIND_MAX_MAPS) {
+		struct table **fit = np.nrefs ? realloc(np.refs, np.nrefs * sizeof(*np.refs)) : NULL;
+
+		if (fit || !np.nrefs) {
+			if (!np.nrefs)
+				free(np.refs);
+			np.refs = fit;
 		}
 	}
 	if (bpf_map_update_elem(u->procs_fd, &tgid, ent, BPF_ANY) < 0) {
@@ -465,7 +562,7 @@ static void sweep(struct unwtab *u)
 static void *worker(void *arg)
 {
 	struct unwtab *u = arg;
-	struct request batch[64];
+	struct request req;
 
 	/* Builds are CPU-bound (half a second for cc1): on a busy host the
 	 * event loop should get the CPU first. Nice 5 (Linux applies it to
@@ -476,7 +573,6 @@ static void *worker(void *arg)
 	pthread_mutex_lock(&u->mu);
 	for (;;) {
 		uint64_t builds;
-		size_t n;
 
 		while (!u->stop && !u->nq) {
 			struct timespec ts;
@@ -488,16 +584,20 @@ static void *worker(void *arg)
 		}
 		if (u->stop)
 			break;
-		n = u->nq < 64 ? u->nq : 64;
-		memcpy(batch, u->queue, n * sizeof(batch[0]));
-		memmove(u->queue, u->queue + n, (u->nq - n) * sizeof(batch[0]));
-		u->nq -= n;
+		/* One at a time: an urgent request waits for one build at most.
+		 * None when the wait timed out: time to sweep. */
+		req = (struct request){ 0 };
+		if (u->nq) {
+			req = u->queue[0];
+			memmove(u->queue, u->queue + 1, (u->nq - 1) * sizeof(*u->queue));
+			u->nq--;
+		}
 		u->busy = true;
 		pthread_mutex_unlock(&u->mu);
 
 		builds = u->st.builds;
-		for (size_t i = 0; i < n; i++)
-			load_proc(u, batch[i].tgid, batch[i].start_ns);
+		if (req.tgid)
+			load_proc(u, req.tgid, req.start_ns);
 		/* A build's rows (megabytes for a large binary) were freed once
 		 * uploaded: give the heap back rather than keep it as RSS. */
 		if (u->st.builds != builds)
@@ -582,8 +682,9 @@ void unwtab_free(struct unwtab *u)
 	free(u);
 }
 
-void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns)
+void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns, bool urgent)
 {
+	struct request req = { tgid, start_ns };
 	size_t i;
 
 	pthread_mutex_lock(&u->mu);
@@ -591,8 +692,19 @@ void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns)
 		;
 	if (i < u->nq) {
 		u->queue[i].start_ns = start_ns;
+		if (urgent) {  /* to the front */
+			req = u->queue[i];
+			memmove(u->queue + 1, u->queue, i * sizeof(*u->queue));
+			u->queue[0] = req;
+		}
 	} else if (u->nq < MAX_QUEUE) {
-		u->queue[u->nq++] = (struct request){ tgid, start_ns };
+		if (urgent) {
+			memmove(u->queue + 1, u->queue, u->nq * sizeof(*u->queue));
+			u->queue[0] = req;
+		} else {
+			u->queue[u->nq] = req;
+		}
+		u->nq++;
 		u->shared.requests++;
 		pthread_cond_signal(&u->wake);
 	}

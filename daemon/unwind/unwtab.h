@@ -11,6 +11,7 @@
 #ifndef JPROF_UNWTAB_H
 #define JPROF_UNWTAB_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "cfi.h"
@@ -32,6 +33,7 @@ struct unwtab_stats {
 	uint64_t untrusted_fs;    /* mappings of files on FUSE: not read (they could stall) */
 	uint64_t too_many_maps;   /* executable mappings beyond the per-process limit */
 	uint64_t procs_full;      /* processes left without tables: unwind_procs was full */
+	uint64_t uid_share;       /* tables not built: their user's processes hold their share */
 	uint64_t rejected[CFI_NERRORS];  /* binaries without a table, by cause */
 };
 
@@ -43,8 +45,10 @@ void unwtab_free(struct unwtab *u);
 
 /* Asks for tgid's tables (start_ns: CLOCK_BOOTTIME start of the process as
  * BPF saw it, 0 if not known). Never blocks; duplicates are merged, and a
- * process loaded less than 250 ms ago is not read again. */
-void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns);
+ * process loaded less than 250 ms ago is not read again. urgent (a
+ * recording of that process starts): served next, before the host view's
+ * requests, whose builds can take seconds in all on a busy host. */
+void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns, bool urgent);
 
 /* Waits until the worker has no queued request (tests, recordings that want
  * tables before they start); 0, or -ETIMEDOUT. */

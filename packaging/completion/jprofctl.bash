@@ -33,7 +33,7 @@ _jprofctl()
 		return
 		;;
 	-e|--event)
-		COMPREPLY=($(compgen -W "cpu offcpu alloc lock" -- "$cur"))
+		COMPREPLY=($(compgen -W "cpu offcpu wall alloc lock" -- "$cur"))
 		return
 		;;
 	-d|--duration|-i|--interval|--threshold|--alloc|--lock|-l|--last|--from|--to|-c|--comm|-u|--unit|-g|--cgroup)

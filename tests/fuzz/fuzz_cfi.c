@@ -67,7 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (write(fd, data, size) == (ssize_t)size) {
 		t = NULL;
 		why = CFI_OK;
-		r = cfi_build_fd(fd, FUZZ_MAX_ROWS, &t, &why);
+		r = cfi_build_fd(fd, -1, FUZZ_MAX_ROWS, &t, &why);
 		one(r, t, why);
 		r = cfi_read_build_id(fd, bid, sizeof(bid));
 		if (r > (int)sizeof(bid))

@@ -180,7 +180,7 @@ def bad_input(t, d):
         event="alloc", alloc_bytes=1 << 31)
     err("alloc_bytes with -e lock", "bad_request", r"alloc_bytes.*alloc event only",
         pid=native.pid, event="lock", alloc_bytes=65536)
-    err("threshold_us with -e alloc", "bad_request", r"threshold_us.*offcpu and lock",
+    err("threshold_us with -e alloc", "bad_request", r"threshold_us.*offcpu, wall and lock",
         pid=native.pid, event="alloc", threshold_us=100)
     err("threshold_us 0 with -e lock", "bad_request", r"threshold_us", pid=native.pid,
         event="lock", threshold_us=0)

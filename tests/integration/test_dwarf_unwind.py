@@ -42,7 +42,8 @@ def record(t, d, pid, secs):
 def main(t):
     d = t.start_daemon()
 
-    for kind in ("pie", "nopie"):
+    # dbgframe: uw_* have CFI in .debug_frame only.
+    for kind in ("pie", "nopie", "dbgframe"):
         with t.case("%s without frame pointers: main;uw_a;uw_b;uw_c;__read in >= 90%%" % kind):
             w = t.workload("unwind_chain_" + kind, "chain", 60)
             stacks = record(t, d, w.pid, 3)

@@ -165,10 +165,12 @@ def main(t):
             jt.check_eq(r.returncode, 2, "--threshold %s exit" % bad)
             jt.check("invalid threshold" in r.stderr, "--threshold %s: %r" % (bad, r.stderr))
         r = t.ctl(["record", "--threshold", "1ms", "--pid", "1"], socket_path=d.socket)
-        jt.check(r.returncode == 2 and "offcpu only" in r.stderr, "--threshold with cpu: %r"
+        jt.check(r.returncode == 2 and "offcpu and -e wall only" in r.stderr,
+                 "--threshold with cpu: %r"
                  % r.stderr)
         r = t.ctl(["record", "-e", "offcpu", "-i", "1ms", "--pid", "1"], socket_path=d.socket)
-        jt.check(r.returncode == 2 and "cpu only" in r.stderr, "-i with offcpu: %r" % r.stderr)
+        jt.check(r.returncode == 2 and "cpu and -e wall only" in r.stderr,
+                 "-i with offcpu: %r" % r.stderr)
 
         rec = c.record(pid=os.getpid(), event="bogus", duration_ms=100)
         jt.check_eq(rec.error_code, "bad_request", "event bogus")
@@ -180,7 +182,7 @@ def main(t):
             jt.check("threshold_us" in rec.error["message"], "message: %r" % rec.error)
         rec = c.record(pid=os.getpid(), threshold_us=100, duration_ms=100)
         jt.check_eq(rec.error_code, "bad_request", "threshold_us with the cpu event")
-        jt.check("applies to the offcpu and lock events only" in rec.error["message"], "message: %r" % rec.error)
+        jt.check("offcpu, wall and lock events only" in rec.error["message"], "message: %r" % rec.error)
         rec = c.record(pid=os.getpid(), event="offcpu", format="speedscope", duration_ms=100)
         jt.check_eq(rec.error_code, "bad_request", "offcpu in a time-ordered format")
         jt.check("offcpu" in rec.error["message"], "message: %r" % rec.error)

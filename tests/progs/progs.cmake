@@ -14,8 +14,9 @@ if(JPROF_WERROR)
   list(APPEND JPROF_PROGS_COPTS -Werror)
 endif()
 
-# waiter: the off-CPU workload (test_offcpu.py); alternate: test_timeline.py.
-foreach(prog spin_chain read_zero thread_spawner alternate waiter short_threads)
+# waiter: the off-CPU workload (test_offcpu.py); alternate: test_timeline.py;
+# wall_split: test_wall.py.
+foreach(prog spin_chain read_zero thread_spawner alternate waiter short_threads wall_split)
   add_executable(prog_${prog} ${CMAKE_CURRENT_LIST_DIR}/${prog}.c)
   set_target_properties(prog_${prog} PROPERTIES
     OUTPUT_NAME ${prog}
@@ -27,6 +28,7 @@ foreach(prog spin_chain read_zero thread_spawner alternate waiter short_threads)
 endforeach()
 target_link_libraries(prog_thread_spawner PRIVATE Threads::Threads)
 target_link_libraries(prog_short_threads PRIVATE Threads::Threads)
+target_link_libraries(prog_wall_split PRIVATE Threads::Threads)
 
 # DWARF unwinding workloads (test_dwarf_unwind.py): optimized and without
 # frame pointers, as distributions build, so only .eh_frame finds callers.
@@ -34,10 +36,15 @@ set(JPROF_UNWIND_COPTS -O2 -g -Wall -Wextra -fomit-frame-pointer -fno-inline)
 if(JPROF_WERROR)
   list(APPEND JPROF_UNWIND_COPTS -Werror)
 endif()
-foreach(kind pie nopie)
+# dbgframe: its own code has CFI in .debug_frame only (built without unwind
+# tables, as some projects and hand-written assembly are).
+foreach(kind pie nopie dbgframe)
   add_executable(prog_unwind_chain_${kind} ${CMAKE_CURRENT_LIST_DIR}/unwind_chain.c)
   if(kind STREQUAL "pie")
     set(copts ${JPROF_UNWIND_COPTS} -fPIE)
+    set(lopts -pie)
+  elseif(kind STREQUAL "dbgframe")
+    set(copts ${JPROF_UNWIND_COPTS} -fPIE -fno-asynchronous-unwind-tables -fno-unwind-tables)
     set(lopts -pie)
   else()
     set(copts ${JPROF_UNWIND_COPTS} -fno-pie)

@@ -23,7 +23,7 @@ static struct cfi_table *build_file(const char *path, size_t max_rows, int *rc,
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	ck_assert_int_ge(fd, 0);
-	*rc = cfi_build_fd(fd, max_rows, &t, why);
+	*rc = cfi_build_fd(fd, -1, max_rows, &t, why);
 	close(fd);
 	return t;
 }
@@ -97,6 +97,75 @@ START_TEST(test_start_is_outermost)
 	ck_assert_ptr_nonnull(r);
 	ck_assert_int_eq(r->kind, JP_UW_END);
 	cfi_table_free(t);
+}
+END_TEST
+
+/* The address of a symbol in an ELF file (nm), 0 if absent. */
+static uint64_t symbol_addr(const char *path, const char *sym)
+{
+	char cmd[4200], line[512], name[256], type[8];
+	unsigned long long addr, found = 0;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "nm -P '%s'", path);
+	f = popen(cmd, "r");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))  /* undefined symbols have no address */
+		if (sscanf(line, "%255s %7s %llx", name, type, &addr) == 3 && strcmp(name, sym) == 0)
+			found = addr;
+	pclose(f);
+	return found;
+}
+
+static int kind_at(const char *path, int debug_fd, uint64_t pc)
+{
+	enum cfi_error why;
+	struct cfi_table *t = NULL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), kind;
+	const struct jp_unwind_row *r;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(cfi_build_fd(fd, debug_fd, 1u << 20, &t, &why), 0);
+	close(fd);
+	check_rows_sorted(t);
+	r = cfi_lookup(t, pc);
+	kind = r ? r->kind : -1;
+	cfi_table_free(t);
+	return kind;
+}
+
+/* Code built without unwind tables has its CFI in .debug_frame only: in
+ * the file, or after stripping in its separate debug file. */
+START_TEST(test_debug_frame)
+{
+	const char *dir = getenv("JPROF_PROGS_DIR");
+	char prog[1024], tmp[] = "/tmp/test_cfi.XXXXXX", stripped[1100], dbg[1100], cmd[8192];
+	uint64_t pc;
+	int dfd;
+
+	ck_assert_ptr_nonnull(dir);
+	snprintf(prog, sizeof(prog), "%s/unwind_chain_dbgframe", dir);
+	pc = symbol_addr(prog, "uw_c");
+	ck_assert_uint_ne(pc, 0);
+	/* Inside uw_c, past its entry: a CFA rule from .debug_frame. */
+	ck_assert_int_eq(kind_at(prog, -1, pc + 4), JP_UW_CFA_RSP);
+
+	ck_assert_ptr_nonnull(mkdtemp(tmp));
+	snprintf(stripped, sizeof(stripped), "%s/stripped", tmp);
+	snprintf(dbg, sizeof(dbg), "%s/prog.debug", tmp);
+	snprintf(cmd, sizeof(cmd), "objcopy --only-keep-debug '%s' '%s' && objcopy --strip-debug "
+		 "'%s' '%s'", prog, dbg, prog, stripped);
+	ck_assert_int_eq(system(cmd), 0);
+	/* Stripped: only frame pointers for uw_c... */
+	ck_assert_int_eq(kind_at(stripped, -1, pc + 4), JP_UW_FP);
+	/* ...unless its debug file is given. */
+	dfd = open(dbg, O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(dfd, 0);
+	ck_assert_int_eq(kind_at(stripped, dfd, pc + 4), JP_UW_CFA_RSP);
+	close(dfd);
+	unlink(stripped);
+	unlink(dbg);
+	rmdir(tmp);
 }
 END_TEST
 
@@ -183,6 +252,7 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_libc);
 	tcase_add_test(tc, test_start_is_outermost);
+	tcase_add_test(tc, test_debug_frame);
 	tcase_add_test(tc, test_row_bound);
 	tcase_add_test(tc, test_not_elf);
 	tcase_add_test(tc, test_corrupt_copies);

@@ -145,8 +145,8 @@ START_TEST(test_record_event)
 	line = "{\"v\":1,\"id\":1,\"cmd\":\"record\",\"pid\":1,\"event\":\"Off CPU\"}";
 	ck_assert_int_lt(jprof_request_parse(line, strlen(line), &out, &err), 0);
 	ck_assert_ptr_nonnull(strstr(err.message, "cpu, offcpu"));
-	ck_assert_str_eq(jprof_event_names(), "cpu, offcpu, alloc, lock");
-	ck_assert_str_eq(jprof_event_names(), "cpu, offcpu, alloc, lock");  /* built once, kept */
+	ck_assert_str_eq(jprof_event_names(), "cpu, offcpu, wall, alloc, lock");
+	ck_assert_str_eq(jprof_event_names(), "cpu, offcpu, wall, alloc, lock");  /* built once, kept */
 	line = "{\"v\":1,\"id\":1,\"cmd\":\"record\",\"pid\":1,\"event\":\"alloc\",\"alloc_bytes\":65536}";
 	ck_assert_int_eq(jprof_request_parse(line, strlen(line), &out, &err), 0);
 	ck_assert_str_eq(out.record.event, "alloc");

@@ -74,7 +74,7 @@ START_TEST(test_own_process)
 
 	make_maps(1u << 20);
 	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 1u << 20, &u), 0);
-	unwtab_request(u, pid, 0);
+	unwtab_request(u, pid, 0, false);
 	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
 	ck_assert_int_eq(bpf_map_lookup_elem(procs_fd, &pid, e), 0);
 	ck_assert_uint_gt(e->n, 2);
@@ -86,7 +86,7 @@ START_TEST(test_own_process)
 
 	/* The row BPF would find is the one the builder makes for that pc. */
 	fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
-	ck_assert_int_eq(cfi_build_fd(fd, 1u << 20, &t, &why), 0);
+	ck_assert_int_eq(cfi_build_fd(fd, -1, 1u << 20, &t, &why), 0);
 	close(fd);
 	ck_assert_uint_eq(m->row_count, t->n);
 	elf_pc = addr - m->bias;
@@ -175,10 +175,10 @@ START_TEST(test_shared_and_released)
 		nanosleep(&ts, NULL);
 	}
 	ck_assert(maps_have((int)p1, "libc.so") && maps_have((int)p2, "libc.so"));
-	unwtab_request(u, k1, 0);
+	unwtab_request(u, k1, 0, false);
 	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
 	unwtab_get_stats(u, &a);
-	unwtab_request(u, k2, 0);
+	unwtab_request(u, k2, 0, false);
 	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
 	unwtab_get_stats(u, &b);
 	ck_assert_uint_eq(b.procs, 2);
@@ -196,7 +196,7 @@ START_TEST(test_shared_and_released)
 	}
 	ck_assert_int_lt(bpf_map_lookup_elem(procs_fd, &k1, e), 0);
 	ck_assert_int_eq(bpf_map_lookup_elem(procs_fd, &k2, e), 0);
-	unwtab_request(u, k2, 0);  /* the stats are published after a batch */
+	unwtab_request(u, k2, 0, false);  /* the stats are published after a request */
 	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
 	unwtab_get_stats(u, &c);
 	ck_assert_uint_eq(c.procs, 1);
@@ -220,7 +220,7 @@ START_TEST(test_rows_full)
 
 	make_maps(2000);
 	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 2000, &u), 0);
-	unwtab_request(u, pid, 0);
+	unwtab_request(u, pid, 0, false);
 	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
 	unwtab_get_stats(u, &st);
 	ck_assert_uint_gt(st.rows_full, 0);
