@@ -36,7 +36,9 @@ static uint32_t events_kind;                 /* enum jpag_event while on, else 0
 
 /* Read by the callbacks without the lock. */
 static uint64_t events_lock_threshold_ns;
+static uint32_t events_gen;                  /* atomic: one more at every events_on */
 static __thread uint64_t events_enter_ns;    /* MonitorContendedEnter on this thread */
+static __thread uint32_t events_enter_gen;   /* ... while events_gen had this value */
 static __thread uint32_t events_tid;         /* this thread's, once looked up */
 
 /* Agent thread only. */
@@ -138,6 +140,7 @@ static void JNICALL events_on_alloc(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread
 static void JNICALL events_on_enter(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread, jobject object)
 {
 	events_enter_ns = events_now_ns();
+	events_enter_gen = __atomic_load_n(&events_gen, __ATOMIC_RELAXED);
 }
 
 static void JNICALL events_on_entered(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread,
@@ -147,8 +150,10 @@ static void JNICALL events_on_entered(jvmtiEnv *jvmti, JNIEnv *jni, jthread thre
 	jclass cls;
 
 	events_enter_ns = 0;
-	if (!start)
-		return;   /* the event was turned on while this thread waited */
+	/* No start: the event was turned on while this thread waited; an
+	 * older generation: an enter seen by an earlier recording. */
+	if (!start || events_enter_gen != __atomic_load_n(&events_gen, __ATOMIC_RELAXED))
+		return;
 	wait = events_now_ns() - start;
 	if (wait < __atomic_load_n(&events_lock_threshold_ns, __ATOMIC_RELAXED))
 		return;
@@ -256,6 +261,7 @@ int events_on(uint32_t event, uint64_t param, char *why, size_t len)
 		}
 	} else {
 		__atomic_store_n(&events_lock_threshold_ns, param, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&events_gen, 1, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_lock(&events_lock);
 	events_kind = event;

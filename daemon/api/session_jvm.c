@@ -44,6 +44,9 @@
  * EVENT_OFF (it sends them at least every 100 ms). */
 #define JVM_EVENT_ANSWER_MS 5000
 #define JVM_EVENT_DRAIN_MS 2000
+/* Larger than any Java object (an array is at most 2^31 elements of 8
+ * bytes): an agent claiming more is not believed. */
+#define JVM_ALLOC_MAX_BYTES (1ull << 36)
 
 static const char *const java_state_names[] = {
 	[JAVA_NONE] = "off", [JAVA_ATTACHING] = "attaching", [JAVA_WAIT_AGENT] = "waiting_for_agent",
@@ -403,10 +406,14 @@ static void jvm_event(void *ctx, const struct jpag_event_rec *rec, const char *c
 	if (s->agent_ev < AGENT_EV_ON || rec->event != agent_event_kind(s) || !s->join)
 		return;
 	if (rec->event == JPAG_EV_ALLOC) {
-		if (rec->value == 0)
+		if (rec->value == 0 || rec->value > JVM_ALLOC_MAX_BYTES)
 			return;
 		alloc_values(rec->value, s->p.alloc_bytes, v);
 	} else {
+		/* The event went on after the recording started: no real wait
+		 * is longer than the recording so far. */
+		if (rec->value > clock_ns(CLOCK_MONOTONIC) - s->start_mono_ns)
+			return;
 		v[0] = v[1] = 1;
 		v[2] = rec->value;
 	}
