@@ -202,6 +202,10 @@ static int run_finish(struct run *run, struct jprof_response *resp)
 		if (!run->json_events)
 			ctl_err("%s exited during the recording", run->target);
 		r = CTL_EXIT_PROCESS_EXITED;
+	} else if (strcmp(status, "agent_gone") == 0) {
+		if (!run->json_events)
+			ctl_err("the JVM agent of %s went away, so the recording stopped", run->target);
+		r = CTL_EXIT_ERROR;
 	} else if (strcmp(status, "access_lost") == 0) {
 		/* What was written covers only the time before it. */
 		if (!run->json_events)

@@ -44,6 +44,9 @@
  * EVENT_OFF (it sends them at least every 100 ms). */
 #define JVM_EVENT_ANSWER_MS 5000
 #define JVM_EVENT_DRAIN_MS 2000
+/* alloc/lock: after the agent left, how long an exit of the process may
+ * take to show on its pidfd (the recording then ends "process_exited"). */
+#define JVM_AGENT_GONE_MS 200
 /* Larger than any Java object (an array is at most 2^31 elements of 8
  * bytes): an agent claiming more is not believed. */
 #define JVM_ALLOC_MAX_BYTES (1ull << 36)
@@ -322,6 +325,15 @@ void session_jvm_thread_names(struct session *s)
 
 static void event_off_done(struct session *s);
 
+static void on_agent_gone_timer(struct loop_source *src, void *arg)
+{
+	struct session *s = arg;
+
+	loop_remove(s->agent_ev_timer);
+	s->agent_ev_timer = NULL;
+	session_stop(s, "agent_gone");
+}
+
 static void jvm_gone(void *ctx, const char *why)
 {
 	struct session *s = ctx;
@@ -340,6 +352,16 @@ static void jvm_gone(void *ctx, const char *why)
 		snprintf(s->java_code, sizeof(s->java_code), "agent_gone");
 		snprintf(s->java_msg, sizeof(s->java_msg), "the JVM agent went away: %s", why);
 		session_send_warning(s, s->java_code, s->java_msg);
+	}
+	/* alloc/lock have nothing more to record: end with what came, unless
+	 * the process is exiting (its pidfd ends the recording first). */
+	if (event_needs_jvm(s->event->id) && !s->finishing) {
+		loop_remove(s->agent_ev_timer);
+		s->agent_ev_timer = NULL;
+		s->agent_ev = AGENT_EV_NONE;
+		if (loop_add_timer(s->mgr->loop, JVM_AGENT_GONE_MS, 0, on_agent_gone_timer, s,
+				   &s->agent_ev_timer) < 0)
+			session_stop(s, "agent_gone");
 	}
 }
 

@@ -1,7 +1,9 @@
 """The daemon's side of the agent protocol, driven by a hostile fake agent
 (this test process): fds only for the agent's own threads, a garbage ring
-reported as corrupt, malformed frames cutting the connection, and the daemon
-serving everyone else throughout."""
+reported as corrupt, malformed frames cutting the connection, alloc event
+records becoming weighted samples (and their lengths checked), and the
+daemon serving everyone else throughout."""
+import math
 
 import errno
 import mmap
@@ -18,6 +20,8 @@ HDR = struct.Struct("<IHHII")
 MAGIC = 0x4741504A
 HELLO, PERF_FD_REQ, WELCOME, START, PERF_FD, STOP, ERROR = 1, 2, 64, 65, 66, 68, 69
 THREAD_NAME = 10
+METHOD, RESOLVE = 3, 67
+EVENT_STATUS, EVENTS, EVENTS_DONE, EVENT_ON, EVENT_OFF = 11, 12, 13, 70, 71
 RING_HDR = struct.Struct("<IIIIQQQ")
 RING_MAGIC = 0x474E5252
 
@@ -183,6 +187,73 @@ def main(t):
             a.s.close()
         st = d.client().status()
         jt.check_eq(st["sessions"]["active"], 0, "sessions after malformed agents")
+
+    with t.case("-e alloc through a fake agent: EVENT_ON, records as weighted samples with the "
+                "class leaf, EVENT_OFF waits for the last ones; bad record lengths cut the connection"):
+        agent = FakeAgent(d.socket)
+        agent.hello()
+        c = d.client()
+        rid = c.start_record(pid=os.getpid(), event="alloc", alloc_bytes=65536, duration_ms=60000)
+        agent.recv_type(START)
+        payload, _ = agent.recv_type(EVENT_ON)
+        jt.check_eq(struct.unpack("<IIQ", payload), (1, 0, 65536), "EVENT_ON {alloc, 0, interval}")
+        agent.send(EVENT_STATUS, struct.pack("<Ii120s", 1, 0, b""))
+
+        def rec(size, cls, mid):
+            pad = cls + bytes(-len(cls) % 8)
+            return (struct.pack("<IIQQHHI", 1, os.getpid(), time.monotonic_ns(), size, 1, len(cls), 0)
+                    + pad + struct.pack("<iiQ", 5, 0, mid))
+
+        agent.send(EVENTS, struct.pack("<II", 2, 0) + rec(1024, b"[B", 0x1234) + rec(1024, b"[B", 0x1234))
+        payload, _ = agent.recv_type(RESOLVE)
+        count, _ = struct.unpack_from("<II", payload)
+        jt.check_eq((count, struct.unpack_from("<Q", payload, 8)[0]), (1, 0x1234), "RESOLVE of the frame")
+        agent.send(METHOD, struct.pack("<QHHHH", 0x1234, 6, 5, 3, 0) + b"LFake;" + b"alloc" + b"()V")
+        c.send("cancel", target=rid)
+        agent.recv_type(EVENT_OFF)
+        # The last records come after EVENT_OFF and still count.
+        agent.send(EVENTS, struct.pack("<II", 1, 0) + rec(2048, b"Ljava/lang/String;", 0x1234))
+        agent.send(EVENTS_DONE)
+        r = c.collect_record(rid, 20)
+        stacks = r.stacks()
+        want = {"Fake.alloc;byte[]": 2 * round(1024 / -math.expm1(-1024 / 65536)),
+                "Fake.alloc;java.lang.String": round(2048 / -math.expm1(-2048 / 65536))}
+        got = {";".join(jt.frames_of(k)[-2:]): v for k, v in stacks.items()}
+        jt.check_eq(got, want, "alloc_space per stack")
+        jt.check_eq(r.summary().get("java", {}).get("event_records"), 3, "summary.java.event_records")
+        agent.recv_type(STOP, timeout=5)
+        agent.s.close()
+
+        agent = FakeAgent(d.socket)
+        agent.hello()
+        rid = c.start_record(pid=os.getpid(), event="alloc", duration_ms=60000)
+        agent.recv_type(START)
+        agent.recv_type(EVENT_ON)
+        agent.send(EVENT_STATUS, struct.pack("<Ii120s", 1, 0, b""))
+        bad = struct.pack("<IIQQHHI", 1, os.getpid(), time.monotonic_ns(), 64, 129, 0, 0)
+        agent.send(EVENTS, struct.pack("<II", 1, 0) + bad + bytes(129 * 16))
+        jt.check(agent.closed_by_peer(), "daemon kept an agent that sent 129 frames in a record")
+        agent.s.close()
+        # Nothing more can come: the recording ends with what it has.
+        r = c.collect_record(rid, 20)
+        jt.check(r.profile is not None, "no profile after the agent was dropped: %s" % r.describe())
+        jt.check_eq(r.profile.get("status"), "agent_gone", "status")
+
+    with t.case("-e lock refused by the agent: event_unavailable with its reason"):
+        agent = FakeAgent(d.socket)
+        agent.hello()
+        c = d.client()
+        rid = c.start_record(pid=os.getpid(), event="lock", duration_ms=60000)
+        agent.recv_type(START)
+        payload, _ = agent.recv_type(EVENT_ON)
+        jt.check_eq(struct.unpack("<IIQ", payload), (2, 0, 10000), "EVENT_ON {lock, 0, 10 us in ns}")
+        agent.send(EVENT_STATUS, struct.pack("<Ii120s", 2, -errno.ENOTSUP,
+                                             b"AddCapabilities: JVMTI_ERROR_NOT_AVAILABLE (98)"))
+        r = c.collect_record(rid, 20)
+        jt.check_eq(r.error_code, "event_unavailable", "error code (%s)" % r.describe())
+        jt.check("refused the lock event: AddCapabilities: JVMTI_ERROR_NOT_AVAILABLE" in
+                 r.error.get("message", ""), "message %r" % (r.error,))
+        agent.s.close()
 
     with t.case("an agent that vanishes mid-recording: the recording still completes"):
         agent = FakeAgent(d.socket)
