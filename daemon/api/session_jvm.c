@@ -45,8 +45,9 @@
 #define JVM_EVENT_ANSWER_MS 5000
 #define JVM_EVENT_DRAIN_MS 2000
 /* alloc/lock: after the agent left, how long an exit of the process may
- * take to show on its pidfd (the recording then ends "process_exited"). */
-#define JVM_AGENT_GONE_MS 200
+ * take to show on its pidfd (the recording then ends "process_exited"):
+ * the agent leaves at VMDeath, and the JVM's shutdown goes on after it. */
+#define JVM_AGENT_GONE_MS 2000
 /* Larger than any Java object (an array is at most 2^31 elements of 8
  * bytes): an agent claiming more is not believed. */
 #define JVM_ALLOC_MAX_BYTES (1ull << 36)

@@ -12,7 +12,8 @@ and recorded by nobody (`record -e alloc`, `-e lock`):
   class appear, with a total wait within 20% of the measured one;
 - bad input: a native process, sizes and times out of range, options of
   another event, time-ordered formats, the whole host, --java off; and a
-  JVM whose capability is taken by another agent (JVMTI's reason named)."""
+  JVM whose capability is taken by another agent (JVMTI's reason named);
+- a JVM that exits during the recording: `process_exited`, with its samples."""
 import json
 import os
 import re
@@ -111,6 +112,21 @@ def alloc_cases(t, d, jdk):
         jt.check(rec.summary().get("java", {}).get("event_records", 0) > 100,
                  "summary.java.event_records: %r" % rec.summary().get("java"))
         jvm.proc.kill()
+
+
+def exit_case(t, d):
+    with t.case("JDK 17: a JVM that exits during -e alloc: status process_exited (exit 6) with "
+                "its samples"):
+        jvm = jv.Jvm(t, "17", "AllocSplit", 4, settle=0.5)
+        out = os.path.join(t.outdir(), "exit.collapsed")
+        r = t.ctl(["record", "-e", "alloc", "--pid", str(jvm.pid), "-d", "60s", "-o", out,
+                   "--no-progress"], user="nobody", socket_path=d.socket, timeout=90)
+        jt.check_eq(r.returncode, 6, "jprofctl exit code (stderr %r)" % r.stderr)
+        jt.check("(process_exited)" in r.stderr, "stderr: %r" % r.stderr)
+        with open(out) as f:
+            stacks = jt.parse_collapsed(f.read())
+        jt.check(value_under(stacks, "AllocSplit.big", "byte[]") > 0,
+                 "no samples before the exit:\n%s" % jt.top_stacks(stacks))
 
 
 def triggered(t, d, jdk, cls, event, started_key):
@@ -232,6 +248,7 @@ def main(t):
         alloc_cases(t, d, jdk)
         lock_cases(t, d, jdk)
     refused_capability(t, d)
+    exit_case(t, d)
 
 
 jt.run(main)
