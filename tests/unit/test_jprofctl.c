@@ -78,7 +78,8 @@ START_TEST(test_threshold_and_event)
 	ck_assert_int_lt(args_parse_threshold_us("10", &us), 0);
 	ck_assert_int_eq(args_parse_event("cpu"), 0);
 	ck_assert_int_eq(args_parse_event("offcpu"), 1);
-	ck_assert_int_eq(args_parse_event("wall"), -EINVAL);
+	ck_assert_int_eq(args_parse_event("wall"), 2);
+	ck_assert_int_eq(args_parse_event("walls"), -EINVAL);
 	ck_assert_int_eq(args_parse_event("CPU"), -EINVAL);
 }
 END_TEST
