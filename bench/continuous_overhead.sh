@@ -4,8 +4,11 @@
 # listener on 127.0.0.1, keeps every CPU busy, and every 10 s scrapes
 # /metrics and starts a /debug/pprof/profile?seconds=10 request (as a
 # Prometheus plus a Parca/Alloy agent would). Samples the daemon's CPU time
-# (utime+stime from /proc/PID/stat) and RSS (VmRSS) at each scrape. Prints
-# CPU % of one core and RSS start/end/max per rate. Not a pass/fail test.
+# (utime+stime from /proc/PID/stat) and RSS (VmRSS) at each scrape, and the
+# time its BPF programs ran (kernel.bpf_stats_enabled; charged to the
+# interrupted tasks, not to the daemon), plus its unwind table counters.
+# Prints CPU % of one core (user+system, BPF, both) and RSS start/end/max
+# per rate. Not a pass/fail test.
 # Run as root.
 #   JPROFD=path          default: build/jprofd
 #   BENCH_SECONDS=600    measurement length per rate
@@ -40,6 +43,8 @@ fi
 tmp=$(mktemp -d /tmp/jprof-bench.XXXXXX)
 daemon_pid=""
 bg_pids=()
+old_stats=$(cat /proc/sys/kernel/bpf_stats_enabled)
+sysctl -qw kernel.bpf_stats_enabled=1
 
 stop_daemon() {
 	if [ -n "$daemon_pid" ] && kill -0 "$daemon_pid" 2>/dev/null; then
@@ -56,7 +61,17 @@ cleanup() {
 	done
 	stop_daemon
 	wait 2>/dev/null || true
+	sysctl -qw kernel.bpf_stats_enabled="$old_stats" || true
 	rm -rf "$tmp"
+}
+
+bpf_ns() {  # daemon pid -> total run_time_ns of its BPF programs
+	local ids
+	ids=$(grep -h '^prog_id:' /proc/"$1"/fdinfo/* 2>/dev/null | awk '{print $2}' | sort -u | tr '\n' ' ')
+	bpftool -j prog show | python3 -c '
+import json, sys
+ids = set(int(x) for x in sys.argv[1].split())
+print(sum(p.get("run_time_ns", 0) for p in json.load(sys.stdin) if p.get("id") in ids))' "$ids"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -114,6 +129,7 @@ for rate in $rates; do
 	echo "jprofd pid $daemon_pid, --rate $rate${retention:+, --host-retention $retention}, $busy busy, ${seconds}s, scrape every ${scrape}s"
 	printf '%8s %10s %8s %10s %12s %10s\n' "t(s)" "cpu(ticks)" "cpu%" "rss(kB)" "buckets" "pprof(B)"
 	start_ticks=$(cpu_ticks "$daemon_pid")
+	start_bpf=$(bpf_ns "$daemon_pid")
 	start_rss=$(rss_kb "$daemon_pid")
 	max_rss=$start_rss
 	start_ns=$(date +%s%N)
@@ -152,10 +168,16 @@ for rate in $rates; do
 	end_ns=$(date +%s%N)
 	end_ticks=$(cpu_ticks "$daemon_pid")
 	end_rss=$(rss_kb "$daemon_pid")
+	end_bpf=$(bpf_ns "$daemon_pid")
 	total_pct=$(awk -v d="$((end_ticks - start_ticks))" -v ns="$((end_ns - start_ns))" -v hz="$clk_tck" \
 		'BEGIN { printf "%.3f", 100 * (d / hz) / (ns / 1e9) }')
+	bpf_pct=$(awk -v b="$((end_bpf - start_bpf))" -v ns="$((end_ns - start_ns))" \
+		'BEGIN { printf "%.3f", 100 * b / ns }')
+	both_pct=$(awk -v a="$total_pct" -v b="$bpf_pct" 'BEGIN { printf "%.3f", a + b }')
+	unwind=$(curl -fs --unix-socket "$tmp/http.sock" http://localhost/metrics 2>/dev/null |
+		awk '/^jprofd_unwind_(tables|rows|rows_capacity) / { printf "%s=%s ", $1, $2 }')
 	stop_daemon
-	results+=("rate $rate Hz: jprofd ${total_pct}% of one core; RSS start ${start_rss} kB, end ${end_rss} kB, max ${max_rss} kB")
+	results+=("rate $rate Hz: jprofd ${total_pct}% of one core (user+system) + BPF ${bpf_pct}% = ${both_pct}%; RSS start ${start_rss} kB, end ${end_rss} kB, max ${max_rss} kB; ${unwind}")
 done
 
 echo

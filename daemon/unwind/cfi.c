@@ -343,18 +343,78 @@ static Elf_Data *section_data(Elf *elf, const char *want)
 	return NULL;
 }
 
+/* libdw interprets .debug_frame only through a Dwarf handle, and
+ * dwarf_begin_elf() reads every debug section of the file it is given: all
+ * of .debug_info of an unstripped binary or a debug file (hundreds of MiB
+ * for some). So it is given a small ELF image in memory holding
+ * .debug_frame alone (at most DEBUG_FRAME_MAX). */
+#define DEBUG_FRAME_MAX (64u << 20)
+
+struct frame_image {
+	char *buf;
+	Elf *elf;
+	Dwarf *dw;
+};
+
+static void frame_image_end(struct frame_image *fi)
+{
+	if (fi->dw)
+		dwarf_end(fi->dw);  /* ends its CFI too */
+	if (fi->elf)
+		elf_end(fi->elf);
+	free(fi->buf);
+	*fi = (struct frame_image){ 0 };
+}
+
+static Dwarf_CFI *frame_image_cfi(struct frame_image *fi, Elf *src, const Elf_Data *d)
+{
+	static const char names[] = "\0.debug_frame\0.shstrtab";
+	GElf_Ehdr src_eh;
+	Elf64_Ehdr *eh;
+	Elf64_Shdr *sh;
+	size_t data_off = sizeof(*eh), names_off = data_off + d->d_size;
+	size_t sh_off = (names_off + sizeof(names) + 7) & ~(size_t)7;
+	size_t size = sh_off + 3 * sizeof(*sh);
+
+	if (d->d_size > DEBUG_FRAME_MAX || !gelf_getehdr(src, &src_eh))
+		return NULL;
+	fi->buf = calloc(1, size);
+	if (!fi->buf)
+		return NULL;
+	eh = (Elf64_Ehdr *)fi->buf;
+	memcpy(eh->e_ident, src_eh.e_ident, EI_NIDENT);
+	eh->e_type = src_eh.e_type;
+	eh->e_machine = src_eh.e_machine;
+	eh->e_version = EV_CURRENT;
+	eh->e_shoff = sh_off;
+	eh->e_ehsize = sizeof(*eh);
+	eh->e_shentsize = sizeof(*sh);
+	eh->e_shnum = 3;
+	eh->e_shstrndx = 2;
+	memcpy(fi->buf + data_off, d->d_buf, d->d_size);
+	memcpy(fi->buf + names_off, names, sizeof(names));
+	sh = (Elf64_Shdr *)(fi->buf + sh_off);
+	sh[1] = (Elf64_Shdr){ .sh_name = 1, .sh_type = SHT_PROGBITS, .sh_offset = data_off,
+			      .sh_size = d->d_size, .sh_addralign = 1 };
+	sh[2] = (Elf64_Shdr){ .sh_name = 14, .sh_type = SHT_STRTAB, .sh_offset = names_off,
+			      .sh_size = sizeof(names), .sh_addralign = 1 };
+	fi->elf = elf_memory(fi->buf, size);
+	fi->dw = fi->elf ? dwarf_begin_elf(fi->elf, DWARF_C_READ, NULL) : NULL;
+	return fi->dw ? dwarf_getcfi(fi->dw) : NULL;
+}
+
 /* .debug_frame's FDEs: what objects built without unwind tables
  * (-fno-asynchronous-unwind-tables) keep, in the file or in its separate
  * debug file. No search table: each FDE is read for its range. Only the
  * 64-bit absolute addresses GCC and clang write are taken. */
-static int add_debug_frame(struct builder *b, struct fde_list *l, Elf *elf, Dwarf_CFI *cfi)
+static int add_debug_frame(struct builder *b, struct fde_list *l, Elf *elf, Elf_Data *d,
+			   Dwarf_CFI *cfi)
 {
-	Elf_Data *d = section_data(elf, ".debug_frame");
 	const unsigned char *ident = (const unsigned char *)elf_getident(elf, NULL);
 	Dwarf_Off off = 0, next;
 	size_t guard = 0;
 
-	if (!d || !d->d_buf || !ident)
+	if (!ident)
 		return 0;
 	for (; guard < ELFMETA_MAX_FDES; guard++, off = next) {
 		Dwarf_CFI_Entry e;
@@ -416,8 +476,8 @@ static int build(Elf *elf, Elf *debug_elf, size_t max_rows, struct cfi_table **o
 		 enum cfi_error *why)
 {
 	struct fde_list fdes = { 0 };
-	Dwarf *dw[2] = { NULL, NULL };
-	Dwarf_CFI *dcfi[2] = { NULL, NULL };
+	struct frame_image img[2] = { { 0 }, { 0 } };
+	Dwarf_CFI *dcfi;
 	size_t ndebug = 0, before;
 	struct builder b = { .elf = elf, .max_rows = max_rows ? max_rows : 1 };
 	Dwarf_CFI *cfi = NULL;
@@ -456,14 +516,18 @@ static int build(Elf *elf, Elf *debug_elf, size_t max_rows, struct cfi_table **o
 	for (int k = 0; k < 2; k++) {
 		Elf *src = k ? debug_elf : elf;
 
+		Elf_Data *d;
+
 		if (!src || (k && ndebug))
 			continue;
-		dw[k] = dwarf_begin_elf(src, DWARF_C_READ, NULL);
-		dcfi[k] = dw[k] ? dwarf_getcfi(dw[k]) : NULL;
-		if (!dcfi[k])
+		d = section_data(src, ".debug_frame");
+		if (!d || !d->d_buf || !d->d_size)
+			continue;
+		dcfi = frame_image_cfi(&img[k], src, d);
+		if (!dcfi)
 			continue;
 		before = fdes.n;
-		r = add_debug_frame(&b, &fdes, src, dcfi[k]);
+		r = add_debug_frame(&b, &fdes, src, d, dcfi);
 		if (r < 0)
 			goto out;
 		ndebug += fdes.n - before;
@@ -478,8 +542,7 @@ out:
 	if (cfi)
 		dwarf_cfi_end(cfi);
 	for (int k = 0; k < 2; k++)
-		if (dw[k])
-			dwarf_end(dw[k]);  /* ends dcfi[k] too */
+		frame_image_end(&img[k]);
 	*why = r < 0 ? b.err : CFI_OK;
 	if (r < 0) {
 		cfi_table_free(b.t);

@@ -81,7 +81,7 @@ START_TEST(test_threshold_and_event)
 	ck_assert_int_eq(args_parse_event("wall"), 2);
 	ck_assert_int_eq(args_parse_event("alloc"), 3);
 	ck_assert_int_eq(args_parse_event("lock"), 4);
-	ck_assert_int_eq(args_parse_event("heap"), -EINVAL);
+	ck_assert_int_eq(args_parse_event("walls"), -EINVAL);
 	ck_assert_int_eq(args_parse_event("CPU"), -EINVAL);
 }
 END_TEST
