@@ -1,12 +1,17 @@
 #!/bin/bash
-# Overhead of allocation profiling: AllocSplit's throughput (allocation
-# rounds per CPU-nanosecond of its main thread, which pays for every
-# sampling callback) with no profiler, with jprofd -e alloc at the default
-# 512 KiB interval (agent attached at run time) and at 64 KiB, and with JFR's
-# ObjectAllocationSample (-XX:StartFlightRecording with only that event, at
-# the "profile" settings' throttle of 300 samples/s, and unthrottled), in
-# interleaved rounds so the machine's noise hits every configuration alike.
-# Medians per configuration. Not a pass/fail test. Run as root after
+# Overhead of allocation and lock profiling.
+# alloc: AllocSplit's throughput (allocation rounds per CPU-nanosecond of its
+# main thread, which pays for every sampling callback) with no profiler, with
+# jprofd -e alloc at the default 512 KiB interval (agent attached at run
+# time) and at 64 KiB, and with JFR's ObjectAllocationSample
+# (-XX:StartFlightRecording with only that event, at the "profile" settings'
+# throttle of 300 samples/s, and unthrottled).
+# lock: LockContend's throughput (monitor entries per CPU-nanosecond of its
+# two contending threads) with no profiler, with jprofd -e lock (10 us) and
+# with JFR's JavaMonitorEnter (only that event, the "profile" settings' 10 ms
+# threshold).
+# Interleaved rounds so the machine's noise hits every configuration alike;
+# medians per configuration. Not a pass/fail test. Run as root after
 # building (build/).
 #   BENCH_SECONDS=10  length of one workload run
 #   BENCH_ROUNDS=5    interleaved rounds
@@ -14,7 +19,7 @@
 set -euo pipefail
 
 . "$(dirname "${BASH_SOURCE[0]}")/jvm_bench.sh"
-jvm_bench_setup alloc_lock_overhead.sh 10 5 tests/java/AllocSplit.class
+jvm_bench_setup alloc_lock_overhead.sh 10 5 tests/java/AllocSplit.class tests/java/LockContend.class
 
 # Only ObjectAllocationSample, as the "profile" settings configure it
 # (throttle 300/s), or with no throttle.
@@ -31,35 +36,51 @@ for t in 300/s off; do
 </configuration>
 JFC
 done
+cat >"$tmp/lock.jfc" <<JFC
+<?xml version="1.0" encoding="UTF-8"?>
+<configuration version="2.0">
+  <event name="jdk.JavaMonitorEnter">
+    <setting name="enabled">true</setting>
+    <setting name="stackTrace">true</setting>
+    <setting name="threshold">10 ms</setting>
+  </event>
+</configuration>
+JFC
 chmod a+r "$tmp"/*.jfc
 
-# run CONFIG ROUND: prints "config rounds_per_cpu_ns samples"
+# run CONFIG ROUND: prints "config work_per_cpu_ns samples"
 run() {
-	local cfg=$1 r=$2 out="$tmp/out/$1.$2" alloc="" go="$tmp/out/go.$1.$2"
+	local cfg=$1 r=$2 out="$tmp/out/$1.$2" go="$tmp/out/go.$1.$2"
+	local cls=AllocSplit ev=alloc evopt=()
 	# A fixed heap: GC sizing is the same in every configuration.
 	local opts=(-Xms1g -Xmx1g)
 	case $cfg in
 	jfr-300s) opts+=("-XX:StartFlightRecording=settings=$tmp/alloc-300.jfc,filename=$tmp/out/rec.$r.jfr") ;;
 	jfr-nothrottle) opts+=("-XX:StartFlightRecording=settings=$tmp/alloc-off.jfc,filename=$tmp/out/rec.$r.jfr") ;;
-	jprofd-512k) alloc=512k ;;
-	jprofd-64k) alloc=64k ;;
+	jprofd-512k) evopt=(--alloc 512k) ;;
+	jprofd-64k) evopt=(--alloc 64k) ;;
+	lock-*) cls=LockContend ev=lock ;;
+	esac
+	case $cfg in
+	lock-jfr) opts+=("-XX:StartFlightRecording=settings=$tmp/lock.jfc,filename=$tmp/out/rec.$r.jfr") ;;
+	lock-jprofd) evopt=(--lock 10us) ;;
 	esac
 	# The workload starts allocating once $go exists: after the agent's
 	# event is on, so the whole measured span is profiled.
 	setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
-		"$java" "${opts[@]}" -cp "$tmp/classes" AllocSplit "$secs" "$go" >"$out.stdout" 2>&1 &
+		"$java" "${opts[@]}" -cp "$tmp/classes" "$cls" "$secs" "$go" >"$out.stdout" 2>&1 &
 	jvm_pid=$!
 	jvm_bench_started "$jvm_pid"
 	# Every configuration starts measuring a running JVM, 2 s after start
 	# (JFR has started by then; jprofd attaches during that time).
 	sleep 2
-	if [ -n "$alloc" ]; then
+	if [ ${#evopt[@]} -gt 0 ]; then
 		setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
-			"$tmp/jprofctl" --socket "$tmp/jprofd.sock" record --pid "$jvm_pid" -e alloc \
-			--alloc "$alloc" -d $((secs + 30))s --no-progress --json-events \
+			"$tmp/jprofctl" --socket "$tmp/jprofd.sock" record --pid "$jvm_pid" -e "$ev" \
+			"${evopt[@]}" -d $((secs + 30))s --no-progress --json-events \
 			-o "$tmp/out/p.$cfg.$r.collapsed" 2>"$out.events" &
 		for _ in $(seq 300); do
-			grep -q "pid $jvm_pid: alloc event on" "$tmp/jprofd.log" && break
+			grep -q "pid $jvm_pid: $ev event on" "$tmp/jprofd.log" && break
 			sleep 0.05
 		done
 	fi
@@ -84,26 +105,28 @@ try:
             n = json.loads(line).get("summary", {}).get("java", {}).get("event_records", "-")
 except OSError:
     pass
-print(cfg, res["rounds"] / res["cpu_ns"], n)
+print(cfg, res.get("rounds", res.get("ops")) / res["cpu_ns"], n)
 PY
 }
 
-configs=(none jprofd-512k jprofd-64k jfr-300s jfr-nothrottle)
-jvm_bench_rounds AllocSplit "${configs[@]}"
+configs=(none jprofd-512k jprofd-64k jfr-300s jfr-nothrottle lock-none lock-jprofd lock-jfr)
+jvm_bench_rounds "AllocSplit and LockContend" "${configs[@]}"
 python3 - "$tmp/results" "${configs[@]}" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 by = {}
 for cfg, thr, n in rows:
     by.setdefault(cfg, []).append((float(thr), n))
-base = statistics.median(t for t, _ in by["none"])
+base = {fam: statistics.median(t for t, _ in by[cfg]) for fam, cfg in
+        (("alloc", "none"), ("lock", "lock-none")) if cfg in by}
 print()
-print("%-16s %18s %10s %s" % ("config", "rounds/cpu-ms", "vs none", "jprofd samples per run"))
+print("%-16s %18s %10s %s" % ("config", "work/cpu-ms", "vs none", "jprofd samples per run"))
 for cfg in sys.argv[2:]:
     vals = by.get(cfg, [])
     if not vals:
         continue
-    med = statistics.median(t for t, _ in vals)
-    print("%-16s %18.2f %9.2f%% %s" % (cfg, med * 1e6, (med / base - 1) * 100,
+    med = statistics.median(t for t, _ in vals) / base["lock" if cfg.startswith("lock-") else "alloc"]
+    med_abs = statistics.median(t for t, _ in vals)
+    print("%-16s %18.2f %9.2f%% %s" % (cfg, med_abs * 1e6, (med - 1) * 100,
                                       ", ".join(n for _, n in vals if n != "-")))
 PY
