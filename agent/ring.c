@@ -59,7 +59,6 @@ static struct ring_state *ring_active;          /* what handlers see; NULL = off
 static unsigned long ring_inflight;             /* handlers inside the ring */
 static unsigned char ring_armed[RING_MAX_FD];   /* atomic bytes: fd is ours */
 static struct sigaction ring_prev[_NSIG];
-static bool ring_installed[_NSIG];
 static pthread_mutex_t ring_install_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int ring_init(void)
@@ -247,27 +246,87 @@ out:
 	errno = saved_errno;
 }
 
-int ring_install_signal(int sig)
+/* The handler installed for sig right now: ours, none (default or
+ * ignored: nobody relies on receiving it), or someone else's. */
+static enum ring_disposition ring_disposition_of(const struct sigaction *sa)
+{
+	if (sa->sa_flags & SA_SIGINFO)
+		return sa->sa_sigaction == ring_on_signal ? RING_SIG_OURS :
+		       sa->sa_sigaction ? RING_SIG_FOREIGN : RING_SIG_FREE;
+	if (sa->sa_handler == SIG_DFL || sa->sa_handler == SIG_IGN)
+		return RING_SIG_FREE;
+	return RING_SIG_FOREIGN;
+}
+
+enum ring_disposition ring_signal_disposition(int sig)
 {
 	struct sigaction sa;
+
+	if (sig <= 0 || sig >= _NSIG || sigaction(sig, NULL, &sa) < 0)
+		return RING_SIG_FOREIGN;
+	return ring_disposition_of(&sa);
+}
+
+int ring_choose_signal(int proposed)
+{
+	struct sigaction sa;
+
+	if (ring_signal_usable(proposed) && ring_signal_disposition(proposed) != RING_SIG_FOREIGN)
+		return proposed;
+	/* Another profiler's signal (async-profiler, JFR's CPU-time sampler on
+	 * JDK 25, a test agent): take a real-time signal nobody handles, from
+	 * the top, where libraries that pick one from SIGRTMIN up are least
+	 * likely to look. Default disposition only: an ignored real-time
+	 * signal was ignored on purpose. A real-time signal also never merges
+	 * with a pending one of another source, as two SIGPROFs do. */
+	for (int sig = SIGRTMAX; sig >= SIGRTMIN; sig--) {
+		if (sig == proposed || sigaction(sig, NULL, &sa) < 0)
+			continue;
+		if (!(sa.sa_flags & SA_SIGINFO) && sa.sa_handler == SIG_DFL)
+			return sig;
+		if (ring_disposition_of(&sa) == RING_SIG_OURS)
+			return sig;
+	}
+	return -EBUSY;
+}
+
+int ring_install_signal(int sig)
+{
+	struct sigaction sa, cur;
 	int ret = 0;
 
 	if (sig <= 0 || sig >= _NSIG || !ring_signal_usable(sig))
 		return -EINVAL;
 	pthread_mutex_lock(&ring_install_lock);
-	if (ring_installed[sig])
+	if (sigaction(sig, NULL, &cur) < 0) {
+		ret = -errno;
 		goto out;
+	}
+	switch (ring_disposition_of(&cur)) {
+	case RING_SIG_OURS:
+		goto out;
+	case RING_SIG_FOREIGN:
+		/* Never over another profiler's handler: its signals would be
+		 * ours to chain, and a SIGPROF of ours pending at the moment
+		 * one of its own comes makes the kernel drop its one
+		 * (async-profiler re-enables its event only in its handler, so
+		 * that thread's samples stop for good). */
+		ret = -EBUSY;
+		goto out;
+	case RING_SIG_FREE:
+		break;
+	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = ring_on_signal;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
 	sigemptyset(&sa.sa_mask);
-	/* Read the previous action first so the handler never chains to an
-	 * unset one, then swap. */
-	if (sigaction(sig, NULL, &ring_prev[sig]) < 0 || sigaction(sig, &sa, NULL) < 0) {
+	/* The previous action (default or ignored) is set before the swap, so
+	 * the handler never chains to an unset one. */
+	ring_prev[sig] = cur;
+	if (sigaction(sig, &sa, NULL) < 0) {
 		ret = -errno;
 		goto out;
 	}
-	ring_installed[sig] = true;
 out:
 	pthread_mutex_unlock(&ring_install_lock);
 	return ret;

@@ -37,6 +37,8 @@ enum jpag_type {
 	JPAG_METHOD_UNKNOWN = 4, /* struct jpag_method_unknown */
 	JPAG_STOPPED = 5,        /* no payload: every fd of the last START is closed */
 	JPAG_THREAD_NAME = 10,   /* struct jpag_thread_name + name */
+	JPAG_SIGNAL = 11,        /* struct jpag_signal; only to a daemon whose WELCOME
+				    has JPAG_FEATURE_SIGNAL */
 
 	/* daemon -> agent */
 	JPAG_WELCOME = 64,       /* struct jpag_welcome */
@@ -55,8 +57,9 @@ struct jpag_hello {
 
 struct jpag_welcome {
 	uint32_t version;        /* JPAG_VERSION */
-	uint32_t reserved;
+	uint32_t features;       /* JPAG_FEATURE_*; 0 from daemons before them */
 };
+#define JPAG_FEATURE_SIGNAL 1u   /* the daemon understands JPAG_SIGNAL */
 
 /* A recording of this process begins. The agent maps the ring (MAP_SHARED,
  * ring_bytes), installs its handler for `signal`, and asks for one perf fd per
@@ -71,6 +74,24 @@ struct jpag_start {
 	uint32_t nslots;
 	uint32_t max_frames;     /* JPRING_MAX_FRAMES */
 	uint32_t reserved;
+};
+
+/* The agent records with another signal than START proposed, because
+ * another handler (another profiler) holds the proposed one (reason
+ * JPAG_SIGNAL_AT_START), or took the agent's signal over during the
+ * recording and the agent moved to a free one (JPAG_SIGNAL_TAKEN_OVER;
+ * samples between the takeover and the move went to that handler). The
+ * daemon reports it; it does not change what the daemon does. */
+struct jpag_signal {
+	uint32_t signal;         /* now armed: SIGPROF, SIGVTALRM, SIGIO or 32..64 */
+	uint32_t reason;         /* enum jpag_signal_reason */
+	uint32_t proposed;       /* the signal given up */
+	uint32_t reserved;
+};
+
+enum jpag_signal_reason {
+	JPAG_SIGNAL_AT_START = 1,
+	JPAG_SIGNAL_TAKEN_OVER = 2,
 };
 
 struct jpag_perf_fd_req {
@@ -189,6 +210,7 @@ _Static_assert(sizeof(struct jpag_hdr) == 16, "jpag_hdr");
 _Static_assert(sizeof(struct jpag_start) == 32, "jpag_start");
 _Static_assert(sizeof(struct jpag_method) == 16, "jpag_method");
 _Static_assert(sizeof(struct jpag_thread_name) == 8, "jpag_thread_name");
+_Static_assert(sizeof(struct jpag_signal) == 16, "jpag_signal");
 _Static_assert(sizeof(struct jpring_header) == 40, "jpring_header");
 _Static_assert(sizeof(struct jpring_frame) == 16, "jpring_frame");
 _Static_assert(sizeof(struct jpring_slot) == JPRING_SLOT_BYTES, "jpring_slot");
