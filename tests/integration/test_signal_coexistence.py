@@ -131,16 +131,26 @@ def main(t):
                          opts=["-agentpath:%s=out=%s,after=%s" % (agent, out, go)])
             c, rid = record(d, jvm)
             # Take SIGPROF over once jprofd's agent has its handler there
-            # (nothing else in this JVM catches SIGPROF).
+            # (nothing else in this JVM catches SIGPROF) and its samples
+            # flow.
             jt.wait_until(lambda: catches(jvm.pid, signal.SIGPROF), 20, interval=0.02,
                           what="jprofd's agent to catch SIGPROF")
+            jt.wait_until(lambda: session_samples(d, jvm.pid) >= 500, 20, interval=0.05,
+                          what="500 samples recorded")
             open(go, "w").close()
             rec = c.collect_record(rid, RECORD_S + 40)
             after = counts(out)
             jt.check(rec.profile is not None, "no profile: %s" % rec.describe())
             jt.check(after is not None, "the test agent never reported")
             jt.log("JDK %s late profiler (sent received lost foreign ms): %r" % (jdk, after))
-            jt.check_eq(after[2], 0, "signals the late profiler lost")
+            # Until the agent notices (it looks every 100 ms) both streams
+            # share SIGPROF, and one pending SIGPROF swallows the next: a
+            # loss or two there, none after the move.
+            jt.check(after[2] <= 2, "the late profiler lost %d signals" % after[2])
+            # jprofd's signals reach the late profiler in that window:
+            # some, not a stream.
+            jt.check(after[3] <= 500, "the late profiler got %d of jprofd's signals: jprofd did "
+                     "not move away" % after[3])
             sig = (rec.summary().get("java") or {}).get("signal") or {}
             jt.check(sig.get("taken_over") == 1 and sig.get("number") != signal.SIGPROF,
                      "summary.java.signal does not report the move: %r" % (sig,))
@@ -156,6 +166,13 @@ def main(t):
             jt.check(total >= 500 and java >= 0.6 * total,
                      "main thread: %d of %d samples with Java frames" % (java, total))
             jvm.result(60)
+
+
+def session_samples(d, pid):
+    for s in d.client().status().get("sessions", {}).get("list", []):
+        if s.get("pid") == pid:
+            return s.get("samples", 0)
+    return 0
 
 
 def catches(pid, sig):
