@@ -813,13 +813,14 @@ out:
 
 static void *link_main(void *arg)
 {
-	JavaVMAttachArgs args = { .version = JNI_VERSION_1_6, .name = "jprofagent" };
+	JavaVMAttachArgs args = { .version = JNI_VERSION_1_6, .name = JPAG_AGENT_THREAD_NAME };
 	int backoff = LINK_BACKOFF_MIN_MS;
 	bool logged_connect = false, ready;
 	int sock, ret;
 
-	/* Visible as such in /proc/PID/task/TID/comm and in profiles. */
-	pthread_setname_np(pthread_self(), "jprofagent");
+	/* First thing: recordings leave this thread out by this name (its
+	 * start-up work below included). */
+	pthread_setname_np(pthread_self(), JPAG_AGENT_THREAD_NAME);
 	link_self_tid = (uint32_t)syscall(SYS_gettid);
 	if ((*agent_vm)->AttachCurrentThreadAsDaemon(agent_vm, (void **)&link_jni, &args) != JNI_OK) {
 		agent_warn("cannot attach the agent thread to the JVM");

@@ -20,6 +20,8 @@
 #define JPAG_MAGIC 0x4741504au          /* "JPAG" read as a little-endian u32 */
 #define JPAG_VERSION 1
 #define JPAG_MAX_PAYLOAD (64 * 1024)
+/* The agent's own thread's name (/proc comm): recordings leave it out. */
+#define JPAG_AGENT_THREAD_NAME "jprofagent"
 
 struct jpag_hdr {
 	uint32_t magic;      /* JPAG_MAGIC */
