@@ -4,6 +4,7 @@
 #include "link.h"
 
 #include "agent.h"
+#include "codemap.h"
 #include "jprof_agent.h"
 #include "map.h"
 #include "methods.h"
@@ -828,6 +829,8 @@ static void *link_main(void *arg)
 	}
 	/* ClassPrepare is already enabled, so no class falls in between. */
 	methods_add_loaded(agent_jvmti, link_jni);
+	/* Likewise the compiled-method events: the code compiled before them. */
+	codemap_replay(agent_jvmti);
 
 	while (!link_is_dying()) {
 		bool welcomed = false;

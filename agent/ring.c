@@ -9,6 +9,7 @@
 #include "ring.h"
 
 #include "agent.h"
+#include "codemap.h"
 #include "jprof_agent.h"
 
 #include <errno.h>
@@ -170,6 +171,46 @@ static int32_t ring_retry(struct asgct_trace *trace, const void *uc, int32_t fai
 }
 #endif
 
+#define RING_INLINE_MAX 24   /* deeper than HotSpot's MaxInlineLevel (15) */
+
+/* Types what the interrupted pc tells (jpring_frame.type); the rest stay
+ * unknown rather than guessed. frames[0] is the pc's own frame unless the
+ * walk was retried past a stub. */
+static void ring_type_frames(struct jpring_frame *f, int32_t n, const void *ucv)
+{
+	if (codemap_all_interpreted()) {
+		for (int32_t i = 0; i < n; i++)
+			if (f[i].bci != -3 && f[i].method_id)
+				f[i].type = JPRING_TYPE_INTERPRETED;
+		return;
+	}
+#if defined(__x86_64__)
+	const ucontext_t *uc = ucv;
+	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+
+	if (f[0].bci == JPRING_BCI_STUB || f[0].bci == -3)
+		return;
+	if (codemap_in_interpreter(pc)) {
+		f[0].type = JPRING_TYPE_INTERPRETED;
+		return;
+	}
+	/* ASGCT's first frames are the scopes at pc: methods inlined into the
+	 * compiled method, leaf first, then the compiled method itself (the
+	 * first whose own code contains pc; with a method inlined into itself
+	 * the innermost copy is taken for it). */
+	for (int32_t i = 0; i < n && i < RING_INLINE_MAX; i++) {
+		if (f[i].bci == -3)
+			return;
+		if (codemap_in_method(f[i].method_id, pc)) {
+			for (int32_t j = 0; j < i; j++)
+				f[j].type = JPRING_TYPE_INLINED;
+			f[i].type = JPRING_TYPE_COMPILED;
+			return;
+		}
+	}
+#endif
+}
+
 static void ring_write(const struct ring_state *r, void *uc)
 {
 	struct jpring_header *h = (struct jpring_header *)r->base;
@@ -220,7 +261,9 @@ static void ring_write(const struct ring_state *r, void *uc)
 			n = JPRING_MAX_FRAMES;
 		/* ASGCT leaves the padding alone. */
 		for (int32_t i = 0; i < n; i++)
-			slot->frames[i].reserved = 0;
+			slot->frames[i].type = JPRING_TYPE_UNKNOWN;
+		if (n > 0 && uc)
+			ring_type_frames(slot->frames, n, uc);
 	}
 	slot->num_frames = n;
 	__atomic_store_n(&slot->seq, w + 1, __ATOMIC_RELEASE);

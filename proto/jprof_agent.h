@@ -174,8 +174,19 @@ struct jpring_header {
 /* ASGCT frame as written into the ring. */
 struct jpring_frame {
 	int32_t bci;             /* ASGCT lineno: bci, or -3 for a native method */
-	int32_t reserved;
+	int32_t type;            /* enum jpring_frame_type (0 from agents before it) */
 	uint64_t method_id;      /* jmethodID, 0 if the JVM had none */
+};
+
+/* How a frame runs, as far as the agent knows (AsyncGetCallTrace does not
+ * say): from the interrupted pc for the leaf compiled method's frames or an
+ * interpreted leaf; callers are unknown, except in a JVM that only
+ * interprets (-Xint). */
+enum jpring_frame_type {
+	JPRING_TYPE_UNKNOWN = 0,
+	JPRING_TYPE_INTERPRETED = 1,
+	JPRING_TYPE_COMPILED = 2,      /* the compiled method the pc is in */
+	JPRING_TYPE_INLINED = 3,       /* inlined into the compiled frame below it */
 };
 
 /* frames[0] of a record whose leaf the agent stepped over to walk the stack

@@ -54,7 +54,7 @@ static void agent(struct jvm_join *j, uint32_t tid, uint64_t t, int32_t n, uint6
 	for (int i = 0; i < 4; i++) {
 		f[i].method_id = leaf_id + (uint64_t)i;
 		f[i].bci = 10 * i;
-		f[i].reserved = 0;
+		f[i].type = 0;
 	}
 	jvm_join_add_agent(j, tid, t, t, n, f);
 }
