@@ -80,6 +80,17 @@ def main_tid(stacks):
     return None
 
 
+def check_java_frames(rec, jdk, min_share):
+    """The main thread's samples have Java frames (at least min_share)."""
+    stacks = rec.stacks()
+    tid = main_tid(stacks)
+    jt.check(tid is not None, "no CpuSplit.alpha frame:\n%s" % jt.top_stacks(stacks))
+    java, total = java_share(stacks, tid)
+    jt.log("JDK %s main thread: %d of %d samples with Java frames" % (jdk, java, total))
+    jt.check(total >= 500 and java >= min_share * total,
+             "main thread: %d of %d samples with Java frames" % (java, total))
+
+
 def record(d, jvm):
     c = d.client()
     rid = c.start_record(pid=jvm.pid, duration_ms=RECORD_S * 1000, interval_us=INTERVAL_US,
@@ -115,13 +126,7 @@ def main(t):
             sig = (rec.summary().get("java") or {}).get("signal") or {}
             jt.check(sig.get("number") not in (None, signal.SIGPROF) and sig.get("foreign_at_start"),
                      "summary.java.signal does not report another signal: %r" % (sig,))
-            stacks = rec.stacks()
-            tid = main_tid(stacks)
-            jt.check(tid is not None, "no CpuSplit.alpha frame:\n%s" % jt.top_stacks(stacks))
-            java, total = java_share(stacks, tid)
-            jt.log("JDK %s main thread: %d of %d samples with Java frames" % (jdk, java, total))
-            jt.check(total >= 500 and java >= 0.8 * total,
-                     "main thread: %d of %d samples with Java frames" % (java, total))
+            check_java_frames(rec, jdk, 0.8)
             jvm.result(60)
 
         with t.case("JDK %s: a profiler taking SIGPROF over mid-recording: jprofd moves" % jdk):
@@ -156,15 +161,9 @@ def main(t):
                      "summary.java.signal does not report the move: %r" % (sig,))
             warns = [m.get("code") for m in rec.messages if m.get("type") == "warning"]
             jt.check("java_signal_taken" in warns, "no java_signal_taken warning: %r" % warns)
-            stacks = rec.stacks()
-            tid = main_tid(stacks)
-            jt.check(tid is not None, "no CpuSplit.alpha frame:\n%s" % jt.top_stacks(stacks))
-            java, total = java_share(stacks, tid)
-            jt.log("JDK %s main thread: %d of %d samples with Java frames" % (jdk, java, total))
             # Without the move, only the time before the takeover (< 1/4)
             # has Java frames.
-            jt.check(total >= 500 and java >= 0.6 * total,
-                     "main thread: %d of %d samples with Java frames" % (java, total))
+            check_java_frames(rec, jdk, 0.6)
             jvm.result(60)
 
 
