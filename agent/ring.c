@@ -173,6 +173,66 @@ static int32_t ring_retry(struct asgct_trace *trace, const void *uc, int32_t fai
 
 #define RING_INLINE_MAX 24   /* deeper than HotSpot's MaxInlineLevel (15) */
 
+#if defined(__x86_64__)
+/* ASGCT's frames from first on are the scopes at pc, a return address into
+ * compiled code: methods inlined into the compiled method, innermost first,
+ * then the compiled method itself (the first whose own code contains pc;
+ * with a method inlined into itself the innermost copy is taken for it).
+ * True if typed. */
+static bool ring_type_compiled(struct jpring_frame *f, int32_t first, int32_t n, uintptr_t pc)
+{
+	for (int32_t i = first; i < n && i - first < RING_INLINE_MAX; i++) {
+		if (f[i].bci == -3)
+			return false;
+		if (codemap_in_method(f[i].method_id, pc)) {
+			for (int32_t j = first; j < i; j++)
+				f[j].type = JPRING_TYPE_INLINED;
+			f[i].type = JPRING_TYPE_COMPILED;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* HotSpot's x86_64 interpreter frame: rbp points at the saved caller rbp,
+ * the return address above it, the frame's Method* three words below. */
+#define RING_INTERP_METHOD_OFF (3 * sizeof(uintptr_t))
+#define RING_CALLERS_MAX 32   /* two process_vm_readv per frame */
+
+/* The leaf f[0] runs in the interpreter and rbp is the interrupted rbp. If
+ * rbp is f[0]'s own frame (its Method* slot holds f[0]'s method: not so in
+ * the method's entry, before the frame is built), walk the frame-pointer
+ * chain up: each interpreted frame is one ASGCT frame, a return address in
+ * the interpreter makes the next frame interpreted, one in compiled code
+ * types the next frames as at a compiled pc and ends the walk (compiled code
+ * keeps no frame pointer), anything else ends it. */
+static void ring_type_callers(struct jpring_frame *f, int32_t n, uintptr_t fp)
+{
+	uintptr_t slot, method, link[2];
+	int32_t i = 0;
+
+	if (!ring_read_stack(fp - RING_INTERP_METHOD_OFF, &slot) ||
+	    !agent_peek((uintptr_t)f[0].method_id, &method, sizeof(method)) || slot != method)
+		return;
+	while (i + 1 < n && i < RING_CALLERS_MAX) {
+		/* link[0]: the caller's rbp, link[1]: the return address. */
+		if (!ring_read_stack(fp, &link[0]) || !ring_read_stack(fp + sizeof(uintptr_t), &link[1]))
+			return;
+		if (f[i + 1].bci == -3)
+			return;
+		if (!codemap_in_interpreter(link[1])) {
+			ring_type_compiled(f, i + 1, n, link[1]);
+			return;
+		}
+		/* The chain only goes up the stack. */
+		if (link[0] <= fp)
+			return;
+		f[++i].type = JPRING_TYPE_INTERPRETED;
+		fp = link[0];
+	}
+}
+#endif
+
 /* Types what the interrupted pc tells (jpring_frame.type); the rest stay
  * unknown rather than guessed. frames[0] is the pc's own frame unless the
  * walk was retried past a stub. */
@@ -192,22 +252,10 @@ static void ring_type_frames(struct jpring_frame *f, int32_t n, const void *ucv)
 		return;
 	if (codemap_in_interpreter(pc)) {
 		f[0].type = JPRING_TYPE_INTERPRETED;
+		ring_type_callers(f, n, (uintptr_t)uc->uc_mcontext.gregs[REG_RBP]);
 		return;
 	}
-	/* ASGCT's first frames are the scopes at pc: methods inlined into the
-	 * compiled method, leaf first, then the compiled method itself (the
-	 * first whose own code contains pc; with a method inlined into itself
-	 * the innermost copy is taken for it). */
-	for (int32_t i = 0; i < n && i < RING_INLINE_MAX; i++) {
-		if (f[i].bci == -3)
-			return;
-		if (codemap_in_method(f[i].method_id, pc)) {
-			for (int32_t j = 0; j < i; j++)
-				f[j].type = JPRING_TYPE_INLINED;
-			f[i].type = JPRING_TYPE_COMPILED;
-			return;
-		}
-	}
+	ring_type_compiled(f, 0, n, pc);
 #endif
 }
 

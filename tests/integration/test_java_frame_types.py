@@ -1,8 +1,9 @@
 """Java frame types (JDK 17 and 25, JVMs run as nobody, agent attached at run
 time): under -Xint a method is interpreted (`_[0]` with --java-types); after
 warm-up the hot method is compiled (`_[j]`) and its small callee, inlined by
-the JIT, is inlined (`_[i]`); JSON carries the kind; without --java-types
-collapsed names stay plain."""
+the JIT, is inlined (`_[i]`); a callee kept interpreted shows its compiled
+caller as compiled; JSON carries the kind; without --java-types collapsed
+names stay plain."""
 import json
 import os
 import re
@@ -65,6 +66,22 @@ def main(t):
             hit, total = share(c, "Inlining.hot", ("_[0]",))
             jt.check(total >= 300 and hit == total,
                      "Inlining.hot interpreted in %d of %d samples: %s" % (hit, total, c))
+            jvm.result(60)
+
+        with t.case("JDK %s: callers typed by walking up from an interpreted leaf" % jdk):
+            # mix() kept interpreted: its callers' types come from the
+            # interpreter frame chain (hot() compiled, by its return address).
+            excl = ["-XX:CompileCommand=quiet", "-XX:CompileCommand=exclude,Inlining::mix"]
+            jvm = jv.Jvm(t, jdk, "Inlining", RECORD_S + 12, opts=excl, settle=0.2)
+            jt.wait_until(lambda: "ready" in jvm.output(), 30, what="Inlining to warm up")
+            c = type_counts(jt.parse_collapsed(record(t, d, jvm, "collapsed", ["--java-types"])))
+            jt.log("JDK %s mix excluded: frame types: %s" % (jdk, sorted(c.items())))
+            hit, total = share(c, "Inlining.mix", ("_[0]",))
+            jt.check(total >= 300 and hit >= 0.9 * total,
+                     "Inlining.mix interpreted in %d of %d samples: %s" % (hit, total, c))
+            hit, total = share(c, "Inlining.hot", ("_[j]",))
+            jt.check(total >= 300 and hit >= 0.8 * total,
+                     "Inlining.hot compiled in %d of %d samples: %s" % (hit, total, c))
             jvm.result(60)
 
         with t.case("JDK %s: warmed up: hot method compiled, its callee inlined" % jdk):
