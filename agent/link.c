@@ -548,8 +548,9 @@ static int link_on_start(int sock, const struct jpag_start *st, int memfd)
 		    (unsigned long long)st->interval_ns, st->nslots);
 	ret = 0;
 	if (sig != (int)st->signal) {
-		agent_warn("signal %u has another handler (another profiler?): recording with "
-			   "signal %d instead", st->signal, sig);
+		/* Normal with another profiler in the JVM: the daemon logs it. */
+		agent_debug("signal %u has another handler (another profiler?): recording with "
+			    "signal %d instead", st->signal, sig);
 		ret = link_send_signal(sock, sig, (int)st->signal, JPAG_SIGNAL_AT_START);
 	}
 	if (ret == 0)
