@@ -91,13 +91,12 @@ START_TEST(test_frame_types_pass_through_checked)
 	bpf(j, 7, 100 * MS);
 	jvm_join_add_agent(j, 7, 100 * MS + 18000, 100 * MS + 18000, 3, f);
 	jvm_join_run(j, 200 * MS, 200 * MS, false, emit, &o);   /* asks for the names */
-	name(j, 0x700, "LA;", "inl");
-	name(j, 0x701, "LA;", "jit");
-	name(j, 0x702, "LA;", "bad");
+	for (unsigned i = 0; i < 3; i++)
+		name(j, f[i].method_id, "LA;", (const char *[]){ "inl", "jit", "bad" }[i]);
 	jvm_join_run(j, 300 * MS, 300 * MS, false, emit, &o);
+	/* One sample of three frames, root first. */
 	ck_assert_uint_eq(o.n, 1);
 	ck_assert_uint_eq(o.njava[0], 3);
-	/* Root first. */
 	ck_assert_str_eq(o.names[0][0], "A.bad");
 	ck_assert_uint_eq(o.type[0][0], JPRING_TYPE_UNKNOWN);
 	ck_assert_uint_eq(o.type[0][1], JPRING_TYPE_COMPILED);
