@@ -89,6 +89,9 @@ struct session {
 	uint64_t first_java_ms;     /* 0 until the first sample with Java frames */
 	bool ring_corrupt_reported;
 	struct jring_stats ring_st; /* last seen */
+	uint32_t java_signal;       /* the agent's signal: JVM_SIGNAL unless it said otherwise */
+	bool java_signal_foreign;   /* another handler held JVM_SIGNAL at START */
+	uint32_t java_signal_moves; /* another handler took the agent's signal over */
 };
 
 struct session_mgr {
