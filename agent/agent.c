@@ -8,6 +8,7 @@
  */
 #include "agent.h"
 
+#include "codemap.h"
 #include "link.h"
 #include "methods.h"
 #include "ring.h"
@@ -183,10 +184,15 @@ static int agent_setup_jvmti(bool live)
 	jvmtiCapabilities caps = { .can_get_line_numbers = 1 };
 	jvmtiEnv *jvmti = agent_jvmti;
 	jvmtiError err;
+	bool typed;
 
 	/* Without it methods simply have no line table. */
 	if ((*jvmti)->AddCapabilities(jvmti, &caps) != JVMTI_ERROR_NONE)
 		agent_debug("no line numbers (can_get_line_numbers unavailable)");
+	/* Without it Java frames have no type (interpreted, compiled...). */
+	typed = codemap_setup(jvmti, &cb);
+	if (!typed)
+		agent_debug("no frame types (compiled method events unavailable)");
 	err = (*jvmti)->SetEventCallbacks(jvmti, &cb, sizeof(cb));
 	if (err != JVMTI_ERROR_NONE)
 		goto out;
@@ -195,6 +201,10 @@ static int agent_setup_jvmti(bool live)
 		if (err != JVMTI_ERROR_NONE)
 			goto out;
 	}
+	for (size_t i = 0; typed && i < sizeof(codemap_events) / sizeof(codemap_events[0]); i++)
+		if ((*jvmti)->SetEventNotificationMode(jvmti, JVMTI_ENABLE, codemap_events[i],
+						       NULL) != JVMTI_ERROR_NONE)
+			agent_debug("no frame types (event %d)", codemap_events[i]);
 	if (!live)
 		err = (*jvmti)->SetEventNotificationMode(jvmti, JVMTI_ENABLE,
 							 JVMTI_EVENT_VM_INIT, NULL);
@@ -234,6 +244,8 @@ static jint agent_init(JavaVM *vm, const char *options, bool live)
 	}
 	if (ring_init() < 0)
 		agent_warn("AsyncGetCallTrace not found: samples will have no Java frames");
+	if (codemap_init() < 0)
+		agent_debug("no memory for the code map: Java frames will have no type");
 	err = link_init(o.socket);
 	if (err < 0) {
 		agent_warn("cannot initialize: %s", strerror(-err));

@@ -4,6 +4,7 @@
 #include "link.h"
 
 #include "agent.h"
+#include "codemap.h"
 #include "events.h"
 #include "jprof_agent.h"
 #include "map.h"
@@ -22,6 +23,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +32,9 @@
 #define LINK_WELCOME_TIMEOUT_MS 5000
 #define LINK_RESCAN_MS 1000          /* /proc/self/task while recording (threads
 				      * without a JVMTI ThreadStart) */
+#define LINK_SIGNAL_CHECK_MS 100     /* is our handler still installed (recording) */
+/* The same wakeup sends queued alloc/lock records. */
+_Static_assert(LINK_SIGNAL_CHECK_MS <= EVENTS_FLUSH_MS, "event records wait longer than promised");
 #define LINK_BACKOFF_MIN_MS 1000
 #define LINK_BACKOFF_MAX_MS 30000
 
@@ -58,6 +63,8 @@ static int link_kicked;                  /* atomic: reconnect now */
 static JNIEnv *link_jni;
 static bool link_rec_on;
 static int link_rec_signal;
+static uint32_t link_features;           /* the daemon's JPAG_FEATURE_* */
+static uint32_t link_self_tid;           /* this thread: never sampled */
 static bool link_refusal_logged;
 static struct map link_tids;             /* tid -> packed fd/state */
 static unsigned char link_rx[JPAG_MAX_PAYLOAD] __attribute__((aligned(16)));
@@ -328,6 +335,11 @@ static int link_request_tid(int sock, uint32_t tid)
 	struct jpag_perf_fd_req req = { .tid = tid };
 	int ret;
 
+	/* The agent's own work (socket I/O, naming methods) is not the JVM's:
+	 * no event, so no Java samples of it (the daemon drops its native
+	 * ones by name). */
+	if (tid == link_self_tid)
+		return 0;
 	ret = map_put(&link_tids, tid, link_pack(-1, TID_REQUESTED));
 	if (ret < 0)
 		return 0;   /* no memory: this thread goes unsampled */
@@ -500,9 +512,20 @@ static void link_stop_recording(void)
 	agent_debug("recording stopped");
 }
 
+/* Tells a daemon that knows JPAG_SIGNAL which signal the agent uses now. */
+static int link_send_signal(int sock, int sig, int given_up, uint32_t reason)
+{
+	struct jpag_signal sg = { .signal = (uint32_t)sig, .proposed = (uint32_t)given_up,
+				  .reason = reason };
+
+	if (!(link_features & JPAG_FEATURE_SIGNAL))
+		return 0;
+	return link_send(sock, JPAG_SIGNAL, &sg, sizeof(sg));
+}
+
 static int link_on_start(int sock, const struct jpag_start *st, int memfd)
 {
-	int ret;
+	int sig, ret;
 
 	/* A START without STOP (a restarted recording): end the old one. */
 	link_stop_recording();
@@ -515,7 +538,8 @@ static int link_on_start(int sock, const struct jpag_start *st, int memfd)
 		ret = -EINVAL;
 		goto refuse;
 	}
-	ret = ring_install_signal((int)st->signal);
+	sig = ring_choose_signal((int)st->signal);
+	ret = sig < 0 ? sig : ring_install_signal(sig);
 	if (ret < 0)
 		goto refuse;
 	pthread_mutex_lock(&link_lock);
@@ -526,13 +550,21 @@ static int link_on_start(int sock, const struct jpag_start *st, int memfd)
 	/* The mapping keeps the memory; the fd is not needed any more. */
 	close(memfd);
 	link_rec_on = true;
-	link_rec_signal = (int)st->signal;
+	link_rec_signal = sig;
 	map_init(&link_tids, true);
 	/* Before the scan: a thread starting now is either listed or queued. */
 	__atomic_store_n(&link_recording, 1, __ATOMIC_SEQ_CST);
-	agent_debug("recording: signal %u, interval %llu ns, %u slots", st->signal,
+	agent_debug("recording: signal %d, interval %llu ns, %u slots", sig,
 		    (unsigned long long)st->interval_ns, st->nslots);
-	ret = link_rescan(sock);
+	ret = 0;
+	if (sig != (int)st->signal) {
+		/* Normal with another profiler in the JVM: the daemon logs it. */
+		agent_debug("signal %u has another handler (another profiler?): recording with "
+			    "signal %d instead", st->signal, sig);
+		ret = link_send_signal(sock, sig, (int)st->signal, JPAG_SIGNAL_AT_START);
+	}
+	if (ret == 0)
+		ret = link_rescan(sock);
 	/* The threads that exist now; later ones come with ThreadStart. */
 	if (ret == 0)
 		ret = threads_each(agent_jvmti, link_jni, link_send_name, &sock);
@@ -547,6 +579,47 @@ refuse:
 		close(memfd);
 	/* No fds were handed out for it: tell the daemon it is over. */
 	return link_send(sock, JPAG_STOPPED, NULL, 0);
+}
+
+/* Another handler installed over ours during the recording (a profiler
+ * started after us that does not look before it takes a signal): from then
+ * on our samples go to it. Move every armed fd to a free signal and say so;
+ * what was delivered in between is lost to us. */
+static int link_check_signal(int sock)
+{
+	int old = link_rec_signal, sig, ret;
+
+	switch (ring_signal_disposition(old)) {
+	case RING_SIG_OURS:
+		return 0;
+	case RING_SIG_FREE:
+		/* Reset to the default: ours again, same signal. */
+		sig = old;
+		break;
+	default:
+		sig = ring_choose_signal(old);
+		break;
+	}
+	ret = sig < 0 ? sig : ring_install_signal(sig);
+	if (ret < 0) {
+		if (!link_refusal_logged)
+			agent_warn("signal %d was taken over and no free signal is left: %s", old,
+				   strerror(-ret));
+		link_refusal_logged = true;
+		return 0;
+	}
+	link_rec_signal = sig;
+	for (size_t i = 0; i < link_tids.cap; i++) {
+		uint64_t v = link_tids.vals ? link_tids.vals[i] : 0;
+
+		if (link_tids.keys[i] && link_unpack_state(v) == TID_ARMED)
+			fcntl(link_unpack_fd(v), F_SETSIG, sig);
+	}
+	if (sig == old)
+		return 0;
+	agent_warn("signal %d was taken over by another handler: recording with signal %d now",
+		   old, sig);
+	return link_send_signal(sock, sig, old, JPAG_SIGNAL_TAKEN_OVER);
 }
 
 static int link_on_resolve(int sock, const struct jpag_resolve *rs, size_t len)
@@ -732,12 +805,13 @@ static int link_session(int sock, bool *welcomed)
 		ret = -EPROTO;
 		goto out;
 	}
+	link_features = ((const struct jpag_welcome *)link_rx)->features;
 	*welcomed = true;
 	agent_debug("connected, %zu methods known", methods_count());
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
-		int timeout = link_rec_on ? (events_active() ? EVENTS_FLUSH_MS : LINK_RESCAN_MS) : -1;
+		int timeout = link_rec_on ? LINK_SIGNAL_CHECK_MS : -1;
 
 		ret = link_wait(sock, timeout, &ready);
 		if (ret < 0)
@@ -755,6 +829,8 @@ static int link_session(int sock, bool *welcomed)
 		ret = events_flush(link_send, sock);
 		if (ret == 0)
 			ret = link_drain_thread_events(sock);
+		if (ret == 0)
+			ret = link_check_signal(sock);
 		if (ret < 0)
 			goto out;
 		clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -772,19 +848,23 @@ out:
 
 static void *link_main(void *arg)
 {
-	JavaVMAttachArgs args = { .version = JNI_VERSION_1_6, .name = "jprofagent" };
+	JavaVMAttachArgs args = { .version = JNI_VERSION_1_6, .name = JPAG_AGENT_THREAD_NAME };
 	int backoff = LINK_BACKOFF_MIN_MS;
 	bool logged_connect = false, ready;
 	int sock, ret;
 
-	/* Visible as such in /proc/PID/task/TID/comm and in profiles. */
-	pthread_setname_np(pthread_self(), "jprofagent");
+	/* First thing: recordings leave this thread out by this name (its
+	 * start-up work below included). */
+	pthread_setname_np(pthread_self(), JPAG_AGENT_THREAD_NAME);
+	link_self_tid = (uint32_t)syscall(SYS_gettid);
 	if ((*agent_vm)->AttachCurrentThreadAsDaemon(agent_vm, (void **)&link_jni, &args) != JNI_OK) {
 		agent_warn("cannot attach the agent thread to the JVM");
 		return NULL;
 	}
 	/* ClassPrepare is already enabled, so no class falls in between. */
 	methods_add_loaded(agent_jvmti, link_jni);
+	/* Likewise the compiled-method events: the code compiled before them. */
+	codemap_replay(agent_jvmti);
 
 	while (!link_is_dying()) {
 		bool welcomed = false;

@@ -9,6 +9,7 @@
 #include "ring.h"
 
 #include "agent.h"
+#include "codemap.h"
 #include "jprof_agent.h"
 
 #include <errno.h>
@@ -59,7 +60,6 @@ static struct ring_state *ring_active;          /* what handlers see; NULL = off
 static unsigned long ring_inflight;             /* handlers inside the ring */
 static unsigned char ring_armed[RING_MAX_FD];   /* atomic bytes: fd is ours */
 static struct sigaction ring_prev[_NSIG];
-static bool ring_installed[_NSIG];
 static pthread_mutex_t ring_install_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int ring_init(void)
@@ -171,6 +171,94 @@ static int32_t ring_retry(struct asgct_trace *trace, const void *uc, int32_t fai
 }
 #endif
 
+#define RING_INLINE_MAX 24   /* deeper than HotSpot's MaxInlineLevel (15) */
+
+#if defined(__x86_64__)
+/* ASGCT's frames from first on are the scopes at pc, a return address into
+ * compiled code: methods inlined into the compiled method, innermost first,
+ * then the compiled method itself (the first whose own code contains pc;
+ * with a method inlined into itself the innermost copy is taken for it).
+ * True if typed. */
+static bool ring_type_compiled(struct jpring_frame *f, int32_t first, int32_t n, uintptr_t pc)
+{
+	for (int32_t i = first; i < n && i - first < RING_INLINE_MAX; i++) {
+		if (f[i].bci == -3)
+			return false;
+		if (codemap_in_method(f[i].method_id, pc)) {
+			for (int32_t j = first; j < i; j++)
+				f[j].type = JPRING_TYPE_INLINED;
+			f[i].type = JPRING_TYPE_COMPILED;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* HotSpot's x86_64 interpreter frame: rbp points at the saved caller rbp,
+ * the return address above it, the frame's Method* three words below. */
+#define RING_INTERP_METHOD_OFF (3 * sizeof(uintptr_t))
+#define RING_CALLERS_MAX 32   /* two process_vm_readv per frame */
+
+/* The leaf f[0] runs in the interpreter and rbp is the interrupted rbp. If
+ * rbp is f[0]'s own frame (its Method* slot holds f[0]'s method: not so in
+ * the method's entry, before the frame is built), walk the frame-pointer
+ * chain up: each interpreted frame is one ASGCT frame, a return address in
+ * the interpreter makes the next frame interpreted, one in compiled code
+ * types the next frames as at a compiled pc and ends the walk (compiled code
+ * keeps no frame pointer), anything else ends it. */
+static void ring_type_callers(struct jpring_frame *f, int32_t n, uintptr_t fp)
+{
+	uintptr_t slot, method, link[2];
+	int32_t i = 0;
+
+	if (!ring_read_stack(fp - RING_INTERP_METHOD_OFF, &slot) ||
+	    !agent_peek((uintptr_t)f[0].method_id, &method, sizeof(method)) || slot != method)
+		return;
+	while (i + 1 < n && i < RING_CALLERS_MAX) {
+		/* link[0]: the caller's rbp, link[1]: the return address. */
+		if (!ring_read_stack(fp, &link[0]) || !ring_read_stack(fp + sizeof(uintptr_t), &link[1]))
+			return;
+		if (f[i + 1].bci == -3)
+			return;
+		if (!codemap_in_interpreter(link[1])) {
+			ring_type_compiled(f, i + 1, n, link[1]);
+			return;
+		}
+		/* The chain only goes up the stack. */
+		if (link[0] <= fp)
+			return;
+		f[++i].type = JPRING_TYPE_INTERPRETED;
+		fp = link[0];
+	}
+}
+#endif
+
+/* Types what the interrupted pc tells (jpring_frame.type); the rest stay
+ * unknown rather than guessed. frames[0] is the pc's own frame unless the
+ * walk was retried past a stub. */
+static void ring_type_frames(struct jpring_frame *f, int32_t n, const void *ucv)
+{
+	if (codemap_all_interpreted()) {
+		for (int32_t i = 0; i < n; i++)
+			if (f[i].bci != -3 && f[i].method_id)
+				f[i].type = JPRING_TYPE_INTERPRETED;
+		return;
+	}
+#if defined(__x86_64__)
+	const ucontext_t *uc = ucv;
+	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+
+	if (f[0].bci == JPRING_BCI_STUB || f[0].bci == -3)
+		return;
+	if (codemap_in_interpreter(pc)) {
+		f[0].type = JPRING_TYPE_INTERPRETED;
+		ring_type_callers(f, n, (uintptr_t)uc->uc_mcontext.gregs[REG_RBP]);
+		return;
+	}
+	ring_type_compiled(f, 0, n, pc);
+#endif
+}
+
 static void ring_write(const struct ring_state *r, void *uc)
 {
 	struct jpring_header *h = (struct jpring_header *)r->base;
@@ -221,7 +309,9 @@ static void ring_write(const struct ring_state *r, void *uc)
 			n = JPRING_MAX_FRAMES;
 		/* ASGCT leaves the padding alone. */
 		for (int32_t i = 0; i < n; i++)
-			slot->frames[i].reserved = 0;
+			slot->frames[i].type = JPRING_TYPE_UNKNOWN;
+		if (n > 0 && uc)
+			ring_type_frames(slot->frames, n, uc);
 	}
 	slot->num_frames = n;
 	__atomic_store_n(&slot->seq, w + 1, __ATOMIC_RELEASE);
@@ -247,27 +337,87 @@ out:
 	errno = saved_errno;
 }
 
-int ring_install_signal(int sig)
+/* The handler installed for sig right now: ours, none (default or
+ * ignored: nobody relies on receiving it), or someone else's. */
+static enum ring_disposition ring_disposition_of(const struct sigaction *sa)
+{
+	if (sa->sa_flags & SA_SIGINFO)
+		return sa->sa_sigaction == ring_on_signal ? RING_SIG_OURS :
+		       sa->sa_sigaction ? RING_SIG_FOREIGN : RING_SIG_FREE;
+	if (sa->sa_handler == SIG_DFL || sa->sa_handler == SIG_IGN)
+		return RING_SIG_FREE;
+	return RING_SIG_FOREIGN;
+}
+
+enum ring_disposition ring_signal_disposition(int sig)
 {
 	struct sigaction sa;
+
+	if (sig <= 0 || sig >= _NSIG || sigaction(sig, NULL, &sa) < 0)
+		return RING_SIG_FOREIGN;
+	return ring_disposition_of(&sa);
+}
+
+int ring_choose_signal(int proposed)
+{
+	struct sigaction sa;
+
+	if (ring_signal_usable(proposed) && ring_signal_disposition(proposed) != RING_SIG_FOREIGN)
+		return proposed;
+	/* Another profiler's signal (async-profiler, JFR's CPU-time sampler on
+	 * JDK 25, a test agent): take a real-time signal nobody handles, from
+	 * the top, where libraries that pick one from SIGRTMIN up are least
+	 * likely to look. Default disposition only: an ignored real-time
+	 * signal was ignored on purpose. A real-time signal also never merges
+	 * with a pending one of another source, as two SIGPROFs do. */
+	for (int sig = SIGRTMAX; sig >= SIGRTMIN; sig--) {
+		if (sig == proposed || sigaction(sig, NULL, &sa) < 0)
+			continue;
+		if (!(sa.sa_flags & SA_SIGINFO) && sa.sa_handler == SIG_DFL)
+			return sig;
+		if (ring_disposition_of(&sa) == RING_SIG_OURS)
+			return sig;
+	}
+	return -EBUSY;
+}
+
+int ring_install_signal(int sig)
+{
+	struct sigaction sa, cur;
 	int ret = 0;
 
 	if (sig <= 0 || sig >= _NSIG || !ring_signal_usable(sig))
 		return -EINVAL;
 	pthread_mutex_lock(&ring_install_lock);
-	if (ring_installed[sig])
+	if (sigaction(sig, NULL, &cur) < 0) {
+		ret = -errno;
 		goto out;
+	}
+	switch (ring_disposition_of(&cur)) {
+	case RING_SIG_OURS:
+		goto out;
+	case RING_SIG_FOREIGN:
+		/* Never over another profiler's handler: its signals would be
+		 * ours to chain, and a SIGPROF of ours pending at the moment
+		 * one of its own comes makes the kernel drop its one
+		 * (async-profiler re-enables its event only in its handler, so
+		 * that thread's samples stop for good). */
+		ret = -EBUSY;
+		goto out;
+	case RING_SIG_FREE:
+		break;
+	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = ring_on_signal;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
 	sigemptyset(&sa.sa_mask);
-	/* Read the previous action first so the handler never chains to an
-	 * unset one, then swap. */
-	if (sigaction(sig, NULL, &ring_prev[sig]) < 0 || sigaction(sig, &sa, NULL) < 0) {
+	/* The previous action (default or ignored) is set before the swap, so
+	 * the handler never chains to an unset one. */
+	ring_prev[sig] = cur;
+	if (sigaction(sig, &sa, NULL) < 0) {
 		ret = -errno;
 		goto out;
 	}
-	ring_installed[sig] = true;
 out:
 	pthread_mutex_unlock(&ring_install_lock);
 	return ret;

@@ -18,10 +18,20 @@ int ring_init(void);
 
 /* True for a signal the agent may take over (not one the JVM relies on). */
 bool ring_signal_usable(int sig);
-/* Installs the handler for sig once; later calls are no-ops. The previous
- * action is kept for chaining and the handler is never uninstalled. */
+enum ring_disposition {
+	RING_SIG_FREE,       /* default or ignored */
+	RING_SIG_OURS,
+	RING_SIG_FOREIGN,    /* another handler: another profiler's */
+};
+enum ring_disposition ring_signal_disposition(int sig);
+/* The signal to record with: proposed if usable and not another handler's,
+ * else a real-time signal with the default disposition (or already ours);
+ * -EBUSY if none is left. */
+int ring_choose_signal(int proposed);
+/* Installs the handler for sig unless it is there already; -EBUSY when
+ * another handler holds sig (it is never replaced). The handler is never
+ * uninstalled; it chains what is not its own to the previous action. */
 int ring_install_signal(int sig);
-
 /* Maps memfd (ring_bytes) and validates its header against the geometry of
  * START; on success the handler writes into it. Does not take memfd. */
 int ring_activate(int memfd, uint64_t ring_bytes, uint32_t nslots);

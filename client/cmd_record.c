@@ -44,6 +44,9 @@ static void cmd_record_help(void)
 	       "                         require (fail unless Java frames can be recorded)\n"
 	       "      --java-lines       Java frames as Class.method:line\n"
 	       "      --java-signatures  Java frames with their JVM signatures\n"
+	       "      --java-types       collapsed: Java frames with their type as a suffix,\n"
+	       "                         as async-profiler: _[j] compiled, _[i] inlined,\n"
+	       "                         _[0] interpreted (none: unknown)\n"
 	       "      --no-progress      no progress line (there is none unless stderr is a\n"
 	       "                         terminal)\n"
 	       "      --json-events      print the daemon's events on stderr as JSON lines\n"
@@ -80,7 +83,7 @@ static int cmd_record_java(const char *s, enum jprof_java *java)
 int cmd_record(int argc, char **argv, const char *socket_path)
 {
 	enum { OPT_THREADS = 256, OPT_NO_PROGRESS, OPT_JAVA, OPT_JAVA_LINES, OPT_JAVA_SIGS,
-	       OPT_THRESHOLD, OPT_ALLOC, OPT_LOCK };
+	       OPT_JAVA_TYPES, OPT_THRESHOLD, OPT_ALLOC, OPT_LOCK };
 	static const struct option opts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "all", no_argument, NULL, 'a' },
@@ -94,6 +97,7 @@ int cmd_record(int argc, char **argv, const char *socket_path)
 		{ "java", required_argument, NULL, OPT_JAVA },
 		{ "java-lines", no_argument, NULL, OPT_JAVA_LINES },
 		{ "java-signatures", no_argument, NULL, OPT_JAVA_SIGS },
+		{ "java-types", no_argument, NULL, OPT_JAVA_TYPES },
 		{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
 		RUN_OPTIONS,
 		{ NULL, 0, NULL, 0 },
@@ -167,6 +171,9 @@ int cmd_record(int argc, char **argv, const char *socket_path)
 			break;
 		case OPT_JAVA_SIGS:
 			rr->java_signatures = true;
+			break;
+		case OPT_JAVA_TYPES:
+			rr->java_types = true;
 			break;
 		case OPT_NO_PROGRESS:
 			no_progress = true;

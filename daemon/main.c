@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -284,6 +285,13 @@ int main(int argc, char **argv)
 	static const int stop_signals[] = { SIGTERM, SIGINT, SIGHUP };
 	int ret = 1, r, nfds;
 
+	/* Blocks of 256 KiB and more (a table build's rows and section data,
+	 * megabytes each; rendering buffers) straight from mmap, so that they
+	 * go back to the system when freed. glibc's default threshold rises
+	 * after the first such free, and later big blocks then came from the
+	 * heap and stayed: RSS +15 MB after cc1 ran three times under the host
+	 * view, +2 MB with this. */
+	mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 	config_defaults(&o.cli);
 	o.cli.set = 0;
 	r = parse_args(argc, argv, &o);

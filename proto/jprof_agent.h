@@ -20,6 +20,8 @@
 #define JPAG_MAGIC 0x4741504au          /* "JPAG" read as a little-endian u32 */
 #define JPAG_VERSION 1
 #define JPAG_MAX_PAYLOAD (64 * 1024)
+/* The agent's own thread's name (/proc comm): recordings leave it out. */
+#define JPAG_AGENT_THREAD_NAME "jprofagent"
 
 struct jpag_hdr {
 	uint32_t magic;      /* JPAG_MAGIC */
@@ -37,9 +39,11 @@ enum jpag_type {
 	JPAG_METHOD_UNKNOWN = 4, /* struct jpag_method_unknown */
 	JPAG_STOPPED = 5,        /* no payload: every fd of the last START is closed */
 	JPAG_THREAD_NAME = 10,   /* struct jpag_thread_name + name */
-	JPAG_EVENT_STATUS = 11,  /* struct jpag_event_status: the answer to EVENT_ON */
-	JPAG_EVENTS = 12,        /* struct jpag_events + records (alloc, lock samples) */
-	JPAG_EVENTS_DONE = 13,   /* no payload: the event is off, every record was sent */
+	JPAG_SIGNAL = 11,        /* struct jpag_signal; only to a daemon whose WELCOME
+				    has JPAG_FEATURE_SIGNAL */
+	JPAG_EVENT_STATUS = 12,  /* struct jpag_event_status: the answer to EVENT_ON */
+	JPAG_EVENTS = 13,        /* struct jpag_events + records (alloc, lock samples) */
+	JPAG_EVENTS_DONE = 14,   /* no payload: the event is off, every record was sent */
 
 	/* daemon -> agent */
 	JPAG_WELCOME = 64,       /* struct jpag_welcome */
@@ -60,8 +64,9 @@ struct jpag_hello {
 
 struct jpag_welcome {
 	uint32_t version;        /* JPAG_VERSION */
-	uint32_t reserved;
+	uint32_t features;       /* JPAG_FEATURE_*; 0 from daemons before them */
 };
+#define JPAG_FEATURE_SIGNAL 1u   /* the daemon understands JPAG_SIGNAL */
 
 /* A recording of this process begins. The agent maps the ring (MAP_SHARED,
  * ring_bytes), installs its handler for `signal`, and asks for one perf fd per
@@ -76,6 +81,24 @@ struct jpag_start {
 	uint32_t nslots;
 	uint32_t max_frames;     /* JPRING_MAX_FRAMES */
 	uint32_t reserved;
+};
+
+/* The agent records with another signal than START proposed, because
+ * another handler (another profiler) holds the proposed one (reason
+ * JPAG_SIGNAL_AT_START), or took the agent's signal over during the
+ * recording and the agent moved to a free one (JPAG_SIGNAL_TAKEN_OVER;
+ * samples between the takeover and the move went to that handler). The
+ * daemon reports it; it does not change what the daemon does. */
+struct jpag_signal {
+	uint32_t signal;         /* now armed: SIGPROF, SIGVTALRM, SIGIO or 32..64 */
+	uint32_t reason;         /* enum jpag_signal_reason */
+	uint32_t proposed;       /* the signal given up */
+	uint32_t reserved;
+};
+
+enum jpag_signal_reason {
+	JPAG_SIGNAL_AT_START = 1,
+	JPAG_SIGNAL_TAKEN_OVER = 2,
 };
 
 struct jpag_perf_fd_req {
@@ -199,8 +222,19 @@ struct jpring_header {
 /* ASGCT frame as written into the ring. */
 struct jpring_frame {
 	int32_t bci;             /* ASGCT lineno: bci, or -3 for a native method */
-	int32_t reserved;
+	int32_t type;            /* enum jpring_frame_type (0 from agents before it) */
 	uint64_t method_id;      /* jmethodID, 0 if the JVM had none */
+};
+
+/* How a frame runs, as far as the agent knows (AsyncGetCallTrace does not
+ * say): from the interrupted pc for the leaf compiled method's frames or an
+ * interpreted leaf; callers are unknown, except in a JVM that only
+ * interprets (-Xint). */
+enum jpring_frame_type {
+	JPRING_TYPE_UNKNOWN = 0,
+	JPRING_TYPE_INTERPRETED = 1,
+	JPRING_TYPE_COMPILED = 2,      /* the compiled method the pc is in */
+	JPRING_TYPE_INLINED = 3,       /* inlined into the compiled frame below it */
 };
 
 /* frames[0] of a record whose leaf the agent stepped over to walk the stack
@@ -237,6 +271,7 @@ _Static_assert(sizeof(struct jpag_hdr) == 16, "jpag_hdr");
 _Static_assert(sizeof(struct jpag_start) == 32, "jpag_start");
 _Static_assert(sizeof(struct jpag_method) == 16, "jpag_method");
 _Static_assert(sizeof(struct jpag_thread_name) == 8, "jpag_thread_name");
+_Static_assert(sizeof(struct jpag_signal) == 16, "jpag_signal");
 _Static_assert(sizeof(struct jpag_event_on) == 16, "jpag_event_on");
 _Static_assert(sizeof(struct jpag_event_status) == 128, "jpag_event_status");
 _Static_assert(sizeof(struct jpag_event_rec) == 32, "jpag_event_rec");

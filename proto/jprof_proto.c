@@ -388,6 +388,8 @@ static int proto_parse_record(struct json_object *root, struct jprof_record_req 
 			r = proto_get_bool_member(val, key, &rec->java_lines, err);
 		} else if (strcmp(key, "java_signatures") == 0) {
 			r = proto_get_bool_member(val, key, &rec->java_signatures, err);
+		} else if (strcmp(key, "java_types") == 0) {
+			r = proto_get_bool_member(val, key, &rec->java_types, err);
 		}
 		if (r < 0)
 			goto out;
@@ -503,7 +505,7 @@ static bool proto_member_known(enum jprof_cmd cmd, const char *key)
 	static const char *const record[] = { "pid", "all", "duration_ms", "interval_us",
 					      "format", "event", "threshold_us", "alloc_bytes", "progress",
 					      "thread_frames", "java", "java_lines",
-					      "java_signatures", NULL };
+					      "java_signatures", "java_types", NULL };
 	static const char *const cancel[] = { "target", NULL };
 	static const char *const profile[] = { "last_s", "from_ms", "to_ms", "pid", "comm", "unit",
 					       "cgroup", "format", "group_by", NULL };
@@ -719,6 +721,8 @@ char *jprof_request_encode(const struct jprof_request *req)
 			proto_add(root, "java_lines", json_object_new_boolean(1), &failed);
 		if (req->record.java_signatures)
 			proto_add(root, "java_signatures", json_object_new_boolean(1), &failed);
+		if (req->record.java_types)
+			proto_add(root, "java_types", json_object_new_boolean(1), &failed);
 		break;
 	case JPROF_CMD_CANCEL:
 		proto_add(root, "target", json_object_new_int64(req->cancel.target), &failed);

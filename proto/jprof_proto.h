@@ -116,6 +116,7 @@ struct jprof_record_req {
 	enum jprof_java java;   /* default JPROF_JAVA_AUTO */
 	bool java_lines;        /* Java frames as Class.method:line; default false */
 	bool java_signatures;   /* Java frames with their JVM signature; default false */
+	bool java_types;        /* collapsed: Java frames with their type suffix; default false */
 };
 
 /* Continuous host profile limits. */

@@ -158,6 +158,7 @@ void req_record(const struct request *r)
 		.java = rr->java,
 		.java_lines = rr->java_lines,
 		.java_signatures = rr->java_signatures,
+		.java_types = rr->java_types,
 	};
 	struct session_sink sink = { .send = sink_send, .done = sink_done, .ctx = r->client };
 	struct requests_conn *conn = r->conn;

@@ -362,6 +362,7 @@ static void send_profile(struct session *s, const char *status)
 	 * main value (off-CPU: nanoseconds), a count of intervals says little. */
 	struct export_options opt = {
 		.thread_frames = s->p.thread_frames,
+		.java_types = s->p.java_types,
 		.value = s->event->id == EVENT_CPU ? NULL : s->event->types[s->event->main_value].type,
 	};
 	struct buf out = BUF_INIT;

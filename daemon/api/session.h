@@ -56,6 +56,7 @@ struct session_params {
 	int java;                  /* enum jprof_java */
 	bool java_lines;
 	bool java_signatures;
+	bool java_types;
 };
 
 struct session_info {

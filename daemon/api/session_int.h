@@ -93,6 +93,9 @@ struct session {
 	struct loop_source *agent_ev_timer;  /* waits for its answer, or for its last records */
 	uint64_t agent_ev_samples;  /* records received */
 	struct jring_stats ring_st; /* last seen */
+	uint32_t java_signal;       /* the agent's signal: JVM_SIGNAL unless it said otherwise */
+	bool java_signal_foreign;   /* another handler held JVM_SIGNAL at START */
+	uint32_t java_signal_moves; /* another handler took the agent's signal over */
 };
 
 struct session_mgr {

@@ -492,6 +492,27 @@ bool session_jvm_event_off(struct session *s, const char *status)
 	return true;
 }
 
+static void jvm_signal(void *ctx, uint32_t sig, uint32_t proposed, bool took_over)
+{
+	struct session *s = ctx;
+	char msg[256];
+
+	s->java_signal = sig;
+	if (!took_over) {
+		s->java_signal_foreign = true;
+		log_info("session %u: pid %d: another handler holds signal %u; the agent records "
+			 "with signal %u", s->id, (int)s->p.pid, proposed, sig);
+		return;
+	}
+	s->java_signal_moves++;
+	snprintf(msg, sizeof(msg),
+		 "another handler (another profiler?) took over signal %u in pid %d during the "
+		 "recording; the agent moved to signal %u, samples in between have no Java frames",
+		 proposed, (int)s->p.pid, sig);
+	log_warn("session %u: %s", s->id, msg);
+	session_send_warning(s, "java_signal_taken", msg);
+}
+
 static const struct agentlink_ops jvm_ops = {
 	.perf_fd = jvm_perf_fd,
 	.method = jvm_method,
@@ -499,6 +520,7 @@ static const struct agentlink_ops jvm_ops = {
 	.event_status = jvm_event_status,
 	.event = jvm_event,
 	.events_done = jvm_events_done,
+	.signal = jvm_signal,
 	.gone = jvm_gone,
 };
 
@@ -537,6 +559,9 @@ static void bind_agent(struct session *s, struct agent *a)
 		}
 		pipeline_source_set_join(s->src, s->join, (uint32_t)s->p.pid, interval_ns(s));
 	}
+	s->java_signal = JVM_SIGNAL;
+	s->java_signal_foreign = false;
+	s->java_signal_moves = 0;
 	r = agent_start(a, interval_ns(s), JVM_SIGNAL,
 			event_needs_jvm(s->event->id) ? JVM_RING_SLOTS_EVENTS : JVM_RING_SLOTS, &jvm_ops, s);
 	if (r < 0) {
@@ -824,6 +849,17 @@ void session_jvm_summary(struct session *s, struct json_object *sum)
 	json_object_object_add(ring, "stuck", json_object_new_int64((int64_t)s->ring_st.stuck));
 	json_object_object_add(ring, "header_corrupt", json_object_new_boolean(s->ring_st.header_corrupt));
 	json_object_object_add(j, "ring", ring);
+	if (s->java_signal) {
+		struct json_object *sg = json_object_new_object();
+
+		if (sg) {
+			add_u64(sg, "number", s->java_signal);
+			json_object_object_add(sg, "foreign_at_start",
+					       json_object_new_boolean(s->java_signal_foreign));
+			add_u64(sg, "taken_over", s->java_signal_moves);
+			json_object_object_add(j, "signal", sg);
+		}
+	}
 	if (s->join)
 		add_limits(s->join, j);
 	json_object_object_add(sum, "java", j);

@@ -4,9 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-int export_collapsed_frame(const struct store_frame *f, struct buf *out)
+int export_collapsed_frame(const struct store_frame *f, bool java_types, struct buf *out)
 {
-	return export_frame_name(f, EXPORT_NAME_SUFFIX | EXPORT_NAME_NO_SEMICOLON, out);
+	return export_frame_name(f, EXPORT_NAME_SUFFIX | EXPORT_NAME_NO_SEMICOLON |
+				 (java_types ? EXPORT_NAME_JAVA_SUFFIX : 0), out);
 }
 
 /* One line candidate: a stack plus its optional thread root frame. */
@@ -107,7 +108,8 @@ int collapsed_render(const struct export_job *job, struct buf *out)
 	}
 	for (i = 0; i < nframes; i++) {
 		c.text_off[i] = c.text.len;
-		r = export_collapsed_frame(store_frame_get(st, (uint32_t)i), &c.text);
+		r = export_collapsed_frame(store_frame_get(st, (uint32_t)i), job->opt->java_types,
+					   &c.text);
 		if (r < 0)
 			goto out;
 	}

@@ -137,19 +137,19 @@ int export_frame_name(const struct store_frame *f, unsigned flags, struct buf *o
 		suffix = "_[k]";
 		break;
 	case FRAME_JAVA_JIT:
-		suffix = "_[j]";
+		suffix = flags & EXPORT_NAME_JAVA_SUFFIX ? "_[j]" : NULL;
 		break;
 	case FRAME_JAVA_INLINED:
-		suffix = "_[i]";
+		suffix = flags & EXPORT_NAME_JAVA_SUFFIX ? "_[i]" : NULL;
 		break;
 	case FRAME_JAVA_INTERP:
-		suffix = "_[0]";
+		suffix = flags & EXPORT_NAME_JAVA_SUFFIX ? "_[0]" : NULL;
 		break;
 	default:
 		/* native, anonymous JIT code and markers keep their plain name */
 		break;
 	}
-	if (suffix && (flags & EXPORT_NAME_SUFFIX))
+	if (suffix && (flags & (EXPORT_NAME_SUFFIX | EXPORT_NAME_JAVA_SUFFIX)))
 		r = buf_puts(out, suffix);
 out:
 	return r;

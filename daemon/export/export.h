@@ -31,6 +31,7 @@ struct export_meta {
 
 struct export_options {
 	bool thread_frames;        /* prefix each stack with "[<thread name> tid=<tid>]" */
+	bool java_types;           /* collapsed: Java frames with their type suffix */
 	/* The sample type that the formats showing one value (collapsed, html,
 	 * text, and json's self/total) show, by type name ("cpu"); NULL = the
 	 * sample count ("samples"), which flame-graph tools expect. Formats
@@ -100,13 +101,17 @@ int export_thread_frame(const struct store *st, uint32_t pid, uint32_t tid, unsi
  *
  * A frame's display name is its symbol name, plus " [module]" for a kernel
  * module's frame, with control bytes, DEL and bytes that are not well-formed
- * UTF-8 written as "\xNN". EXPORT_NAME_SUFFIX appends the kind suffix
- * ("_[k]", "_[j]", "_[i]", "_[0]"); EXPORT_NAME_NO_SEMICOLON also writes ';'
- * as "\x3b". Collapsed uses both, text the suffix, the rest neither (they
- * carry the kind separately). */
+ * UTF-8 written as "\xNN". EXPORT_NAME_SUFFIX appends the kernel suffix
+ * "_[k]", EXPORT_NAME_JAVA_SUFFIX a typed Java frame's, as async-profiler
+ * writes them ("_[j]" compiled, "_[i]" inlined, "_[0]" interpreted; a Java
+ * frame of unknown type has none); EXPORT_NAME_NO_SEMICOLON also writes ';'
+ * as "\x3b". Collapsed uses the kernel suffix and ';' (the Java suffix with
+ * java_types), text and timeline both suffixes, the rest neither (they carry
+ * the kind separately). */
 enum {
 	EXPORT_NAME_SUFFIX = 1,
 	EXPORT_NAME_NO_SEMICOLON = 2,
+	EXPORT_NAME_JAVA_SUFFIX = 4,
 };
 int export_frame_name(const struct store_frame *f, unsigned flags, struct buf *out);
 /* What a profile is of, for titles: "all processes", or "comm (pid N)". */
@@ -135,8 +140,9 @@ int export_json_sample_types(struct buf *out, const struct store *st);
 /* ,"weight_ns":N from values (export_weight_index), nothing if none. */
 int export_json_weight(struct buf *out, const struct store *st, const uint64_t *values);
 
-/* Collapsed-format text of one frame (kernel "_[k]", Java JIT "_[j]", inlined
- * "_[i]", interpreted "_[0]"; ';' written as "\x3b"), appended to out. */
-int export_collapsed_frame(const struct store_frame *f, struct buf *out);
+/* Collapsed-format text of one frame (kernel "_[k]"; with java_types Java JIT
+ * "_[j]", inlined "_[i]", interpreted "_[0]"; ';' written as "\x3b"),
+ * appended to out. */
+int export_collapsed_frame(const struct store_frame *f, bool java_types, struct buf *out);
 
 #endif

@@ -226,7 +226,7 @@ static int pprof_location(struct pprof_ctx *c, const struct store_frame *f, uint
 	Perftools__Profiles__Location *l = &c->locs[c->nfuncs];
 	Perftools__Profiles__Line *line = &c->lines[c->nfuncs];
 	uint64_t map = 0, address = 0;
-	int64_t name, file = 0;
+	int64_t name, sysname, file = 0;
 	int r;
 
 	buf_reset(&c->tmp);
@@ -236,6 +236,20 @@ static int pprof_location(struct pprof_ctx *c, const struct store_frame *f, uint
 	name = pprof_string(&c->strs, c->tmp.data, c->tmp.len);
 	if (name < 0)
 		return (int)name;
+	/* A typed Java frame's system name carries its type as async-profiler
+	 * writes it ("Foo.bar_[j]"): the same method run two ways is two
+	 * functions with one name. */
+	sysname = name;
+	if (f && (f->kind == FRAME_JAVA_JIT || f->kind == FRAME_JAVA_INLINED ||
+		  f->kind == FRAME_JAVA_INTERP)) {
+		buf_reset(&c->tmp);
+		r = export_frame_name(f, EXPORT_NAME_JAVA_SUFFIX, &c->tmp);
+		if (r < 0)
+			return r;
+		sysname = pprof_string(&c->strs, c->tmp.data, c->tmp.len);
+		if (sysname < 0)
+			return (int)sysname;
+	}
 	if (f && f->kind == FRAME_KERNEL) {
 		int64_t kname = pprof_cstring(&c->strs, pprof_kernel_mapping);
 
@@ -261,7 +275,7 @@ static int pprof_location(struct pprof_ctx *c, const struct store_frame *f, uint
 	perftools__profiles__function__init(fn);
 	fn->id = c->nfuncs + 1;
 	fn->name = name;
-	fn->system_name = name;
+	fn->system_name = sysname;
 	fn->filename = file;
 	perftools__profiles__line__init(line);
 	line->function_id = fn->id;
@@ -277,6 +291,33 @@ static int pprof_location(struct pprof_ctx *c, const struct store_frame *f, uint
 	*loc = l->id;
 	c->nfuncs++;
 	return 0;
+}
+
+/* Labels a sample may carry: thread, java_frame_type, tid, pid, comm,
+ * cgroup, unit, container. */
+#define PPROF_MAX_LABELS 8
+
+/* The type of the sample's innermost Java frame ("interpreted", "compiled",
+ * "inlined"), or NULL if it has none or its type is unknown: pprof labels
+ * are per sample, so this is what a label can say (each frame's own type is
+ * in its function's system name). */
+static const char *pprof_java_leaf_type(const struct store *st, const struct store_stack *s)
+{
+	for (size_t j = s->nframes; j-- > 0;) {
+		switch (store_frame_get(st, s->frames[j])->kind) {
+		case FRAME_JAVA_INTERP:
+			return "interpreted";
+		case FRAME_JAVA_JIT:
+			return "compiled";
+		case FRAME_JAVA_INLINED:
+			return "inlined";
+		case FRAME_JAVA:
+			return NULL;
+		default:
+			break;
+		}
+	}
+	return NULL;
 }
 
 static int pprof_label_str(struct pprof_ctx *c, Perftools__Profiles__Label *l, const char *key,
@@ -380,8 +421,8 @@ int pprof_render(const struct export_job *job, struct buf *out)
 	c.loc_of_frame = calloc(slots, sizeof(*c.loc_of_frame));
 	c.samples = calloc(nstacks + 1, sizeof(*c.samples));
 	c.samplep = calloc(nstacks + 1, sizeof(*c.samplep));
-	c.labels = calloc(nstacks * 7 + 1, sizeof(*c.labels));
-	c.labelp = calloc(nstacks * 7 + 1, sizeof(*c.labelp));
+	c.labels = calloc(nstacks * PPROF_MAX_LABELS + 1, sizeof(*c.labels));
+	c.labelp = calloc(nstacks * PPROF_MAX_LABELS + 1, sizeof(*c.labelp));
 	c.locids = calloc(nlocids + 1, sizeof(*c.locids));
 	c.values = calloc(nstacks * nv + 1, sizeof(*c.values));
 	if (!c.funcs || !c.funcp || !c.locs || !c.locp || !c.lines || !c.linep || !c.loc_of_frame ||
@@ -408,6 +449,7 @@ int pprof_render(const struct export_job *job, struct buf *out)
 		const char *tname = store_thread_name(st, s->pid, s->tid);
 		const char *comm = store_process_name(st, s->pid);
 		struct store_labels pl;
+		const char *jtype;
 		size_t nl = 0;
 
 		perftools__profiles__sample__init(smp);
@@ -438,6 +480,8 @@ int pprof_render(const struct export_job *job, struct buf *out)
 			smp->value[j] = (int64_t)s->values[j];
 		if (tname && *tname)
 			r = pprof_label_str(&c, &lab[nl++], "thread", tname);
+		if (r == 0 && (jtype = pprof_java_leaf_type(st, s)))
+			r = pprof_label_str(&c, &lab[nl++], "java_frame_type", jtype);
 		if (r == 0 && s->tid)
 			r = pprof_label_num(&c, &lab[nl++], "tid", s->tid);
 		if (r == 0)

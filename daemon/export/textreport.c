@@ -149,7 +149,8 @@ int textreport_render(const struct export_job *job, struct buf *out)
 		for (node = leaves[k]; r == 0 && node != 0; node = calltree_node(t, node)->parent) {
 			r = buf_puts(out, "  ");
 			if (r == 0)
-				r = calltree_key_text(t, calltree_node(t, node)->key, EXPORT_NAME_SUFFIX, out);
+				r = calltree_key_text(t, calltree_node(t, node)->key,
+						      EXPORT_NAME_SUFFIX | EXPORT_NAME_JAVA_SUFFIX, out);
 			if (r == 0)
 				r = buf_putc(out, '\n');
 		}
@@ -163,7 +164,8 @@ int textreport_render(const struct export_job *job, struct buf *out)
 		r = buf_printf(out, "  %10" PRIu64 "  %7.2f%%  ", fns[k].self,
 			       textreport_pct(fns[k].self, all));
 		if (r == 0)
-			r = calltree_key_text(t, fns[k].key, EXPORT_NAME_SUFFIX, out);
+			r = calltree_key_text(t, fns[k].key,
+					      EXPORT_NAME_SUFFIX | EXPORT_NAME_JAVA_SUFFIX, out);
 		if (r == 0)
 			r = buf_putc(out, '\n');
 	}

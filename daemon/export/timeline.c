@@ -727,7 +727,7 @@ int timeline_render_speedscope(const struct export_job *job, struct buf *out)
 		return r;
 	/* Speedscope has no field for a frame's kind: names carry collapsed's
 	 * suffixes, as in the folded stacks speedscope also reads. */
-	r = timeline_names_build(&names, &m, EXPORT_NAME_SUFFIX);
+	r = timeline_names_build(&names, &m, EXPORT_NAME_SUFFIX | EXPORT_NAME_JAVA_SUFFIX);
 	if (r == 0)
 		r = timeline_truncated_text(&m, &trunc);
 	if (r < 0)

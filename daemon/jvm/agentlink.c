@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,7 +202,7 @@ static void on_hello(struct agent *a, const void *p, uint32_t len)
 {
 	struct agentlink *l = a->link;
 	struct jpag_hello hello;
-	struct jpag_welcome w = { .version = JPAG_VERSION };
+	struct jpag_welcome w = { .version = JPAG_VERSION, .features = JPAG_FEATURE_SIGNAL };
 
 	if (a->hello || len != sizeof(hello)) {
 		agent_drop(a, "bad hello");
@@ -391,6 +392,34 @@ bad:
 	agent_drop(a, "event record lengths do not add up");
 }
 
+/* The daemon cannot know the JVM's SIGRTMIN (glibc's is 34, musl's 35):
+ * any kernel real-time signal is accepted, besides the classic ones the
+ * agent may use. */
+static bool signal_plausible(uint32_t sig)
+{
+	return sig == SIGPROF || sig == SIGVTALRM || sig == SIGIO || (sig >= 32 && sig <= 64);
+}
+
+static void on_signal(struct agent *a, const char *p, uint32_t len)
+{
+	struct jpag_signal sg;
+
+	if (len != sizeof(sg)) {
+		agent_drop(a, "bad signal record");
+		return;
+	}
+	memcpy(&sg, p, sizeof(sg));
+	if (!signal_plausible(sg.signal) || !signal_plausible(sg.proposed) ||
+	    sg.signal == sg.proposed || sg.reserved ||
+	    (sg.reason != JPAG_SIGNAL_AT_START && sg.reason != JPAG_SIGNAL_TAKEN_OVER)) {
+		agent_drop(a, "implausible signal record");
+		return;
+	}
+	/* Only meaningful during a recording; a late one is ignored. */
+	if (a->ops && a->ops->signal)
+		a->ops->signal(a->ctx, sg.signal, sg.proposed, sg.reason == JPAG_SIGNAL_TAKEN_OVER);
+}
+
 static void handle_frame(struct agent *a, const struct jpag_hdr *h, const char *p)
 {
 	if (!a->hello && h->type != JPAG_HELLO) {
@@ -412,6 +441,9 @@ static void handle_frame(struct agent *a, const struct jpag_hdr *h, const char *
 		break;
 	case JPAG_THREAD_NAME:
 		on_thread_name(a, p, h->len);
+		break;
+	case JPAG_SIGNAL:
+		on_signal(a, p, h->len);
 		break;
 	case JPAG_STOPPED:
 		break;

@@ -56,6 +56,10 @@ struct agentlink_ops {
 	/* The Java name of the agent's thread ns_tid (not NUL-terminated, 1 to
 	 * JPAG_THREAD_NAME_MAX bytes, unchecked text). */
 	void (*thread_name)(void *ctx, uint32_t ns_tid, const char *name, size_t len);
+	/* The agent records with signal instead of the proposed one (another
+	 * handler held it at START, or took_over: took the agent's over
+	 * during the recording). Both checked plausible; NULL: ignored. */
+	void (*signal)(void *ctx, uint32_t signal, uint32_t proposed, bool took_over);
 	/* The answer to agent_event_on: status 0, or -errno and the agent's
 	 * reason (unchecked text, NUL-terminated). */
 	void (*event_status)(void *ctx, uint32_t event, int status, const char *why);

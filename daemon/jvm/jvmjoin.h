@@ -46,6 +46,7 @@ struct jvm_join_opts {
 struct jvm_frame {
 	uint64_t method_id;
 	int32_t bci;
+	uint8_t type;                  /* enum jpring_frame_type, checked */
 };
 
 /* One sample ready for the store. Java frames are root first; user and kernel

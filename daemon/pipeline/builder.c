@@ -217,6 +217,22 @@ int builder_build(struct builder *b, const struct raw_sample *rs, const struct b
 	return 0;
 }
 
+/* The agent's frame type as a frame kind: the same method shows as one
+ * frame per way it ran, as in async-profiler. */
+static enum frame_kind java_kind(uint8_t type)
+{
+	switch (type) {
+	case JPRING_TYPE_INTERPRETED:
+		return FRAME_JAVA_INTERP;
+	case JPRING_TYPE_COMPILED:
+		return FRAME_JAVA_JIT;
+	case JPRING_TYPE_INLINED:
+		return FRAME_JAVA_INLINED;
+	default:
+		return FRAME_JAVA;
+	}
+}
+
 int builder_build_jvm(struct builder *b, uint32_t pid, uint64_t start_ns, const struct jvm_join *j,
 		      const struct jvm_sample *js, const struct event_info *ev,
 		      const uint64_t *values, struct built_sample *out)
@@ -227,7 +243,7 @@ int builder_build_jvm(struct builder *b, uint32_t pid, uint64_t start_ns, const 
 	procinfo_get(b->pi, (pid_t)pid, start, 0, &b->names);
 	for (unsigned i = 0; i < js->njava && i < JPRING_MAX_FRAMES; i++) {
 		jvm_join_frame_name(j, &js->java[i], b->java_name, sizeof(b->java_name));
-		push(b, FRAME_JAVA, b->java_name, "");
+		push(b, java_kind(js->java[i].type), b->java_name, "");
 	}
 	if (js->leaf)
 		push(b, FRAME_JAVA, js->leaf, "");

@@ -8,6 +8,7 @@
 
 #include "builder.h"
 #include "clock.h"
+#include "jprof_agent.h"
 #include "jvmjoin.h"
 #include "log.h"
 #include "loop.h"
@@ -73,6 +74,16 @@ static void deliver(struct pipeline *p, const struct pipeline_source *src,
 		p->host.sample(bs, p->host.arg);
 }
 
+/* The JVM agent's own thread (jprofd's work inside the JVM: its socket,
+ * naming methods, the scan of loaded classes when it arrives) is not the
+ * recorded program's: left out of recordings, still counted in the host
+ * view. Known by the name it gives itself first thing (a Java thread the
+ * program names so would be left out too). */
+static bool agent_thread(const struct raw_sample *rs)
+{
+	return rs->thread_comm && strcmp(rs->thread_comm, JPAG_AGENT_THREAD_NAME) == 0;
+}
+
 void pipeline_on_sample(const struct raw_sample *rs, void *arg)
 {
 	struct pipeline *p = arg;
@@ -82,6 +93,11 @@ void pipeline_on_sample(const struct raw_sample *rs, void *arg)
 
 	if (!rs->pid || !rs->values[0])
 		return;  /* idle is counted by the collector, never stored */
+	if (rs->source != JP_SRC_HOST && agent_thread(rs)) {
+		if (rs->host_feed && p->host.sample && builder_build(p->builder, rs, &o, &bs) == 0)
+			deliver(p, NULL, &bs, true);
+		return;
+	}
 	if (rs->source != JP_SRC_HOST) {
 		src = find_source(p, rs->source);
 		if (!src)

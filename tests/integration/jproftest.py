@@ -290,6 +290,25 @@ def is_kernel_frame(frame):
     return frame.endswith("_[k]")
 
 
+class GoPprof:
+    """`go tool pprof` as a consumer of profiles: offline, with a private
+    HOME and build cache under the test's temporary directory."""
+
+    def __init__(self, t):
+        home = t.mkdtemp("gohome-")
+        self.env = dict(os.environ, HOME=home, PPROF_TMPDIR=home,
+                        GOCACHE=os.path.join(home, "cache"), GOTOOLCHAIN="local", GOFLAGS="",
+                        GOPROXY="off", GOTELEMETRY="off")
+
+    def __call__(self, *args):
+        """Its stdout; a failed run fails the test."""
+        r = subprocess.run(["go", "tool", "pprof"] + list(args), capture_output=True, text=True,
+                           timeout=120, env=self.env, stdin=subprocess.DEVNULL)
+        check(r.returncode == 0, "go tool pprof %s failed (%d):\n%s%s"
+              % (" ".join(args), r.returncode, r.stdout, r.stderr))
+        return r.stdout
+
+
 def top_stacks(stacks, n=15):
     """Human-readable top of a profile for failure messages."""
     items = sorted(stacks.items(), key=lambda kv: -kv[1])[:n]

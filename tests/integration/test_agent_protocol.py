@@ -19,9 +19,10 @@ import jproftest as jt
 HDR = struct.Struct("<IHHII")
 MAGIC = 0x4741504A
 HELLO, PERF_FD_REQ, WELCOME, START, PERF_FD, STOP, ERROR = 1, 2, 64, 65, 66, 68, 69
+SIGNAL = 11
 THREAD_NAME = 10
 METHOD, RESOLVE = 3, 67
-EVENT_STATUS, EVENTS, EVENTS_DONE, EVENT_ON, EVENT_OFF = 11, 12, 13, 70, 71
+EVENT_STATUS, EVENTS, EVENTS_DONE, EVENT_ON, EVENT_OFF = 12, 13, 14, 70, 71
 RING_HDR = struct.Struct("<IIIIQQQ")
 RING_MAGIC = 0x474E5252
 
@@ -171,7 +172,8 @@ def main(t):
                           ("short hello", frame(HELLO, b"xx")),
                           ("unknown type", b""),
                           ("thread name longer than its frame", b""),
-                          ("thread name over the limit", b"")):
+                          ("thread name over the limit", b""),
+                          ("implausible signal record", b"")):
             a = FakeAgent(d.socket)
             if what == "unknown type":
                 a.hello()
@@ -182,6 +184,10 @@ def main(t):
             elif what == "thread name over the limit":
                 a.hello()
                 raw = frame(THREAD_NAME, struct.pack("<IHH", os.getpid(), 257, 0) + b"x" * 257)
+            elif what == "implausible signal record":
+                # JPAG_SIGNAL naming signal 9 (SIGKILL), which no agent uses.
+                a.hello()
+                raw = frame(SIGNAL, struct.pack("<IIII", 9, 1, 27, 0))
             a.s.sendall(raw)
             jt.check(a.closed_by_peer(), "daemon kept an agent connection after %s" % what)
             a.s.close()

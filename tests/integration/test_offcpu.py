@@ -7,7 +7,6 @@ gets errors that name the event."""
 import os
 import re
 import shutil
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -98,19 +97,13 @@ def main(t):
             path = os.path.join(t.outdir(), "off.pb.gz")
             t.ctl(["record", "-e", "offcpu", "--pid", str(w.pid), "-d", "1500ms", "-o", path,
                    "--no-progress"], user="nobody", socket_path=d.socket, check_rc=0)
-            home = t.mkdtemp("gohome-")
-            env = dict(os.environ, HOME=home, PPROF_TMPDIR=home,
-                       GOCACHE=os.path.join(home, "cache"), GOTOOLCHAIN="local", GOFLAGS="",
-                       GOPROXY="off", GOTELEMETRY="off")
-            raw = subprocess.run(["go", "tool", "pprof", "-raw", path], capture_output=True,
-                                 text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
-            jt.check(raw.returncode == 0, "go tool pprof -raw failed: %s" % raw.stderr)
-            jt.check(re.search(r"samples/count\s+offcpu/nanoseconds\[dflt\]", raw.stdout),
+            pprof = jt.GoPprof(t)
+            raw = pprof("-raw", path)
+            jt.check(re.search(r"samples/count\s+offcpu/nanoseconds\[dflt\]", raw),
                      "pprof sample types are not samples/count offcpu/nanoseconds[dflt]:\n%s"
-                     % raw.stdout[:800])
-            top = subprocess.run(["go", "tool", "pprof", "-top", path], capture_output=True,
-                                 text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
-            jt.check("waiter" in top.stdout, "waiter not in pprof -top:\n%s" % top.stdout)
+                     % raw[:800])
+            top = pprof("-top", path)
+            jt.check("waiter" in top, "waiter not in pprof -top:\n%s" % top)
 
     with t.case("text and html show the time"):
         rec = c.record(pid=w.pid, event="offcpu", duration_ms=1000, format="text")

@@ -9,7 +9,6 @@ that name the event."""
 import os
 import re
 import shutil
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -97,21 +96,14 @@ def main(t):
             path = os.path.join(t.outdir(), "wall.pb.gz")
             t.ctl(["record", "-e", "wall", "--pid", str(w.pid), "-d", "1500ms", "-o", path,
                    "--no-progress"], user="nobody", socket_path=d.socket, check_rc=0)
-            home = t.mkdtemp("gohome-")
-            env = dict(os.environ, HOME=home, PPROF_TMPDIR=home,
-                       GOCACHE=os.path.join(home, "cache"), GOTOOLCHAIN="local", GOFLAGS="",
-                       GOPROXY="off", GOTELEMETRY="off")
-            raw = subprocess.run(["go", "tool", "pprof", "-raw", path], capture_output=True,
-                                 text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
-            jt.check(raw.returncode == 0, "go tool pprof -raw failed: %s" % raw.stderr)
-            jt.check(re.search(r"samples/count\s+wall/nanoseconds\[dflt\]", raw.stdout),
+            pprof = jt.GoPprof(t)
+            raw = pprof("-raw", path)
+            jt.check(re.search(r"samples/count\s+wall/nanoseconds\[dflt\]", raw),
                      "pprof sample types are not samples/count wall/nanoseconds[dflt]:\n%s"
-                     % raw.stdout[:800])
-            top = subprocess.run(["go", "tool", "pprof", "-top", "-cum", path],
-                                 capture_output=True, text=True, timeout=120, env=env,
-                                 stdin=subprocess.DEVNULL)
-            jt.check("nap_a" in top.stdout and "[sleeping]" in top.stdout,
-                     "nap_a or [sleeping] not in pprof -top:\n%s" % top.stdout)
+                     % raw[:800])
+            top = pprof("-top", "-cum", path)
+            jt.check("nap_a" in top and "[sleeping]" in top,
+                     "nap_a or [sleeping] not in pprof -top:\n%s" % top)
 
     with t.case("whole host (-e wall --all) has the spinner [running]"):
         rec = c.record(all=True, event="wall", duration_ms=1000, format="collapsed")

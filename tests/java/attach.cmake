@@ -12,17 +12,21 @@ add_custom_command(OUTPUT ${JPROF_ATTACH_JAVA_OUT}/AttachTarget.class
 add_custom_target(attach_java_classes ALL DEPENDS ${JPROF_ATTACH_JAVA_OUT}/AttachTarget.class)
 
 # Loaded into the JVMs under test, so built like jprofagent: no sanitizers
-# (the JVM's launcher did not load their runtime).
-add_library(attach_test_agent SHARED ${CMAKE_CURRENT_LIST_DIR}/attach_test_agent.c)
-target_include_directories(attach_test_agent PRIVATE ${JPROF_JNI_INCLUDE} ${JPROF_JNI_INCLUDE}/linux)
+# (the JVM's launcher did not load their runtime). sigprof_test_agent stands
+# for another profiler in tests/integration/test_signal_coexistence.py.
 set(JPROF_ATTACH_AGENT_COPTS -O2 -g -Wall -Wextra -fPIC)
 if(JPROF_WERROR)
   list(APPEND JPROF_ATTACH_AGENT_COPTS -Werror)
 endif()
-set_target_properties(attach_test_agent PROPERTIES
-  LIBRARY_OUTPUT_DIRECTORY ${JPROF_ATTACH_JAVA_OUT}
-  COMPILE_OPTIONS "${JPROF_ATTACH_AGENT_COPTS}"
-  LINK_OPTIONS "-Wl,-z,defs")
+foreach(agent attach_test_agent sigprof_test_agent)
+  add_library(${agent} SHARED ${CMAKE_CURRENT_LIST_DIR}/${agent}.c)
+  target_include_directories(${agent} PRIVATE ${JPROF_JNI_INCLUDE} ${JPROF_JNI_INCLUDE}/linux)
+  set_target_properties(${agent} PROPERTIES
+    LIBRARY_OUTPUT_DIRECTORY ${JPROF_ATTACH_JAVA_OUT}
+    COMPILE_OPTIONS "${JPROF_ATTACH_AGENT_COPTS}"
+    LINK_OPTIONS "-Wl,-z,defs")
+  target_link_libraries(${agent} PRIVATE Threads::Threads)
+endforeach()
 
 # test_attach is defined after the fragments are included.
 cmake_language(DEFER CALL add_dependencies test_attach attach_test_agent attach_java_classes)

@@ -9,7 +9,7 @@ if(NOT JPROF_JAVAC)
 endif()
 
 set(JPROF_JAVA_OUT ${CMAKE_CURRENT_BINARY_DIR}/java)
-set(JPROF_JAVA_WORKLOADS CpuSplit IoRead Alloc LateThreads Idle ThreadNames HardWalks
+set(JPROF_JAVA_WORKLOADS CpuSplit IoRead Alloc LateThreads Idle ThreadNames HardWalks Inlining
   AllocSplit LockWait LockContend)
 set(JPROF_JAVA_SOURCES "")
 set(JPROF_JAVA_CLASSES "")

@@ -27,18 +27,26 @@ static char *render(const struct store *st, const struct export_meta *meta,
 	return buf_steal(&b, NULL);
 }
 
-static char *frame_text(enum frame_kind kind, const char *name, const char *module)
+static char *frame_text(enum frame_kind kind, const char *name, const char *module,
+			bool java_types)
 {
 	struct store_frame f = { kind, name, module, NULL };
 	struct buf b = BUF_INIT;
 
-	ck_assert_int_eq(export_collapsed_frame(&f, &b), 0);
+	ck_assert_int_eq(export_collapsed_frame(&f, java_types, &b), 0);
 	return buf_steal(&b, NULL);
 }
 
+/* With --java-types (java_types); ck_frame_plain: without. */
 #define ck_frame_text(kind, name, module, expect)                          \
 	do {                                                               \
-		char *t_ = frame_text(kind, name, module);                 \
+		char *t_ = frame_text(kind, name, module, true);           \
+		ck_assert_str_eq(t_, expect);                              \
+		free(t_);                                                  \
+	} while (0)
+#define ck_frame_plain(kind, name, module, expect)                         \
+	do {                                                               \
+		char *t_ = frame_text(kind, name, module, false);          \
 		ck_assert_str_eq(t_, expect);                              \
 		free(t_);                                                  \
 	} while (0)
@@ -75,6 +83,12 @@ START_TEST(test_collapsed_frame_text)
 	ck_frame_text(FRAME_JAVA_JIT, "Foo.bar", NULL, "Foo.bar_[j]");
 	ck_frame_text(FRAME_JAVA_INLINED, "Foo.baz", NULL, "Foo.baz_[i]");
 	ck_frame_text(FRAME_JAVA_INTERP, "Foo.main", NULL, "Foo.main_[0]");
+	ck_frame_text(FRAME_JAVA, "Foo.unknown", NULL, "Foo.unknown");
+	/* Without --java-types Java frames keep their plain names. */
+	ck_frame_plain(FRAME_JAVA_JIT, "Foo.bar", NULL, "Foo.bar");
+	ck_frame_plain(FRAME_JAVA_INLINED, "Foo.baz", NULL, "Foo.baz");
+	ck_frame_plain(FRAME_JAVA_INTERP, "Foo.main", NULL, "Foo.main");
+	ck_frame_plain(FRAME_KERNEL, "do_sys_open", "", "do_sys_open_[k]");
 	ck_frame_text(FRAME_JIT_UNKNOWN, "[jit]", NULL, "[jit]");
 	ck_frame_text(FRAME_MARKER, "[gc_active]", NULL, "[gc_active]");
 	ck_frame_text(FRAME_NATIVE, "a;b;c", NULL, "a\\x3bb\\x3bc");
@@ -120,7 +134,8 @@ static struct store *sample_store(void)
 START_TEST(test_collapsed_exact)
 {
 	struct store *st = sample_store();
-	char *out = render(st, NULL, NULL, JPROF_FMT_COLLAPSED);
+	struct export_options opt = { .java_types = true };
+	char *out = render(st, NULL, &opt, JPROF_FMT_COLLAPSED);
 
 	/* Byte order: 'F' < '[' < 'm'; "main" sorts before "main;..." */
 	ck_assert_str_eq(out,
@@ -138,7 +153,7 @@ END_TEST
 START_TEST(test_collapsed_thread_frames)
 {
 	struct store *st = sample_store();
-	struct export_options opt = { .thread_frames = true };
+	struct export_options opt = { .thread_frames = true, .java_types = true };
 	char *out = render(st, NULL, &opt, JPROF_FMT_COLLAPSED);
 
 	ck_assert_str_eq(out,
@@ -247,7 +262,7 @@ START_TEST(test_render_errors_keep_buffer)
 	ck_assert_int_eq(export_render(NULL, NULL, NULL, JPROF_FMT_RAW, &b), -EINVAL);
 	ck_assert_str_eq(b.data, "keep");
 	ck_assert_int_eq(export_render(st, NULL, NULL, JPROF_FMT_RAW, NULL), -EINVAL);
-	ck_assert_int_eq(export_collapsed_frame(NULL, &b), -EINVAL);
+	ck_assert_int_eq(export_collapsed_frame(NULL, false, &b), -EINVAL);
 	buf_release(&b);
 	store_free(st);
 }

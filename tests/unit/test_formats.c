@@ -537,6 +537,50 @@ END_TEST
 
 /* ---- html --------------------------------------------------------------------- */
 
+/* Typed Java frames: the type in the function's system name, the innermost
+ * Java frame's type as the sample's java_frame_type label. */
+START_TEST(test_pprof_java_types)
+{
+	struct store *st = small_store();
+	struct buf b = BUF_INIT;
+	Perftools__Profiles__Profile *p;
+	size_t i, j, typed = 0, funcs = 0;
+
+	render(st, &test_meta, NULL, JPROF_FMT_PPROF, &b);
+	p = pprof_unpack(&b);
+	for (i = 0; i < p->n_function; i++) {
+		const char *name = pstr(p, p->function[i]->name);
+		const char *sys = pstr(p, p->function[i]->system_name);
+
+		if (!strcmp(name, "Foo.loop")) {
+			ck_assert_str_eq(sys, "Foo.loop_[j]");
+			funcs++;
+		} else if (!strcmp(name, "Foo.run")) {
+			ck_assert_str_eq(sys, "Foo.run_[0]");
+			funcs++;
+		} else {
+			ck_assert_str_eq(sys, name);
+		}
+	}
+	ck_assert_uint_eq(funcs, 2);
+	for (i = 0; i < p->n_sample; i++) {
+		const Perftools__Profiles__Sample *s = p->sample[i];
+
+		for (j = 0; j < s->n_label; j++) {
+			if (strcmp(pstr(p, s->label[j]->key), "java_frame_type"))
+				continue;
+			ck_assert_str_eq(pstr(p, s->label[j]->str), "compiled");
+			ck_assert_int_eq(s->value[0], 4);
+			typed++;
+		}
+	}
+	ck_assert_uint_eq(typed, 1);
+	perftools__profiles__profile__free_unpacked(p, NULL);
+	buf_release(&b);
+	store_free(st);
+}
+END_TEST
+
 START_TEST(test_html)
 {
 	struct store *st = small_store();
@@ -767,6 +811,7 @@ static Suite *formats_suite(void)
 	tcase_add_test(tc, test_tree_total_matches_collapsed);
 	tcase_add_test(tc, test_text);
 	tcase_add_test(tc, test_pprof);
+	tcase_add_test(tc, test_pprof_java_types);
 	tcase_add_test(tc, test_html);
 	tcase_add_test(tc, test_empty_every_format);
 	tcase_add_test(tc, test_hostile_names_every_format);

@@ -15,6 +15,7 @@ struct out {
 	unsigned n;
 	char names[16][8][128];   /* Java frame names, root first */
 	unsigned njava[16];
+	uint8_t type[16][8];      /* frame types, root first */
 	const char *marker[16];
 	char leaf[16][64];
 	uint64_t values[16][JVM_EVENT_VALUES];
@@ -41,8 +42,10 @@ static void emit(const struct jvm_sample *s, void *arg)
 		memcpy(o->values[o->n], s->values, sizeof(o->values[o->n]));
 	o->nu[o->n] = s->nu;
 	o->nk[o->n] = s->nk;
-	for (unsigned i = 0; i < s->njava && i < 8; i++)
+	for (unsigned i = 0; i < s->njava && i < 8; i++) {
 		jvm_join_frame_name(o->j, &s->java[i], o->names[o->n][i], 128);
+		o->type[o->n][i] = s->java[i].type;
+	}
 	o->n++;
 }
 
@@ -62,7 +65,7 @@ static void agent(struct jvm_join *j, uint32_t tid, uint64_t t, int32_t n, uint6
 	for (int i = 0; i < 4; i++) {
 		f[i].method_id = leaf_id + (uint64_t)i;
 		f[i].bci = 10 * i;
-		f[i].reserved = 0;
+		f[i].type = 0;
 	}
 	jvm_join_add_agent(j, tid, t, t, n, f);
 }
@@ -80,6 +83,35 @@ static struct jvm_join *make(bool lines, bool sigs)
 
 	return jvm_join_new(&o);
 }
+
+/* The agent's frame types reach the sample; a type the ring should not
+ * hold (shared memory) is unknown. */
+START_TEST(test_frame_types_pass_through_checked)
+{
+	struct jvm_join *j = make(false, false);
+	struct out o = { .j = j };
+	struct jpring_frame f[3] = {
+		{ .bci = 1, .type = JPRING_TYPE_INLINED, .method_id = 0x700 },
+		{ .bci = 2, .type = JPRING_TYPE_COMPILED, .method_id = 0x701 },
+		{ .bci = 3, .type = 77, .method_id = 0x702 },
+	};
+
+	bpf(j, 7, 100 * MS);
+	jvm_join_add_agent(j, 7, 100 * MS + 18000, 100 * MS + 18000, 3, f);
+	jvm_join_run(j, 200 * MS, 200 * MS, false, emit, &o);   /* asks for the names */
+	for (unsigned i = 0; i < 3; i++)
+		name(j, f[i].method_id, "LA;", (const char *[]){ "inl", "jit", "bad" }[i]);
+	jvm_join_run(j, 300 * MS, 300 * MS, false, emit, &o);
+	/* One sample of three frames, root first. */
+	ck_assert_uint_eq(o.n, 1);
+	ck_assert_uint_eq(o.njava[0], 3);
+	ck_assert_str_eq(o.names[0][0], "A.bad");
+	ck_assert_uint_eq(o.type[0][0], JPRING_TYPE_UNKNOWN);
+	ck_assert_uint_eq(o.type[0][1], JPRING_TYPE_COMPILED);
+	ck_assert_uint_eq(o.type[0][2], JPRING_TYPE_INLINED);
+	jvm_join_free(j);
+}
+END_TEST
 
 START_TEST(test_join_waits_for_names_then_emits_root_first)
 {
@@ -645,6 +677,7 @@ int main(void)
 
 	tcase_add_test(tc, test_join_waits_for_names_then_emits_root_first);
 	tcase_add_test(tc, test_agent_events);
+	tcase_add_test(tc, test_frame_types_pass_through_checked);
 	tcase_add_test(tc, test_latest_bpf_record_within_one_interval);
 	tcase_add_test(tc, test_late_records_wait_for_the_horizon);
 	tcase_add_test(tc, test_namespace_tids_are_mapped);

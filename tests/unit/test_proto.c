@@ -102,6 +102,7 @@ START_TEST(test_round_trip_record)
 	snprintf(in.record.format, sizeof(in.record.format), "collapsed");
 	in.record.progress = false;
 	in.record.thread_frames = true;
+	in.record.java_types = true;
 	round_trip(&in, &out);
 	ck_assert_int_eq(out.record.pid, 1234);
 	ck_assert(!out.record.all);
@@ -110,6 +111,7 @@ START_TEST(test_round_trip_record)
 	ck_assert_str_eq(out.record.format, "collapsed");
 	ck_assert(!out.record.progress);
 	ck_assert(out.record.thread_frames);
+	ck_assert(out.record.java_types);
 
 	jprof_request_init(&in, JPROF_CMD_RECORD, 8);
 	in.record.all = true;
@@ -121,6 +123,7 @@ START_TEST(test_round_trip_record)
 	ck_assert_str_eq(out.record.format, "json");
 	ck_assert(out.record.progress);
 	ck_assert(!out.record.thread_frames);
+	ck_assert(!out.record.java_types);
 }
 END_TEST
 

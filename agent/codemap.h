@@ -1,0 +1,32 @@
+/* Where the JVM's compiled Java code and its interpreter lie, so that the
+ * signal handler can say how the leaf frames of a sample run (interpreted,
+ * compiled, inlined): JVMTI CompiledMethodLoad / CompiledMethodUnload give
+ * each nmethod's method and code range, DynamicCodeGenerated the
+ * interpreter's. Written by JVMTI callbacks (any thread, under a mutex), read
+ * by the handler without locks (a seqlock per entry; a read that races a
+ * write gives up: the frame stays of unknown type). */
+#ifndef JPROF_AGENT_CODEMAP_H
+#define JPROF_AGENT_CODEMAP_H
+
+#include <jvmti.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Reserves the table (anonymous memory, untouched until used). 0 or -errno. */
+int codemap_init(void);
+/* Adds the capability and fills the callbacks; the caller enables the
+ * events codemap_events lists. False if the JVM cannot generate them. */
+bool codemap_setup(jvmtiEnv *jvmti, jvmtiEventCallbacks *cb);
+extern const jvmtiEvent codemap_events[3];
+/* Replays the code that existed before the events were enabled (attach). */
+void codemap_replay(jvmtiEnv *jvmti);
+
+/* Async-signal-safe. */
+bool codemap_in_interpreter(uintptr_t pc);
+/* True if pc lies in a live compiled method of method (a jmethodID);
+ * false also when a concurrent change made the answer unsure. */
+bool codemap_in_method(uint64_t method, uintptr_t pc);
+/* The whole JVM interprets (-Xint): every Java frame is interpreted. */
+bool codemap_all_interpreted(void);
+
+#endif

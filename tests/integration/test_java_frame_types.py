@@ -1,0 +1,117 @@
+"""Java frame types (JDK 17 and 25, JVMs run as nobody, agent attached at run
+time): under -Xint a method is interpreted (`_[0]` with --java-types); after
+warm-up the hot method is compiled (`_[j]`) and its small callee, inlined by
+the JIT, is inlined (`_[i]`); a callee kept interpreted shows its compiled
+caller as compiled; JSON carries the kind; without --java-types collapsed
+names stay plain."""
+import json
+import os
+import re
+
+import jproftest as jt
+import jvmtest as jv
+
+RECORD_S = 3
+SUFFIX = re.compile(r"^(Inlining\.(?:hot|mix|main))(_\[[0ji]\])?$")
+
+
+def record(t, d, jvm, fmt, extra=()):
+    path = os.path.join(t.outdir(), "types-%d-%s.%s" % (jvm.pid, "-".join(extra) or "plain", fmt))
+    r = t.ctl(["record", "--pid", str(jvm.pid), "-d", "%ds" % RECORD_S, "-i", "1ms", "-o", path,
+               "--format", fmt, "--no-progress", "--java", "require"] + list(extra),
+              user="nobody", socket_path=d.socket, timeout=RECORD_S + 60)
+    jt.check_eq(r.returncode, 0, "jprofctl exit code (stderr: %s)" % r.stderr)
+    with open(path) as f:
+        return f.read()
+
+
+def type_counts(stacks):
+    """{(method, suffix or ''): samples}, counting each frame of each stack."""
+    out = {}
+    for s, n in stacks.items():
+        for f in jt.frames_of(s):
+            m = SUFFIX.match(f)
+            if m:
+                key = (m.group(1), m.group(2) or "")
+                out[key] = out.get(key, 0) + n
+    return out
+
+
+def share(counts, method, suffixes):
+    total = sum(n for (m, _), n in counts.items() if m == method)
+    hit = sum(n for (m, s), n in counts.items() if m == method and s in suffixes)
+    return hit, total
+
+
+def json_kinds(doc, name):
+    kinds = {}
+
+    def walk(node):
+        if node.get("name") == name:
+            kinds[node.get("kind")] = kinds.get(node.get("kind"), 0) + node.get("self", 0) + 0
+        for c in node.get("children", []):
+            walk(c)
+    walk(doc["tree"])
+    return kinds
+
+
+def main(t):
+    d = t.start_daemon(*jv.agent_args())
+    for jdk, _ in jv.jdks():
+        with t.case("JDK %s: -Xint: Java frames are interpreted" % jdk):
+            jvm = jv.Jvm(t, jdk, "Inlining", RECORD_S + 12, opts=["-Xint"], settle=0.2)
+            jt.wait_until(lambda: "ready" in jvm.output(), 30, what="Inlining to warm up")
+            c = type_counts(jt.parse_collapsed(record(t, d, jvm, "collapsed", ["--java-types"])))
+            jt.log("JDK %s -Xint frame types: %s" % (jdk, sorted(c.items())))
+            hit, total = share(c, "Inlining.hot", ("_[0]",))
+            jt.check(total >= 300 and hit == total,
+                     "Inlining.hot interpreted in %d of %d samples: %s" % (hit, total, c))
+            jvm.result(60)
+
+        with t.case("JDK %s: callers typed by walking up from an interpreted leaf" % jdk):
+            # mix() kept interpreted: its callers' types come from the
+            # interpreter frame chain (hot() compiled, by its return address).
+            excl = ["-XX:CompileCommand=quiet", "-XX:CompileCommand=exclude,Inlining::mix"]
+            jvm = jv.Jvm(t, jdk, "Inlining", RECORD_S + 12, opts=excl, settle=0.2)
+            jt.wait_until(lambda: "ready" in jvm.output(), 30, what="Inlining to warm up")
+            c = type_counts(jt.parse_collapsed(record(t, d, jvm, "collapsed", ["--java-types"])))
+            jt.log("JDK %s mix excluded: frame types: %s" % (jdk, sorted(c.items())))
+            hit, total = share(c, "Inlining.mix", ("_[0]",))
+            jt.check(total >= 300 and hit >= 0.9 * total,
+                     "Inlining.mix interpreted in %d of %d samples: %s" % (hit, total, c))
+            hit, total = share(c, "Inlining.hot", ("_[j]",))
+            jt.check(total >= 300 and hit >= 0.8 * total,
+                     "Inlining.hot compiled in %d of %d samples: %s" % (hit, total, c))
+            jvm.result(60)
+
+        with t.case("JDK %s: warmed up: hot method compiled, its callee inlined" % jdk):
+            jvm = jv.Jvm(t, jdk, "Inlining", 3 * RECORD_S + 16, settle=0.2)
+            jt.wait_until(lambda: "ready" in jvm.output(), 30, what="Inlining to warm up")
+            c = type_counts(jt.parse_collapsed(record(t, d, jvm, "collapsed", ["--java-types"])))
+            jt.log("JDK %s warm frame types: %s" % (jdk, sorted(c.items())))
+            hit, total = share(c, "Inlining.hot", ("_[j]", "_[i]"))
+            jt.check(total >= 300 and hit >= 0.8 * total,
+                     "Inlining.hot compiled or inlined in %d of %d samples: %s" % (hit, total, c))
+            jt.check(c.get(("Inlining.hot", "_[0]"), 0) <= 0.05 * total,
+                     "Inlining.hot still interpreted after warm-up: %s" % c)
+            inl = c.get(("Inlining.mix", "_[i]"), 0)
+            mix = sum(n for (m, _), n in c.items() if m == "Inlining.mix")
+            jt.check(inl >= 10 and inl >= 0.8 * mix,
+                     "Inlining.mix inlined in %d of %d samples: %s" % (inl, mix, c))
+            # Plain collapsed: no Java suffix, the same methods.
+            plain = jt.parse_collapsed(record(t, d, jvm, "collapsed"))
+            jt.check(not any(re.search(r"^Inlining\..*_\[[0ji]\]$", f)
+                             for s in plain for f in jt.frames_of(s)),
+                     "Java type suffixes without --java-types:\n%s" % jt.top_stacks(plain))
+            jt.check(jt.samples_matching(plain, lambda fr: "Inlining.hot" in fr) >= 300,
+                     "plain collapsed lost Inlining.hot:\n%s" % jt.top_stacks(plain))
+            # JSON: the kind of each frame.
+            doc = json.loads(record(t, d, jvm, "json"))
+            kinds = json_kinds(doc, "Inlining.hot")
+            jt.log("JDK %s JSON kinds of Inlining.hot: %s" % (jdk, kinds))
+            jt.check("java_jit" in kinds or "java_inlined" in kinds,
+                     "JSON has no compiled Inlining.hot: %s" % kinds)
+            jvm.result(60)
+
+
+jt.run(main)
