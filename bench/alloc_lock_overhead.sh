@@ -21,31 +21,25 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/jvm_bench.sh"
 jvm_bench_setup alloc_lock_overhead.sh 10 5 tests/java/AllocSplit.class tests/java/LockContend.class
 
-# Only ObjectAllocationSample, as the "profile" settings configure it
-# (throttle 300/s), or with no throttle.
-for t in 300/s off; do
-	name=${t%/s}
-	cat >"$tmp/alloc-$name.jfc" <<JFC
+# JFR settings with one event enabled (with stack traces) and one setting:
+# jfc NAME EVENT SETTING VALUE
+jfc() {
+	cat >"$tmp/$1.jfc" <<JFC
 <?xml version="1.0" encoding="UTF-8"?>
 <configuration version="2.0">
-  <event name="jdk.ObjectAllocationSample">
+  <event name="$2">
     <setting name="enabled">true</setting>
     <setting name="stackTrace">true</setting>
-    <setting name="throttle">$t</setting>
+    <setting name="$3">$4</setting>
   </event>
 </configuration>
 JFC
-done
-cat >"$tmp/lock.jfc" <<JFC
-<?xml version="1.0" encoding="UTF-8"?>
-<configuration version="2.0">
-  <event name="jdk.JavaMonitorEnter">
-    <setting name="enabled">true</setting>
-    <setting name="stackTrace">true</setting>
-    <setting name="threshold">10 ms</setting>
-  </event>
-</configuration>
-JFC
+}
+# ObjectAllocationSample as the "profile" settings configure it (throttle
+# 300/s), or with no throttle; JavaMonitorEnter at "profile"'s threshold.
+jfc alloc-300 jdk.ObjectAllocationSample throttle 300/s
+jfc alloc-off jdk.ObjectAllocationSample throttle off
+jfc lock jdk.JavaMonitorEnter threshold "10 ms"
 chmod a+r "$tmp"/*.jfc
 
 # run CONFIG ROUND: prints "config work_per_cpu_ns samples"

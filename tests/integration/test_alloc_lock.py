@@ -18,9 +18,7 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jproftest as jt  # noqa: E402
@@ -40,17 +38,6 @@ def record(t, d, pid, event, *extra, fmt="collapsed", name="p", secs=SECS):
 def value_under(stacks, frame, leaf=None):
     return sum(v for s, v in stacks.items()
                if frame in jt.frames_of(s) and (leaf is None or jt.frames_of(s)[-1] == leaf))
-
-
-def go_pprof(t, *args):
-    home = t.mkdtemp("gohome-")
-    env = dict(os.environ, HOME=home, PPROF_TMPDIR=home, GOCACHE=os.path.join(home, "cache"),
-               GOTOOLCHAIN="local", GOFLAGS="", GOPROXY="off", GOTELEMETRY="off")
-    r = subprocess.run(["go", "tool", "pprof"] + list(args), capture_output=True, text=True,
-                       timeout=120, env=env, stdin=subprocess.DEVNULL)
-    jt.check(r.returncode == 0, "go tool pprof %s failed (%d):\n%s%s"
-             % (" ".join(args), r.returncode, r.stdout, r.stderr))
-    return r.stdout
 
 
 def alloc_cases(t, d, jdk):
@@ -89,10 +76,11 @@ def alloc_cases(t, d, jdk):
             raise jt.Skip("go tool pprof not installed (apt-get install golang-go)")
         jvm = jv.Jvm(t, jdk, "AllocSplit", SECS + 12, settle=1.0)
         path, r = record(t, d, jvm.pid, "alloc", "--alloc", "256k", fmt="pprof", name="alloc")
-        raw = go_pprof(t, "-raw", path)
+        go_pprof = jt.GoPprof(t)
+        raw = go_pprof("-raw", path)
         jt.check(re.search(r"alloc_objects/count\s+alloc_space/bytes", raw),
                  "sample types not alloc_objects/count, alloc_space/bytes:\n%s" % raw[:600])
-        top = go_pprof(t, "-top", "-sample_index=alloc_space", path)
+        top = go_pprof("-top", "-sample_index=alloc_space", path)
         rows = [ln.split() for ln in top.splitlines() if re.match(r"\s+\d", ln)]
         jt.check(rows and rows[0][-1] == "byte[]", "top of alloc_space is not byte[]:\n%s" % top)
 
