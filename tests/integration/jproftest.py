@@ -290,6 +290,13 @@ def is_kernel_frame(frame):
     return frame.endswith("_[k]")
 
 
+def readline_within(p, timeout):
+    """A line of the Popen p's stdout (text mode), stripped, or "" when none
+    comes within timeout seconds."""
+    r, _, _ = select.select([p.stdout], [], [], timeout)
+    return p.stdout.readline().strip() if r else ""
+
+
 class GoPprof:
     """`go tool pprof` as a consumer of profiles: offline, with a private
     HOME and build cache under the test's temporary directory."""

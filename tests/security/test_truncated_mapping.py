@@ -14,7 +14,6 @@ the table is built at once, and truncates each copy a little later (0 to
 answer, and the recordings must complete."""
 import glob
 import os
-import select
 import subprocess
 import sys
 import time
@@ -44,11 +43,6 @@ while True:
 '''
 
 
-def readline(p, timeout):
-    """A line of p's stdout, or "" after timeout seconds."""
-    r, _, _ = select.select([p.stdout], [], [], timeout)
-    return p.stdout.readline().strip() if r else ""
-
 
 def main(t):
     cc1 = sorted(glob.glob("/usr/lib/gcc/x86_64-linux-gnu/*/cc1"))
@@ -69,14 +63,14 @@ def main(t):
                                                             cc1[-1]]),
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
             try:
-                jt.check(readline(p, 30) == "mapped", "the mapper did not map its copy")
+                jt.check(jt.readline_within(p, 30) == "mapped", "the mapper did not map its copy")
                 rid = c.start_record(pid=p.pid, duration_ms=1000)
                 # Spread the truncations over the build (a deliberate
                 # delay, not a wait for a condition).
                 time.sleep(0.05 * k)
                 p.stdin.write("go\n")
                 p.stdin.flush()
-                jt.check(readline(p, 30) == "truncated", "the mapper did not truncate")
+                jt.check(jt.readline_within(p, 30) == "truncated", "the mapper did not truncate")
                 rec = c.collect_record(rid, 30)
                 jt.check(d.proc.running(), "jprofd died (exit %r) in round %d; stderr:\n%s"
                          % (d.proc.returncode, k, d.stderr_text()[-3000:]))

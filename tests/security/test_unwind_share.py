@@ -18,7 +18,6 @@ frame pointers must be unwound by its CFI (main;uw_a;uw_b;uw_c in >= 90% of
 samples)."""
 import glob
 import os
-import select
 import struct
 import subprocess
 import sys
@@ -64,10 +63,6 @@ def patch_build_id(path, k):
     raise jt.TestFailure("no build-id note in %s" % path)
 
 
-def readline(p, timeout):
-    r, _, _ = select.select([p.stdout], [], [], timeout)
-    return p.stdout.readline().strip() if r else ""
-
 
 def main(t):
     libc = sorted(glob.glob("/lib/x86_64-linux-gnu/libc.so.6"))
@@ -95,7 +90,7 @@ def main(t):
                                              + copies[:COPIES]),
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
         try:
-            jt.check(readline(p, 30) == "mapped", "the mapper did not map its copies")
+            jt.check(jt.readline_within(p, 30) == "mapped", "the mapper did not map its copies")
             rec = c.record(pid=p.pid, duration_ms=1500)
             jt.check(rec.profile is not None, "nobody's recording: %s" % rec.describe())
             unw = c.status()["sampler"]["unwind"]
@@ -108,7 +103,7 @@ def main(t):
             q = subprocess.Popen(["/usr/bin/python3", script, copies[COPIES]],
                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
             try:
-                jt.check(readline(q, 30) == "mapped", "root's mapper did not map its copy")
+                jt.check(jt.readline_within(q, 30) == "mapped", "root's mapper did not map its copy")
                 rec = c.record(pid=q.pid, duration_ms=1000)
                 jt.check(rec.profile is not None, "root's recording: %s" % rec.describe())
             finally:
