@@ -102,19 +102,46 @@ int cfi_read_build_id(int fd, uint8_t *buf, size_t cap)
 	return r;
 }
 
+/* The section name table's data, or NULL. Names are looked up in it
+ * directly rather than with elf_strptr(), which in libelf 0.188 leaks its
+ * copy of the table for some corrupt files opened with ELF_C_READ
+ * (fuzz_cfi found it). */
+static Elf_Data *names_data(Elf *elf)
+{
+	size_t shstrndx;
+	GElf_Shdr sh;
+	Elf_Scn *scn;
+
+	if (elf_getshdrstrndx(elf, &shstrndx) < 0 || !(scn = elf_getscn(elf, shstrndx)) ||
+	    !gelf_getshdr(scn, &sh) || sh.sh_type != SHT_STRTAB || (sh.sh_flags & SHF_COMPRESSED))
+		return NULL;
+	return elf_getdata(scn, NULL);
+}
+
+/* The NUL-terminated name at off in the table, or NULL. */
+static const char *name_at(const Elf_Data *names, size_t off)
+{
+	const char *p;
+
+	if (!names || !names->d_buf || off >= names->d_size)
+		return NULL;
+	p = (const char *)names->d_buf + off;
+	return memchr(p, '\0', names->d_size - off) ? p : NULL;
+}
+
 /* The PLT sections' ranges (their CFI is an expression: rows of their own). */
 static void find_plt(struct builder *b)
 {
+	Elf_Data *names = names_data(b->elf);
 	Elf_Scn *scn = NULL;
-	size_t shstrndx;
 
-	if (elf_getshdrstrndx(b->elf, &shstrndx) < 0)
+	if (!names)
 		return;
 	while ((scn = elf_nextscn(b->elf, scn))) {
 		GElf_Shdr sh;
 		const char *name;
 
-		if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(b->elf, shstrndx, sh.sh_name)))
+		if (!gelf_getshdr(scn, &sh) || !(name = name_at(names, sh.sh_name)))
 			continue;
 		if (strncmp(name, ".plt", 4) == 0 && b->nplt < 4 && sh.sh_size)
 			b->plt[b->nplt++] = (struct range){ sh.sh_addr, sh.sh_addr + sh.sh_size };
@@ -324,16 +351,16 @@ static int add_hdr(struct builder *b, struct fde_list *l, Dwarf_CFI *cfi,
 
 static Elf_Data *section_data(Elf *elf, const char *want)
 {
+	Elf_Data *names = names_data(elf);
 	Elf_Scn *scn = NULL;
-	size_t shstrndx;
 
-	if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+	if (!names)
 		return NULL;
 	while ((scn = elf_nextscn(elf, scn))) {
 		GElf_Shdr sh;
 		const char *name;
 
-		if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(elf, shstrndx, sh.sh_name)) ||
+		if (!gelf_getshdr(scn, &sh) || !(name = name_at(names, sh.sh_name)) ||
 		    strcmp(name, want) != 0 || sh.sh_type != SHT_PROGBITS)
 			continue;
 		if ((sh.sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0)

@@ -73,6 +73,6 @@ if(JPROF_FUZZ)
               ${FUZZ_OUT}/corpus/${name} ${FUZZ_SRC}/corpus/${name})
     set_tests_properties(fuzz.${name} PROPERTIES LABELS fuzz
       TIMEOUT ${fuzz_timeout}
-      ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=1;UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
+      ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=1;LSAN_OPTIONS=suppressions=${FUZZ_SRC}/lsan.supp;UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
   endforeach()
 endif()
