@@ -37,6 +37,12 @@ struct export_options {
 	 * sample count ("samples"), which flame-graph tools expect. Formats
 	 * that carry every value (raw, pprof, json's value lists) ignore it. */
 	const char *value;
+	/* A recording of several events: each event's main value, by type name,
+	 * in the order the events were given (value is the first). Text shows
+	 * a section per value, the html flame graph a selector between them;
+	 * nevent_values <= 1: only value. */
+	const char *const *event_values;
+	size_t nevent_values;
 };
 
 /* Appends the rendering of st in format fmt (proto/jprof_formats.h) to out;
