@@ -117,8 +117,9 @@ static int record_event(const struct request *r, struct session_params *p)
 	lock_only = lock && set->n == 1;
 	if (rr->threshold_us && !offcpu && !lock_only) {
 		requests_error(r, JPROF_E_BAD_REQUEST,
-			       "\"threshold_us\" applies to the offcpu and wall events only, and "
-			       "none is recorded (lock's threshold is \"lock_threshold_us\")");
+			       "\"threshold_us\" applies to the offcpu, wall and lock events only "
+			       "(lock's, beside other events, is \"lock_threshold_us\"), and none is "
+			       "recorded");
 		return -EINVAL;
 	}
 	if (rr->lock_threshold_us && !lock) {
