@@ -13,7 +13,14 @@ and recorded by nobody (`record -e alloc`, `-e lock`):
 - bad input: a native process, sizes and times out of range, options of
   another event, time-ordered formats, the whole host, --java off; and a
   JVM whose capability is taken by another agent (JVMTI's reason named);
-- a JVM that exits during the recording: `process_exited`, with its samples."""
+- a JVM that exits during the recording: `process_exited`, with its samples;
+- several events in one recording (`-e cpu,alloc,lock` of tests/java/AllocLock.java,
+  AllocSplit and LockWait in one JVM): one pprof with every sample type, each
+  with its truth (cpu in AllocSplit.main, the 3:1 alloc split, waiter() on
+  LockWait$Box), each sample with its own event's values only, the first
+  event's value as pprof's default; the html page switches between them;
+  and bad lists (duplicate, wall with cpu, unknown, alloc of a native
+  process, an option of an event not in the list)."""
 import json
 import os
 import re
@@ -102,6 +109,87 @@ def alloc_cases(t, d, jdk):
         jvm.proc.kill()
 
 
+def parse_pprof_raw(raw):
+    """(column names, default column, [(values, frames leaf first)]) from
+    `go tool pprof -raw`."""
+    lines = raw.splitlines()
+    head = [i for i, ln in enumerate(lines) if ln.strip().startswith("samples/count")]
+    jt.check(head, "no sample header in go tool pprof -raw output:\n%s" % raw[:2000])
+    cols = lines[head[0]].split()
+    dflt = [c.replace("[dflt]", "") for c in cols if c.endswith("[dflt]")]
+    cols = [c.replace("[dflt]", "") for c in cols]
+    samples, locs, in_locs = [], {}, False
+    for ln in lines[head[0] + 1:]:
+        if ln.startswith("Locations"):
+            in_locs = True
+        elif ln.startswith("Mappings"):
+            break
+        elif not in_locs:
+            m = re.match(r"\s+(\d+(?:\s+\d+)*):((?:\s+\d+)*)\s*$", ln)
+            if m:
+                samples.append(([int(v) for v in m.group(1).split()],
+                                [int(x) for x in m.group(2).split()]))
+        else:
+            m = re.match(r"\s*(\d+): 0x[0-9a-f]+ (?:M=\d+ )?(.*?) \S*:\d+ s=\d+", ln)
+            if m:
+                locs[int(m.group(1))] = m.group(2)
+    return cols, dflt, [(v, [locs.get(i, "?") for i in ids]) for v, ids in samples]
+
+
+def multi_event_cases(t, d):
+    # A Skip would end the whole file: what this machine lacks is only said.
+    missing = ([] if shutil.which("go") else ["go tool pprof (apt-get install golang-go)"]) + \
+        jt.browser_missing()
+    if missing:
+        jt.log("several events: not checked, this machine lacks %s" % ", ".join(missing))
+        return
+    jvm = jv.Jvm(t, "17", "AllocLock", SECS + 20, settle=1.0)
+    with t.case("JDK 17: -e cpu,alloc,lock as pprof: every sample type, each with its truth"):
+        path, r = record(t, d, jvm.pid, "cpu,alloc,lock", fmt="pprof", name="multi")
+        cols, dflt, samples = parse_pprof_raw(jt.GoPprof(t)("-raw", path))
+        want = ["samples/count", "cpu/nanoseconds", "alloc_objects/count", "alloc_space/bytes",
+                "lock/count", "lock_wait/nanoseconds"]
+        jt.check_eq(cols, want, "sample types")
+        jt.check_eq(dflt, ["cpu/nanoseconds"], "default sample type (the first event's)")
+
+        def total(col, pred=lambda f: True):
+            i = cols.index(col)
+            return sum(v[i] for v, f in samples if pred(f))
+
+        cpu = total("cpu/nanoseconds", lambda f: "AllocSplit.main" in f)
+        big = total("alloc_space/bytes", lambda f: "AllocSplit.big" in f and f[0] == "byte[]")
+        small = total("alloc_space/bytes", lambda f: "AllocSplit.small" in f and f[0] == "byte[]")
+        wait = total("lock_wait/nanoseconds", lambda f: "LockWait.waiter" in f and
+                     f[0] == "LockWait$Box")
+        share = big / float(big + small) if big + small else 0
+        jt.log("cpu,alloc,lock: %.2f s of cpu in AllocSplit.main, big() share of bytes %.3f, "
+               "%.2f s waited by waiter() on LockWait$Box (of %.2f s of lock_wait)"
+               % (cpu / 1e9, share, wait / 1e9, total("lock_wait/nanoseconds") / 1e9))
+        jt.check(cpu >= 0.5e9, "cpu: %.2f s in AllocSplit.main in %d s" % (cpu / 1e9, SECS))
+        jt.check(abs(share - 0.75) <= 0.05, "alloc: big() share %.3f, want 0.75 +- 0.05" % share)
+        # The holder keeps the monitor 20 ms of every 22: the waiter waits
+        # most of the recording.
+        jt.check(wait >= 0.5 * SECS * 1e9 and wait >= 0.9 * total("lock_wait/nanoseconds"),
+                 "lock: waiter() on LockWait$Box %.2f s of %.2f s" %
+                 (wait / 1e9, total("lock_wait/nanoseconds") / 1e9))
+        # Each sample carries its own event's values, zeros elsewhere.
+        groups = ((1,), (2, 3), (4, 5))
+        mixed = [(v, f[:3]) for v, f in samples
+                 if sum(1 for g in groups if any(v[i] for i in g)) != 1]
+        jt.check(not mixed, "samples with the values of several events (or none): %r" % mixed[:3])
+
+    with t.case("JDK 17: -e cpu,alloc,lock as html: the selector switches between the events"):
+        path, r = record(t, d, jvm.pid, "cpu,alloc,lock", fmt="html", name="multi-html", secs=2)
+        os.rename(path, path + ".html")
+        res = jt.browser_run("flamegraph_check.js",
+                             ["--html", path + ".html", "--view", "cpu=AllocSplit.main",
+                              "--view", "alloc_space=byte[]",
+                              "--view", "lock_wait=LockWait$Box"], "multi-event flame graph")
+        jt.log("flame graph views %s, totals %s" % (res.get("views"), res.get("view_totals")))
+        jt.check_eq(res.get("views"), ["cpu", "alloc_space", "lock_wait"], "selector's values")
+    jvm.proc.kill()
+
+
 def exit_case(t, d):
     with t.case("JDK 17: a JVM that exits during -e alloc: status process_exited (exit 6) with "
                 "its samples"):
@@ -188,6 +276,28 @@ def bad_input(t, d):
         pid=native.pid, event="alloc", threshold_us=100)
     err("threshold_us 0 with -e lock", "bad_request", r"threshold_us", pid=native.pid,
         event="lock", threshold_us=0)
+    for what, ev, msg_re in (
+            ("a duplicate", "cpu,alloc,cpu", r'event "cpu" is given twice'),
+            ("wall with cpu", "wall,cpu", r"wall cannot be combined with cpu: wall already holds"),
+            ("wall with offcpu", "offcpu,wall", r"wall cannot be combined with offcpu"),
+            ("an unknown event", "cpu,heap", r'unknown event "heap"; known events: cpu, ')):
+        err("-e %s (%s)" % (ev, what), "bad_request", msg_re, pid=native.pid, event=ev,
+            duration_ms=1000)
+    err("-e cpu,alloc of a native process", "not_a_jvm", r"alloc event records JVMs only",
+        pid=native.pid, event="cpu,alloc", duration_ms=1000)
+    err("-e cpu,lock of the whole host", "bad_request", r"lock event records one JVM",
+        all=True, event="cpu,lock", duration_ms=1000)
+    err("-e cpu,offcpu as a timeline", "bad_request", r"time-ordered.*offcpu event",
+        pid=native.pid, event="cpu,offcpu", format="timeline", duration_ms=1000)
+    err("threshold_us with -e cpu,alloc", "bad_request", r"threshold_us.*none is recorded",
+        pid=native.pid, event="cpu,alloc", threshold_us=100)
+    err("threshold_us with -e alloc,lock", "bad_request", r"lock_threshold_us",
+        pid=native.pid, event="alloc,lock", threshold_us=100)
+    err("lock_threshold_us with -e cpu,alloc", "bad_request",
+        r"lock_threshold_us.*lock event only", pid=native.pid, event="cpu,alloc",
+        lock_threshold_us=100)
+    err("alloc_bytes with -e cpu,lock", "bad_request", r"alloc_bytes.*alloc event only",
+        pid=native.pid, event="cpu,lock", alloc_bytes=65536)
 
     with t.case("bad input: jprofctl --alloc/--lock checks and record --help"):
         for args, want in ((["-e", "alloc", "--alloc", "100"], r"--alloc size '100'"),
@@ -196,7 +306,16 @@ def bad_input(t, d):
                            (["-e", "lock", "--lock", "0us"], r"--lock time '0us'"),
                            (["-e", "lock", "--lock", "20s"], r"--lock time '20s'"),
                            (["-e", "cpu", "--lock", "1ms"], r"--lock applies to -e lock only"),
-                           (["-e", "lock", "--alloc", "1m"], r"--alloc applies to -e alloc only")):
+                           (["-e", "lock", "--alloc", "1m"], r"--alloc applies to -e alloc only"),
+                           (["-e", "cpu,lock", "--alloc", "1m"],
+                            r"--alloc applies to -e alloc only, and -e cpu,lock has no alloc"),
+                           (["-e", "alloc,lock", "--interval", "1ms"],
+                            r"--interval applies to -e cpu and -e wall only"),
+                           (["-e", "cpu,alloc", "--threshold", "1ms"],
+                            r"--threshold applies to -e offcpu and -e wall only"),
+                           (["-e", "cpu,alloc", "--lock", "1ms"], r"--lock applies to -e lock"),
+                           (["-e", "cpu,lock,cpu"], r'event "cpu" is given twice'),
+                           (["-e", "cpu,wall"], r"wall already holds cpu and offcpu")):
             r = t.ctl(["record", "--pid", str(native.pid), "-d", "1s"] + args, user="nobody",
                       socket_path=d.socket)
             jt.check_eq(r.returncode, 2, "jprofctl %s exit code (stderr %r)" % (args, r.stderr))
@@ -204,7 +323,8 @@ def bad_input(t, d):
                      % (args, r.stderr, want))
         r = t.ctl(["record", "--help"], check_rc=0)
         for want in (r"alloc\s+JVM only", r"alloc_space \(bytes\)", r"lock\s+JVM only",
-                     r"lock_wait \(nanoseconds\)", r"--alloc SIZE", r"--lock TIME"):
+                     r"lock_wait \(nanoseconds\)", r"--alloc SIZE", r"--lock TIME",
+                     r"-e cpu,alloc,lock"):
             jt.check(re.search(want, r.stdout), "record --help lacks %r:\n%s" % (want, r.stdout))
     native.kill()
 
@@ -236,6 +356,7 @@ def main(t):
         alloc_cases(t, d, jdk)
         lock_cases(t, d, jdk)
     refused_capability(t, d)
+    multi_event_cases(t, d)
     exit_case(t, d)
 
 
