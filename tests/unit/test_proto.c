@@ -160,6 +160,25 @@ START_TEST(test_record_event)
 	line = "{\"v\":1,\"id\":1,\"cmd\":\"record\",\"pid\":1,\"alloc_bytes\":1073741825}";
 	ck_assert_int_lt(jprof_request_parse(line, strlen(line), &out, &err), 0);
 	ck_assert_ptr_nonnull(strstr(err.message, "alloc_bytes"));
+
+	/* Several events: the list travels as one string (the daemon checks
+	 * the names), lock's threshold as lock_threshold_us. */
+	snprintf(in.record.event, sizeof(in.record.event), "cpu,alloc,lock");
+	in.record.threshold_us = 0;
+	in.record.lock_threshold_us = 500;
+	round_trip(&in, &out);
+	ck_assert_str_eq(out.record.event, "cpu,alloc,lock");
+	ck_assert_uint_eq(out.record.lock_threshold_us, 500);
+	ck_assert_uint_eq(out.record.threshold_us, 0);
+	line = "{\"v\":1,\"id\":1,\"cmd\":\"record\",\"pid\":1,\"event\":\"cpu,offcpu,alloc,lock\"}";
+	ck_assert_int_eq(jprof_request_parse(line, strlen(line), &out, &err), 0);
+	ck_assert_str_eq(out.record.event, "cpu,offcpu,alloc,lock");
+	line = "{\"v\":1,\"id\":1,\"cmd\":\"record\",\"pid\":1,\"event\":\"cpu, alloc\"}";
+	ck_assert_int_lt(jprof_request_parse(line, strlen(line), &out, &err), 0);
+	ck_assert_ptr_nonnull(strstr(err.message, "comma-separated"));
+	line = "{\"v\":1,\"id\":1,\"cmd\":\"record\",\"pid\":1,\"lock_threshold_us\":0}";
+	ck_assert_int_lt(jprof_request_parse(line, strlen(line), &out, &err), 0);
+	ck_assert_ptr_nonnull(strstr(err.message, "lock_threshold_us"));
 }
 END_TEST
 
