@@ -9,7 +9,9 @@ and recorded by nobody (`record -e alloc`, `-e lock`):
   alloc_space/bytes;
 - lock: tests/java/LockWait.java measures in Java how long waiter() waited
   for a monitor that holder() keeps 20 ms at a time: waiter() and the lock's
-  class appear, with a total wait within 20% of the measured one;
+  class appear, with a total wait within 20% of the measured one; the same
+  for rwaiter() on a ReentrantLock at the same time (Unsafe.park timed by
+  the agent), every park of the profile being that one;
 - bad input: a native process, sizes and times out of range, options of
   another event, time-ordered formats, the whole host, --java off; and a
   JVM whose capability is taken by another agent (JVMTI's reason named);
@@ -17,7 +19,7 @@ and recorded by nobody (`record -e alloc`, `-e lock`):
 - several events in one recording (`-e cpu,alloc,lock` of tests/java/AllocLock.java,
   AllocSplit and LockWait in one JVM): one pprof with every sample type, each
   with its truth (cpu in AllocSplit.main, the 3:1 alloc split, waiter() on
-  LockWait$Box), each sample with its own event's values only, the first
+  LockWait$Box and rwaiter() on its ReentrantLock), each sample with its own event's values only, the first
   event's value as pprof's default; the html page switches between them;
   and bad lists (duplicate, wall with cpu, unknown, alloc of a native
   process, an option of an event not in the list)."""
@@ -32,6 +34,8 @@ import jproftest as jt  # noqa: E402
 import jvmtest as jv  # noqa: E402
 
 SECS = 4
+# The lock class of a ReentrantLock wait: its synchronizer.
+PARK_LEAF = "java.util.concurrent.locks.ReentrantLock$NonfairSync"
 
 
 def record(t, d, pid, event, *extra, fmt="collapsed", name="p", secs=SECS):
@@ -161,17 +165,21 @@ def multi_event_cases(t, d):
         small = total("alloc_space/bytes", lambda f: "AllocSplit.small" in f and f[0] == "byte[]")
         wait = total("lock_wait/nanoseconds", lambda f: "LockWait.waiter" in f and
                      f[0] == "LockWait$Box")
+        parked = total("lock_wait/nanoseconds", lambda f: "LockWait.rwaiter" in f and
+                       f[0] == PARK_LEAF)
         share = big / float(big + small) if big + small else 0
         jt.log("cpu,alloc,lock: %.2f s of cpu in AllocSplit.main, big() share of bytes %.3f, "
-               "%.2f s waited by waiter() on LockWait$Box (of %.2f s of lock_wait)"
-               % (cpu / 1e9, share, wait / 1e9, total("lock_wait/nanoseconds") / 1e9))
+               "%.2f s waited by waiter() on LockWait$Box and %.2f s by rwaiter() (of %.2f s "
+               "of lock_wait)" % (cpu / 1e9, share, wait / 1e9, parked / 1e9,
+                                  total("lock_wait/nanoseconds") / 1e9))
         jt.check(cpu >= 0.5e9, "cpu: %.2f s in AllocSplit.main in %d s" % (cpu / 1e9, SECS))
         jt.check(abs(share - 0.75) <= 0.05, "alloc: big() share %.3f, want 0.75 +- 0.05" % share)
-        # The holder keeps the monitor 20 ms of every 22: the waiter waits
-        # most of the recording.
-        jt.check(wait >= 0.5 * SECS * 1e9 and wait >= 0.9 * total("lock_wait/nanoseconds"),
-                 "lock: waiter() on LockWait$Box %.2f s of %.2f s" %
-                 (wait / 1e9, total("lock_wait/nanoseconds") / 1e9))
+        # The holders keep their locks 20 ms of every 22: each waiter waits
+        # most of the recording, and nothing else waits.
+        jt.check(wait >= 0.5 * SECS * 1e9 and parked >= 0.5 * SECS * 1e9 and
+                 wait + parked >= 0.9 * total("lock_wait/nanoseconds"),
+                 "lock: waiter() on LockWait$Box %.2f s, rwaiter() on %s %.2f s, of %.2f s" %
+                 (wait / 1e9, PARK_LEAF, parked / 1e9, total("lock_wait/nanoseconds") / 1e9))
         # Each sample carries its own event's values, zeros elsewhere.
         groups = ((1,), (2, 3), (4, 5))
         mixed = [(v, f[:3]) for v, f in samples
@@ -187,7 +195,7 @@ def multi_event_cases(t, d):
                               "--view", "lock_wait=LockWait$Box"], "multi-event flame graph")
         jt.log("flame graph views %s, totals %s" % (res.get("views"), res.get("view_totals")))
         jt.check_eq(res.get("views"), ["cpu", "alloc_space", "lock_wait"], "selector's values")
-    jvm.proc.kill()
+    jvm.stop_alive()
 
 
 def exit_case(t, d):
@@ -242,6 +250,20 @@ def lock_cases(t, d, jdk):
         jt.check(truth["contended"] > 50, "the workload hardly contended: %r" % truth)
         jt.check(abs(waited - truth["wait_ns"]) <= 0.2 * truth["wait_ns"],
                  "profiled wait %.3f s vs measured %.3f s" % (waited / 1e9, truth["wait_ns"] / 1e9))
+    # The same recording: a java.util.concurrent lock, timed in Unsafe.park.
+    with t.case("JDK %s: -e lock: rwaiter() on a ReentrantLock, wait within 20%% of the "
+                "measured" % jdk):
+        parked = value_under(stacks, "LockWait.rwaiter", PARK_LEAF)
+        jt.log("JDK %s: rwaiter() on %s %.3f s profiled, %.3f s measured (%d entries, "
+               "%d contended)" % (jdk, PARK_LEAF, parked / 1e9, truth["park_wait_ns"] / 1e9,
+                                  truth["park_entries"], truth["park_contended"]))
+        jt.check(truth["park_contended"] > 50, "the workload hardly contended: %r" % truth)
+        jt.check(abs(parked - truth["park_wait_ns"]) <= 0.2 * truth["park_wait_ns"],
+                 "profiled wait %.3f s vs measured %.3f s" % (parked / 1e9,
+                                                              truth["park_wait_ns"] / 1e9))
+        jt.check(value_under(stacks, "java.util.concurrent.locks.LockSupport.park") == parked,
+                 "a park under something else than rwaiter() and its lock:\n%s"
+                 % jt.top_stacks(stacks, 8))
 
 
 def bad_input(t, d):

@@ -1,7 +1,8 @@
 // Allocations and a contended monitor in one JVM, for a recording of several
 // events (-e cpu,alloc,lock): AllocSplit's big()/small() 3:1 byte split on the
 // main thread and LockWait's waiter() on its Box monitor in thread
-// "lock-waiter", both for SECONDS; then the program idles until killed.
+// "lock-waiter" (with its ReentrantLock pair), both for SECONDS; then the
+// program idles until killed.
 // Usage: java AllocLock SECONDS
 public class AllocLock {
     public static void main(String[] args) throws Exception {
