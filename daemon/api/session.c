@@ -354,8 +354,19 @@ static void send_started(struct session *s)
 }
 
 
+/* The sampling period of the recording: the first of its events that has
+ * one (cpu's interval; the other events are not sampled at an interval). */
+static const struct event_info *periodic_event(const struct session *s)
+{
+	for (size_t i = 0; i < s->p.events.n; i++)
+		if (event_get(s->p.events.ids[i])->period_type.unit)
+			return event_get(s->p.events.ids[i]);
+	return s->event;
+}
+
 static void send_profile(struct session *s, const char *status)
 {
+	const struct event_info *pe = periodic_event(s);
 	struct export_meta meta = {
 		.pid = s->p.all ? 0 : (uint32_t)s->p.pid,
 		.comm = s->p.all ? NULL : s->comm,
@@ -363,8 +374,8 @@ static void send_profile(struct session *s, const char *status)
 		.start_unix_ns = s->start_unix_ns,
 		.start_mono_ns = s->start_mono_ns,
 		.duration_ns = elapsed_ms(s) * 1000000ull,
-		.period_type = s->event->period_type,
-		.period = s->event->period_type.unit ? interval_ns(s) : 0,
+		.period_type = pe->period_type,
+		.period = pe->period_type.unit ? interval_ns(s) : 0,
 		.status = status,
 	};
 	/* CPU profiles show sample counts (as always); other events, and
