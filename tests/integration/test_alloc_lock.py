@@ -375,6 +375,20 @@ def refused_capability(t, d):
         jt.check_eq(m.error_code, "event_unavailable", "error code (%r)" % (m.error,))
         jt.check(re.search(r"refused the alloc event: AddCapabilities: JVMTI_ERROR_\w+",
                            m.error.get("message", "")), "message %r" % (m.error,))
+
+        # Several events: lock goes on first, then alloc is refused; the
+        # error names alloc, and the agent turned lock off again (a lock
+        # recording of the same JVM then works).
+        m = c.record(pid=jvm.pid, event="lock,alloc", duration_ms=2000, timeout=40)
+        jt.check_eq(m.error_code, "event_unavailable", "-e lock,alloc error code (%s)"
+                    % m.describe())
+        jt.check(re.search(r"refused the alloc event: AddCapabilities", m.error.get("message", "")),
+                 "-e lock,alloc message %r" % (m.error,))
+        jt.check(re.search(r"pid %d: lock event on" % jvm.pid, d.stderr_text()),
+                 "lock was not on before alloc was refused")
+        m = c.record(pid=jvm.pid, event="lock", duration_ms=500, timeout=40)
+        jt.check(not m.error and m.profile and m.profile.get("status") == "complete",
+                 "-e lock after -e lock,alloc was refused: %s" % m.describe())
         jvm.proc.kill()
 
 
