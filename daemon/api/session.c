@@ -738,6 +738,15 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 			  (unsigned long long)(p->event == EVENT_OFFCPU ? 0 : p->interval_us),
 			  (unsigned long long)(p->event == EVENT_CPU ? 0 : p->threshold_ns / 1000));
 	send_started(s);
+	/* A JVM (alloc and lock need one) whose off-CPU intervals are joined
+	 * with no Java stack yet: said once, as for -e offcpu alone. */
+	if (s->agent_event && session_has(s, EVENT_OFFCPU)) {
+		char msg[160];
+
+		snprintf(msg, sizeof(msg), "pid %d is a JVM: the offcpu event records native and "
+			 "kernel frames only (no Java frames yet)", (int)p->pid);
+		session_send_warning(s, "java_frames_unavailable", msg);
+	}
 	if (s->java != JAVA_NONE)
 		loop_add_timer(m->loop, 0, 0, session_jvm_on_begin, s, &s->java_timer);
 	*out = s;

@@ -202,6 +202,25 @@ def multi_event_cases(t, d):
                               "--view", "lock_wait=LockWait$Box"], "multi-event flame graph")
         jt.log("flame graph views %s, totals %s" % (res.get("views"), res.get("view_totals")))
         jt.check_eq(res.get("views"), ["cpu", "alloc_space", "lock_wait"], "selector's values")
+
+    with t.case("JDK 17: -e offcpu,lock (raw JSON): lock waits with Java frames, off-CPU "
+                "native, and a warning that says so"):
+        c = d.client(user="nobody")
+        rec = c.record(pid=jvm.pid, event="offcpu,lock", duration_ms=1500, format="raw")
+        prof = json.loads(rec.data())
+        names = [f["name"] for f in prof["frames"]]
+        types = [st["type"] for st in prof["sample_types"]]
+        jt.check_eq(types, ["samples", "offcpu", "lock", "lock_wait"], "sample types")
+        off = sum(st["values"][1] for st in prof["stacks"])
+        box = sum(st["values"][3] for st in prof["stacks"]
+                  if names[st["frames"][-1]] == "LockWait$Box" and
+                  "LockWait.waiter" in [names[i] for i in st["frames"]])
+        jt.log("offcpu,lock: %.2f s off-CPU, %.2f s waited on LockWait$Box" % (off / 1e9, box / 1e9))
+        jt.check(off > 0 and box > 0.3e9, "offcpu %.2f s, waiter() on LockWait$Box %.2f s"
+                 % (off / 1e9, box / 1e9))
+        warns = [m for m in rec.messages if m.get("type") == "warning"]
+        jt.check(any(m.get("code") == "java_frames_unavailable" and "offcpu" in m.get("message", "")
+                     for m in warns), "no warning that offcpu has no Java frames: %r" % warns)
     jvm.stop_alive()
 
 
