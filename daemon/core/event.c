@@ -60,16 +60,9 @@ const struct event_info *event_get(enum event_id id)
 	return &events[id];
 }
 
-/* The protocol's list (proto/) names the same events, in the same order. */
+/* The protocol's list (proto/) names the same events, in the same order:
+ * its indexes are event ids (event_parse_list). */
 _Static_assert(EVENT_COUNT == JPROF_EVENT_COUNT, "event table and protocol event list differ");
-
-int event_parse(const char *name)
-{
-	for (int i = 0; name && i < EVENT_COUNT; i++)
-		if (strcmp(events[i].name, name) == 0)
-			return i;
-	return -EINVAL;
-}
 
 void event_values_periodic(const struct event_info *ev, uint64_t count, uint64_t period_ns,
 			   uint64_t values[EVENT_MAX_VALUES])

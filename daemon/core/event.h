@@ -35,8 +35,6 @@ struct event_info {
 
 /* NULL if out of range. */
 const struct event_info *event_get(enum event_id id);
-/* By wire name; -EINVAL if unknown. */
-int event_parse(const char *name);
 /* The values of `count` samples taken every period_ns, for events whose
  * weight is the sampling period (cpu): {count, count * period}. */
 void event_values_periodic(const struct event_info *ev, uint64_t count, uint64_t period_ns,
