@@ -194,7 +194,7 @@ def multi_event_cases(t, d):
         jt.check(not mixed, "samples with the values of several events (or none): %r" % mixed[:3])
 
     with t.case("JDK 17: -e cpu,alloc,lock as html: the selector switches between the events"):
-        path, r = record(t, d, jvm.pid, "cpu,alloc,lock", fmt="html", name="multi-html", secs=2)
+        path, r = record(t, d, jvm.pid, "cpu,alloc,lock", fmt="html", name="multi-html", secs=1)
         os.rename(path, path + ".html")
         res = jt.browser_run("flamegraph_check.js",
                              ["--html", path + ".html", "--view", "cpu=AllocSplit.main",
@@ -206,7 +206,7 @@ def multi_event_cases(t, d):
     with t.case("JDK 17: -e offcpu,lock (raw JSON): lock waits with Java frames, off-CPU "
                 "native, and a warning that says so"):
         c = d.client(user="nobody")
-        rec = c.record(pid=jvm.pid, event="offcpu,lock", duration_ms=1500, format="raw")
+        rec = c.record(pid=jvm.pid, event="offcpu,lock", duration_ms=1000, format="raw")
         prof = json.loads(rec.data())
         names = [f["name"] for f in prof["frames"]]
         types = [st["type"] for st in prof["sample_types"]]
