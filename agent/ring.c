@@ -11,6 +11,7 @@
 #include "agent.h"
 #include "codemap.h"
 #include "jprof_agent.h"
+#include "wall.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -259,7 +260,14 @@ static void ring_type_frames(struct jpring_frame *f, int32_t n, const void *ucv)
 #endif
 }
 
-static void ring_write(const struct ring_state *r, void *uc)
+/* What a record is: a perf-event sample (kind JPRING_KIND_CPU, state and
+ * weight 0) or the wall timer's (wall.c). */
+struct ring_kind {
+	uint16_t kind, state;
+	uint32_t weight;
+};
+
+static void ring_write(const struct ring_state *r, void *uc, const struct ring_kind *k)
 {
 	struct jpring_header *h = (struct jpring_header *)r->base;
 	struct jpring_slot *slot;
@@ -287,7 +295,9 @@ static void ring_write(const struct ring_state *r, void *uc)
 	/* Not the armed fd's owner tid: a signal still pending from a closed
 	 * fd whose number was re-armed for another thread would lie. */
 	slot->tid = (uint32_t)syscall(SYS_gettid);
-	slot->reserved = 0;
+	slot->kind = k->kind;
+	slot->state = k->state;
+	slot->weight = k->weight;
 
 	if (!ring_asgct) {
 		n = JPRING_UNKNOWN_STATE;
@@ -320,19 +330,30 @@ static void ring_write(const struct ring_state *r, void *uc)
 static void ring_on_signal(int sig, siginfo_t *si, void *uc)
 {
 	int saved_errno = errno;
+	struct ring_kind k = { .kind = JPRING_KIND_CPU };
 	struct ring_state *r;
+	bool ours;
 
-	if (!si || !ring_is_ours(si)) {
+	if (!si) {
 		ring_chain(sig, si, uc);
 		goto out;
 	}
 	/* seq_cst pairs with ring_quiesce: either it sees us in flight, or we
-	 * see its NULL. */
+	 * see its NULL (and wall_stop's wall_on 0, before the wall table is
+	 * reused). */
 	__atomic_add_fetch(&ring_inflight, 1, __ATOMIC_SEQ_CST);
-	r = __atomic_load_n(&ring_active, __ATOMIC_SEQ_CST);
+	ours = ring_is_ours(si);
+	if (!ours && wall_take(si->si_code, si->si_pid, (uint32_t)syscall(SYS_gettid), &k.state,
+			       &k.weight)) {
+		k.kind = JPRING_KIND_WALL;
+		ours = true;
+	}
+	r = ours ? __atomic_load_n(&ring_active, __ATOMIC_SEQ_CST) : NULL;
 	if (r)
-		ring_write(r, uc);
+		ring_write(r, uc, &k);
 	__atomic_sub_fetch(&ring_inflight, 1, __ATOMIC_SEQ_CST);
+	if (!ours)
+		ring_chain(sig, si, uc);
 out:
 	errno = saved_errno;
 }
