@@ -1,5 +1,5 @@
-"""Wall-clock recordings of a JVM (`record -e wall --pid`, JDK 17, the JVM
-and the client as nobody): the agent's wall timer signals the blocked Java
+"""Wall-clock recordings of a JVM (`record -e wall --pid`, JDK 17 and 25,
+the JVM as nobody): the agent's wall timer signals the blocked Java
 threads, so their time has Java frames. tests/java/WallSplit.java has a
 known truth: its thread "sleeper" sleeps 70% of the time in a() and 30% in
 b() (measured by the workload), its thread "reader" blocks in readBlocked()
@@ -39,10 +39,8 @@ def below(stack, frame):
     return frames[frames.index(frame) + 1:] if frame in frames else []
 
 
-def main(t):
-    d = t.start_daemon(*jv.agent_args())
-    c = d.client()
-    jvm = jv.Jvm(t, "17", "WallSplit", SECS + 4, settle=1.0)
+def cases(t, d, c, jdk):
+    jvm = jv.Jvm(t, jdk, "WallSplit", SECS + 3, settle=1.0)
 
     # Every 2 ms: 2,500 samples of the sleeper put the sampling error of
     # a()'s share near 1 pp (at 10 ms, 500 samples: 2 pp, too near 5).
@@ -51,12 +49,12 @@ def main(t):
     truth = jvm.result(30)
     stacks = rec.stacks()
     summ = rec.summary()
-    jt.log("JDK 17 wall profile (ns):\n%s" % jt.top_stacks(stacks, 10))
+    jt.log("JDK %s wall profile (ns):\n%s" % (jdk, jt.top_stacks(stacks, 10)))
     jt.log("summary.java: %r" % summ.get("java"))
     wall = SECS * 1e9
 
-    with t.case("the agent's wall timer ran and gave records; no warning about missing "
-                "Java frames"):
+    with t.case("JDK %s: the agent's wall timer ran and gave records; no warning about "
+                "missing Java frames" % jdk):
         java = summ.get("java") or {}
         jt.check_eq(java.get("state"), "active", "summary.java.state")
         jt.check_eq(java.get("wall_timer"), True, "summary.java.wall_timer")
@@ -67,8 +65,8 @@ def main(t):
         warns = [m for m in rec.messages if m.get("type") == "warning"]
         jt.check(not warns, "warnings: %r" % warns)
 
-    with t.case("sleeper: a():b() as measured (70:30) within 5 pp, under Thread.sleep, "
-                "[sleeping]"):
+    with t.case("JDK %s: sleeper: a():b() as measured (70:30) within 5 pp, under "
+                "Thread.sleep, [sleeping]" % jdk):
         a = under(stacks, "WallSplit.a")
         b = under(stacks, "WallSplit.b")
         jt.check(a and b, "no a()/b() time:\n%s" % jt.top_stacks(stacks))
@@ -87,8 +85,8 @@ def main(t):
                     if "WallSplit.a" in s and "java.lang.Thread.sleep" in jt.frames_of(s))
         jt.check(slept >= 0.8 * a, "Thread.sleep is under only %.0f%% of a()" % (100.0 * slept / a))
 
-    with t.case("reader: readBlocked() below a JDK socket read, [sleeping], about the "
-                "recording's length"):
+    with t.case("JDK %s: reader: readBlocked() below a JDK socket read, [sleeping], about "
+                "the recording's length" % jdk):
         reads = {s: v for s, v in stacks.items() if "WallSplit.readBlocked" in jt.frames_of(s)}
         jt.check(reads, "no readBlocked() in the profile:\n%s" % jt.top_stacks(stacks))
         socket_read = sum(v for s, v in reads.items()
@@ -103,14 +101,21 @@ def main(t):
         jt.check(total >= 0.7 * wall, "readBlocked() has %.2f s of wall time in %d s"
                  % (total / 1e9, SECS))
 
-    with t.case("each thread has about the recording's wall time, not twice it (the off-CPU "
-                "intervals the wall timer covers are left out)"):
+    with t.case("JDK %s: each thread has about the recording's wall time, not twice it "
+                "(the off-CPU intervals the wall timer covers are left out)" % jdk):
         for name in ("sleeper", "reader"):
             total = thread_total(stacks, name)
             jt.check(0.7 * wall <= total <= 1.1 * wall, "thread %s has %.2f s of wall time in "
                      "%d s:\n%s" % (name, total / 1e9, SECS, jt.top_stacks(
                          {s: v for s, v in stacks.items()
                           if jt.frames_of(s)[0].startswith("[%s " % name)}, 6)))
+
+
+def main(t):
+    d = t.start_daemon(*jv.agent_args())
+    c = d.client()
+    for jdk, _ in jv.jdks():
+        cases(t, d, c, jdk)
 
 
 jt.run(main)
