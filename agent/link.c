@@ -344,7 +344,7 @@ static int link_request_tid(int sock, uint32_t tid)
 	/* The agent's own work (socket I/O, naming methods) is not the JVM's:
 	 * no event, so no Java samples of it (the daemon drops its native
 	 * ones by name). */
-	if (tid == link_self_tid)
+	if (tid == link_self_tid || tid == wall_thread_tid())
 		return 0;
 	ret = map_put(&link_tids, tid, link_pack(-1, TID_REQUESTED));
 	if (ret < 0)

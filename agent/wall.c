@@ -9,9 +9,10 @@
  * signals from the perf events' (POLL_*) and from anyone else's.
  *
  * What the handler needs (the state, the weight) is in `cells`, an
- * open-addressing table keyed by tid that only the timer thread inserts into
- * and the handler only reads, and takes the weight of with one atomic
- * exchange. A weight still there at the next tick means the signal has not
+ * open-addressing table keyed by tid, changed only under wall_lock (the
+ * timer thread inserts, the agent thread leaves a tombstone for a thread
+ * that ended, which a later insert reuses) and only read by the handler,
+ * which takes the weight with one atomic exchange. A weight still there at the next tick means the signal has not
  * run yet (a thread in D runs its handler only when it wakes): the timer
  * adds to it rather than signalling again (two pending SIGPROFs merge), so
  * the one record, when it comes, stands for all the intervals.
@@ -44,8 +45,10 @@ struct wall_thread {
 	uint64_t last_tick;    /* the tick it was last looked at */
 };
 
+#define WALL_TOMB UINT32_MAX   /* a cell whose thread ended (no tid is this large) */
+
 struct wall_cell {
-	uint32_t tid;          /* 0: free; set once (release), never cleared while on */
+	uint32_t tid;          /* 0: never used; WALL_TOMB: free again (release) */
 	uint16_t state;        /* enum jpring_state of the last look */
 	uint32_t weight;       /* intervals due, taken (exchanged to 0) by the handler */
 	uint64_t sent_tick;    /* timer thread only */
@@ -59,6 +62,7 @@ static uint64_t wall_tick;
 static uint64_t wall_interval_ns;
 static bool wall_stopping, wall_running;
 static pthread_t wall_th;
+static uint32_t wall_th_tid;                          /* atomic: the timer thread's tid */
 static int wall_sig;                                  /* atomic */
 static struct wall_cell wall_cells[WALL_CELLS];
 static int wall_on;                                   /* atomic: the handler takes our signals */
@@ -69,26 +73,38 @@ static size_t wall_hash(uint32_t tid)
 	return (size_t)(tid * 2654435761u) & (WALL_CELLS - 1);
 }
 
-/* The cell of tid; with create, a free one is claimed (timer thread only). */
+/* The cell of tid; with create (under wall_lock), a free one is claimed:
+ * the first tombstone on tid's probe path, else the never-used cell that
+ * ends it. A handler probing meanwhile sees a tombstone, another tid or its
+ * own: never a wrong cell. */
 static struct wall_cell *wall_cell(uint32_t tid, bool create)
 {
+	struct wall_cell *tomb = NULL, *c = NULL;
 	size_t h = wall_hash(tid);
 
 	for (unsigned i = 0; i < WALL_PROBES; i++) {
-		struct wall_cell *c = &wall_cells[(h + i) & (WALL_CELLS - 1)];
-		uint32_t t = __atomic_load_n(&c->tid, __ATOMIC_ACQUIRE);
+		struct wall_cell *at = &wall_cells[(h + i) & (WALL_CELLS - 1)];
+		uint32_t t = __atomic_load_n(&at->tid, __ATOMIC_ACQUIRE);
 
 		if (t == tid)
-			return c;
+			return at;
+		if (t == WALL_TOMB && !tomb)
+			tomb = at;
 		if (t == 0) {
-			if (!create)
-				return NULL;
-			__atomic_store_n(&c->weight, 0, __ATOMIC_RELAXED);
-			__atomic_store_n(&c->tid, tid, __ATOMIC_RELEASE);
-			return c;
+			c = at;
+			break;
 		}
 	}
-	return NULL;
+	if (!create)
+		return NULL;
+	if (tomb)
+		c = tomb;
+	if (!c)
+		return NULL;
+	__atomic_store_n(&c->weight, 0, __ATOMIC_RELAXED);
+	c->sent_tick = 0;
+	__atomic_store_n(&c->tid, tid, __ATOMIC_RELEASE);
+	return c;
 }
 
 bool wall_take(int code, int32_t sender, uint32_t tid, uint16_t *state, uint32_t *weight)
@@ -98,6 +114,8 @@ bool wall_take(int code, int32_t sender, uint32_t tid, uint16_t *state, uint32_t
 
 	if (code != SI_TKILL || !__atomic_load_n(&wall_on, __ATOMIC_SEQ_CST) ||
 	    sender != __atomic_load_n(&wall_pid, __ATOMIC_RELAXED))
+		return false;
+	if (tid == 0 || tid == WALL_TOMB)
 		return false;
 	c = wall_cell(tid, false);
 	if (!c)
@@ -179,6 +197,7 @@ static void *wall_main(void *arg)
 	/* Its CPU time is jprofd's, not the JVM's: recordings leave it out
 	 * by this name, and it is not a Java thread (never signalled). */
 	pthread_setname_np(pthread_self(), JPAG_AGENT_THREAD_NAME);
+	__atomic_store_n(&wall_th_tid, (uint32_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
 	clock_gettime(CLOCK_MONOTONIC, &next);
 	pthread_mutex_lock(&wall_lock);
 	while (!wall_stopping) {
@@ -223,6 +242,7 @@ int wall_start(uint64_t interval_ns, int sig)
 	wall_interval_ns = interval_ns;
 	wall_n = wall_cursor = 0;
 	wall_tick = 0;
+	__atomic_store_n(&wall_th_tid, 0, __ATOMIC_RELAXED);
 	wall_stopping = false;
 	__atomic_store_n(&wall_sig, sig, __ATOMIC_RELAXED);
 	__atomic_store_n(&wall_pid, (int32_t)getpid(), __ATOMIC_RELAXED);
@@ -234,7 +254,16 @@ int wall_start(uint64_t interval_ns, int sig)
 		return ret;
 	}
 	wall_running = true;
+	/* Its tid before the agent asks for perf events of every thread: the
+	 * timer's own work gets none (wall_thread_tid). */
+	for (int i = 0; i < 10000 && !__atomic_load_n(&wall_th_tid, __ATOMIC_ACQUIRE); i++)
+		nanosleep(&(struct timespec){ .tv_nsec = 100000 }, NULL);
 	return 0;
+}
+
+uint32_t wall_thread_tid(void)
+{
+	return wall_running ? __atomic_load_n(&wall_th_tid, __ATOMIC_ACQUIRE) : 0;
 }
 
 void wall_stop(void)
@@ -289,8 +318,16 @@ void wall_remove_thread(uint32_t tid)
 	for (size_t i = 0; i < wall_n; i++) {
 		if (wall_threads[i].tid != tid)
 			continue;
+		struct wall_cell *c = wall_cell(tid, false);
+
 		close(wall_threads[i].fd);
 		wall_threads[i] = wall_threads[--wall_n];
+		/* Its cell is free again: a long recording whose thread pool
+		 * turns over does not run out of them. */
+		if (c) {
+			__atomic_store_n(&c->weight, 0, __ATOMIC_RELAXED);
+			__atomic_store_n(&c->tid, WALL_TOMB, __ATOMIC_RELEASE);
+		}
 		break;
 	}
 	pthread_mutex_unlock(&wall_lock);

@@ -24,6 +24,8 @@ void wall_stop(void);
  * agent thread only. */
 void wall_add_thread(uint32_t tid);
 void wall_remove_thread(uint32_t tid);
+/* The timer thread's tid while it runs, else 0: it asks for no perf event. */
+uint32_t wall_thread_tid(void);
 /* A new signal for the recording (the old one was taken over). */
 void wall_set_signal(int sig);
 
