@@ -16,11 +16,23 @@
  * run yet (a thread in D runs its handler only when it wakes): the timer
  * adds to it rather than signalling again (two pending SIGPROFs merge), so
  * the one record, when it comes, stands for all the intervals.
+ *
+ * A thread that has not run since its last signal is still blocked where it
+ * was, so its stack has not changed: the timer writes a copy of the record
+ * its handler wrote last (kept per cell) instead of waking it. "Has not
+ * run" is read from /proc/self/task/TID/schedstat's count of times the
+ * thread was scheduled in: exactly one more than when it was signalled (the
+ * handler's own run). A natural wake-up that coincided with the signal
+ * looks the same (the thread may have moved on and blocked elsewhere in
+ * that one run), so a real signal is sent again at least every
+ * WALL_REPLAY_MAX ticks and at once after any other run. This costs one
+ * pread per blocked thread per tick instead of waking it.
  */
 #include "wall.h"
 
 #include "agent.h"
 #include "jprof_agent.h"
+#include "ring.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +40,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,10 +51,12 @@
  * another one pending), send it again. */
 #define WALL_RESEND_TICKS 16
 #define WALL_STAT_BYTES 512   /* "tid (comm) S ...": the state is within the first 40 */
+#define WALL_REPLAY_MAX 8      /* copies of a record before a real signal again */
 
 struct wall_thread {
 	uint32_t tid;
 	int fd;                /* /proc/self/task/TID/stat */
+	int sfd;               /* /proc/self/task/TID/schedstat, or -1 */
 	uint64_t last_tick;    /* the tick it was last looked at */
 };
 
@@ -51,7 +66,18 @@ struct wall_cell {
 	uint32_t tid;          /* 0: never used; WALL_TOMB: free again (release) */
 	uint16_t state;        /* enum jpring_state of the last look */
 	uint32_t weight;       /* intervals due, taken (exchanged to 0) by the handler */
-	uint64_t sent_tick;    /* timer thread only */
+	uint32_t kept;         /* 1: the handler kept its record for this signal (release) */
+	/* Timer thread only: */
+	uint64_t sent_tick;
+	uint64_t sent_runs;    /* schedstat's run count when signalled (0: unknown) */
+	uint32_t replays;      /* copies written since */
+};
+
+/* The last record a cell's thread wrote (its frames), for the copies. */
+struct wall_last {
+	int32_t num_frames;
+	uint32_t pad;
+	struct jpring_frame frames[JPRING_MAX_FRAMES];
 };
 
 static pthread_mutex_t wall_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -65,6 +91,9 @@ static pthread_t wall_th;
 static uint32_t wall_th_tid;                          /* atomic: the timer thread's tid */
 static int wall_sig;                                  /* atomic */
 static struct wall_cell wall_cells[WALL_CELLS];
+/* One per cell, mapped at the first start and never unmapped (a handler may
+ * still write one after the recording stopped); pages only for cells used. */
+static struct wall_last *wall_last;
 static int wall_on;                                   /* atomic: the handler takes our signals */
 static int32_t wall_pid;                              /* getpid() while on */
 
@@ -102,12 +131,15 @@ static struct wall_cell *wall_cell(uint32_t tid, bool create)
 	if (!c)
 		return NULL;
 	__atomic_store_n(&c->weight, 0, __ATOMIC_RELAXED);
-	c->sent_tick = 0;
+	__atomic_store_n(&c->kept, 0, __ATOMIC_RELAXED);
+	c->sent_tick = c->sent_runs = 0;
+	c->replays = 0;
 	__atomic_store_n(&c->tid, tid, __ATOMIC_RELEASE);
 	return c;
 }
 
-bool wall_take(int code, int32_t sender, uint32_t tid, uint16_t *state, uint32_t *weight)
+bool wall_take(int code, int32_t sender, uint32_t tid, uint16_t *state, uint32_t *weight,
+	       uint32_t *cookie)
 {
 	struct wall_cell *c;
 	uint32_t w;
@@ -125,7 +157,24 @@ bool wall_take(int code, int32_t sender, uint32_t tid, uint16_t *state, uint32_t
 		return false;   /* a resend that found the first one taken */
 	*state = __atomic_load_n(&c->state, __ATOMIC_RELAXED);
 	*weight = w > JPRING_WALL_MAX_WEIGHT ? JPRING_WALL_MAX_WEIGHT : w;
+	*cookie = (uint32_t)(c - wall_cells) + 1;
 	return true;
+}
+
+void wall_keep(uint32_t cookie, int32_t num_frames, const struct jpring_frame *frames)
+{
+	struct wall_cell *c;
+	struct wall_last *l;
+
+	/* Only a real stack: an error (GC active, ...) passes. */
+	if (!cookie || cookie > WALL_CELLS || num_frames <= 0 || num_frames > JPRING_MAX_FRAMES ||
+	    !wall_last)
+		return;
+	c = &wall_cells[cookie - 1];
+	l = &wall_last[cookie - 1];
+	memcpy(l->frames, frames, (size_t)num_frames * sizeof(*frames));
+	l->num_frames = num_frames;
+	__atomic_store_n(&c->kept, 1, __ATOMIC_RELEASE);
 }
 
 /* The state letter of /proc's stat: after the last ')' (comm may hold one). */
@@ -143,6 +192,46 @@ static char wall_state_of(int fd)
 	return p[2];
 }
 
+/* Times the thread was scheduled in (schedstat's third field), or 0. */
+static uint64_t wall_runs_of(int sfd)
+{
+	char buf[96];
+	ssize_t n = sfd >= 0 ? pread(sfd, buf, sizeof(buf) - 1, 0) : -1;
+	const char *p = buf;
+	uint64_t v = 0;
+
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	for (int field = 0; field < 2; field++) {
+		p = strchr(p, ' ');
+		if (!p)
+			return 0;
+		p++;
+	}
+	while (*p >= '0' && *p <= '9')
+		v = v * 10 + (uint64_t)(*p++ - '0');
+	return v;
+}
+
+/* The thread has not run since its handler kept a record: write a copy
+ * instead of a signal. True if done. */
+static bool wall_replay(struct wall_cell *c, uint32_t tid, uint64_t runs, uint32_t due)
+{
+	const struct wall_last *l;
+
+	if (!c || !runs || !c->sent_runs || runs != c->sent_runs + 1 ||
+	    c->replays >= WALL_REPLAY_MAX || __atomic_load_n(&c->weight, __ATOMIC_ACQUIRE) ||
+	    !__atomic_load_n(&c->kept, __ATOMIC_ACQUIRE))
+		return false;
+	l = &wall_last[c - wall_cells];
+	if (ring_write_copy(tid, __atomic_load_n(&c->state, __ATOMIC_RELAXED), due, l->num_frames,
+			    l->frames) < 0)
+		return false;
+	c->replays++;
+	return true;
+}
+
 /* One tick, under wall_lock: at most WALL_SIGNAL_MAX threads signalled,
  * round-robin from where the last tick stopped. */
 static void wall_tick_locked(void)
@@ -156,11 +245,16 @@ static void wall_tick_locked(void)
 	for (k = 0; k < wall_n && signalled < WALL_SIGNAL_MAX; k++) {
 		struct wall_thread *t = &wall_threads[(wall_cursor + k) % wall_n];
 		uint64_t due = wall_tick - t->last_tick;
+		uint64_t runs = wall_runs_of(t->sfd);
 		struct wall_cell *c;
 		uint16_t state;
 		uint32_t prev;
 
 		t->last_tick = wall_tick;
+		if (due > JPRING_WALL_MAX_WEIGHT)
+			due = JPRING_WALL_MAX_WEIGHT;
+		if (wall_replay(wall_cell(t->tid, false), t->tid, runs, (uint32_t)due))
+			continue;
 		switch (wall_state_of(t->fd)) {
 		case 'S':
 			state = JPRING_STATE_SLEEPING;
@@ -174,8 +268,6 @@ static void wall_tick_locked(void)
 		c = wall_cell(t->tid, true);
 		if (!c)
 			continue;
-		if (due > JPRING_WALL_MAX_WEIGHT)
-			due = JPRING_WALL_MAX_WEIGHT;
 		/* State before weight: the handler reads the state after it
 		 * took a non-zero weight. */
 		__atomic_store_n(&c->state, state, __ATOMIC_RELAXED);
@@ -183,6 +275,9 @@ static void wall_tick_locked(void)
 		if (prev && wall_tick - c->sent_tick < WALL_RESEND_TICKS)
 			continue;   /* still pending: the record will stand for both */
 		c->sent_tick = wall_tick;
+		c->sent_runs = runs;
+		c->replays = 0;
+		__atomic_store_n(&c->kept, 0, __ATOMIC_RELEASE);
 		syscall(SYS_tgkill, (long)pid, (long)t->tid, (long)sig);
 		signalled++;
 	}
@@ -230,6 +325,14 @@ int wall_start(uint64_t interval_ns, int sig)
 	wall_stop();
 	if (interval_ns < 100000 || interval_ns > 10000000000ull)
 		return -EINVAL;
+	if (!wall_last) {
+		void *m = mmap(NULL, WALL_CELLS * sizeof(*wall_last), PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+		if (m == MAP_FAILED)
+			return -errno;
+		wall_last = m;
+	}
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	ret = -pthread_cond_init(&wall_cond, &ca);
@@ -277,8 +380,11 @@ void wall_stop(void)
 	pthread_mutex_unlock(&wall_lock);
 	pthread_join(wall_th, NULL);
 	pthread_cond_destroy(&wall_cond);
-	for (size_t i = 0; i < wall_n; i++)
+	for (size_t i = 0; i < wall_n; i++) {
 		close(wall_threads[i].fd);
+		if (wall_threads[i].sfd >= 0)
+			close(wall_threads[i].sfd);
+	}
 	wall_n = 0;
 	wall_running = false;
 }
@@ -291,7 +397,7 @@ void wall_set_signal(int sig)
 void wall_add_thread(uint32_t tid)
 {
 	char path[48];
-	int fd;
+	int fd, sfd;
 
 	if (!wall_running || !tid)
 		return;
@@ -305,7 +411,11 @@ void wall_add_thread(uint32_t tid)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		goto out;   /* ended meanwhile */
-	wall_threads[wall_n++] = (struct wall_thread){ .tid = tid, .fd = fd, .last_tick = wall_tick };
+	/* Without it (no CONFIG_SCHED_INFO) every look is a signal. */
+	snprintf(path, sizeof(path), "/proc/self/task/%u/schedstat", tid);
+	sfd = open(path, O_RDONLY | O_CLOEXEC);
+	wall_threads[wall_n++] = (struct wall_thread){ .tid = tid, .fd = fd, .sfd = sfd,
+						       .last_tick = wall_tick };
 out:
 	pthread_mutex_unlock(&wall_lock);
 }
@@ -321,6 +431,8 @@ void wall_remove_thread(uint32_t tid)
 		struct wall_cell *c = wall_cell(tid, false);
 
 		close(wall_threads[i].fd);
+		if (wall_threads[i].sfd >= 0)
+			close(wall_threads[i].sfd);
 		wall_threads[i] = wall_threads[--wall_n];
 		/* Its cell is free again: a long recording whose thread pool
 		 * turns over does not run out of them. */

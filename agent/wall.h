@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "jprof_agent.h"
+
 /* Threads followed at most (Java threads; the rest go unsampled), and
  * signalled per tick at most (round-robin beyond: a thread looked at less
  * often weighs the intervals since its last look). */
@@ -32,7 +34,11 @@ void wall_set_signal(int sig);
 /* From the signal handler (async-signal-safe): true if the signal
  * SI_TKILL (code) from sender is the timer's for thread tid; then *state (enum
  * jpring_state) and *weight (intervals it stands for) are set and the
- * thread's due weight is taken. */
-bool wall_take(int code, int32_t sender, uint32_t tid, uint16_t *state, uint32_t *weight);
+ * thread's due weight is taken; *cookie is for wall_keep. */
+bool wall_take(int code, int32_t sender, uint32_t tid, uint16_t *state, uint32_t *weight,
+	       uint32_t *cookie);
+/* From the handler, after it wrote its record: keeps the frames, which the
+ * timer copies while the thread stays blocked (async-signal-safe). */
+void wall_keep(uint32_t cookie, int32_t num_frames, const struct jpring_frame *frames);
 
 #endif
