@@ -41,7 +41,8 @@ enum jpag_type {
 	JPAG_THREAD_NAME = 10,   /* struct jpag_thread_name + name */
 	JPAG_SIGNAL = 11,        /* struct jpag_signal; only to a daemon whose WELCOME
 				    has JPAG_FEATURE_SIGNAL */
-	JPAG_EVENT_STATUS = 12,  /* struct jpag_event_status: the answer to EVENT_ON */
+	JPAG_EVENT_STATUS = 12,  /* struct jpag_event_status: the answer to EVENT_ON, or
+				    to a START with JPAG_START_WALL (JPAG_EV_WALL) */
 	JPAG_EVENTS = 13,        /* struct jpag_events + records (alloc, lock samples) */
 	JPAG_EVENTS_DONE = 14,   /* no payload: the event is off, every record was sent */
 
