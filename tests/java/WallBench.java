@@ -14,13 +14,11 @@ import java.nio.file.Paths;
 public class WallBench {
     static volatile long sink;
 
-    static long spin(long iters) {
-        long x = sink | 1;
-        for (long i = 0; i < iters; i++) {
-            x ^= x << 13;
-            x ^= x >>> 7;
-            x ^= x << 17;
-        }
+    // A linear congruential step per iteration: CPU only, no memory.
+    static long lcg(long iters) {
+        long x = sink;
+        for (long i = 0; i < iters; i++)
+            x = x * 6364136223846793005L + 1442695040888963407L;
         sink = x;
         return iters;
     }
@@ -55,7 +53,7 @@ public class WallBench {
         long c0 = tmx.getCurrentThreadCpuTime(), p0 = processCpu(), t0 = System.nanoTime();
         long end = t0 + seconds * 1_000_000_000L, work = 0;
         while (System.nanoTime() < end)
-            work += spin(100_000);
+            work += lcg(100_000);
         long c1 = tmx.getCurrentThreadCpuTime(), p1 = processCpu(), t1 = System.nanoTime();
         System.out.println("{\"work\":" + work + ",\"cpu_ns\":" + (c1 - c0)
                 + ",\"process_cpu_ns\":" + (p1 - p0) + ",\"wall_ns\":" + (t1 - t0) + "}");
