@@ -7,6 +7,7 @@
 #include "agent.h"
 #include "jprof_agent.h"
 #include "link.h"
+#include "park.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -137,25 +138,47 @@ static void JNICALL events_on_alloc(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread
 	events_record(jvmti, JPAG_EV_ALLOC, size > 0 ? (uint64_t)size : 0, klass);
 }
 
+uint64_t events_lock_start(uint32_t *gen)
+{
+	if (__atomic_load_n(&events_kind, __ATOMIC_RELAXED) != JPAG_EV_LOCK)
+		return 0;
+	*gen = __atomic_load_n(&events_gen, __ATOMIC_RELAXED);
+	return events_now_ns();
+}
+
+uint64_t events_lock_waited(uint64_t start, uint32_t gen)
+{
+	uint64_t wait;
+
+	/* An older generation: started under an earlier recording. */
+	if (!start || gen != __atomic_load_n(&events_gen, __ATOMIC_RELAXED))
+		return 0;
+	wait = events_now_ns() - start;
+	if (!wait || wait < __atomic_load_n(&events_lock_threshold_ns, __ATOMIC_RELAXED))
+		return 0;
+	return wait;
+}
+
+void events_lock_record(uint64_t wait_ns, jclass cls)
+{
+	events_record(events_jvmti, JPAG_EV_LOCK, wait_ns, cls);
+}
+
 static void JNICALL events_on_enter(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread, jobject object)
 {
-	events_enter_ns = events_now_ns();
-	events_enter_gen = __atomic_load_n(&events_gen, __ATOMIC_RELAXED);
+	/* 0 when the event is off: the entered callback then records nothing. */
+	events_enter_ns = events_lock_start(&events_enter_gen);
 }
 
 static void JNICALL events_on_entered(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread,
 				      jobject object)
 {
-	uint64_t start = events_enter_ns, wait;
+	uint64_t wait = events_lock_waited(events_enter_ns, events_enter_gen);
 	jclass cls;
 
+	/* No start: the event was turned on while this thread waited. */
 	events_enter_ns = 0;
-	/* No start: the event was turned on while this thread waited; an
-	 * older generation: an enter seen by an earlier recording. */
-	if (!start || events_enter_gen != __atomic_load_n(&events_gen, __ATOMIC_RELAXED))
-		return;
-	wait = events_now_ns() - start;
-	if (wait < __atomic_load_n(&events_lock_threshold_ns, __ATOMIC_RELAXED))
+	if (!wait)
 		return;
 	cls = (*jni)->GetObjectClass(jni, object);
 	events_record(jvmti, JPAG_EV_LOCK, wait, cls);
@@ -199,6 +222,21 @@ static int events_env(char *why, size_t len)
 		return -EINVAL;
 	}
 	return 0;
+}
+
+/* java.util.concurrent waits for a lock recording (park.c). Without them
+ * the recording still has the monitors: park.c said why once. */
+static void events_park(bool on)
+{
+	JNIEnv *jni = NULL;
+	char why[160];
+
+	if ((*agent_vm)->GetEnv(agent_vm, (void **)&jni, JNI_VERSION_1_6) != JNI_OK || !jni)
+		return;
+	if (on)
+		park_hook(jni, why, sizeof(why));
+	else
+		park_unhook(jni);
 }
 
 static const jvmtiEvent events_alloc_ev[] = { JVMTI_EVENT_SAMPLED_OBJECT_ALLOC };
@@ -264,7 +302,7 @@ int events_on(uint32_t event, uint64_t param, char *why, size_t len)
 		__atomic_add_fetch(&events_gen, 1, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_lock(&events_lock);
-	events_kind = event;
+	__atomic_store_n(&events_kind, event, __ATOMIC_RELAXED);
 	events_dropped = 0;
 	pthread_mutex_unlock(&events_lock);
 	err = events_notify(event, JVMTI_ENABLE);
@@ -274,6 +312,8 @@ int events_on(uint32_t event, uint64_t param, char *why, size_t len)
 		events_off();
 		return -EINVAL;
 	}
+	if (event == JPAG_EV_LOCK)
+		events_park(true);
 	agent_debug("event %u on (param %llu)", event, (unsigned long long)param);
 	return 0;
 fail:
@@ -290,11 +330,13 @@ void events_off(void)
 	pthread_mutex_lock(&events_lock);
 	kind = events_kind;
 	dropped = events_dropped;
-	events_kind = 0;
+	__atomic_store_n(&events_kind, 0, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&events_lock);
 	if (!kind)
 		return;
 	events_notify(kind, JVMTI_DISABLE);
+	if (kind == JPAG_EV_LOCK)
+		events_park(false);
 	if (kind == JPAG_EV_ALLOC)
 		(*events_jvmti)->SetHeapSamplingInterval(events_jvmti, EVENTS_JVM_DEFAULT_INTERVAL);
 	/* Another agent may want them once we are done. */

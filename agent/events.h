@@ -7,6 +7,7 @@
 #ifndef JPROF_AGENT_EVENTS_H
 #define JPROF_AGENT_EVENTS_H
 
+#include <jni.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -27,5 +28,14 @@ bool events_active(void);
 int events_flush(events_send_fn send, int sock);
 /* Forgets queued records (a connection ended). */
 void events_reset(void);
+
+/* Lock waits timed outside JVMTI (park.c): the start of a wait, 0 when no
+ * lock recording runs (gen then need not be read); ... */
+uint64_t events_lock_start(uint32_t *gen);
+/* ... the wait since start, 0 when shorter than the threshold or the
+ * recording changed meanwhile; ... */
+uint64_t events_lock_waited(uint64_t start, uint32_t gen);
+/* ... and its record, the current thread's stack with cls as the lock. */
+void events_lock_record(uint64_t wait_ns, jclass cls);
 
 #endif

@@ -256,7 +256,7 @@ const struct jprof_event_desc jprof_events[JPROF_EVENT_COUNT] = {
 	{ JPROF_EVENT_ALLOC, "samples (count), alloc_objects (count), alloc_space (bytes)",
 	  "JVM only: Java heap allocations, sampled every --alloc bytes on average (default 512k)" },
 	{ JPROF_EVENT_LOCK, "samples (count), lock (count of contended entries), lock_wait (nanoseconds)",
-	  "JVM only: waits to enter a contended synchronized monitor, each at least --lock long (default 10us)" },
+	  "JVM only: waits for a contended synchronized monitor or java.util.concurrent lock, each at least --lock long (default 10us)" },
 };
 
 const char *jprof_event_names(void)

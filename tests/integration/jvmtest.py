@@ -81,6 +81,17 @@ class Jvm:
         with open(self.out_path, "rb") as f:
             return f.read().decode(errors="replace")
 
+    def stop_alive(self):
+        """Ends a workload whose result the test does not need, sooner than
+        waiting for its end: it must still be running (no crash, no early
+        exit while it was profiled) and must not have printed a fatal error."""
+        text = self.output()
+        jt.check(self.proc.running(), "the workload exited while profiled (%r): %s"
+                 % (self.proc.returncode, text[-2000:]))
+        jt.check("A fatal error has been detected" not in text,
+                 "the JVM reported a fatal error: %s" % text[-2000:])
+        self._cleanup()
+
     def result(self, timeout):
         """Waits for the workload to finish; returns its final JSON line."""
         code = self.proc.wait(timeout)

@@ -53,7 +53,7 @@ def main(t):
                                                               for f in fr))
             jt.check(java >= 500, "only %d CpuSplit.alpha samples:\n%s"
                      % (java, jt.top_stacks(stacks)))
-            jvm.result(60)
+            jvm.stop_alive()
 
 
 jt.run(main)

@@ -9,7 +9,9 @@ and recorded by nobody (`record -e alloc`, `-e lock`):
   alloc_space/bytes;
 - lock: tests/java/LockWait.java measures in Java how long waiter() waited
   for a monitor that holder() keeps 20 ms at a time: waiter() and the lock's
-  class appear, with a total wait within 20% of the measured one;
+  class appear, with a total wait within 20% of the measured one; the same
+  for rwaiter() on a ReentrantLock at the same time (Unsafe.park timed by
+  the agent), every park of the profile being that one;
 - bad input: a native process, sizes and times out of range, options of
   another event, time-ordered formats, the whole host, --java off; and a
   JVM whose capability is taken by another agent (JVMTI's reason named);
@@ -25,6 +27,8 @@ import jproftest as jt  # noqa: E402
 import jvmtest as jv  # noqa: E402
 
 SECS = 4
+# The lock class of a ReentrantLock wait: its synchronizer.
+PARK_LEAF = "java.util.concurrent.locks.ReentrantLock$NonfairSync"
 
 
 def record(t, d, pid, event, *extra, fmt="collapsed", name="p", secs=SECS):
@@ -154,6 +158,20 @@ def lock_cases(t, d, jdk):
         jt.check(truth["contended"] > 50, "the workload hardly contended: %r" % truth)
         jt.check(abs(waited - truth["wait_ns"]) <= 0.2 * truth["wait_ns"],
                  "profiled wait %.3f s vs measured %.3f s" % (waited / 1e9, truth["wait_ns"] / 1e9))
+    # The same recording: a java.util.concurrent lock, timed in Unsafe.park.
+    with t.case("JDK %s: -e lock: rwaiter() on a ReentrantLock, wait within 20%% of the "
+                "measured" % jdk):
+        parked = value_under(stacks, "LockWait.rwaiter", PARK_LEAF)
+        jt.log("JDK %s: rwaiter() on %s %.3f s profiled, %.3f s measured (%d entries, "
+               "%d contended)" % (jdk, PARK_LEAF, parked / 1e9, truth["park_wait_ns"] / 1e9,
+                                  truth["park_entries"], truth["park_contended"]))
+        jt.check(truth["park_contended"] > 50, "the workload hardly contended: %r" % truth)
+        jt.check(abs(parked - truth["park_wait_ns"]) <= 0.2 * truth["park_wait_ns"],
+                 "profiled wait %.3f s vs measured %.3f s" % (parked / 1e9,
+                                                              truth["park_wait_ns"] / 1e9))
+        jt.check(value_under(stacks, "java.util.concurrent.locks.LockSupport.park") == parked,
+                 "a park under something else than rwaiter() and its lock:\n%s"
+                 % jt.top_stacks(stacks, 8))
 
 
 def bad_input(t, d):

@@ -66,7 +66,7 @@ def main(t):
             hit, total = share(c, "Inlining.hot", ("_[0]",))
             jt.check(total >= 300 and hit == total,
                      "Inlining.hot interpreted in %d of %d samples: %s" % (hit, total, c))
-            jvm.result(60)
+            jvm.stop_alive()
 
         with t.case("JDK %s: callers typed by walking up from an interpreted leaf" % jdk):
             # mix() kept interpreted: its callers' types come from the
@@ -82,7 +82,7 @@ def main(t):
             hit, total = share(c, "Inlining.hot", ("_[j]",))
             jt.check(total >= 300 and hit >= 0.8 * total,
                      "Inlining.hot compiled in %d of %d samples: %s" % (hit, total, c))
-            jvm.result(60)
+            jvm.stop_alive()
 
         with t.case("JDK %s: warmed up: hot method compiled, its callee inlined" % jdk):
             jvm = jv.Jvm(t, jdk, "Inlining", 3 * RECORD_S + 16, settle=0.2)
@@ -111,7 +111,7 @@ def main(t):
             jt.log("JDK %s JSON kinds of Inlining.hot: %s" % (jdk, kinds))
             jt.check("java_jit" in kinds or "java_inlined" in kinds,
                      "JSON has no compiled Inlining.hot: %s" % kinds)
-            jvm.result(60)
+            jvm.stop_alive()
 
 
 jt.run(main)

@@ -33,7 +33,7 @@ def record(t, d, jdk, mode, env):
     jt.check_eq(r.returncode, 0, "jprofctl exit code (stderr: %s)" % r.stderr)
     with open(path) as f:
         stacks = jt.parse_collapsed(f.read())
-    jvm.result(60)
+    jvm.stop_alive()
     return stacks
 
 

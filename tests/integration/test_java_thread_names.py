@@ -75,7 +75,7 @@ def main(t):
                          % (method, name, jt.top_stacks(stacks)))
             jt.check(not any(n.startswith("worker-with-a-v") and n != FIRST for n in names),
                      "a truncated /proc name is left: %s" % sorted(names))
-            jvm.result(60)
+            jvm.stop_alive()
 
     with t.case("JDK 17: the timeline's thread tracks carry the Java names"):
         jvm = start(t, "17")
@@ -89,7 +89,7 @@ def main(t):
         for name in (FIRST, LATE, "main"):
             jt.check(name in tnames.values(), "no timeline track named %r: %s"
                      % (name, sorted(tnames.values())))
-        jvm.result(60)
+        jvm.stop_alive()
 
 
 jt.run(main)

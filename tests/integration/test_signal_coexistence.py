@@ -127,7 +127,7 @@ def main(t):
             jt.check(sig.get("number") not in (None, signal.SIGPROF) and sig.get("foreign_at_start"),
                      "summary.java.signal does not report another signal: %r" % (sig,))
             check_java_frames(rec, jdk, 0.8)
-            jvm.result(60)
+            jvm.stop_alive()
 
         with t.case("JDK %s: a profiler taking SIGPROF over mid-recording: jprofd moves" % jdk):
             out = os.path.join(tmp, "second-%s.txt" % jdk)
@@ -164,7 +164,7 @@ def main(t):
             # Without the move, only the time before the takeover (< 1/4)
             # has Java frames.
             check_java_frames(rec, jdk, 0.6)
-            jvm.result(60)
+            jvm.stop_alive()
 
 
 def session_samples(d, pid):
