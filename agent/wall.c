@@ -12,10 +12,11 @@
  * open-addressing table keyed by tid, changed only under wall_lock (the
  * timer thread inserts, the agent thread leaves a tombstone for a thread
  * that ended, which a later insert reuses) and only read by the handler,
- * which takes the weight with one atomic exchange. A weight still there at the next tick means the signal has not
- * run yet (a thread in D runs its handler only when it wakes): the timer
- * adds to it rather than signalling again (two pending SIGPROFs merge), so
- * the one record, when it comes, stands for all the intervals.
+ * which takes the weight with one atomic exchange. A weight still there at
+ * the next tick means the signal has not run yet (a thread in D runs its
+ * handler only when it wakes): the timer adds to it rather than signalling
+ * again (two pending SIGPROFs merge), so the one record, when it comes,
+ * stands for all the intervals.
  *
  * A thread that has not run since its last signal is still blocked where it
  * was, so its stack has not changed: the timer writes a copy of the record
