@@ -71,6 +71,8 @@ static void on_sample(const struct built_sample *bs, void *arg)
 	 * files each event's values under its own types. */
 	if ((bs->event->id == EVENT_CPU || bs->event->id == EVENT_OFFCPU) &&
 	    session_has(s, EVENT_WALL)) {
+		if (session_jvm_wall_covers(s, bs))
+			return;
 		wall = *bs;
 		wall.event = event_get(EVENT_WALL);
 		bs = &wall;
@@ -738,9 +740,10 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 			  (unsigned long long)(p->event == EVENT_OFFCPU ? 0 : p->interval_us),
 			  (unsigned long long)(p->event == EVENT_CPU ? 0 : p->threshold_ns / 1000));
 	send_started(s);
-	/* A JVM (alloc and lock need one) whose off-CPU intervals are joined
-	 * with no Java stack yet: said once, as for -e offcpu alone. */
-	if (s->agent_event && session_has(s, EVENT_OFFCPU)) {
+	/* A JVM recorded with the agent for the other events, whose off-CPU
+	 * intervals get no Java stack yet: said once, as for -e offcpu alone. */
+	if (session_has(s, EVENT_OFFCPU) && p->events.n > 1 &&
+	    (s->java == JAVA_ATTACHING || s->java == JAVA_WAIT_AGENT)) {
 		char msg[160];
 
 		snprintf(msg, sizeof(msg), "pid %d is a JVM: the offcpu event records native and "

@@ -96,8 +96,43 @@ struct ring_ctx {
 static void ring_record(const struct jring_record *rec, void *arg)
 {
 	struct ring_ctx *c = arg;
+	struct session *s = c->s;
+	uint64_t v[2];
 
-	jvm_join_add_agent(c->s->join, rec->tid, rec->time_ns, c->now, rec->num_frames, rec->frames);
+	if (rec->kind == JPRING_KIND_CPU) {
+		jvm_join_add_agent(s->join, rec->tid, rec->time_ns, c->now, rec->num_frames,
+				   rec->frames);
+		return;
+	}
+	/* A wall record (jring checked its state and weight): only in a wall
+	 * recording whose agent said its timer runs. It stands for weight
+	 * intervals of blocked time, without a BPF record to join. */
+	if (!session_has(s, EVENT_WALL) || !s->java_wall)
+		return;
+	v[0] = 1;
+	v[1] = (uint64_t)rec->weight * interval_ns(s);
+	s->java_wall_records++;
+	jvm_join_add_wall(s->join, rec->tid, rec->time_ns, c->now, EVENT_WALL, v, 2, rec->state,
+			  rec->num_frames, rec->frames);
+}
+
+/* The agent's wall timer signals the threads it named (JPAG_THREAD_NAME)
+ * when they sleep (S) or wait uninterruptibly (D); it leaves runnable
+ * threads that wait for a CPU to the off-CPU collector ("[runnable]"). */
+bool session_jvm_wall_covers(struct session *s, const struct built_sample *bs)
+{
+	const struct sample_frame *leaf;
+
+	if (!s->java_wall || s->java != JAVA_ACTIVE || !s->agent || !s->join ||
+	    bs->event->id != EVENT_OFFCPU || !bs->nframes)
+		return false;
+	leaf = &bs->frames[bs->nframes - 1];
+	if (leaf->kind == FRAME_MARKER && strcmp(leaf->name, "[runnable]") == 0)
+		return false;
+	if (!jvm_join_has_thread(s->join, bs->tid))
+		return false;
+	s->offcpu_covered++;
+	return true;
 }
 
 /* Once per recording: a bound refused records or names (the summary counts them). */
@@ -431,6 +466,21 @@ static void jvm_event_status(void *ctx, uint32_t event, int status, const char *
 	struct session *s = ctx;
 	char msg[512];
 
+	if (event == JPAG_EV_WALL) {
+		if (!session_has(s, EVENT_WALL) || s->java_wall)
+			return;
+		if (status == 0) {
+			s->java_wall = true;
+			log_info("session %u: pid %d: the agent's wall timer runs", s->id, (int)s->p.pid);
+			return;
+		}
+		snprintf(msg, sizeof(msg), "the JVM agent of pid %d cannot sample blocked threads (%s): "
+			 "their time has native and kernel frames only", (int)s->p.pid,
+			 why[0] ? why : strerror(-status));
+		log_warn("session %u: %s", s->id, msg);
+		session_send_warning(s, "java_wall_unavailable", msg);
+		return;
+	}
 	if (s->agent_ev != AGENT_EV_ASKED || event != s->agent_ev_kind)
 		return;
 	loop_remove(s->agent_ev_timer);
@@ -593,6 +643,7 @@ static void bind_agent(struct session *s, struct agent *a)
 		.start_ns = s->start_mono_ns,
 		.max_bytes = JVM_SESSION_MAX_BYTES,
 		.max_methods = JVM_MAX_METHODS,
+		.running_leaf = session_has(s, EVENT_WALL),
 	};
 	struct jvm_budget *own = NULL;
 	char msg[256];
@@ -613,8 +664,10 @@ static void bind_agent(struct session *s, struct agent *a)
 	s->java_signal = JVM_SIGNAL;
 	s->java_signal_foreign = false;
 	s->java_signal_moves = 0;
+	s->java_wall = false;
 	r = agent_start(a, interval_ns(s), JVM_SIGNAL,
-			s->agent_event && !s->threads ? JVM_RING_SLOTS_EVENTS : JVM_RING_SLOTS, &jvm_ops, s);
+			s->agent_event && !s->threads ? JVM_RING_SLOTS_EVENTS : JVM_RING_SLOTS,
+			session_has(s, EVENT_WALL) ? JPAG_START_WALL : 0, &jvm_ops, s);
 	if (r < 0) {
 		snprintf(msg, sizeof(msg), r == -EBUSY ?
 			 "another recording of pid %d is using its agent" :
@@ -695,30 +748,30 @@ static void on_attach_done(const struct attach_result *res, void *arg)
 
 /* Decides, before anything starts, whether a JVM recording can go ahead.
  * Returns 0 (s->java set) or -errno with the client's error filled in. */
-/* A JVM recorded for an event other than cpu: its Java frames would need
- * the agent's stack at the time of each interval, which nothing joins yet,
- * so the recording keeps native and kernel frames and says so (a warning
- * once started, an error with "java":"require"). */
+/* A JVM recorded off-CPU: its Java frames would need the agent's stack at
+ * the time of each interval, which nothing joins yet, so the recording
+ * keeps native and kernel frames and says so (a warning once started, an
+ * error with "java":"require"). wall has the agent's own timer for blocked
+ * threads. */
 static int java_event_check(struct session *s, const char **code, char *msg, size_t len)
 {
-	const struct event_info *ev = event_get(session_has(s, EVENT_WALL) ? EVENT_WALL : EVENT_OFFCPU);
-
-	/* With alloc or lock the agent is loaded anyway (their samples have
-	 * Java frames, cpu's too); off-CPU intervals keep native frames. */
-	if (!session_has(s, ev->id) || s->agent_event)
+	/* With other events the agent is loaded for them (Java frames for
+	 * their samples); off-CPU intervals keep native frames, and a warning
+	 * at the start says so (session_start). */
+	if (!session_has(s, EVENT_OFFCPU) || s->p.events.n > 1)
 		return 0;
 	if (s->p.java == JPROF_JAVA_REQUIRE) {
 		*code = JPROF_E_BAD_REQUEST;
 		snprintf(msg, len, "Java frames are not available for the %s event yet; "
 			 "use \"java\": \"auto\" or \"off\" for native and kernel frames",
-			 ev->name);
+			 JPROF_EVENT_OFFCPU);
 		return -ENOEXEC;
 	}
 	s->java = JAVA_FAILED;
 	snprintf(s->java_code, sizeof(s->java_code), "java_frames_unavailable");
 	snprintf(s->java_msg, sizeof(s->java_msg),
 		 "pid %d is a JVM: the %s event records native and kernel frames only "
-		 "(no Java frames yet)", (int)s->p.pid, ev->name);
+		 "(no Java frames yet)", (int)s->p.pid, JPROF_EVENT_OFFCPU);
 	return 0;
 }
 
@@ -753,8 +806,7 @@ int session_jvm_check(struct session *s, struct attach_result *res, const char *
 			 s->agent_event->name, res->message);
 		return -ENOEXEC;
 	}
-	if (strcmp(res->code, "not_a_jvm") != 0 &&
-	    (session_has(s, EVENT_OFFCPU) || session_has(s, EVENT_WALL)))
+	if (strcmp(res->code, "not_a_jvm") != 0 && session_has(s, EVENT_OFFCPU))
 		return java_event_check(s, code, msg, len);
 	if (s->p.java == JPROF_JAVA_REQUIRE) {
 		*code = strcmp(res->code, "not_a_jvm") == 0 ? JPROF_E_NOT_A_JVM : JPROF_E_ATTACH_FAILED;
@@ -886,6 +938,11 @@ void session_jvm_summary(struct session *s, struct json_object *sum)
 	if (s->agent_event)
 		json_object_object_add(j, "event_records",
 				       json_object_new_int64((int64_t)s->agent_ev_samples));
+	if (session_has(s, EVENT_WALL)) {
+		json_object_object_add(j, "wall_timer", json_object_new_boolean(s->java_wall));
+		add_u64(j, "wall_records", s->java_wall_records);
+		add_u64(j, "offcpu_covered", s->offcpu_covered);
+	}
 	json_object_object_add(ring, "records", json_object_new_int64((int64_t)s->ring_st.records));
 	json_object_object_add(ring, "dropped", json_object_new_int64((int64_t)s->ring_st.agent_dropped));
 	json_object_object_add(ring, "overrun", json_object_new_int64((int64_t)s->ring_st.overrun));
