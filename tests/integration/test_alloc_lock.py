@@ -287,8 +287,12 @@ def lock_cases(t, d, jdk):
         jt.check(abs(parked - truth["park_wait_ns"]) <= 0.2 * truth["park_wait_ns"],
                  "profiled wait %.3f s vs measured %.3f s" % (parked / 1e9,
                                                               truth["park_wait_ns"] / 1e9))
-        jt.check(value_under(stacks, "java.util.concurrent.locks.LockSupport.park") == parked,
-                 "a park under something else than rwaiter() and its lock:\n%s"
+        # rholder() waits too when it comes back while rwaiter() holds the
+        # lock (short waits, tens of us): the only other parks allowed.
+        parks = value_under(stacks, "java.util.concurrent.locks.LockSupport.park")
+        holder = value_under(stacks, "LockWait.rholder", PARK_LEAF)
+        jt.check(parks == parked + holder,
+                 "a park under something else than rwaiter()/rholder() and their lock:\n%s"
                  % jt.top_stacks(stacks, 8))
 
 
