@@ -38,11 +38,14 @@ static double textreport_pct(uint64_t part, uint64_t total)
 	return total ? 100.0 * (double)part / (double)total : 0.0;
 }
 
-/* "interval 10 ms" for a period in nanoseconds (or none, as always), else
- * "period <n> <unit>". */
+/* "interval 10 ms" for a period in nanoseconds, "period <n> <unit>" for
+ * another unit, "no fixed period" without one (lock waits, off-CPU
+ * intervals: every event above a threshold is a sample). */
 static int textreport_period(const struct export_meta *meta, struct buf *out)
 {
-	if (meta->period_type.unit && !export_interval_ns(meta) && meta->period)
+	if (!meta->period)
+		return buf_puts(out, "no fixed period");
+	if (meta->period_type.unit && !export_interval_ns(meta))
 		return buf_printf(out, "period %" PRIu64 " %s", meta->period, meta->period_type.unit);
 	return buf_printf(out, "interval %.3g ms", (double)export_interval_ns(meta) / 1e6);
 }
