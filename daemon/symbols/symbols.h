@@ -111,6 +111,11 @@ void symbols_get_stats(const struct symbols *s, struct symbols_stats *out);
  * to ELF files loaded afterwards. 0 or -ENOMEM. */
 int symbols_set_debug_root(struct symbols *s, const char *dir);
 
+/* Where debug files a debuginfod server gives are also announced, for
+ * their line info (lines.h; borrowed, outlives s; NULL: nowhere). */
+struct lines;
+void symbols_set_lines(struct symbols *s, struct lines *l);
+
 /* Loads kallsyms if needed; false when kernel symbols are unavailable
  * (unreadable, or all addresses zero: kptr_restrict or no CAP_SYSLOG). */
 bool symbols_kernel_available(struct symbols *s);
