@@ -241,8 +241,9 @@ struct lines_addr {
 	uint32_t pid;
 	uint64_t map_start, map_limit;
 	char *path;
-	/* The answer. */
-	struct frame_line *frames;
+	/* The answer, packed (lines_pack): a struct frame_line is 1 KiB,
+	 * the strings it holds are tens of bytes. */
+	char *packed;
 	size_t nframes;
 };
 
@@ -313,7 +314,7 @@ static void lines_addr_free(struct lines_addr *a)
 	if (!a)
 		return;
 	free(a->path);
-	free(a->frames);
+	free(a->packed);
 	free(a);
 }
 
@@ -508,7 +509,45 @@ static struct lines_open *lines_get_file(struct lines *l, const struct lines_add
 	lines_evict(l, lines_file_cost(o->file));
 	o->next = l->open;
 	l->open = o;
+	pthread_mutex_lock(&l->mu);
+	l->stats.mem_bytes += lines_file_cost(o->file);
+	pthread_mutex_unlock(&l->mu);
 	return o;
+}
+
+/* n frames as "<line u32><file>\0<function>\0" each; NULL on ENOMEM. */
+static char *lines_pack(const struct frame_line *f, size_t n)
+{
+	size_t size = 0, o = 0;
+	char *p;
+
+	for (size_t i = 0; i < n; i++)
+		size += sizeof(uint32_t) + strlen(f[i].file) + strlen(f[i].function) + 2;
+	p = malloc(size);
+	for (size_t i = 0; p && i < n; i++) {
+		size_t fl = strlen(f[i].file) + 1, nl = strlen(f[i].function) + 1;
+
+		memcpy(p + o, &f[i].line, sizeof(uint32_t));
+		o += sizeof(uint32_t);
+		memcpy(p + o, f[i].file, fl);
+		o += fl;
+		memcpy(p + o, f[i].function, nl);
+		o += nl;
+	}
+	return p;
+}
+
+static void lines_unpack(const char *p, size_t n, struct frame_line *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		memcpy(&out[i].line, p, sizeof(uint32_t));
+		p += sizeof(uint32_t);
+		/* Packed from frame_line fields: each fits. */
+		strcpy(out[i].file, p);
+		p += strlen(p) + 1;
+		strcpy(out[i].function, p);
+		p += strlen(p) + 1;
+	}
 }
 
 static void *lines_main(void *arg)
@@ -536,13 +575,8 @@ static void *lines_main(void *arg)
 		if (o && o->file)
 			n = lines_file_lookup(o->file, a->vaddr, frames, LINES_MAX_FRAMES);
 		pthread_mutex_lock(&l->mu);
-		if (n) {
-			a->frames = malloc(n * sizeof(*a->frames));
-			if (a->frames)
-				memcpy(a->frames, frames, n * sizeof(*a->frames));
-			else
-				n = 0;
-		}
+		if (n && !(a->packed = lines_pack(frames, n)))
+			n = 0;
 		a->nframes = n;
 		free(a->path);
 		a->path = NULL;
@@ -723,7 +757,7 @@ size_t lines_lookup(struct lines *l, const struct frame_loc *loc, uint64_t deadl
 	if (a->state == LINES_DONE) {
 		n = a->nframes < max ? a->nframes : max;
 		if (n)
-			memcpy(out, a->frames, n * sizeof(*out));
+			lines_unpack(a->packed, n, out);
 	}
 out:
 	pthread_mutex_unlock(&l->mu);

@@ -26,7 +26,7 @@
 /* Default cap on debug sections held open (bytes, as libdw reads them). */
 #define LINES_MEM_DEFAULT (512ull << 20)
 /* Addresses remembered (answered or queued) before the cache starts over. */
-#define LINES_MAX_ADDRS 200000u
+#define LINES_MAX_ADDRS 100000u
 /* Inlined frames reported for one address, the function itself included. */
 #define LINES_MAX_FRAMES 8
 
