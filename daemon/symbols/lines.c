@@ -22,49 +22,22 @@
 
 /* ---- one file's debug info (worker only) --------------------------------- */
 
+/* libdw is not given the user's file: it is given an ELF image in memory
+ * holding only the file's .debug_* sections, decompressed, each followed by
+ * LINES_PAD zero bytes. libdw 0.188 runs strlen() on strings in .debug_line
+ * (and the string sections) without bounds, so a crafted section that ends
+ * inside a string made it read past its buffer (fuzz_lines found it); with
+ * the padding such a read ends inside the image. The file's fd, its other
+ * sections and libelf's copies are released once the image is built. */
+#define LINES_PAD 16
+#define LINES_MAX_SECTIONS 64
+
 struct lines_file {
-	int fd;                  /* -1 for an image in memory */
-	void *image;
+	char *image;
 	Elf *elf;
 	Dwarf *dw;
-	uint64_t cost;           /* debug section bytes libdw holds */
+	uint64_t cost;           /* bytes of the image */
 };
-
-/* What libdw will hold for this file: every .debug_* section, at its
- * uncompressed size. Read from the section headers only. */
-static uint64_t lines_debug_bytes(Elf *elf, bool *has_info, bool *has_line)
-{
-	Elf_Scn *scn = NULL;
-	size_t shstrndx;
-	uint64_t sum = 0;
-
-	*has_info = *has_line = false;
-	if (elf_getshdrstrndx(elf, &shstrndx) < 0)
-		return 0;
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		GElf_Chdr ch;
-		const char *name;
-		uint64_t size;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
-			continue;
-		name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (!name || (strncmp(name, ".debug_", 7) && strncmp(name, ".zdebug_", 8)))
-			continue;
-		size = sh.sh_size;
-		if ((sh.sh_flags & SHF_COMPRESSED) && gelf_getchdr(scn, &ch))
-			size = ch.ch_size;
-		else if (name[1] == 'z')
-			size *= 4;   /* old-style compression: no header to ask */
-		if (!strcmp(name, ".debug_info") || !strcmp(name, ".zdebug_info"))
-			*has_info = size > 0;
-		if (!strcmp(name, ".debug_line") || !strcmp(name, ".zdebug_line"))
-			*has_line = size > 0;
-		sum += size;
-	}
-	return sum;
-}
 
 void lines_file_free(struct lines_file *f)
 {
@@ -83,70 +56,179 @@ uint64_t lines_file_cost(const struct lines_file *f)
 	return f ? f->cost : 0;
 }
 
-static int lines_file_begin(struct lines_file *f, const uint8_t *bid, size_t bid_len, uint64_t cap)
-{
-	uint8_t have[ELFMETA_BUILD_ID_MAX];
-	bool has_info, has_line;
-	size_t n;
+struct lines_sec {
+	const char *name;        /* ".debug_..." (a ".zdebug_" name without its z) */
+	Elf_Data *data;
+};
 
-	if (!f->elf || elf_kind(f->elf) != ELF_K_ELF)
+/* The .debug_* sections of src, decompressed, at most cap bytes in all:
+ * their count, -EFBIG, -ENOENT (no .debug_info or .debug_line). */
+static int lines_sections(Elf *src, uint64_t cap, struct lines_sec *secs, uint64_t *total)
+{
+	bool has_info = false, has_line = false;
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+	int n = 0;
+
+	*total = 0;
+	if (elf_getshdrstrndx(src, &shstrndx) < 0)
+		return -EINVAL;
+	while ((scn = elf_nextscn(src, scn)) && n < LINES_MAX_SECTIONS) {
+		GElf_Shdr sh;
+		GElf_Chdr ch;
+		const char *name;
+		uint64_t size;
+		bool gnu;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+			continue;
+		name = elf_strptr(src, shstrndx, sh.sh_name);
+		if (!name || (strncmp(name, ".debug_", 7) && strncmp(name, ".zdebug_", 8)))
+			continue;
+		gnu = name[1] == 'z';
+		/* The size it will have, before anything is inflated. */
+		size = sh.sh_size;
+		if (sh.sh_flags & SHF_COMPRESSED)
+			size = gelf_getchdr(scn, &ch) ? ch.ch_size : UINT64_MAX;
+		else if (gnu)
+			size = sh.sh_size * 8;   /* no header to ask before inflating */
+		if (size > cap || *total + size > cap)
+			return -EFBIG;
+		if ((sh.sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0)
+			continue;
+		if (gnu && elf_compress_gnu(scn, 0, 0) < 0)
+			continue;
+		d = elf_getdata(scn, NULL);
+		if (!d || !d->d_buf || d->d_size > cap || *total + d->d_size > cap)
+			return d && d->d_size > cap ? -EFBIG : -EINVAL;
+		secs[n].name = gnu ? name + 1 : name;
+		secs[n].data = d;
+		*total += d->d_size;
+		has_info |= !strcmp(secs[n].name, ".debug_info") && d->d_size;
+		has_line |= !strcmp(secs[n].name, ".debug_line") && d->d_size;
+		n++;
+	}
+	return has_info && has_line ? n : -ENOENT;
+}
+
+/* The image of src's debug sections (see above) in f. */
+static int lines_file_build(struct lines_file *f, Elf *src, const uint8_t *bid, size_t bid_len,
+			    uint64_t cap)
+{
+	struct lines_sec secs[LINES_MAX_SECTIONS];
+	uint8_t have[ELFMETA_BUILD_ID_MAX];
+	size_t off, names_off, names_len = 1 + sizeof(".shstrtab"), sh_off, size;
+	GElf_Ehdr src_eh;
+	Elf64_Ehdr *eh;
+	Elf64_Shdr *sh;
+	uint64_t total;
+	int n;
+
+	elf_version(EV_CURRENT);
+	if (!src || elf_kind(src) != ELF_K_ELF || !gelf_getehdr(src, &src_eh) ||
+	    src_eh.e_ident[EI_CLASS] != ELFCLASS64 || src_eh.e_ident[EI_DATA] != ELFDATA2LSB)
 		return -EINVAL;
 	if (bid_len) {
-		n = elfmeta_build_id(f->elf, have, sizeof(have));
-		if (n != bid_len || memcmp(have, bid, n))
+		size_t len = elfmeta_build_id(src, have, sizeof(have));
+
+		if (len != bid_len || memcmp(have, bid, len))
 			return -EINVAL;
 	}
-	f->cost = lines_debug_bytes(f->elf, &has_info, &has_line);
-	if (!has_info || !has_line)
-		return -ENOENT;
-	if (f->cost > cap)
+	n = lines_sections(src, cap, secs, &total);
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++)
+		names_len += strlen(secs[i].name) + 1;
+	off = sizeof(*eh);
+	for (int i = 0; i < n; i++)
+		off = ((off + 7) & ~(size_t)7) + secs[i].data->d_size + LINES_PAD;
+	names_off = off;
+	sh_off = (names_off + names_len + LINES_PAD + 7) & ~(size_t)7;
+	size = sh_off + (size_t)(n + 2) * sizeof(*sh);
+	if (size > cap + 4096 + (size_t)n * 64)
 		return -EFBIG;
-	f->dw = dwarf_begin_elf(f->elf, DWARF_C_READ, NULL);
+	f->image = calloc(1, size);
+	if (!f->image)
+		return -ENOMEM;
+	f->cost = size;
+	eh = (Elf64_Ehdr *)f->image;
+	memcpy(eh->e_ident, src_eh.e_ident, EI_NIDENT);
+	eh->e_type = src_eh.e_type;
+	eh->e_machine = src_eh.e_machine;
+	eh->e_version = EV_CURRENT;
+	eh->e_shoff = sh_off;
+	eh->e_ehsize = sizeof(*eh);
+	eh->e_shentsize = sizeof(*sh);
+	eh->e_shnum = (Elf64_Half)(n + 2);
+	eh->e_shstrndx = (Elf64_Half)(n + 1);
+	sh = (Elf64_Shdr *)(f->image + sh_off);
+	off = sizeof(*eh);
+	names_len = 1;
+	for (int i = 0; i < n; i++) {
+		size_t len = strlen(secs[i].name) + 1;
+
+		off = (off + 7) & ~(size_t)7;
+		memcpy(f->image + off, secs[i].data->d_buf, secs[i].data->d_size);
+		memcpy(f->image + names_off + names_len, secs[i].name, len);
+		sh[i + 1] = (Elf64_Shdr){ .sh_name = (Elf64_Word)names_len, .sh_type = SHT_PROGBITS,
+					  .sh_offset = off, .sh_size = secs[i].data->d_size,
+					  .sh_addralign = 1 };
+		names_len += len;
+		off += secs[i].data->d_size + LINES_PAD;
+	}
+	memcpy(f->image + names_off + names_len, ".shstrtab", sizeof(".shstrtab"));
+	sh[n + 1] = (Elf64_Shdr){ .sh_name = (Elf64_Word)names_len, .sh_type = SHT_STRTAB,
+				  .sh_offset = names_off, .sh_size = names_len + sizeof(".shstrtab"),
+				  .sh_addralign = 1 };
+	f->elf = elf_memory(f->image, size);
+	f->dw = f->elf ? dwarf_begin_elf(f->elf, DWARF_C_READ, NULL) : NULL;
 	return f->dw ? 0 : -ENOENT;
+}
+
+static int lines_file_from(Elf *src, const uint8_t *bid, size_t bid_len, uint64_t cap,
+			   struct lines_file **out)
+{
+	struct lines_file *f = calloc(1, sizeof(*f));
+	int r = f ? lines_file_build(f, src, bid, bid_len, cap) : -ENOMEM;
+
+	*out = NULL;
+	if (r < 0)
+		lines_file_free(f);
+	else
+		*out = f;
+	return r;
 }
 
 int lines_file_open(int fd, const uint8_t *bid, size_t bid_len, uint64_t cap,
 		    struct lines_file **out)
 {
-	struct lines_file *f = calloc(1, sizeof(*f));
-	int r = -ENOMEM;
+	Elf *src;
+	int r;
 
-	*out = NULL;
-	if (!f)
-		goto out;
-	f->fd = fd;
 	elf_version(EV_CURRENT);
 	/* pread, never mmap: see the header. */
-	f->elf = elf_begin(fd, ELF_C_READ, NULL);
-	r = lines_file_begin(f, bid, bid_len, cap);
-	if (r < 0)
-		goto out;
-	*out = f;
-	f = NULL;
-out:
-	lines_file_free(f);
+	src = elf_begin(fd, ELF_C_READ, NULL);
+	r = lines_file_from(src, bid, bid_len, cap, out);
+	elf_end(src);
 	return r;
 }
 
 int lines_file_open_memory(const void *image, size_t size, uint64_t cap, struct lines_file **out)
 {
-	struct lines_file *f = calloc(1, sizeof(*f));
-	int r = -ENOMEM;
+	char *copy = malloc(size ? size : 1);
+	Elf *src;
+	int r;
 
 	*out = NULL;
-	if (!f || !(f->image = malloc(size ? size : 1)))
-		goto out;
-	memcpy(f->image, image, size);
-	f->fd = -1;
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, image, size);
 	elf_version(EV_CURRENT);
-	f->elf = elf_memory(f->image, size);
-	r = lines_file_begin(f, NULL, 0, cap);
-	if (r < 0)
-		goto out;
-	*out = f;
-	f = NULL;
-out:
-	lines_file_free(f);
+	src = elf_memory(copy, size);
+	r = lines_file_from(src, NULL, 0, cap, out);
+	elf_end(src);
+	free(copy);
 	return r;
 }
 
@@ -252,7 +334,6 @@ struct lines_open {
 	uint8_t bid[ELFMETA_BUILD_ID_MAX];
 	size_t bid_len;
 	struct lines_file *file;       /* NULL: tried and failed */
-	int fd;
 	uint64_t last_used;
 };
 
@@ -380,8 +461,6 @@ static void lines_open_free(struct lines_open *o)
 	if (!o)
 		return;
 	lines_file_free(o->file);
-	if (o->fd >= 0)
-		close(o->fd);
 	free(o);
 }
 
@@ -425,12 +504,8 @@ static int lines_try(struct lines *l, struct lines_open *o, int fd)
 	if (fd < 0)
 		return -ENOENT;
 	r = lines_file_open(fd, o->bid, o->bid_len, l->mem_cap, &o->file);
-	if (r < 0) {
-		close(fd);
-		return r;
-	}
-	o->fd = fd;
-	return 0;
+	close(fd);
+	return r;
 }
 
 static bool lines_dbg_fresh(struct lines *l, const uint8_t *bid, size_t len)
@@ -469,7 +544,6 @@ static struct lines_open *lines_get_file(struct lines *l, const struct lines_add
 	o = calloc(1, sizeof(*o));
 	if (!o)
 		return NULL;
-	o->fd = -1;
 	memcpy(o->bid, a->bid, a->bid_len);
 	o->bid_len = a->bid_len;
 	o->last_used = ++l->tick;

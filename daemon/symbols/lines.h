@@ -12,9 +12,9 @@
  * Only files with a GNU build-id are read (the build-id is checked on the
  * opened file, so a mapping replaced since cannot lend another file's lines).
  * Files are read with ELF_C_READ (pread, never mmap: a user truncating their
- * binary cannot SIGBUS the daemon); one whose debug sections exceed the
- * memory cap is not read at all; open files are evicted least recently used
- * beyond the cap. */
+ * binary cannot SIGBUS the daemon), and only their debug sections are kept,
+ * copied; a file whose debug sections exceed the memory cap is not read at
+ * all; files are evicted least recently used beyond the cap. */
 #ifndef JPROF_LINES_H
 #define JPROF_LINES_H
 
@@ -73,11 +73,12 @@ void lines_get_stats(struct lines *l, struct lines_stats *out);
 /* ---- the resolver itself, without queue or thread (tests, fuzzing) ---- */
 
 struct lines_file;
-/* Debug info of the ELF file on fd (borrowed; read now, then no longer
- * needed... except that libdw reads sections lazily, so the caller keeps fd
- * open until lines_file_free), checked to carry build-id bid (bid_len 0: no
- * check). -ENOENT: no DWARF line info; -EFBIG: debug sections beyond cap;
- * -EINVAL: not ELF, build-id mismatch; -ENOMEM. */
+/* Debug info of the ELF file on fd (borrowed; read now, with pread),
+ * checked to carry build-id bid (bid_len 0: no check): its .debug_*
+ * sections, decompressed, are copied into an image in memory that libdw
+ * reads (lines.c says why). -ENOENT: no DWARF line info; -EFBIG: debug
+ * sections beyond cap bytes; -EINVAL: not a little-endian ELF64 file,
+ * build-id mismatch; -ENOMEM. */
 int lines_file_open(int fd, const uint8_t *bid, size_t bid_len, uint64_t cap,
 		    struct lines_file **out);
 /* The same from an image in memory (copied). */
