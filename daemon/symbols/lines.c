@@ -308,6 +308,8 @@ out:
 	return n;
 }
 
+static uint64_t lines_now_ns(void);
+
 /* ---- the cache and the worker -------------------------------------------- */
 
 enum lines_state { LINES_QUEUED, LINES_DONE };
@@ -528,6 +530,7 @@ static struct lines_open *lines_get_file(struct lines *l, const struct lines_add
 	struct lines_open *o;
 	char path[4096];
 	char *dbg = NULL;
+	uint64_t t0;
 	int r;
 
 	for (struct lines_open **pp = &l->open; (o = *pp); pp = &o->next)
@@ -547,6 +550,7 @@ static struct lines_open *lines_get_file(struct lines *l, const struct lines_add
 	memcpy(o->bid, a->bid, a->bid_len);
 	o->bid_len = a->bid_len;
 	o->last_used = ++l->tick;
+	t0 = lines_now_ns();
 	pthread_mutex_lock(&l->mu);
 	for (struct lines_dbgfile *d = l->dbgfiles; d; d = d->next)
 		if (d->bid_len == a->bid_len && !memcmp(d->bid, a->bid, a->bid_len))
@@ -576,6 +580,10 @@ static struct lines_open *lines_get_file(struct lines *l, const struct lines_add
 	else
 		l->stats.files_failed++;
 	pthread_mutex_unlock(&l->mu);
+	if (r == 0)
+		log_info("lines: read the debug info of %s (%" PRIu64 " MiB) in %" PRIu64 " ms",
+			 a->path ? a->path : "?", lines_file_cost(o->file) >> 20,
+			 (lines_now_ns() - t0) / 1000000);
 	if (r == -EFBIG)
 		log_info("lines: debug info of %s too big for the %" PRIu64 " MiB cap; no lines",
 			 a->path ? a->path : "?", l->mem_cap >> 20);
