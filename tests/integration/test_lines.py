@@ -49,9 +49,13 @@ def traces(t, d, pid, gp):
     return res, out
 
 
-def share_with(tr, pred):
+def check_most(tr, out, pred, what):
+    """Most of the CPU time of the traces tr satisfies pred."""
     total = sum(n for n, _ in tr)
-    return sum(n for n, fr in tr if pred(fr)), total
+    good = sum(n for n, fr in tr if pred(fr))
+    jt.check(total >= 100e6, "only %d ns of samples" % total)
+    jt.check(good >= 0.8 * total, "%d of %d ns of samples start %s:\n%s"
+             % (good, total, what, out[:3000]))
 
 
 def main(t):
@@ -70,10 +74,7 @@ def main(t):
     with t.case("-g binary: the hot loop's line, inlined at the call's line"):
         w = t.workload("line_spin", 60)
         tr, out = traces(t, d, w.pid, gp)
-        good, total = share_with(tr, has_lines)
-        jt.check(total >= 100e6, "only %d ns of samples" % total)
-        jt.check(good >= 0.8 * total, "%d of %d ns of samples start %s; %s:\n%s"
-                 % (good, total, want_leaf, want_caller, out[:3000]))
+        check_most(tr, out, has_lines, want_leaf + "; " + want_caller)
         w.kill()
 
     with t.case("stripped binary, debug file under --debug-root: the same lines"):
@@ -95,10 +96,7 @@ def main(t):
         d2 = t.start_daemon("--debug-root", root, name="jprofd-dbgroot")
         w = t.spawn([stripped, "60"], what="line_spin_stripped")
         tr, out = traces(t, d2, w.pid, gp)
-        good, total = share_with(tr, has_lines)
-        jt.check(total >= 100e6, "only %d ns of samples" % total)
-        jt.check(good >= 0.8 * total, "%d of %d ns of samples start %s; %s:\n%s"
-                 % (good, total, want_leaf, want_caller, out[:3000]))
+        check_most(tr, out, has_lines, want_leaf + "; " + want_caller)
         w.kill()
         d2.stop()
 

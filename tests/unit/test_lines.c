@@ -251,16 +251,18 @@ END_TEST
 
 int main(void)
 {
+	const TTest *const tests[] = {
+		file_lookup_matches_addr2line, file_without_dwarf_or_too_big,
+		cache_answers_once_per_address, wrong_build_id_gets_no_lines,
+		debug_file_by_build_id_and_cap, deadline_passed_does_not_wait,
+	};
 	Suite *s = suite_create("lines");
 	TCase *tc = tcase_create("core");
 
+	/* Each test starts and joins a worker; a slow machine needs time. */
 	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, file_lookup_matches_addr2line);
-	tcase_add_test(tc, file_without_dwarf_or_too_big);
-	tcase_add_test(tc, cache_answers_once_per_address);
-	tcase_add_test(tc, wrong_build_id_gets_no_lines);
-	tcase_add_test(tc, debug_file_by_build_id_and_cap);
-	tcase_add_test(tc, deadline_passed_does_not_wait);
+	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
+		tcase_add_test(tc, tests[i]);
 	suite_add_tcase(s, tc);
 	return jprof_check_run(s);
 }
