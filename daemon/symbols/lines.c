@@ -449,23 +449,21 @@ static void lines_cache_reset(struct lines *l)
 	}
 }
 
-/* Opens the binary behind a mapping as symbols.c does: map_files first (it
- * works for deleted files and across mount namespaces), then the path under
- * the process's root. Regular files only. */
+/* Opens the binary behind a mapping through /proc/PID/map_files only: it
+ * reaches deleted files and other mount namespaces, and it is the file the
+ * process maps. Unlike the symbolizer, no fallback to the path under the
+ * process's root: the mapping's device is not known here, so a path that
+ * became a FUSE file since could block this thread for good (symbols.c
+ * checks the device first). Regular files only. */
 static int lines_open_binary(const struct lines *l, const struct lines_addr *a)
 {
 	char path[4096];
 	struct stat st;
-	int fd, n;
+	int fd;
 
 	snprintf(path, sizeof(path), "%s/%u/map_files/%" PRIx64 "-%" PRIx64, l->proc_root, a->pid,
 		 a->map_start, a->map_limit);
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0 && a->path && a->path[0] == '/') {
-		n = snprintf(path, sizeof(path), "%s/%u/root%s", l->proc_root, a->pid, a->path);
-		if (n > 0 && (size_t)n < sizeof(path))
-			fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	}
 	if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
 		close(fd);
 		fd = -1;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -130,12 +131,26 @@ START_TEST(file_without_dwarf_or_too_big)
 }
 END_TEST
 
-/* A frame of this process as the symbolizer makes one: the worker opens
- * path under /proc/<pid>/root (map_files has no such mapping). */
+/* A frame of this process as the symbolizer makes one, in a mapping of
+ * file made here: the worker opens it through /proc/self/map_files. */
 static struct frame_loc loc_of(const char *file, const char *bid, uint64_t vaddr)
 {
-	return (struct frame_loc){ .addr = vaddr, .map_start = 1, .map_limit = 2, .path = prog(file),
-				   .build_id = bid, .pid = (uint32_t)getpid(), .vaddr = vaddr };
+	const char *path = prog(file);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	void *m;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	/* Left mapped: the worker may open it after the test returns here. */
+	m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	close(fd);
+	return (struct frame_loc){
+		.addr = vaddr, .map_start = (uintptr_t)m,
+		.map_limit = ((uintptr_t)m + (uint64_t)st.st_size + 4095) & ~(uint64_t)4095,
+		.path = path, .build_id = bid, .pid = (uint32_t)getpid(), .vaddr = vaddr,
+	};
 }
 
 START_TEST(cache_answers_once_per_address)
