@@ -874,6 +874,16 @@ void symbols_get_stats(const struct symbols *s, struct symbols_stats *out)
 	if (!s)
 		return;
 	*out = s->stats;
+	if (s->lines) {
+		struct lines_stats ls;
+
+		lines_get_stats(s->lines, &ls);
+		out->lines_resolved = ls.resolved;
+		out->lines_unresolved = ls.unresolved;
+		out->lines_timeouts = ls.timeouts;
+		out->lines_files_failed = ls.files_failed + ls.files_too_big;
+		out->lines_mem_bytes = ls.mem_bytes;
+	}
 	out->cached_elfs = s->nelfs;
 	out->cached_pids = htab_map_count(&s->procs);
 }
