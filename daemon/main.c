@@ -38,9 +38,10 @@ struct options {
 	bool check_config;
 };
 
-/* Longest a profile rendering (on the loop) waits for source lines; lines
- * of a big binary's first rendering may come only in later ones. */
-#define MAIN_LINES_BUDGET_MS 500
+/* A profile rendering runs on the loop and never waits for source lines:
+ * recordings ask for them as their profile grows (session.c), renderings
+ * take what the worker has answered. */
+#define MAIN_LINES_BUDGET_MS 0
 
 static void usage(FILE *f)
 {
@@ -378,8 +379,7 @@ int main(int argc, char **argv)
 	if (r < 0)
 		goto out;
 	if (cfg.lines) {
-		/* file:line for pprof, read on a worker thread; a rendering on
-		 * the loop waits for it at most MAIN_LINES_BUDGET_MS. */
+		/* file:line for pprof, read on a worker thread. */
 		r = lines_new(NULL, cfg.debug_root, cfg.lines_max_memory, &lines);
 		if (r < 0) {
 			log_err("cannot start the line-info worker: %s", strerror(-r));

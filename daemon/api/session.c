@@ -20,6 +20,7 @@
 #include "jring.h"
 #include "jvmjoin.h"
 #include "log.h"
+#include "pprof.h"
 #include "loop.h"
 #include "proc.h"
 #include "pipeline.h"
@@ -568,6 +569,10 @@ static void on_tick(void *arg, uint64_t now)
 			continue;
 		if (s->threads)
 			threadset_rescan(s->threads);
+		/* The worker reads source lines while the recording runs, so
+		 * the rendering (on the loop, never waiting) finds them. */
+		if (s->p.format == JPROF_FMT_PPROF)
+			s->lines_from = pprof_lines_prefetch(s->store, s->lines_from);
 		if (s->p.progress)
 			send_progress(s);
 	}

@@ -42,6 +42,7 @@ enum java_state {
 
 struct session {
 	struct session_mgr *mgr;
+	size_t lines_from;          /* store frames whose source lines were asked for */
 	struct session *next;
 	uint32_t id;                /* sampler source id */
 	struct session_params p;

@@ -119,7 +119,8 @@ struct pprof_ctx {
 	Perftools__Profiles__Function **xfuncp;
 	size_t nxfuncs, xfuncs_cap;
 	uint64_t next_xfunc_id;
-	uint64_t lines_deadline;             /* CLOCK_MONOTONIC ns; 0 = no lines */
+	bool lines_on;                       /* a line source is set */
+	uint64_t lines_deadline;             /* CLOCK_MONOTONIC ns; 0 = no waiting */
 	uint64_t *loc_of_frame;              /* frame id -> location id, 0 = none yet */
 	uint64_t no_stack_loc;
 	Perftools__Profiles__Mapping *maps;
@@ -327,21 +328,34 @@ static int pprof_source_lines(struct pprof_ctx *c, const struct frame_loc *loc,
 	return 0;
 }
 
-/* Queues the lookup of every user frame's line, so that the worker answers
- * them while the profile is built, then sets how long the rendering may
- * wait for them. */
+size_t pprof_lines_prefetch(const struct store *st, size_t from)
+{
+	size_t nframes = store_frame_count(st);
+
+	if (!pprof_lines)
+		return nframes;
+	for (size_t i = from; i < nframes; i++) {
+		const struct store_frame *f = store_frame_get(st, (uint32_t)i);
+
+		if (f && f->kind == FRAME_NATIVE && f->loc && *f->loc->build_id)
+			pprof_lines(pprof_lines_arg, f->loc, 0, NULL, 0);
+	}
+	return nframes;
+}
+
+/* Queues the lookup of every user frame's line not asked for yet (answers
+ * already given are cached), then sets how long the rendering may wait for
+ * them. */
 static void pprof_lines_start(struct pprof_ctx *c, size_t nframes)
 {
 	struct timespec ts;
 
 	if (!pprof_lines)
 		return;
-	for (size_t i = 0; i < nframes; i++) {
-		const struct store_frame *f = store_frame_get(c->st, (uint32_t)i);
-
-		if (f && f->kind == FRAME_NATIVE && f->loc && *f->loc->build_id)
-			pprof_lines(pprof_lines_arg, f->loc, 0, NULL, 0);
-	}
+	pprof_lines_prefetch(c->st, 0);
+	c->lines_on = true;
+	if (!pprof_lines_budget_ms)
+		return;   /* lines_deadline 0: answers at hand only */
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	c->lines_deadline = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec +
 			    (uint64_t)pprof_lines_budget_ms * 1000000ull;
@@ -418,7 +432,7 @@ static int pprof_location(struct pprof_ctx *c, const struct store_frame *f, uint
 	c->locp[c->nfuncs] = l;
 	*loc = l->id;
 	c->nfuncs++;
-	if (f && f->kind == FRAME_NATIVE && f->loc && c->lines_deadline)
+	if (f && f->kind == FRAME_NATIVE && f->loc && c->lines_on)
 		return pprof_source_lines(c, f->loc, fn, l);
 	return 0;
 }
