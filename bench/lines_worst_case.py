@@ -5,8 +5,8 @@ inlined helper), builds it -O2 -g, runs it, starts jprofd (host view off)
 and records it twice as pprof while a client thread asks `status` every
 5 ms. Prints the size of the binary's debug sections, how long the worker
 took to read them (the daemon's log), how much longer than its duration
-each recording took to come back (the rendering's wait for lines, bounded
-by the daemon's budget), how many of the sampled functions had a line in
+each recording took to come back (the rendering, which does not wait for
+lines), how many of the sampled functions had a line in
 each profile, the status round trips (the event loop's latency), and the
 daemon's peak RSS. Compare with JPROFD_ARGS="--lines off".
 
