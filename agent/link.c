@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -64,6 +65,8 @@ static JNIEnv *link_jni;
 static bool link_rec_on;
 static int link_rec_signal;
 static uint32_t link_features;           /* the daemon's JPAG_FEATURE_* */
+static uint64_t link_interval_ns;        /* the recording's */
+static bool link_phase;                  /* random first period per fd */
 static uint32_t link_self_tid;           /* this thread: never sampled */
 static bool link_refusal_logged;
 static struct map link_tids;             /* tid -> packed fd/state */
@@ -301,7 +304,7 @@ static void link_disarm(int fd)
 
 	if (fl >= 0)
 		fcntl(fd, F_SETFL, fl & ~O_ASYNC);
-	ring_mark_fd(fd, false);
+	ring_mark_fd(fd, RING_FD_OFF);
 	close(fd);
 }
 
@@ -346,6 +349,24 @@ static int link_request_tid(int sock, uint32_t tid)
 	return link_send(sock, JPAG_PERF_FD_REQ, &req, sizeof(req));
 }
 
+/* Uniform in [1, interval]: the phase of a thread's samples within its CPU
+ * time. Not for security (the JVM may set its periods anyway), only spread. */
+static uint64_t link_first_period(void)
+{
+	uint64_t x;
+
+	if (getrandom(&x, sizeof(x), GRND_NONBLOCK) != (ssize_t)sizeof(x)) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		x = ((uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull) ^ (uint64_t)ts.tv_sec;
+		x ^= x >> 29;
+		x *= 0xbf58476d1ce4e5b9ull;
+		x ^= x >> 32;
+	}
+	return 1 + x % link_interval_ns;
+}
+
 static int link_arm(int fd, uint32_t tid)
 {
 	struct f_owner_ex owner = { .type = F_OWNER_TID, .pid = (pid_t)tid };
@@ -359,12 +380,20 @@ static int link_arm(int fd, uint32_t tid)
 	if (fl < 0)
 		return -errno;
 	/* Marked before O_ASYNC: the first signal must find its fd known. */
-	ring_mark_fd(fd, true);
+	ring_mark_fd(fd, link_phase ? RING_FD_PHASING : RING_FD_ON);
 	if (fcntl(fd, F_SETFL, fl | O_ASYNC) < 0) {
 		int ret = -errno;
 
-		ring_mark_fd(fd, false);
+		ring_mark_fd(fd, RING_FD_OFF);
 		return ret;
+	}
+	/* The random first period only after O_ASYNC: its overflow must
+	 * signal, or the handler never sets the interval again. */
+	if (link_phase) {
+		int ret = ring_phase_fd(fd, link_first_period());
+
+		if (ret < 0)
+			agent_debug("perf fd of tid %u keeps a fixed phase: %s", tid, strerror(-ret));
 	}
 	return 0;
 }
@@ -525,6 +554,7 @@ static int link_send_signal(int sock, int sig, int given_up, uint32_t reason)
 
 static int link_on_start(int sock, const struct jpag_start *st, int memfd)
 {
+	const char *phase_env;
 	int sig, ret;
 
 	/* A START without STOP (a restarted recording): end the old one. */
@@ -551,6 +581,11 @@ static int link_on_start(int sock, const struct jpag_start *st, int memfd)
 	close(memfd);
 	link_rec_on = true;
 	link_rec_signal = sig;
+	link_interval_ns = st->interval_ns;
+	/* Off only for measuring what the random phase gains (bench/). */
+	phase_env = getenv("JPROF_AGENT_PHASE");
+	link_phase = st->interval_ns > 0 && !(phase_env && !strcmp(phase_env, "0"));
+	ring_set_interval(st->interval_ns);
 	map_init(&link_tids, true);
 	/* Before the scan: a thread starting now is either listed or queued. */
 	__atomic_store_n(&link_recording, 1, __ATOMIC_SEQ_CST);
