@@ -6,7 +6,8 @@ gives shortWork its measured share within 10 points. With a fixed phase
 share is about 0.
 
 JPROF_SHORT_INTERVAL (default 10ms) records at another interval, for
-docs/benchmarks.md; JPROF_SHORT_CHECK=0 only logs the shares."""
+docs/benchmarks.md; JPROF_SHORT_CHECK=0 only logs the shares; JPROF_SHORT_PAUSE_MS=N has each
+short thread sleep N ms before it spins (measures the start window)."""
 
 import os
 
@@ -19,10 +20,11 @@ RECORD_S = 5
 def main(t):
     interval = os.environ.get("JPROF_SHORT_INTERVAL", "10ms")
     checking = os.environ.get("JPROF_SHORT_CHECK", "1") != "0"
+    pause_ms = int(os.environ.get("JPROF_SHORT_PAUSE_MS", "0"))
     d = t.start_daemon(*jv.agent_args())
     for jdk, _ in jv.jdks():
         with t.case("JDK %s: 2 ms threads keep their share of the samples at %s" % (jdk, interval)):
-            jvm = jv.Jvm(t, jdk, "ShortThreads", RECORD_S + 2, settle=1.0)
+            jvm = jv.Jvm(t, jdk, "ShortThreads", RECORD_S + 2, pause_ms, settle=1.0)
             path = t.outdir() + "/short.collapsed"
             r = t.ctl(["record", "--pid", str(jvm.pid), "-d", "%ds" % RECORD_S, "-i", interval,
                        "-o", path, "--no-progress", "--java", "require"], user="nobody",

@@ -5,7 +5,11 @@
 // per-thread CPU clock that samples each thread every interval (10 ms)
 // never samples a 2 ms thread unless its first sample falls at a random
 // point of its CPU time.
-// Usage: java ShortThreads SECONDS
+// Usage: java ShortThreads SECONDS [PAUSE_MS]
+// (PAUSE_MS: each short thread sleeps that long before it spins, so that a
+// profiler's per-thread set-up is done before its CPU time starts: with and
+// without it, the share of the short threads tells how much of their CPU
+// time passes before their event counts.)
 // Prints {"long_cpu_ns":..,"short_cpu_ns":..,"short_threads":..}: the CPU
 // time (ThreadMXBean.getCurrentThreadCpuTime) spent inside each method.
 import java.lang.management.ManagementFactory;
@@ -43,6 +47,7 @@ public class ShortThreads {
 
     public static void main(String[] args) throws InterruptedException {
         long seconds = args.length > 0 ? Long.parseLong(args[0]) : 10;
+        long pauseMs = args.length > 1 ? Long.parseLong(args[1]) : 0;
         long end = System.nanoTime() + seconds * 1_000_000_000L;
         ThreadMXBean tmx = ManagementFactory.getThreadMXBean();
         long n = 0;
@@ -62,7 +67,16 @@ public class ShortThreads {
         }, "long-worker");
         longer.start();
         while (System.nanoTime() < end) {
-            Thread t = new Thread(() -> shortCpu.addAndGet(shortWork(tmx)), "short-" + (n % 1000));
+            Thread t = new Thread(() -> {
+                if (pauseMs > 0) {
+                    try {
+                        Thread.sleep(pauseMs);
+                    } catch (InterruptedException e) {
+                        return;
+                    }
+                }
+                shortCpu.addAndGet(shortWork(tmx));
+            }, "short-" + (n % 1000));
             t.start();
             t.join();
             n++;
