@@ -36,6 +36,10 @@
 #define LINK_SIGNAL_CHECK_MS 100     /* is our handler still installed (recording) */
 /* The same wakeup sends queued alloc/lock records. */
 _Static_assert(LINK_SIGNAL_CHECK_MS <= EVENTS_FLUSH_MS, "event records wait longer than promised");
+/* A starting Java thread waits this long at most for its armed fd, so the
+ * CPU time of a short thread counts from its first Java code on. */
+#define LINK_START_WAIT_MS 10
+#define LINK_ANSWERED_MAX 256        /* recently answered tids the waiters look in */
 #define LINK_BACKOFF_MIN_MS 1000
 #define LINK_BACKOFF_MAX_MS 30000
 
@@ -59,6 +63,10 @@ static bool link_started;
 static int link_evfd = -1;
 static int link_recording;               /* atomic: queue thread events */
 static int link_kicked;                  /* atomic: reconnect now */
+static pthread_cond_t link_answer_cond;  /* an fd request was answered (CLOCK_MONOTONIC) */
+static uint32_t link_answered[LINK_ANSWERED_MAX];
+static unsigned link_answered_next;
+static int link_start_wait;              /* atomic: ThreadStart waits for its fd */
 
 /* Owned by the agent thread. */
 static JNIEnv *link_jni;
@@ -103,10 +111,16 @@ void link_notify(void)
 
 int link_init(const char *socket_path)
 {
+	pthread_condattr_t ca;
+
 	if (strlen(socket_path) >= sizeof(link_path))
 		return -ENAMETOOLONG;
 	strcpy(link_path, socket_path);
 	map_init(&link_tids, true);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&link_answer_cond, &ca);
+	pthread_condattr_destroy(&ca);
 	link_evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	return link_evfd < 0 ? -errno : 0;
 }
@@ -131,6 +145,57 @@ static void link_queue_free(struct link_tevent *q, size_t n)
 	for (size_t i = 0; i < n; i++)
 		free(q[i].name);
 	free(q);
+}
+
+static bool link_was_answered(uint32_t tid)
+{
+	for (unsigned i = 0; i < LINK_ANSWERED_MAX; i++)
+		if (link_answered[i] == tid)
+			return true;
+	return false;
+}
+
+/* The starting thread itself, in its ThreadStart: its event is opened and
+ * armed by the agent thread after a round trip to the daemon, and the CPU
+ * time it runs meanwhile is never sampled (most of a 2 ms thread's on a busy
+ * machine). Waiting here, before its first Java code, costs it no CPU time;
+ * it is bounded, and the JVM lets safepoints proceed while an agent callback
+ * waits (the thread is in native state). */
+static void link_wait_answer(uint32_t tid)
+{
+	struct timespec deadline;
+
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_nsec += LINK_START_WAIT_MS * 1000000L;
+	if (deadline.tv_nsec >= 1000000000L) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&link_lock);
+	while (!link_dying && __atomic_load_n(&link_start_wait, __ATOMIC_SEQ_CST) &&
+	       !link_was_answered(tid))
+		if (pthread_cond_timedwait(&link_answer_cond, &link_lock, &deadline) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&link_lock);
+}
+
+/* Agent thread: tid's request has its answer (armed or not). */
+static void link_answer(uint32_t tid)
+{
+	pthread_mutex_lock(&link_lock);
+	link_answered[link_answered_next++ % LINK_ANSWERED_MAX] = tid;
+	pthread_cond_broadcast(&link_answer_cond);
+	pthread_mutex_unlock(&link_lock);
+}
+
+/* Lets every waiting thread go (the recording ends). */
+static void link_release_waiters(void)
+{
+	__atomic_store_n(&link_start_wait, 0, __ATOMIC_SEQ_CST);
+	pthread_mutex_lock(&link_lock);
+	memset(link_answered, 0, sizeof(link_answered));
+	pthread_cond_broadcast(&link_answer_cond);
+	pthread_mutex_unlock(&link_lock);
 }
 
 void link_thread_event(uint32_t tid, bool started, const char *name)
@@ -163,12 +228,16 @@ void link_thread_event(uint32_t tid, bool started, const char *name)
 out:
 	pthread_mutex_unlock(&link_lock);
 	link_wake();
+	if (started && tid != __atomic_load_n(&link_self_tid, __ATOMIC_SEQ_CST) &&
+	    __atomic_load_n(&link_start_wait, __ATOMIC_SEQ_CST))
+		link_wait_answer(tid);
 }
 
 void link_vm_death(void)
 {
 	pthread_mutex_lock(&link_lock);
 	link_dying = true;
+	pthread_cond_broadcast(&link_answer_cond);
 	/* No handler calls AsyncGetCallTrace from here on; the mapping stays
 	 * until the agent thread retires it. */
 	ring_quiesce();
@@ -398,7 +467,7 @@ static int link_arm(int fd, uint32_t tid)
 	return 0;
 }
 
-static void link_on_perf_fd(const struct jpag_perf_fd *pf, int fd)
+static void link_arm_answer(const struct jpag_perf_fd *pf, int fd)
 {
 	uint64_t v;
 	int ret;
@@ -430,6 +499,12 @@ static void link_on_perf_fd(const struct jpag_perf_fd *pf, int fd)
 		return;
 	}
 	map_put(&link_tids, pf->tid, link_pack(fd, TID_ARMED));
+}
+
+static void link_on_perf_fd(const struct jpag_perf_fd *pf, int fd)
+{
+	link_arm_answer(pf, fd);
+	link_answer(pf->tid);
 }
 
 /* Requests an fd for every thread of the process we have none for, and
@@ -521,6 +596,7 @@ static void link_stop_recording(void)
 	if (!link_rec_on)
 		return;
 	__atomic_store_n(&link_recording, 0, __ATOMIC_SEQ_CST);
+	link_release_waiters();
 	/* Disarm first, so no new signal comes, then retire the ring. */
 	for (size_t i = 0; i < link_tids.cap; i++) {
 		uint64_t v = link_tids.vals ? link_tids.vals[i] : 0;
@@ -586,6 +662,7 @@ static int link_on_start(int sock, const struct jpag_start *st, int memfd)
 	phase_env = getenv("JPROF_AGENT_PHASE");
 	link_phase = st->interval_ns > 0 && !(phase_env && !strcmp(phase_env, "0"));
 	ring_set_interval(st->interval_ns);
+	__atomic_store_n(&link_start_wait, link_phase, __ATOMIC_SEQ_CST);
 	map_init(&link_tids, true);
 	/* Before the scan: a thread starting now is either listed or queued. */
 	__atomic_store_n(&link_recording, 1, __ATOMIC_SEQ_CST);
@@ -891,7 +968,7 @@ static void *link_main(void *arg)
 	/* First thing: recordings leave this thread out by this name (its
 	 * start-up work below included). */
 	pthread_setname_np(pthread_self(), JPAG_AGENT_THREAD_NAME);
-	link_self_tid = (uint32_t)syscall(SYS_gettid);
+	__atomic_store_n(&link_self_tid, (uint32_t)syscall(SYS_gettid), __ATOMIC_SEQ_CST);
 	if ((*agent_vm)->AttachCurrentThreadAsDaemon(agent_vm, (void **)&link_jni, &args) != JNI_OK) {
 		agent_warn("cannot attach the agent thread to the JVM");
 		return NULL;
