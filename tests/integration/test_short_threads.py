@@ -38,9 +38,10 @@ def main(t):
             want = truth["short_cpu_ns"] / float(truth["short_cpu_ns"] + truth["long_cpu_ns"])
             got = short / float(max(1, short + long_))
             jt.log("JDK %s at %s: shortWork share profiled %.3f (%d of %d samples), measured "
-                   "CPU %.3f (%d threads, %.0f ms short, %.0f ms long)"
+                   "CPU %.3f (%d threads, %.0f ms short, %.0f ms long, %.0f us from start() to run())"
                    % (jdk, interval, got, short, short + long_, want, truth["short_threads"],
-                      truth["short_cpu_ns"] / 1e6, truth["long_cpu_ns"] / 1e6))
+                      truth["short_cpu_ns"] / 1e6, truth["long_cpu_ns"] / 1e6,
+                      truth["start_ns"] / 1e3))
             if not checking:
                 continue
             # The long thread alone: a recording that samples anything.

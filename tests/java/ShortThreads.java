@@ -10,8 +10,11 @@
 // profiler's per-thread set-up is done before its CPU time starts: with and
 // without it, the share of the short threads tells how much of their CPU
 // time passes before their event counts.)
-// Prints {"long_cpu_ns":..,"short_cpu_ns":..,"short_threads":..}: the CPU
-// time (ThreadMXBean.getCurrentThreadCpuTime) spent inside each method.
+// Prints {"long_cpu_ns":..,"short_cpu_ns":..,"short_threads":..,
+// "start_ns":..}: the CPU time (ThreadMXBean.getCurrentThreadCpuTime) spent
+// inside each method, and the mean wall time from Thread.start() to the
+// first line of a short thread's run() (what a profiler's set-up in
+// ThreadStart costs the application).
 import java.lang.management.ManagementFactory;
 import java.lang.management.ThreadMXBean;
 import java.util.concurrent.atomic.AtomicLong;
@@ -20,6 +23,8 @@ public class ShortThreads {
     static final long STEP_NS = 2_000_000;
     static final AtomicLong shortCpu = new AtomicLong();
     static final AtomicLong longCpu = new AtomicLong();
+    static final AtomicLong startNs = new AtomicLong();
+    static volatile long startedAt;
     static volatile long sink;
 
     static long spin(ThreadMXBean tmx, long cpuNs) {
@@ -68,6 +73,7 @@ public class ShortThreads {
         longer.start();
         while (System.nanoTime() < end) {
             Thread t = new Thread(() -> {
+                startNs.addAndGet(System.nanoTime() - startedAt);
                 if (pauseMs > 0) {
                     try {
                         Thread.sleep(pauseMs);
@@ -77,12 +83,13 @@ public class ShortThreads {
                 }
                 shortCpu.addAndGet(shortWork(tmx));
             }, "short-" + (n % 1000));
+            startedAt = System.nanoTime();
             t.start();
             t.join();
             n++;
         }
         longer.join();
         System.out.println("{\"long_cpu_ns\":" + longCpu.get() + ",\"short_cpu_ns\":" + shortCpu.get()
-                + ",\"short_threads\":" + n + "}");
+                + ",\"short_threads\":" + n + ",\"start_ns\":" + startNs.get() / Math.max(1, n) + "}");
     }
 }
