@@ -329,10 +329,13 @@ static void ring_end_phase(int fd)
 	unsigned char v = __atomic_load_n(&ring_armed[fd], __ATOMIC_ACQUIRE);
 
 	if (v == RING_FD_PHASE &&
-	    __atomic_compare_exchange_n(&ring_armed[fd], &v, RING_FD_ON, false, __ATOMIC_ACQ_REL,
-					__ATOMIC_RELAXED))
+	    __atomic_compare_exchange_n(&ring_armed[fd], &v, RING_FD_RESETTING, false,
+					__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+		/* RESETTING keeps the fd open until the ioctl is done
+		 * (ring_mark_fd waits): never an ioctl on a reused number. */
 		ioctl(fd, PERF_EVENT_IOC_PERIOD, &ring_interval_ns);
-	else if (v == RING_FD_PHASING)
+		__atomic_store_n(&ring_armed[fd], RING_FD_ON, __ATOMIC_RELEASE);
+	} else if (v == RING_FD_PHASING)
 		/* Before the random period was set: ring_phase_fd sees the
 		 * change and restarts the interval itself. */
 		__atomic_compare_exchange_n(&ring_armed[fd], &v, RING_FD_ON, false,
@@ -495,8 +498,23 @@ void ring_retire(void)
 
 void ring_mark_fd(int fd, enum ring_fd_state st)
 {
-	if (fd >= 0 && fd < RING_MAX_FD)
-		__atomic_store_n(&ring_armed[fd], (unsigned char)st, __ATOMIC_SEQ_CST);
+	const struct timespec tick = { .tv_nsec = 100000 };
+	unsigned char v;
+
+	if (fd < 0 || fd >= RING_MAX_FD)
+		return;
+	/* A handler between its compare-and-swap and its ioctl on this fd
+	 * (one syscall) is waited for, 100 ms at most (a stopped thread). */
+	for (int i = 0; i < 1000; i++) {
+		v = __atomic_load_n(&ring_armed[fd], __ATOMIC_SEQ_CST);
+		if (v != RING_FD_RESETTING &&
+		    __atomic_compare_exchange_n(&ring_armed[fd], &v, (unsigned char)st, false,
+						__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+			return;
+		if (v == RING_FD_RESETTING)
+			nanosleep(&tick, NULL);
+	}
+	__atomic_store_n(&ring_armed[fd], (unsigned char)st, __ATOMIC_SEQ_CST);
 }
 
 void ring_set_interval(uint64_t interval_ns)

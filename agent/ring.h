@@ -47,7 +47,10 @@ enum ring_fd_state {
 	RING_FD_ON = 1,       /* armed, sampling every interval */
 	RING_FD_PHASE = 2,    /* armed, first period random: the first signal sets the interval */
 	RING_FD_PHASING = 3,  /* armed, ring_phase_fd is setting the first period */
+	RING_FD_RESETTING = 4, /* armed, a handler is setting the interval */
 };
+/* Waits (100 ms at most) while a handler is setting fd's interval, so that
+ * the fd can be closed after it. */
 void ring_mark_fd(int fd, enum ring_fd_state st);
 /* The recording's interval, which ring_end_phase restores; set before any
  * fd is armed. */
