@@ -38,7 +38,7 @@
 _Static_assert(LINK_SIGNAL_CHECK_MS <= EVENTS_FLUSH_MS, "event records wait longer than promised");
 /* A starting Java thread waits this long at most for its armed fd, so the
  * CPU time of a short thread counts from its first Java code on. */
-#define LINK_START_WAIT_MS 10
+#define LINK_START_WAIT_MS 30
 #define LINK_ANSWERED_MAX 256        /* recently answered tids the waiters look in */
 #define LINK_BACKOFF_MIN_MS 1000
 #define LINK_BACKOFF_MAX_MS 30000
