@@ -14,7 +14,7 @@ import os
 import jproftest as jt
 import jvmtest as jv
 
-RECORD_S = 5
+RECORD_S = 6
 
 
 def throttled(d):
@@ -57,8 +57,9 @@ def main(t):
                    % (jdk, thr))
             if not checking:
                 continue
-            # The long thread alone: a recording that samples anything.
-            jt.check(long_ >= 100, "longWork has %d samples:\n%s" % (long_, jt.top_stacks(stacks)))
+            # Enough samples for a share: 60 at 10 ms are 0.6 s of the long
+            # thread's CPU in 6 s, which even the loaded CI machine gives it.
+            jt.check(long_ >= 60, "longWork has %d samples:\n%s" % (long_, jt.top_stacks(stacks)))
             jt.check(truth["short_threads"] >= 200, "only %d short threads ran"
                      % truth["short_threads"])
             jt.check(abs(got - want) <= 0.10, "shortWork share %.3f of the samples vs %.3f of "
