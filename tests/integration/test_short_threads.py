@@ -6,8 +6,9 @@ gives shortWork its measured share within 10 points. With a fixed phase
 share is about 0.
 
 JPROF_SHORT_INTERVAL (default 10ms) records at another interval, for
-docs/benchmarks.md; JPROF_SHORT_CHECK=0 only logs the shares; JPROF_SHORT_PAUSE_MS=N has each
-short thread sleep N ms before it spins (measures the start window)."""
+docs/benchmarks.md; JPROF_SHORT_CHECK=0 only logs the shares;
+JPROF_SHORT_PAUSE_MS=N has each short thread sleep N ms before it spins
+(measures the start window)."""
 
 import os
 
