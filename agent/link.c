@@ -509,6 +509,10 @@ static void link_arm_answer(const struct jpag_perf_fd *pf, int fd)
 
 static void link_on_perf_fd(const struct jpag_perf_fd *pf, int fd)
 {
+	/* An allocation or lock recording has no perf event for any thread:
+	 * starting threads need not wait for the answer. */
+	if (pf->status == -EOPNOTSUPP)
+		__atomic_store_n(&link_start_wait, 0, __ATOMIC_SEQ_CST);
 	link_arm_answer(pf, fd);
 	link_answer(pf->tid);
 }
