@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -36,6 +37,10 @@
 #define LINK_SIGNAL_CHECK_MS 100     /* is our handler still installed (recording) */
 /* The same wakeup sends queued alloc/lock records. */
 _Static_assert(LINK_SIGNAL_CHECK_MS <= EVENTS_FLUSH_MS, "event records wait longer than promised");
+/* A starting Java thread waits this long at most for its armed fd, so the
+ * CPU time of a short thread counts from its first Java code on. */
+#define LINK_START_WAIT_MS 30
+#define LINK_ANSWERED_MAX 256        /* recently answered tids the waiters look in */
 #define LINK_BACKOFF_MIN_MS 1000
 #define LINK_BACKOFF_MAX_MS 30000
 
@@ -59,12 +64,18 @@ static bool link_started;
 static int link_evfd = -1;
 static int link_recording;               /* atomic: queue thread events */
 static int link_kicked;                  /* atomic: reconnect now */
+static pthread_cond_t link_answer_cond;  /* an fd request was answered (CLOCK_MONOTONIC) */
+static uint32_t link_answered[LINK_ANSWERED_MAX];
+static unsigned link_answered_next;
+static int link_start_wait;              /* atomic: ThreadStart waits for its fd */
 
 /* Owned by the agent thread. */
 static JNIEnv *link_jni;
 static bool link_rec_on;
 static int link_rec_signal;
 static uint32_t link_features;           /* the daemon's JPAG_FEATURE_* */
+static uint64_t link_interval_ns;        /* the recording's */
+static bool link_phase;                  /* random first period per fd */
 static uint32_t link_self_tid;           /* this thread: never sampled */
 static bool link_refusal_logged;
 static struct map link_tids;             /* tid -> packed fd/state */
@@ -101,10 +112,16 @@ void link_notify(void)
 
 int link_init(const char *socket_path)
 {
+	pthread_condattr_t ca;
+
 	if (strlen(socket_path) >= sizeof(link_path))
 		return -ENAMETOOLONG;
 	strcpy(link_path, socket_path);
 	map_init(&link_tids, true);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&link_answer_cond, &ca);
+	pthread_condattr_destroy(&ca);
 	link_evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	return link_evfd < 0 ? -errno : 0;
 }
@@ -129,6 +146,57 @@ static void link_queue_free(struct link_tevent *q, size_t n)
 	for (size_t i = 0; i < n; i++)
 		free(q[i].name);
 	free(q);
+}
+
+static bool link_was_answered(uint32_t tid)
+{
+	for (unsigned i = 0; i < LINK_ANSWERED_MAX; i++)
+		if (link_answered[i] == tid)
+			return true;
+	return false;
+}
+
+/* The starting thread itself, in its ThreadStart: its event is opened and
+ * armed by the agent thread after a round trip to the daemon, and the CPU
+ * time it runs meanwhile is never sampled (most of a 2 ms thread's on a busy
+ * machine). Waiting here, before its first Java code, costs it no CPU time;
+ * it is bounded, and the JVM lets safepoints proceed while an agent callback
+ * waits (the thread is in native state). */
+static void link_wait_answer(uint32_t tid)
+{
+	struct timespec deadline;
+
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_nsec += LINK_START_WAIT_MS * 1000000L;
+	if (deadline.tv_nsec >= 1000000000L) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&link_lock);
+	while (!link_dying && __atomic_load_n(&link_start_wait, __ATOMIC_SEQ_CST) &&
+	       !link_was_answered(tid))
+		if (pthread_cond_timedwait(&link_answer_cond, &link_lock, &deadline) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&link_lock);
+}
+
+/* Agent thread: tid's request has its answer (armed or not). */
+static void link_answer(uint32_t tid)
+{
+	pthread_mutex_lock(&link_lock);
+	link_answered[link_answered_next++ % LINK_ANSWERED_MAX] = tid;
+	pthread_cond_broadcast(&link_answer_cond);
+	pthread_mutex_unlock(&link_lock);
+}
+
+/* Lets every waiting thread go (the recording ends). */
+static void link_release_waiters(void)
+{
+	__atomic_store_n(&link_start_wait, 0, __ATOMIC_SEQ_CST);
+	pthread_mutex_lock(&link_lock);
+	memset(link_answered, 0, sizeof(link_answered));
+	pthread_cond_broadcast(&link_answer_cond);
+	pthread_mutex_unlock(&link_lock);
 }
 
 void link_thread_event(uint32_t tid, bool started, const char *name)
@@ -161,12 +229,16 @@ void link_thread_event(uint32_t tid, bool started, const char *name)
 out:
 	pthread_mutex_unlock(&link_lock);
 	link_wake();
+	if (started && tid != __atomic_load_n(&link_self_tid, __ATOMIC_SEQ_CST) &&
+	    __atomic_load_n(&link_start_wait, __ATOMIC_SEQ_CST))
+		link_wait_answer(tid);
 }
 
 void link_vm_death(void)
 {
 	pthread_mutex_lock(&link_lock);
 	link_dying = true;
+	pthread_cond_broadcast(&link_answer_cond);
 	/* No handler calls AsyncGetCallTrace from here on; the mapping stays
 	 * until the agent thread retires it. */
 	ring_quiesce();
@@ -302,7 +374,7 @@ static void link_disarm(int fd)
 
 	if (fl >= 0)
 		fcntl(fd, F_SETFL, fl & ~O_ASYNC);
-	ring_mark_fd(fd, false);
+	ring_mark_fd(fd, RING_FD_OFF);
 	close(fd);
 }
 
@@ -352,6 +424,24 @@ static int link_request_tid(int sock, uint32_t tid)
 	return link_send(sock, JPAG_PERF_FD_REQ, &req, sizeof(req));
 }
 
+/* Uniform in [1, interval]: the phase of a thread's samples within its CPU
+ * time. Not for security (the JVM may set its periods anyway), only spread. */
+static uint64_t link_first_period(void)
+{
+	uint64_t x;
+
+	if (getrandom(&x, sizeof(x), GRND_NONBLOCK) != (ssize_t)sizeof(x)) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		x = ((uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull) ^ (uint64_t)ts.tv_sec;
+		x ^= x >> 29;
+		x *= 0xbf58476d1ce4e5b9ull;
+		x ^= x >> 32;
+	}
+	return 1 + x % link_interval_ns;
+}
+
 static int link_arm(int fd, uint32_t tid)
 {
 	struct f_owner_ex owner = { .type = F_OWNER_TID, .pid = (pid_t)tid };
@@ -365,17 +455,25 @@ static int link_arm(int fd, uint32_t tid)
 	if (fl < 0)
 		return -errno;
 	/* Marked before O_ASYNC: the first signal must find its fd known. */
-	ring_mark_fd(fd, true);
+	ring_mark_fd(fd, link_phase ? RING_FD_PHASING : RING_FD_ON);
 	if (fcntl(fd, F_SETFL, fl | O_ASYNC) < 0) {
 		int ret = -errno;
 
-		ring_mark_fd(fd, false);
+		ring_mark_fd(fd, RING_FD_OFF);
 		return ret;
+	}
+	/* The random first period only after O_ASYNC: its overflow must
+	 * signal, or the handler never sets the interval again. */
+	if (link_phase) {
+		int ret = ring_phase_fd(fd, link_first_period());
+
+		if (ret < 0)
+			agent_debug("perf fd of tid %u keeps a fixed phase: %s", tid, strerror(-ret));
 	}
 	return 0;
 }
 
-static void link_on_perf_fd(const struct jpag_perf_fd *pf, int fd)
+static void link_arm_answer(const struct jpag_perf_fd *pf, int fd)
 {
 	uint64_t v;
 	int ret;
@@ -407,6 +505,16 @@ static void link_on_perf_fd(const struct jpag_perf_fd *pf, int fd)
 		return;
 	}
 	map_put(&link_tids, pf->tid, link_pack(fd, TID_ARMED));
+}
+
+static void link_on_perf_fd(const struct jpag_perf_fd *pf, int fd)
+{
+	/* An allocation or lock recording has no perf event for any thread:
+	 * starting threads need not wait for the answer. */
+	if (pf->status == -EOPNOTSUPP)
+		__atomic_store_n(&link_start_wait, 0, __ATOMIC_SEQ_CST);
+	link_arm_answer(pf, fd);
+	link_answer(pf->tid);
 }
 
 /* Requests an fd for every thread of the process we have none for, and
@@ -501,6 +609,7 @@ static void link_stop_recording(void)
 	if (!link_rec_on)
 		return;
 	__atomic_store_n(&link_recording, 0, __ATOMIC_SEQ_CST);
+	link_release_waiters();
 	/* Disarm first (the wall timer's signals too), so no new signal
 	 * comes, then retire the ring. */
 	wall_stop();
@@ -550,6 +659,7 @@ static int link_start_wall(int sock, uint64_t interval_ns, int sig)
 
 static int link_on_start(int sock, const struct jpag_start *st, int memfd)
 {
+	const char *phase_env;
 	int sig, ret;
 
 	/* A START without STOP (a restarted recording): end the old one. */
@@ -576,6 +686,12 @@ static int link_on_start(int sock, const struct jpag_start *st, int memfd)
 	close(memfd);
 	link_rec_on = true;
 	link_rec_signal = sig;
+	link_interval_ns = st->interval_ns;
+	/* Off only for measuring what the random phase gains (bench/). */
+	phase_env = getenv("JPROF_AGENT_PHASE");
+	link_phase = st->interval_ns > 0 && !(phase_env && !strcmp(phase_env, "0"));
+	ring_set_interval(st->interval_ns);
+	__atomic_store_n(&link_start_wait, link_phase, __ATOMIC_SEQ_CST);
 	map_init(&link_tids, true);
 	/* Before the scan: a thread starting now is either listed or queued. */
 	__atomic_store_n(&link_recording, 1, __ATOMIC_SEQ_CST);
@@ -885,7 +1001,7 @@ static void *link_main(void *arg)
 	/* First thing: recordings leave this thread out by this name (its
 	 * start-up work below included). */
 	pthread_setname_np(pthread_self(), JPAG_AGENT_THREAD_NAME);
-	link_self_tid = (uint32_t)syscall(SYS_gettid);
+	__atomic_store_n(&link_self_tid, (uint32_t)syscall(SYS_gettid), __ATOMIC_SEQ_CST);
 	if ((*agent_vm)->AttachCurrentThreadAsDaemon(agent_vm, (void **)&link_jni, &args) != JNI_OK) {
 		agent_warn("cannot attach the agent thread to the JVM");
 		return NULL;

@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -59,7 +61,8 @@ static bool ring_recover;        /* retry failed walks; set once before any hand
 static struct ring_state ring_slot_state;       /* owned by the activating thread */
 static struct ring_state *ring_active;          /* what handlers see; NULL = off */
 static unsigned long ring_inflight;             /* handlers inside the ring */
-static unsigned char ring_armed[RING_MAX_FD];   /* atomic bytes: fd is ours */
+static unsigned char ring_armed[RING_MAX_FD];   /* atomic bytes: enum ring_fd_state */
+static uint64_t ring_interval_ns;               /* the recording's period, for ring_end_phase */
 static struct sigaction ring_prev[_NSIG];
 static pthread_mutex_t ring_install_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -372,6 +375,28 @@ int ring_write_copy(uint32_t tid, uint16_t state, uint32_t weight, int32_t n,
 	return slot ? 0 : -ENOBUFS;
 }
 
+/* The first signal of an fd armed with a random first period (ring_phase_fd)
+ * sets the recording's interval from now on: the kernel restarts a cpu-clock
+ * event's period at PERF_EVENT_IOC_PERIOD, so the random phase is kept. One
+ * syscall, async-signal-safe; the byte's compare-and-swap makes it once. */
+static void ring_end_phase(int fd)
+{
+	unsigned char v = __atomic_load_n(&ring_armed[fd], __ATOMIC_ACQUIRE);
+
+	if (v == RING_FD_PHASE &&
+	    __atomic_compare_exchange_n(&ring_armed[fd], &v, RING_FD_RESETTING, false,
+					__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+		/* RESETTING keeps the fd open until the ioctl is done
+		 * (ring_mark_fd waits): never an ioctl on a reused number. */
+		ioctl(fd, PERF_EVENT_IOC_PERIOD, &ring_interval_ns);
+		__atomic_store_n(&ring_armed[fd], RING_FD_ON, __ATOMIC_RELEASE);
+	} else if (v == RING_FD_PHASING)
+		/* Before the random period was set: ring_phase_fd sees the
+		 * change and restarts the interval itself. */
+		__atomic_compare_exchange_n(&ring_armed[fd], &v, RING_FD_ON, false,
+					    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+
 static void ring_on_signal(int sig, siginfo_t *si, void *uc)
 {
 	int saved_errno = errno;
@@ -390,6 +415,8 @@ static void ring_on_signal(int sig, siginfo_t *si, void *uc)
 	 * reused). */
 	__atomic_add_fetch(&ring_inflight, 1, __ATOMIC_SEQ_CST);
 	ours = ring_is_ours(si);
+	if (ours)
+		ring_end_phase(si->si_fd);
 	if (!ours && wall_take(si->si_code, si->si_pid, (uint32_t)syscall(SYS_gettid), &k.state,
 			       &k.weight, &cookie)) {
 		k.kind = JPRING_KIND_WALL;
@@ -539,8 +566,55 @@ void ring_retire(void)
 	ring_slot_state = (struct ring_state){ 0 };
 }
 
-void ring_mark_fd(int fd, bool armed)
+void ring_mark_fd(int fd, enum ring_fd_state st)
 {
-	if (fd >= 0 && fd < RING_MAX_FD)
-		__atomic_store_n(&ring_armed[fd], armed, __ATOMIC_SEQ_CST);
+	const struct timespec tick = { .tv_nsec = 100000 };
+	unsigned char v;
+
+	if (fd < 0 || fd >= RING_MAX_FD)
+		return;
+	/* A handler between its compare-and-swap and its ioctl on this fd
+	 * (one syscall) is waited for, 100 ms at most (a stopped thread). */
+	for (int i = 0; i < 1000; i++) {
+		v = __atomic_load_n(&ring_armed[fd], __ATOMIC_SEQ_CST);
+		if (v != RING_FD_RESETTING &&
+		    __atomic_compare_exchange_n(&ring_armed[fd], &v, (unsigned char)st, false,
+						__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+			return;
+		if (v == RING_FD_RESETTING)
+			nanosleep(&tick, NULL);
+	}
+	__atomic_store_n(&ring_armed[fd], (unsigned char)st, __ATOMIC_SEQ_CST);
+}
+
+void ring_set_interval(uint64_t interval_ns)
+{
+	__atomic_store_n(&ring_interval_ns, interval_ns, __ATOMIC_SEQ_CST);
+}
+
+int ring_phase_fd(int fd, uint64_t first_ns)
+{
+	unsigned char want = RING_FD_PHASING;
+	uint64_t interval = __atomic_load_n(&ring_interval_ns, __ATOMIC_SEQ_CST);
+	int ret = 0;
+
+	if (fd < 0 || fd >= RING_MAX_FD)
+		return -EBADF;
+	if (ioctl(fd, PERF_EVENT_IOC_PERIOD, &first_ns) < 0) {
+		/* The event keeps the interval from its opening: the fixed
+		 * phase of before, nothing overcounted. */
+		ret = -errno;
+		ring_mark_fd(fd, RING_FD_ON);
+		goto out;
+	}
+	if (__atomic_compare_exchange_n(&ring_armed[fd], &want, RING_FD_PHASE, false,
+					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		goto out;
+	/* A signal came while the first period was being set (an overflow of
+	 * the interval the event was opened with, or the first period already
+	 * ended): the handler did not restore the interval, so do it here. */
+	if (ioctl(fd, PERF_EVENT_IOC_PERIOD, &interval) < 0)
+		ret = -errno;
+out:
+	return ret;
 }

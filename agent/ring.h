@@ -50,6 +50,27 @@ int ring_write_copy(uint32_t tid, uint16_t state, uint32_t weight, int32_t n,
 		    const struct jpring_frame *frames);
 
 /* The handler accepts POLL_* signals only from marked fds. */
-void ring_mark_fd(int fd, bool armed);
+enum ring_fd_state {
+	RING_FD_OFF = 0,
+	RING_FD_ON = 1,       /* armed, sampling every interval */
+	RING_FD_PHASE = 2,    /* armed, first period random: the first signal sets the interval */
+	RING_FD_PHASING = 3,  /* armed, ring_phase_fd is setting the first period */
+	RING_FD_RESETTING = 4, /* armed, a handler is setting the interval */
+};
+/* Waits (100 ms at most) while a handler is setting fd's interval, so that
+ * the fd can be closed after it. */
+void ring_mark_fd(int fd, enum ring_fd_state st);
+/* The recording's interval, which ring_end_phase restores; set before any
+ * fd is armed. */
+void ring_set_interval(uint64_t interval_ns);
+/* For an fd marked RING_FD_PHASING and already armed (O_ASYNC): sets its
+ * period to first_ns; its first signal sets the interval again. A
+ * per-thread cpu-clock event samples after each interval of the thread's
+ * CPU time, so a thread that runs less than one interval is never sampled
+ * and every thread loses the part of an interval at its end; with a first
+ * period drawn uniformly from (0, interval] each sample stands for one
+ * interval on average whatever the thread's life (docs/agent.md). On
+ * failure the fd keeps its interval (marked RING_FD_ON). */
+int ring_phase_fd(int fd, uint64_t first_ns);
 
 #endif
