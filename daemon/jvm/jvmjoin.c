@@ -472,6 +472,26 @@ static void bpf_rec_free(struct jvm_join *j, struct bpf_rec *b)
 	b->ips = NULL;
 }
 
+const char *jvm_join_stub_marker(uint64_t kind)
+{
+	/* Indexed by enum jpring_stub_kind; the ring is the agent's to write,
+	 * so any other value is an unknown leaf. */
+	static const char *const names[JPRING_STUB_KINDS] = {
+		[JPRING_STUB_UNKNOWN] = "[unknown_java_leaf]",
+		[JPRING_STUB_OTHER] = "[stub]",
+		[JPRING_STUB_VTABLE] = "[vtable stub]",
+		[JPRING_STUB_ITABLE] = "[itable stub]",
+		[JPRING_STUB_METHOD_HANDLE] = "[method handle adapter]",
+		[JPRING_STUB_CALL] = "[call_stub]",
+		[JPRING_STUB_ADAPTER] = "[i2c/c2i adapter]",
+		[JPRING_STUB_INTERPRETER] = "[interpreter]",
+		[JPRING_STUB_ARRAYCOPY] = "[arraycopy stub]",
+		[JPRING_STUB_RESOLVE] = "[resolve stub]",
+	};
+
+	return kind < JPRING_STUB_KINDS ? names[kind] : names[JPRING_STUB_UNKNOWN];
+}
+
 /* A BPF record and its agent record: emit now or hold for names. Takes b->ips. */
 static void joined(struct jvm_join *j, uint32_t tid, struct bpf_rec *b, const struct agent_rec *a,
 		   uint64_t now, jvm_emit_fn emit, void *arg)
@@ -484,8 +504,8 @@ static void joined(struct jvm_join *j, uint32_t tid, struct bpf_rec *b, const st
 
 	j->st.joined++;
 	/* The agent stepped over a leaf it could not walk from (a stub). */
-	if (n && leaf[0].method_id == 0 && leaf[0].bci == JPRING_BCI_STUB) {
-		marker = "[unknown_java_leaf]";
+	if (n && leaf[0].bci == JPRING_BCI_STUB) {
+		marker = jvm_join_stub_marker(leaf[0].method_id);
 		leaf++;
 		n--;
 	}
