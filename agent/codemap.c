@@ -2,6 +2,7 @@
 
 #include "agent.h"
 #include "jprof_agent.h"
+#include "vmstructs.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -31,7 +32,8 @@
 struct codemap_slot {
 	uint64_t key;                /* jmethodID; 0 = free; once set, never changes */
 	uint32_t seq;                /* odd while a writer changes the ranges */
-	uint32_t reserved;
+	uint8_t level[CODEMAP_RANGES];   /* CompLevel of each range; 0 = unknown */
+	uint8_t reserved;
 	uintptr_t start[CODEMAP_RANGES];
 	uintptr_t end[CODEMAP_RANGES];   /* 0 = unused */
 };
@@ -203,7 +205,7 @@ static void codemap_index_remove(uintptr_t start, uintptr_t len, uint64_t tag)
 	}
 }
 
-static void codemap_add(uint64_t method, uintptr_t start, uintptr_t len)
+static void codemap_add(uint64_t method, uintptr_t start, uintptr_t len, int level)
 {
 	struct codemap_slot *s;
 	int free_ix = -1;
@@ -232,6 +234,7 @@ static void codemap_add(uint64_t method, uintptr_t start, uintptr_t len)
 	codemap_write_begin(&s->seq);
 	__atomic_store_n(&s->start[free_ix], start, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->end[free_ix], start + len, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->level[free_ix], (uint8_t)level, __ATOMIC_RELAXED);
 	codemap_write_end(&s->seq);
 	codemap_index_add(start, len, method);
 out:
@@ -262,8 +265,11 @@ static void JNICALL codemap_on_load(jvmtiEnv *jvmti, jmethodID method, jint code
 				    const void *code_addr, jint map_length,
 				    const jvmtiAddrLocationMap *map, const void *compile_info)
 {
+	/* The tier is read here, on a JVMTI thread: the handler only looks it
+	 * up. */
 	if (code_size > 0)
-		codemap_add((uint64_t)(uintptr_t)method, (uintptr_t)code_addr, (uintptr_t)code_size);
+		codemap_add((uint64_t)(uintptr_t)method, (uintptr_t)code_addr, (uintptr_t)code_size,
+			    vmstructs_comp_level((uint64_t)(uintptr_t)method, (uintptr_t)code_addr));
 }
 
 static void JNICALL codemap_on_unload(jvmtiEnv *jvmti, jmethodID method, const void *code_addr)
@@ -339,6 +345,8 @@ bool codemap_setup(jvmtiEnv *jvmti, jvmtiEventCallbacks *cb)
 
 	if (!codemap_slots || (*jvmti)->AddCapabilities(jvmti, &caps) != JVMTI_ERROR_NONE)
 		return false;
+	/* Without it compiled frames are typed compiled, not C1 or C2. */
+	vmstructs_init();
 	if ((*jvmti)->GetSystemProperty(jvmti, "java.vm.info", &info) == JVMTI_ERROR_NONE && info) {
 		/* -Xint: "interpreted mode, sharing" */
 		codemap_xint = strstr(info, "interpreted mode") != NULL;
@@ -375,14 +383,14 @@ bool codemap_in_interpreter(uintptr_t pc)
 	return false;
 }
 
-bool codemap_in_method(uint64_t method, uintptr_t pc)
+int codemap_in_method(uint64_t method, uintptr_t pc)
 {
 	const struct codemap_slot *s;
 	uint32_t h, seq;
-	bool in = false;
+	int type = 0;
 
 	if (!codemap_slots || !method)
-		return false;
+		return 0;
 	h = codemap_hash(method);
 	for (unsigned i = 0; i < CODEMAP_PROBES; i++) {
 		uint64_t k;
@@ -390,24 +398,26 @@ bool codemap_in_method(uint64_t method, uintptr_t pc)
 		s = &codemap_slots[(h + i) & (CODEMAP_SLOTS - 1)];
 		k = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
 		if (!k)
-			return false;
+			return 0;
 		if (k == method)
 			break;
 		if (i + 1 == CODEMAP_PROBES)
-			return false;
+			return 0;
 	}
 	seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
 	if (seq & 1)
-		return false;
+		return 0;
 	for (int r = 0; r < CODEMAP_RANGES; r++) {
 		uintptr_t a = __atomic_load_n(&s->start[r], __ATOMIC_RELAXED);
 		uintptr_t b = __atomic_load_n(&s->end[r], __ATOMIC_RELAXED);
+		uint8_t level = __atomic_load_n(&s->level[r], __ATOMIC_RELAXED);
 
+		/* Tiers 1-3 are C1's; 4 is C2's. */
 		if (b && pc >= a && pc < b)
-			in = true;
+			type = level >= 1 && level <= 3 ? JPRING_TYPE_C1 : JPRING_TYPE_COMPILED;
 	}
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	return in && __atomic_load_n(&s->seq, __ATOMIC_RELAXED) == seq;
+	return __atomic_load_n(&s->seq, __ATOMIC_RELAXED) == seq ? type : 0;
 }
 
 uint64_t codemap_leaf(uintptr_t pc)

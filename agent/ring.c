@@ -201,10 +201,12 @@ static bool ring_type_compiled(struct jpring_frame *f, int32_t first, int32_t n,
 	for (int32_t i = first; i < n && i - first < RING_INLINE_MAX; i++) {
 		if (f[i].bci == -3)
 			return false;
-		if (codemap_in_method(f[i].method_id, pc)) {
+		int type = codemap_in_method(f[i].method_id, pc);
+
+		if (type) {
 			for (int32_t j = first; j < i; j++)
 				f[j].type = JPRING_TYPE_INLINED;
-			f[i].type = JPRING_TYPE_COMPILED;
+			f[i].type = type;
 			return true;
 		}
 	}
@@ -269,7 +271,7 @@ static void ring_type_frames(struct jpring_frame *f, int32_t n, const void *ucv,
 
 	if (caller_pc) {
 		if (f[0].bci != JPRING_BCI_STUB)
-			f[0].type = JPRING_TYPE_COMPILED;
+			f[0].type = codemap_in_method(f[0].method_id, pc);
 		if (codemap_in_interpreter(caller_pc)) {
 			if (n > 1 && f[1].bci != -3)
 				f[1].type = JPRING_TYPE_INTERPRETED;

@@ -235,6 +235,8 @@ enum jpring_frame_type {
 	JPRING_TYPE_INTERPRETED = 1,
 	JPRING_TYPE_COMPILED = 2,      /* the compiled method the pc is in */
 	JPRING_TYPE_INLINED = 3,       /* inlined into the compiled frame below it */
+	JPRING_TYPE_C1 = 4,            /* as COMPILED, by C1 (tiers 1-3); COMPILED is then C2
+					  or a tier the agent could not read */
 };
 
 /* frames[0] of a record whose leaf the agent stepped over to walk the stack

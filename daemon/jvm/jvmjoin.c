@@ -382,8 +382,8 @@ void jvm_join_add_agent(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, u
 		r.frames[i].bci = frames[i].bci;
 		/* Shared memory: anything but a known type is unknown. */
 		r.frames[i].type = frames[i].type >= JPRING_TYPE_INTERPRETED &&
-				   frames[i].type <= JPRING_TYPE_INLINED ? (uint8_t)frames[i].type
-									 : JPRING_TYPE_UNKNOWN;
+				   frames[i].type <= JPRING_TYPE_C1 ? (uint8_t)frames[i].type
+								    : JPRING_TYPE_UNKNOWN;
 	}
 	t->a[t->na] = r;
 	heap_push(t->a, sizeof(*t->a), &t->na);
