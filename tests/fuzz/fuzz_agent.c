@@ -7,7 +7,8 @@
  * 88 bytes, a hello frame's size), the rest arrives on the socket, followed
  * by the peer's EOF, and one loop round reads it. A hello binds a recording
  * (agent_start, as a session does) so perf fd requests and method records
- * reach the session callbacks, which check what they are given. */
+ * reach the session callbacks, which check what they are given; so do
+ * thread names, signal records, event statuses and event records. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -81,9 +82,77 @@ static void fa_gone(void *ctx, const char *why)
 	fuzz_check(fa->gone == 1, "the binding was told twice that it is gone");
 }
 
+static void fa_thread_name(void *ctx, uint32_t ns_tid, const char *name, size_t len)
+{
+	struct fuzz_agent *fa = ctx;
+	unsigned sum = ns_tid;
+
+	fuzz_check(!fa->gone, "thread name after the binding was gone");
+	fuzz_check(len >= 1 && len <= JPAG_THREAD_NAME_MAX, "thread name of %zu bytes", len);
+	for (size_t i = 0; i < len; i++)
+		sum += (unsigned char)name[i];
+	fa->sink += sum;
+}
+
+static bool fa_signal_ok(uint32_t sig)
+{
+	return sig == SIGPROF || sig == SIGVTALRM || sig == SIGIO || (sig >= 32 && sig <= 64);
+}
+
+static void fa_signal(void *ctx, uint32_t signal, uint32_t proposed, bool took_over)
+{
+	struct fuzz_agent *fa = ctx;
+
+	fuzz_check(!fa->gone, "signal record after the binding was gone");
+	fuzz_check(fa_signal_ok(signal) && fa_signal_ok(proposed) && signal != proposed,
+		   "implausible signal %u (proposed %u) handed on", signal, proposed);
+	fa->sink += signal + proposed + took_over;
+}
+
+static void fa_event_status(void *ctx, uint32_t event, int status, const char *why)
+{
+	struct fuzz_agent *fa = ctx;
+
+	fuzz_check(!fa->gone, "event status after the binding was gone");
+	fuzz_check(status <= 0, "event status %d handed on (only 0 or -errno)", status);
+	fuzz_check(why && memchr(why, '\0', sizeof(((struct jpag_event_status *)0)->message)),
+		   "event status reason not terminated");
+	fa->sink += event + (unsigned)strlen(why);
+}
+
+static void fa_event(void *ctx, const struct jpag_event_rec *rec, const char *cls,
+		     const struct jpring_frame *frames)
+{
+	struct fuzz_agent *fa = ctx;
+	unsigned sum = rec->event + rec->tid;
+
+	fuzz_check(!fa->gone, "event record after the binding was gone");
+	fuzz_check(rec->nframes <= JPAG_EVENT_MAX_FRAMES && rec->class_len <= JPAG_EVENT_CLASS_MAX,
+		   "event record of %u frames, class of %u bytes", rec->nframes, rec->class_len);
+	/* Read every byte handed on: ASan checks the bounds. */
+	for (unsigned i = 0; i < rec->class_len; i++)
+		sum += (unsigned char)cls[i];
+	for (unsigned i = 0; i < rec->nframes; i++)
+		sum += (unsigned)frames[i].bci + (unsigned)frames[i].method_id;
+	fa->sink += sum;
+}
+
+static void fa_events_done(void *ctx)
+{
+	struct fuzz_agent *fa = ctx;
+
+	fuzz_check(!fa->gone, "events done after the binding was gone");
+	fa->sink++;
+}
+
 static const struct agentlink_ops fa_ops = {
 	.perf_fd = fa_perf_fd,
 	.method = fa_method,
+	.thread_name = fa_thread_name,
+	.signal = fa_signal,
+	.event_status = fa_event_status,
+	.event = fa_event,
+	.events_done = fa_events_done,
 	.gone = fa_gone,
 };
 

@@ -14,7 +14,8 @@ elf       the vdso of this process; unit test fixtures with the debug info
           stripped (own .symtab, C++ names, .dynsym only, a .gnu_debuglink
           naming "fuzz.debug", the name fuzz_elf gives its debug file)
 agent     the bytes a real agent sent to a real jprofd (strace of the daemon)
-          while it recorded a JVM, cut at frame boundaries
+          while it recorded a JVM, cut at frame boundaries; and a synthetic
+          stream of the frames a cpu recording lacks (events, names, signal)
 ring      a snapshot of that recording's ring memfd, turned into fuzz_ring
           programs (see fuzz_ring.c): the real records, a BPF record next to
           each, joins, and the agent's real names for the method ids
@@ -292,6 +293,37 @@ def make_agent(frames):
     put("agent", "perf-fd-requests", upto(others, 2000))
 
 
+def make_agent_synthetic():
+    """Frames a cpu recording's trace does not have: thread names, a signal
+    record, an event status and batches of alloc and lock records (one with
+    a class name that needs padding, one with none), events done."""
+    hello = struct.pack("<II64s", 1, 4242, b"OpenJDK 64-Bit Server VM 17 (synthetic)")
+
+    def frame(ftype, payload):
+        return HDR.pack(JPAG_MAGIC, 1, ftype, len(payload), 0) + payload
+
+    def rec(event, tid, t, value, cls, nframes):
+        pad = (len(cls) + 7) & ~7
+        frames = b"".join(struct.pack("<iiQ", 10 + i, 0, 0x7f0000001000 + 16 * i)
+                          for i in range(nframes))
+        return (struct.pack("<IIQQHHI", event, tid, t, value, nframes, len(cls), 0)
+                + cls.ljust(pad, b"\0") + frames)
+
+    out = frame(1, hello)
+    out += frame(10, struct.pack("<IHH", 4243, 4, 0) + b"main")
+    name = "worker-\u00e9t\u00e9-1".encode()
+    out += frame(10, struct.pack("<IHH", 4244, len(name), 0) + name)
+    out += frame(11, struct.pack("<IIII", 34, 1, 27, 0))
+    out += frame(12, struct.pack("<Ii120s", 2, 0, b""))
+    batch = [rec(1, 4243, 1000000, 3072, b"[B", 3), rec(2, 4244, 2000000, 20000000,
+                                                       b"LLockWait$Box;", 5),
+             rec(2, 4244, 3000000, 15000, b"", 1)]
+    out += frame(13, struct.pack("<II", len(batch), 0) + b"".join(batch))
+    out += frame(12, struct.pack("<Ii120s", 1, -95, b"AddCapabilities: JVMTI_ERROR_NOT_AVAILABLE (98)"))
+    out += frame(14, b"")
+    put("agent", "events", out)
+
+
 def method_names(frames):
     names = {}
     for ftype, raw in frames:
@@ -408,6 +440,7 @@ def main():
     make_kallsyms()
     make_elf(build)
     make_ring_synthetic()
+    make_agent_synthetic()
     make_jvm(build)
 
 

@@ -19,6 +19,9 @@
 #     CPU-bound thread, and for its file-reading thread stacks that go
 #     Java (SpinRead.readFile) -> native (libjava readBytes, libc read) ->
 #     kernel (ksys_read/vfs_read);
+#   - the debuginfod drop-in of docs/operations.md: with it (and a
+#     debuginfod on the container's loopback), a stripped program's
+#     functions are named and the debug file lands in /var/cache/jprofd;
 #   - systemctl stop jprofd: result success, not failed, and every BPF
 #     program the daemon held is gone from the kernel;
 #   - systemd-analyze verify of the installed units is clean, and
@@ -84,10 +87,12 @@ work=$(mktemp -d /var/tmp/jprofd-nspawn.XXXXXX)
 root=$work/root
 nspawn_pid=
 leader=
+dbgsrv_pid=
 
 teardown() {
 	local rc=$?
 	trap - EXIT INT TERM
+	[ -n "$dbgsrv_pid" ] && kill "$dbgsrv_pid" 2>/dev/null
 	if [ -n "$nspawn_pid" ] && kill -0 "$nspawn_pid" 2>/dev/null; then
 		log "teardown: stopping the container (nspawn pid $nspawn_pid)"
 		# nspawn turns SIGTERM into an orderly shutdown of the container's systemd.
@@ -416,7 +421,66 @@ in_ct systemctl stop jprof-java.service || fail "systemctl stop jprof-java.servi
 	fail "the JVM's unit did not end with Result=success"
 if in_ct test -e "/proc/$jvm"; then fail "the JVM (pid $jvm) still runs after its unit stopped"; fi
 
-# ---- 9. a clean stop ------------------------------------------------------------------
+# ---- 9. the debuginfod drop-in of docs/operations.md ----------------------------------
+# The drop-in as documented (only the server differs: Debian's `debuginfod`
+# from the host, run in the container's network namespace on loopback,
+# serving the debug file of a stripped program). The hardened unit has no
+# network and a read-only file system without it; with it, the daemon
+# fetches the debug file into its cache directory and names the stripped
+# program's functions.
+dbg=$work/dbgsrv
+mkdir -p "$dbg"
+gcc -O1 -g -fno-inline -fno-optimize-sibling-calls -I"$src/tests/progs" -o "$work/chain" \
+	"$src/tests/progs/unwind_chain.c" -ldl || fail "cannot compile unwind_chain.c"
+objcopy --only-keep-debug "$work/chain" "$dbg/chain.debug" || fail "objcopy --only-keep-debug"
+strip --strip-all -o "$root/opt/jprof-test/chain_stripped" "$work/chain" || fail "strip"
+chmod 755 "$root/opt/jprof-test/chain_stripped"
+bid=$(readelf -n "$work/chain" | sed -n 's/.*Build ID: *//p')
+[ -n "$bid" ] || fail "no build-id in the test program"
+port=8002
+nsenter -t "$leader" -n -- debuginfod -F "$dbg" -p "$port" -d "$dbg/index.sqlite" \
+	>"$work/debuginfod.log" 2>&1 &
+dbgsrv_pid=$!
+served() {
+	nsenter -t "$leader" -n -- curl -sf -o /dev/null "http://127.0.0.1:$port/buildid/$bid/debuginfo"
+}
+wait_until 60 served || fail "debuginfod did not serve $bid within 60 s: $(tail -n 5 "$work/debuginfod.log")"
+in_ct mkdir -p /etc/systemd/system/jprofd.service.d
+in_ct tee /etc/systemd/system/jprofd.service.d/debuginfod.conf >/dev/null <<CONF || fail "cannot write the drop-in"
+[Service]
+Environment=DEBUGINFOD_URLS=http://127.0.0.1:$port
+Environment=DEBUGINFOD_CACHE_PATH=/var/cache/jprofd/debuginfod
+CacheDirectory=jprofd
+PrivateNetwork=no
+RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6
+IPAddressAllow=any
+CONF
+in_ct systemctl daemon-reload || fail "daemon-reload"
+in_ct timeout 60 systemctl restart jprofd.service || {
+	in_ct journalctl -u jprofd -b --no-pager | tail -n 30
+	fail "systemctl restart jprofd with the debuginfod drop-in failed"
+}
+in_ct systemd-run --quiet --uid="$user" --unit=jprof-chain --property=Type=simple \
+	/opt/jprof-test/chain_stripped chain 300 || fail "cannot start the stripped program"
+chain=$(in_ct systemctl show -p MainPID --value jprof-chain.service)
+[ "${chain:-0}" -gt 0 ] || fail "the stripped program has no pid"
+named() {
+	as_user timeout 60 jprofctl record --pid "$chain" -d 1s -i 10ms --format collapsed \
+		--no-progress >"$work/chain.collapsed" 2>"$work/chain.err" || return 1
+	grep -q 'main;uw_a;uw_b;uw_c' "$work/chain.collapsed"
+}
+wait_until 90 named || fail "the stripped program's functions were not named from debuginfod within 90 s:
+$(head -c 2000 "$work/chain.collapsed"; cat "$work/chain.err")
+$(journal | tail -n 15)"
+in_ct test -s "/var/cache/jprofd/debuginfod/$bid/debuginfo" ||
+	fail "no debug file in the daemon's cache directory: $(in_ct find /var/cache/jprofd 2>&1 | head)"
+log "debuginfod drop-in: stripped program named (main;uw_a;uw_b;uw_c), debug file cached under /var/cache/jprofd"
+in_ct systemctl stop jprof-chain.service
+kill "$dbgsrv_pid" 2>/dev/null
+wait "$dbgsrv_pid" 2>/dev/null
+dbgsrv_pid=
+
+# ---- 10. a clean stop -----------------------------------------------------------------
 in_ct systemctl stop jprofd.service 2>/dev/null || fail "systemctl stop jprofd failed"
 active=$(in_ct systemctl is-active jprofd.service)
 result=$(in_ct systemctl show -p Result --value jprofd.service)
@@ -432,7 +496,7 @@ wait_until 30 journal_has 'jprofd stopped' || fail "no 'jprofd stopped' in the j
 $(journal | tail -n 20)"
 log "systemctl stop jprofd: inactive, Result=success, exit 0, BPF programs $prog_ids gone"
 
-# ---- 10. the exposure score, for the record -----------------------------------------
+# ---- 11. the exposure score, for the record -----------------------------------------
 security=$(in_ct systemd-analyze security --no-pager jprofd.service 2>&1)
 log "systemd-analyze security jprofd.service: $(printf '%s\n' "$security" | tail -n 1)"
 log "settings it counts as exposed:"
