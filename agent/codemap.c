@@ -362,6 +362,7 @@ void codemap_replay(jvmtiEnv *jvmti)
 {
 	if (!codemap_slots)
 		return;
+	vmstructs_load_heaps();
 	(*jvmti)->GenerateEvents(jvmti, JVMTI_EVENT_DYNAMIC_CODE_GENERATED);
 	(*jvmti)->GenerateEvents(jvmti, JVMTI_EVENT_COMPILED_METHOD_LOAD);
 	if (codemap_full)
@@ -435,22 +436,29 @@ uint64_t codemap_leaf(uintptr_t pc)
 		uint64_t k = __atomic_load_n(&c->key, __ATOMIC_ACQUIRE);
 
 		if (!k)
-			return 0;
+			break;
 		if (k == page + 1)
 			b = c;
 	}
-	if (!b)
-		return 0;
-	seq = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE);
-	if (seq & 1)
-		return 0;
-	for (int i = 0; i < CODEMAP_PAGE_ENTRIES; i++) {
-		uint64_t t = __atomic_load_n(&b->piece[i].tag, __ATOMIC_RELAXED);
+	if (b) {
+		seq = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE);
+		if (seq & 1)
+			return 0;
+		for (int i = 0; i < CODEMAP_PAGE_ENTRIES; i++) {
+			uint64_t t = __atomic_load_n(&b->piece[i].tag, __ATOMIC_RELAXED);
 
-		if (t && off >= __atomic_load_n(&b->piece[i].start, __ATOMIC_RELAXED) &&
-		    off < __atomic_load_n(&b->piece[i].end, __ATOMIC_RELAXED))
-			tag = t;
+			if (t && off >= __atomic_load_n(&b->piece[i].start, __ATOMIC_RELAXED) &&
+			    off < __atomic_load_n(&b->piece[i].end, __ATOMIC_RELAXED))
+				tag = t;
+		}
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&b->seq, __ATOMIC_RELAXED) != seq)
+			return 0;
 	}
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	return __atomic_load_n(&b->seq, __ATOMIC_RELAXED) == seq ? tag : 0;
+	/* HotSpot announces vtable and itable stubs only when the creating
+	 * thread has JVMTI state, which compiler threads, which make most of
+	 * them, do not: find their blob in the code cache instead. */
+	if (!tag && vmstructs_in_blob(pc, "vtable chunks"))
+		tag = JPRING_STUB_DISPATCH;
+	return tag;
 }

@@ -5,6 +5,7 @@
 #ifndef JPROF_AGENT_VMSTRUCTS_H
 #define JPROF_AGENT_VMSTRUCTS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Reads the field offsets; idempotent. 0, or -ENOENT (logged once) when a
@@ -16,5 +17,14 @@ int vmstructs_init(void);
  * nmethod, the method's code already replaced or freed). Reads only through
  * agent_peek, so a stale pointer gives 0, never a fault. */
 int vmstructs_comp_level(uint64_t method, uintptr_t code_addr);
+
+/* Reads where the code cache's heaps lie (CodeCache::_heaps), once, after
+ * the JVM made them (the agent's thread at a recording's start). */
+void vmstructs_load_heaps(void);
+
+/* True if pc lies in a code blob of that name ("vtable chunks"), found
+ * through the heap's segment map (at most 256 steps, every byte read with
+ * agent_peek). False when unsure. Async-signal-safe. */
+bool vmstructs_in_blob(uintptr_t pc, const char *name);
 
 #endif

@@ -259,7 +259,9 @@ enum jpring_stub_kind {
 	JPRING_STUB_INTERPRETER = 7,   /* "[interpreter]" */
 	JPRING_STUB_ARRAYCOPY = 8,     /* "[arraycopy stub]" */
 	JPRING_STUB_RESOLVE = 9,       /* "[resolve stub]": call resolution, inline cache miss */
-	JPRING_STUB_KINDS = 10,
+	JPRING_STUB_DISPATCH = 10,     /* "[vtable/itable stub]": an unannounced one, found in
+					  the code cache's "vtable chunks" */
+	JPRING_STUB_KINDS = 11,
 };
 
 struct jpring_slot {

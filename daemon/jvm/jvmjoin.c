@@ -487,6 +487,7 @@ const char *jvm_join_stub_marker(uint64_t kind)
 		[JPRING_STUB_INTERPRETER] = "[interpreter]",
 		[JPRING_STUB_ARRAYCOPY] = "[arraycopy stub]",
 		[JPRING_STUB_RESOLVE] = "[resolve stub]",
+		[JPRING_STUB_DISPATCH] = "[vtable/itable stub]",
 	};
 
 	return kind < JPRING_STUB_KINDS ? names[kind] : names[JPRING_STUB_UNKNOWN];
