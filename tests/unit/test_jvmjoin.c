@@ -588,6 +588,7 @@ START_TEST(test_stub_kinds_are_named)
 		ck_assert_str_eq(o.names[i][0], "Caller.call");
 	}
 	ck_assert_str_eq(jvm_join_stub_marker(JPRING_STUB_CALL), "[call_stub]");
+	ck_assert_str_eq(jvm_join_stub_marker(JPRING_STUB_DISPATCH), "[vtable/itable stub]");
 	jvm_join_free(j);
 }
 END_TEST
