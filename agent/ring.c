@@ -168,17 +168,13 @@ static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32
 /* The leaf a retried walk stepped over, from the code map: the compiled
  * method whose code holds pc (its entry or exit: bci unknown), or a
  * pseudo-frame naming the stub kind (0: not known). */
-static void ring_leaf(struct asgct_frame *leaf, uintptr_t pc)
+static void ring_leaf(struct asgct_frame *leaf, const ucontext_t *uc)
 {
-	uint64_t tag = codemap_leaf(pc);
+	uint64_t tag = codemap_leaf((uintptr_t)uc->uc_mcontext.gregs[REG_RIP]);
 
-	if (tag >= JPRING_STUB_KINDS) {
-		leaf->lineno = -1;
-		leaf->method_id = (jmethodID)(uintptr_t)tag;
-	} else {
-		leaf->lineno = JPRING_BCI_STUB;
-		leaf->method_id = (jmethodID)(uintptr_t)tag;
-	}
+	/* A jmethodID is a pointer, never below JPRING_STUB_KINDS. */
+	leaf->lineno = tag >= JPRING_STUB_KINDS ? -1 : JPRING_BCI_STUB;
+	leaf->method_id = (jmethodID)(uintptr_t)tag;
 }
 #else
 static int32_t ring_retry(struct asgct_trace *trace, const void *uc, int32_t failed,
@@ -331,7 +327,6 @@ static void ring_write(const struct ring_state *r, void *uc)
 			.env = env,
 			.frames = (struct asgct_frame *)(void *)slot->frames,
 		};
-
 		uintptr_t caller_pc = 0;
 
 		ring_asgct(&trace, JPRING_MAX_FRAMES, uc);
@@ -346,7 +341,7 @@ static void ring_write(const struct ring_state *r, void *uc)
 			slot->frames[i].type = JPRING_TYPE_UNKNOWN;
 #if defined(__x86_64__)
 		if (caller_pc)
-			ring_leaf(trace.frames, (uintptr_t)((const ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP]);
+			ring_leaf(trace.frames, uc);
 #endif
 		if (n > 0 && uc)
 			ring_type_frames(slot->frames, n, uc, caller_pc);
