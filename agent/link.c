@@ -11,6 +11,7 @@
 #include "methods.h"
 #include "ring.h"
 #include "threads.h"
+#include "wall.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -322,6 +323,11 @@ static int link_send_name(uint32_t tid, const char *name, size_t len, void *arg)
 	struct jpag_thread_name tn = { .tid = tid };
 	int sock = *(const int *)arg;
 
+	/* A named thread is a Java thread: the wall timer follows it (not
+	 * this one: the agent's own work is not the JVM's). */
+	if (tid != link_self_tid)
+		wall_add_thread(tid);
+
 	if (len > JPAG_THREAD_NAME_MAX)
 		len = JPAG_THREAD_NAME_MAX;
 	tn.name_len = (uint16_t)len;
@@ -338,7 +344,7 @@ static int link_request_tid(int sock, uint32_t tid)
 	/* The agent's own work (socket I/O, naming methods) is not the JVM's:
 	 * no event, so no Java samples of it (the daemon drops its native
 	 * ones by name). */
-	if (tid == link_self_tid)
+	if (tid == link_self_tid || tid == wall_thread_tid())
 		return 0;
 	ret = map_put(&link_tids, tid, link_pack(-1, TID_REQUESTED));
 	if (ret < 0)
@@ -433,8 +439,10 @@ static int link_rescan(int sock)
 	for (size_t i = 0; gone && i < link_tids.cap; i++)
 		if (link_tids.keys[i] && !map_get(&now, link_tids.keys[i], NULL))
 			gone[ngone++] = (uint32_t)link_tids.keys[i];
-	for (size_t i = 0; i < ngone; i++)
+	for (size_t i = 0; i < ngone; i++) {
+		wall_remove_thread(gone[i]);
 		link_drop_tid(gone[i]);
+	}
 	free(gone);
 	for (size_t i = 0; i < now.cap && ret == 0; i++)
 		if (now.keys[i] && !map_get(&link_tids, now.keys[i], NULL))
@@ -464,6 +472,7 @@ static int link_drain_thread_events(int sock)
 		uint64_t v;
 
 		if (!q[i].started) {
+			wall_remove_thread(q[i].tid);
 			link_drop_tid(q[i].tid);
 			continue;
 		}
@@ -492,7 +501,9 @@ static void link_stop_recording(void)
 	if (!link_rec_on)
 		return;
 	__atomic_store_n(&link_recording, 0, __ATOMIC_SEQ_CST);
-	/* Disarm first, so no new signal comes, then retire the ring. */
+	/* Disarm first (the wall timer's signals too), so no new signal
+	 * comes, then retire the ring. */
+	wall_stop();
 	for (size_t i = 0; i < link_tids.cap; i++) {
 		uint64_t v = link_tids.vals ? link_tids.vals[i] : 0;
 
@@ -521,6 +532,20 @@ static int link_send_signal(int sock, int sig, int given_up, uint32_t reason)
 	if (!(link_features & JPAG_FEATURE_SIGNAL))
 		return 0;
 	return link_send(sock, JPAG_SIGNAL, &sg, sizeof(sg));
+}
+
+/* A wall-clock recording: the timer for blocked threads, and the answer
+ * the daemon waits for before it leaves their off-CPU intervals out. */
+static int link_start_wall(int sock, uint64_t interval_ns, int sig)
+{
+	struct jpag_event_status es = { .event = JPAG_EV_WALL };
+
+	es.status = wall_start(interval_ns, sig);
+	if (es.status < 0)
+		snprintf(es.message, sizeof(es.message), "cannot start the wall timer: %s",
+			 strerror(-es.status));
+	agent_debug("wall timer: %s", es.status ? es.message : "on");
+	return link_send(sock, JPAG_EVENT_STATUS, &es, sizeof(es));
 }
 
 static int link_on_start(int sock, const struct jpag_start *st, int memfd)
@@ -563,9 +588,12 @@ static int link_on_start(int sock, const struct jpag_start *st, int memfd)
 			    "signal %d instead", st->signal, sig);
 		ret = link_send_signal(sock, sig, (int)st->signal, JPAG_SIGNAL_AT_START);
 	}
+	if (ret == 0 && (st->flags & JPAG_START_WALL) && (link_features & JPAG_FEATURE_WALL))
+		ret = link_start_wall(sock, st->interval_ns, sig);
 	if (ret == 0)
 		ret = link_rescan(sock);
-	/* The threads that exist now; later ones come with ThreadStart. */
+	/* The threads that exist now (the wall timer follows them); later
+	 * ones come with ThreadStart. */
 	if (ret == 0)
 		ret = threads_each(agent_jvmti, link_jni, link_send_name, &sock);
 	return ret;
@@ -609,6 +637,7 @@ static int link_check_signal(int sock)
 		return 0;
 	}
 	link_rec_signal = sig;
+	wall_set_signal(sig);
 	for (size_t i = 0; i < link_tids.cap; i++) {
 		uint64_t v = link_tids.vals ? link_tids.vals[i] : 0;
 

@@ -11,6 +11,7 @@
 #include "agent.h"
 #include "codemap.h"
 #include "jprof_agent.h"
+#include "wall.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -287,14 +288,23 @@ static void ring_type_frames(struct jpring_frame *f, int32_t n, const void *ucv,
 #endif
 }
 
-static void ring_write(const struct ring_state *r, void *uc)
+/* What a record is: a perf-event sample (kind JPRING_KIND_CPU, state and
+ * weight 0) or the wall timer's (wall.c). */
+struct ring_kind {
+	uint16_t kind, state;
+	uint32_t weight;
+};
+
+/* Reserves a slot and stamps it (time, tid, kind); NULL when the ring is
+ * full (counted in the header's dropped). *idx: the slot's index, which
+ * ring_commit publishes. */
+static struct jpring_slot *ring_reserve(const struct ring_state *r, uint32_t tid,
+					const struct ring_kind *k, uint64_t *idx)
 {
 	struct jpring_header *h = (struct jpring_header *)r->base;
 	struct jpring_slot *slot;
 	struct timespec ts;
 	uint64_t w, rd;
-	JNIEnv *env;
-	int32_t n;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	w = __atomic_load_n(&h->write_idx, __ATOMIC_RELAXED);
@@ -303,7 +313,7 @@ static void ring_write(const struct ring_state *r, void *uc)
 		/* Also drops when the reader's index is ahead of ours (garbage). */
 		if (w - rd >= r->nslots) {
 			__atomic_add_fetch(&h->dropped, 1, __ATOMIC_RELAXED);
-			return;
+			return NULL;
 		}
 		if (__atomic_compare_exchange_n(&h->write_idx, &w, w + 1, false,
 						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
@@ -312,11 +322,33 @@ static void ring_write(const struct ring_state *r, void *uc)
 	slot = (struct jpring_slot *)(r->base + JPRING_HEADER_BYTES +
 				      (size_t)(w % r->nslots) * JPRING_SLOT_BYTES);
 	slot->time_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	slot->tid = tid;
+	slot->kind = k->kind;
+	slot->state = k->state;
+	slot->weight = k->weight;
+	*idx = w;
+	return slot;
+}
+
+static void ring_commit(struct jpring_slot *slot, uint64_t idx, int32_t n)
+{
+	slot->num_frames = n;
+	__atomic_store_n(&slot->seq, idx + 1, __ATOMIC_RELEASE);
+}
+
+static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc,
+					    const struct ring_kind *k)
+{
+	struct jpring_slot *slot;
+	uint64_t w;
+	JNIEnv *env;
+	int32_t n;
+
 	/* Not the armed fd's owner tid: a signal still pending from a closed
 	 * fd whose number was re-armed for another thread would lie. */
-	slot->tid = (uint32_t)syscall(SYS_gettid);
-	slot->reserved = 0;
-
+	slot = ring_reserve(r, (uint32_t)syscall(SYS_gettid), k, &w);
+	if (!slot)
+		return NULL;
 	if (!ring_asgct) {
 		n = JPRING_UNKNOWN_STATE;
 	} else if ((*agent_vm)->GetEnv(agent_vm, (void **)&env, JNI_VERSION_1_6) != JNI_OK) {
@@ -346,26 +378,63 @@ static void ring_write(const struct ring_state *r, void *uc)
 		if (n > 0 && uc)
 			ring_type_frames(slot->frames, n, uc, caller_pc);
 	}
-	slot->num_frames = n;
-	__atomic_store_n(&slot->seq, w + 1, __ATOMIC_RELEASE);
+	ring_commit(slot, w, n);
+	return slot;
+}
+
+int ring_write_copy(uint32_t tid, uint16_t state, uint32_t weight, int32_t n,
+		    const struct jpring_frame *frames)
+{
+	struct ring_kind k = { .kind = JPRING_KIND_WALL, .state = state, .weight = weight };
+	struct jpring_slot *slot = NULL;
+	struct ring_state *r;
+	uint64_t w;
+
+	if (n < 0 || n > JPRING_MAX_FRAMES)
+		return -EINVAL;
+	/* As a handler: ring_quiesce waits for us. */
+	__atomic_add_fetch(&ring_inflight, 1, __ATOMIC_SEQ_CST);
+	r = __atomic_load_n(&ring_active, __ATOMIC_SEQ_CST);
+	if (r)
+		slot = ring_reserve(r, tid, &k, &w);
+	if (slot) {
+		memcpy(slot->frames, frames, (size_t)n * sizeof(*frames));
+		ring_commit(slot, w, n);
+	}
+	__atomic_sub_fetch(&ring_inflight, 1, __ATOMIC_SEQ_CST);
+	return slot ? 0 : -ENOBUFS;
 }
 
 static void ring_on_signal(int sig, siginfo_t *si, void *uc)
 {
 	int saved_errno = errno;
+	struct ring_kind k = { .kind = JPRING_KIND_CPU };
+	const struct jpring_slot *slot;
 	struct ring_state *r;
+	uint32_t cookie = 0;
+	bool ours;
 
-	if (!si || !ring_is_ours(si)) {
+	if (!si) {
 		ring_chain(sig, si, uc);
 		goto out;
 	}
 	/* seq_cst pairs with ring_quiesce: either it sees us in flight, or we
-	 * see its NULL. */
+	 * see its NULL (and wall_stop's wall_on 0, before the wall table is
+	 * reused). */
 	__atomic_add_fetch(&ring_inflight, 1, __ATOMIC_SEQ_CST);
-	r = __atomic_load_n(&ring_active, __ATOMIC_SEQ_CST);
-	if (r)
-		ring_write(r, uc);
+	ours = ring_is_ours(si);
+	if (!ours && wall_take(si->si_code, si->si_pid, (uint32_t)syscall(SYS_gettid), &k.state,
+			       &k.weight, &cookie)) {
+		k.kind = JPRING_KIND_WALL;
+		ours = true;
+	}
+	r = ours ? __atomic_load_n(&ring_active, __ATOMIC_SEQ_CST) : NULL;
+	slot = r ? ring_write(r, uc, &k) : NULL;
+	if (slot && cookie)
+		wall_keep(cookie, slot->num_frames, slot->frames);
 	__atomic_sub_fetch(&ring_inflight, 1, __ATOMIC_SEQ_CST);
+	if (!ours)
+		ring_chain(sig, si, uc);
 out:
 	errno = saved_errno;
 }

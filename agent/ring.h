@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "jprof_agent.h"
+
 #define RING_MAX_FD 65536   /* fds at or above this are never armed */
 
 /* Resolves AsyncGetCallTrace. A failed walk of a thread in Java code is
@@ -40,6 +42,12 @@ int ring_activate(int memfd, uint64_t ring_bytes, uint32_t nslots);
 void ring_quiesce(void);
 /* ring_quiesce, then unmaps. Only from the thread that activates. */
 void ring_retire(void);
+
+/* Writes a wall record of thread tid with these frames (the wall timer's
+ * copy of the thread's last record, written from the timer thread, not a
+ * handler). 0, or -ENOBUFS when there is no ring or it is full. */
+int ring_write_copy(uint32_t tid, uint16_t state, uint32_t weight, int32_t n,
+		    const struct jpring_frame *frames);
 
 /* The handler accepts POLL_* signals only from marked fds. */
 void ring_mark_fd(int fd, bool armed);

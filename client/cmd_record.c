@@ -59,7 +59,8 @@ static void cmd_record_help(void)
 	for (int i = 0; i < JPROF_EVENT_COUNT; i++)
 		printf("  %-8s %s\n           values: %s\n", jprof_events[i].name,
 		       jprof_events[i].summary, jprof_events[i].values);
-	printf("Off-CPU and wall profiles of a JVM have native and kernel frames only for now.\n"
+	printf("Off-CPU profiles of a JVM have native and kernel frames only for now; wall\n"
+	       "profiles of a JVM have Java frames for its blocked threads too.\n"
 	       "alloc and lock record JVMs only (Java frames, the class as leaf frame) and\n"
 	       "not in time-ordered formats (timeline, speedscope, jfr).\n"
 	       "\n"

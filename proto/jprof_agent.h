@@ -41,7 +41,8 @@ enum jpag_type {
 	JPAG_THREAD_NAME = 10,   /* struct jpag_thread_name + name */
 	JPAG_SIGNAL = 11,        /* struct jpag_signal; only to a daemon whose WELCOME
 				    has JPAG_FEATURE_SIGNAL */
-	JPAG_EVENT_STATUS = 12,  /* struct jpag_event_status: the answer to EVENT_ON */
+	JPAG_EVENT_STATUS = 12,  /* struct jpag_event_status: the answer to EVENT_ON, or
+				    to a START with JPAG_START_WALL (JPAG_EV_WALL) */
 	JPAG_EVENTS = 13,        /* struct jpag_events + records (alloc, lock samples) */
 	JPAG_EVENTS_DONE = 14,   /* no payload: the event is off, every record was sent */
 
@@ -67,6 +68,8 @@ struct jpag_welcome {
 	uint32_t features;       /* JPAG_FEATURE_*; 0 from daemons before them */
 };
 #define JPAG_FEATURE_SIGNAL 1u   /* the daemon understands JPAG_SIGNAL */
+#define JPAG_FEATURE_WALL 2u     /* the daemon may set JPAG_START_WALL and reads wall
+				    records (jpring_slot.kind) */
 
 /* A recording of this process begins. The agent maps the ring (MAP_SHARED,
  * ring_bytes), installs its handler for `signal`, and asks for one perf fd per
@@ -80,8 +83,14 @@ struct jpag_start {
 	uint32_t slot_bytes;     /* JPRING_SLOT_BYTES */
 	uint32_t nslots;
 	uint32_t max_frames;     /* JPRING_MAX_FRAMES */
-	uint32_t reserved;
+	uint32_t flags;          /* JPAG_START_*; 0 from daemons before them */
 };
+/* A wall-clock recording: besides the perf-event samples, every interval_ns
+ * the agent signals (tgkill) each of its Java threads that is sleeping or in
+ * uninterruptible sleep, whose handler writes a JPRING_KIND_WALL record. The
+ * agent answers with JPAG_EVENT_STATUS (event JPAG_EV_WALL); an agent before
+ * it ignores the flag and does not answer. Only with JPAG_FEATURE_WALL. */
+#define JPAG_START_WALL 1u
 
 /* The agent records with another signal than START proposed, because
  * another handler (another profiler) holds the proposed one (reason
@@ -154,6 +163,9 @@ struct jpag_thread_name {
 enum jpag_event {
 	JPAG_EV_ALLOC = 1,       /* SampledObjectAlloc; param: heap sampling interval (bytes) */
 	JPAG_EV_LOCK = 2,        /* MonitorContendedEnter/Entered; param: threshold (ns) */
+	JPAG_EV_WALL = 3,        /* never in EVENT_ON: only the EVENT_STATUS answering
+				    a START with JPAG_START_WALL (status 0: the wall
+				    timer runs) */
 };
 
 struct jpag_event_on {
@@ -269,9 +281,27 @@ struct jpring_slot {
 	uint64_t time_ns;        /* CLOCK_MONOTONIC when the handler ran */
 	uint32_t tid;            /* gettid() (agent namespace) */
 	int32_t num_frames;      /* >= 0: frames written; < 0: ASGCT error code */
-	uint64_t reserved;
+	uint16_t kind;           /* enum jpring_kind (0 from agents before it) */
+	uint16_t state;          /* JPRING_KIND_WALL: enum jpring_state; else 0 */
+	uint32_t weight;         /* JPRING_KIND_WALL: intervals the record stands for,
+				    1..JPRING_WALL_MAX_WEIGHT; else 0 */
 	struct jpring_frame frames[JPRING_MAX_FRAMES];
 };
+
+enum jpring_kind {
+	JPRING_KIND_CPU = 0,     /* a perf-event signal: joined with its BPF record */
+	JPRING_KIND_WALL = 1,    /* the wall timer's signal to a blocked thread */
+};
+
+/* The thread's state when the wall timer looked (/proc stat letter). */
+enum jpring_state {
+	JPRING_STATE_SLEEPING = 1,         /* S */
+	JPRING_STATE_UNINTERRUPTIBLE = 2,  /* D */
+};
+
+/* A thread looked at less often than every interval (more threads blocked
+ * than the agent signals per tick) weighs the intervals since its last look. */
+#define JPRING_WALL_MAX_WEIGHT 1024
 
 /* AsyncGetCallTrace results below zero (HotSpot's forte.cpp ticks_*). */
 enum jpring_asgct_error {

@@ -68,6 +68,8 @@ static void on_sample(const struct built_sample *bs, void *arg)
 	/* A wall-clock recording's CPU samples and off-CPU intervals are both
 	 * wall time: their values (count, nanoseconds) under its own types. */
 	if (s->event->id == EVENT_WALL && bs->event != s->event) {
+		if (session_jvm_wall_covers(s, bs))
+			return;
 		wall = *bs;
 		wall.event = s->event;
 		bs = &wall;

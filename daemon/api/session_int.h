@@ -17,6 +17,7 @@ struct attach_result;
 struct attach_req;
 struct event_info;
 struct jvm_join;
+struct built_sample;
 struct loop_source;
 struct pipeline_source;
 struct sampler_events;
@@ -96,6 +97,10 @@ struct session {
 	uint32_t java_signal;       /* the agent's signal: JVM_SIGNAL unless it said otherwise */
 	bool java_signal_foreign;   /* another handler held JVM_SIGNAL at START */
 	uint32_t java_signal_moves; /* another handler took the agent's signal over */
+	/* wall: the agent's timer samples its blocked Java threads */
+	bool java_wall;             /* the agent said its timer runs */
+	uint64_t java_wall_records; /* wall records taken from the ring */
+	uint64_t offcpu_covered;    /* off-CPU intervals left out: the agent's timer covers them */
 };
 
 struct session_mgr {
@@ -155,5 +160,8 @@ bool session_jvm_event_off(struct session *s, const char *status);
  * names, for rendering. */
 void session_jvm_thread_names(struct session *s);
 void session_jvm_summary(struct session *s, struct json_object *sum);
+/* wall: true for a built off-CPU sample of a thread whose blocked time the
+ * agent's wall timer already samples (counting both would count it twice). */
+bool session_jvm_wall_covers(struct session *s, const struct built_sample *bs);
 
 #endif

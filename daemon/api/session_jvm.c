@@ -96,8 +96,43 @@ struct ring_ctx {
 static void ring_record(const struct jring_record *rec, void *arg)
 {
 	struct ring_ctx *c = arg;
+	struct session *s = c->s;
+	uint64_t v[2];
 
-	jvm_join_add_agent(c->s->join, rec->tid, rec->time_ns, c->now, rec->num_frames, rec->frames);
+	if (rec->kind == JPRING_KIND_CPU) {
+		jvm_join_add_agent(s->join, rec->tid, rec->time_ns, c->now, rec->num_frames,
+				   rec->frames);
+		return;
+	}
+	/* A wall record (jring checked its state and weight): only in a wall
+	 * recording whose agent said its timer runs. It stands for weight
+	 * intervals of blocked time, without a BPF record to join. */
+	if (s->event->id != EVENT_WALL || !s->java_wall)
+		return;
+	v[0] = 1;
+	v[1] = (uint64_t)rec->weight * interval_ns(s);
+	s->java_wall_records++;
+	jvm_join_add_wall(s->join, rec->tid, rec->time_ns, c->now, EVENT_WALL, v, 2, rec->state,
+			  rec->num_frames, rec->frames);
+}
+
+/* The agent's wall timer signals the threads it named (JPAG_THREAD_NAME)
+ * when they sleep (S) or wait uninterruptibly (D); it leaves runnable
+ * threads that wait for a CPU to the off-CPU collector ("[runnable]"). */
+bool session_jvm_wall_covers(struct session *s, const struct built_sample *bs)
+{
+	const struct sample_frame *leaf;
+
+	if (!s->java_wall || s->java != JAVA_ACTIVE || !s->agent || !s->join ||
+	    bs->event->id != EVENT_OFFCPU || !bs->nframes)
+		return false;
+	leaf = &bs->frames[bs->nframes - 1];
+	if (leaf->kind == FRAME_MARKER && strcmp(leaf->name, "[runnable]") == 0)
+		return false;
+	if (!jvm_join_has_thread(s->join, bs->tid))
+		return false;
+	s->offcpu_covered++;
+	return true;
 }
 
 /* Once per recording: a bound refused records or names (the summary counts them). */
@@ -389,6 +424,21 @@ static void jvm_event_status(void *ctx, uint32_t event, int status, const char *
 	struct session *s = ctx;
 	char msg[512];
 
+	if (event == JPAG_EV_WALL) {
+		if (s->event->id != EVENT_WALL || s->java_wall)
+			return;
+		if (status == 0) {
+			s->java_wall = true;
+			log_info("session %u: pid %d: the agent's wall timer runs", s->id, (int)s->p.pid);
+			return;
+		}
+		snprintf(msg, sizeof(msg), "the JVM agent of pid %d cannot sample blocked threads (%s): "
+			 "their time has native and kernel frames only", (int)s->p.pid,
+			 why[0] ? why : strerror(-status));
+		log_warn("session %u: %s", s->id, msg);
+		session_send_warning(s, "java_wall_unavailable", msg);
+		return;
+	}
 	if (s->agent_ev != AGENT_EV_ASKED || event != agent_event_kind(s))
 		return;
 	loop_remove(s->agent_ev_timer);
@@ -542,6 +592,7 @@ static void bind_agent(struct session *s, struct agent *a)
 		.start_ns = s->start_mono_ns,
 		.max_bytes = JVM_SESSION_MAX_BYTES,
 		.max_methods = JVM_MAX_METHODS,
+		.running_leaf = s->event->id == EVENT_WALL,
 	};
 	struct jvm_budget *own = NULL;
 	char msg[256];
@@ -562,8 +613,10 @@ static void bind_agent(struct session *s, struct agent *a)
 	s->java_signal = JVM_SIGNAL;
 	s->java_signal_foreign = false;
 	s->java_signal_moves = 0;
+	s->java_wall = false;
 	r = agent_start(a, interval_ns(s), JVM_SIGNAL,
-			event_needs_jvm(s->event->id) ? JVM_RING_SLOTS_EVENTS : JVM_RING_SLOTS, &jvm_ops, s);
+			event_needs_jvm(s->event->id) ? JVM_RING_SLOTS_EVENTS : JVM_RING_SLOTS,
+			s->event->id == EVENT_WALL ? JPAG_START_WALL : 0, &jvm_ops, s);
 	if (r < 0) {
 		snprintf(msg, sizeof(msg), r == -EBUSY ?
 			 "another recording of pid %d is using its agent" :
@@ -656,13 +709,14 @@ static void on_attach_done(const struct attach_result *res, void *arg)
 
 /* Decides, before anything starts, whether a JVM recording can go ahead.
  * Returns 0 (s->java set) or -errno with the client's error filled in. */
-/* A JVM recorded for an event other than cpu: its Java frames would need
- * the agent's stack at the time of each interval, which nothing joins yet,
- * so the recording keeps native and kernel frames and says so (a warning
- * once started, an error with "java":"require"). */
+/* A JVM recorded off-CPU: its Java frames would need the agent's stack at
+ * the time of each interval, which nothing joins yet, so the recording
+ * keeps native and kernel frames and says so (a warning once started, an
+ * error with "java":"require"). wall has the agent's own timer for blocked
+ * threads. */
 static int java_event_check(struct session *s, const char **code, char *msg, size_t len)
 {
-	if (s->event->id == EVENT_CPU || event_needs_jvm(s->event->id))
+	if (s->event->id == EVENT_CPU || s->event->id == EVENT_WALL || event_needs_jvm(s->event->id))
 		return 0;
 	if (s->p.java == JPROF_JAVA_REQUIRE) {
 		*code = JPROF_E_BAD_REQUEST;
@@ -710,7 +764,8 @@ int session_jvm_check(struct session *s, struct attach_result *res, const char *
 			 s->event->name, res->message);
 		return -ENOEXEC;
 	}
-	if (strcmp(res->code, "not_a_jvm") != 0 && s->event->id != EVENT_CPU)
+	if (strcmp(res->code, "not_a_jvm") != 0 && s->event->id != EVENT_CPU &&
+	    s->event->id != EVENT_WALL)
 		return java_event_check(s, code, msg, len);
 	if (s->p.java == JPROF_JAVA_REQUIRE) {
 		*code = strcmp(res->code, "not_a_jvm") == 0 ? JPROF_E_NOT_A_JVM : JPROF_E_ATTACH_FAILED;
@@ -842,6 +897,11 @@ void session_jvm_summary(struct session *s, struct json_object *sum)
 	if (event_needs_jvm(s->event->id))
 		json_object_object_add(j, "event_records",
 				       json_object_new_int64((int64_t)s->agent_ev_samples));
+	if (s->event->id == EVENT_WALL) {
+		json_object_object_add(j, "wall_timer", json_object_new_boolean(s->java_wall));
+		add_u64(j, "wall_records", s->java_wall_records);
+		add_u64(j, "offcpu_covered", s->offcpu_covered);
+	}
 	json_object_object_add(ring, "records", json_object_new_int64((int64_t)s->ring_st.records));
 	json_object_object_add(ring, "dropped", json_object_new_int64((int64_t)s->ring_st.agent_dropped));
 	json_object_object_add(ring, "overrun", json_object_new_int64((int64_t)s->ring_st.overrun));

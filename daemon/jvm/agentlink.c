@@ -202,7 +202,7 @@ static void on_hello(struct agent *a, const void *p, uint32_t len)
 {
 	struct agentlink *l = a->link;
 	struct jpag_hello hello;
-	struct jpag_welcome w = { .version = JPAG_VERSION, .features = JPAG_FEATURE_SIGNAL };
+	struct jpag_welcome w = { .version = JPAG_VERSION, .features = JPAG_FEATURE_SIGNAL | JPAG_FEATURE_WALL };
 
 	if (a->hello || len != sizeof(hello)) {
 		agent_drop(a, "bad hello");
@@ -720,11 +720,12 @@ const char *agent_jvm(const struct agent *a)
 }
 
 int agent_start(struct agent *a, uint64_t interval_ns, uint32_t signal, uint32_t nslots,
-		const struct agentlink_ops *ops, void *ctx)
+		uint32_t flags, const struct agentlink_ops *ops, void *ctx)
 {
 	struct jpag_start st = {
 		.interval_ns = interval_ns,
 		.signal = signal,
+		.flags = flags,
 		.slot_bytes = JPRING_SLOT_BYTES,
 		.nslots = nslots,
 		.max_frames = JPRING_MAX_FRAMES,

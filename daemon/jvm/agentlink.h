@@ -104,9 +104,10 @@ int agent_is_process(struct agent *a, pid_t pid, int pidfd);
 pid_t agent_pid(const struct agent *a);
 const char *agent_jvm(const struct agent *a);
 
-/* Binds a recording: creates the ring, sends START with it. */
+/* Binds a recording: creates the ring, sends START with it and flags
+ * (JPAG_START_*). */
 int agent_start(struct agent *a, uint64_t interval_ns, uint32_t signal, uint32_t nslots,
-		const struct agentlink_ops *ops, void *ctx);
+		uint32_t flags, const struct agentlink_ops *ops, void *ctx);
 /* Unbinds: sends STOP, frees the ring. NULL-safe; no ops call afterwards. */
 void agent_stop(struct agent *a);
 struct jring *agent_ring(struct agent *a);

@@ -118,6 +118,21 @@ static void check_header(struct jring *r)
 		r->st.header_corrupt = true;
 }
 
+/* A CPU record has no state or weight (agents before wall records zeroed
+ * the three fields); a wall record has both, in range. */
+static bool kind_valid(const struct jpring_slot *s)
+{
+	switch (s->kind) {
+	case JPRING_KIND_CPU:
+		return s->state == 0 && s->weight == 0;
+	case JPRING_KIND_WALL:
+		return (s->state == JPRING_STATE_SLEEPING || s->state == JPRING_STATE_UNINTERRUPTIBLE) &&
+		       s->weight >= 1 && s->weight <= JPRING_WALL_MAX_WEIGHT;
+	default:
+		return false;
+	}
+}
+
 int jring_read(struct jring *r, unsigned max, unsigned stuck_after,
 	       void (*cb)(const struct jring_record *rec, void *arg), void *arg)
 {
@@ -165,7 +180,7 @@ int jring_read(struct jring *r, unsigned max, unsigned stuck_after,
 		}
 		r->read_idx++;
 		if (r->copy.num_frames < JPRING_MIN_ERROR || r->copy.num_frames > JPRING_MAX_FRAMES ||
-		    r->copy.tid == 0) {
+		    r->copy.tid == 0 || !kind_valid(&r->copy)) {
 			r->st.corrupt++;
 			continue;
 		}
@@ -173,6 +188,9 @@ int jring_read(struct jring *r, unsigned max, unsigned stuck_after,
 		rec.num_frames = r->copy.num_frames;
 		rec.time_ns = r->copy.time_ns;
 		rec.frames = r->copy.frames;
+		rec.kind = r->copy.kind;
+		rec.state = r->copy.state;
+		rec.weight = r->copy.weight;
 		r->st.records++;
 		n++;
 		cb(&rec, arg);

@@ -20,6 +20,11 @@ struct jring_record {
 	int32_t num_frames;           /* 0..JPRING_MAX_FRAMES, or JPRING_* error */
 	uint64_t time_ns;
 	const struct jpring_frame *frames;  /* private copy, valid during the callback */
+	/* Checked: kind is a known enum jpring_kind; for JPRING_KIND_WALL,
+	 * state a known enum jpring_state and weight 1..JPRING_WALL_MAX_WEIGHT;
+	 * for CPU records both 0. */
+	uint16_t kind, state;
+	uint32_t weight;
 };
 
 struct jring_stats {

@@ -364,6 +364,13 @@ static bool agent_rec_admitted(struct jvm_join *j, uint64_t time_ns, uint64_t no
 	return true;
 }
 
+/* Shared memory: anything but a known type is unknown. */
+static uint8_t frame_type(int32_t t)
+{
+	return t >= JPRING_TYPE_INTERPRETED && t <= JPRING_TYPE_C1 ? (uint8_t)t
+								    : JPRING_TYPE_UNKNOWN;
+}
+
 void jvm_join_add_agent(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, uint64_t now_ns,
 			int32_t num_frames, const struct jpring_frame *frames)
 {
@@ -380,28 +387,24 @@ void jvm_join_add_agent(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, u
 	for (size_t i = 0; i < n; i++) {
 		r.frames[i].method_id = frames[i].method_id;
 		r.frames[i].bci = frames[i].bci;
-		/* Shared memory: anything but a known type is unknown. */
-		r.frames[i].type = frames[i].type >= JPRING_TYPE_INTERPRETED &&
-				   frames[i].type <= JPRING_TYPE_C1 ? (uint8_t)frames[i].type
-								    : JPRING_TYPE_UNKNOWN;
+		r.frames[i].type = frame_type(frames[i].type);
 	}
 	t->a[t->na] = r;
 	heap_push(t->a, sizeof(*t->a), &t->na);
 	j->pending++;
 }
 
-void jvm_join_add_event(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, uint64_t now_ns,
-			int event, const uint64_t *values, unsigned nvalues, const char *cls,
-			size_t cls_len, const struct jpring_frame *frames, unsigned nframes)
+/* An agent sample that joins nothing: held until its frames are named.
+ * Takes leaf (the class frame, malloc'd, or NULL). */
+static void add_held(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, uint64_t now_ns,
+		     int event, const uint64_t *values, unsigned nvalues, char *leaf,
+		     const char *marker, const char *state, const struct jpring_frame *frames,
+		     unsigned nframes)
 {
-	struct held h = { .created = now_ns, .event = event, .njava = nframes };
-	char *leaf = NULL;
+	struct held h = { .created = now_ns, .event = event, .njava = nframes, .marker = marker,
+			  .state = state };
 	size_t bytes;
 
-	if (!agent_rec_admitted(j, time_ns, now_ns))
-		return;
-	if (cls_len && !(leaf = jvm_join_class_name(cls, cls_len)))
-		return;
 	bytes = nframes * sizeof(*h.java) + (leaf ? strlen(leaf) + 1 : 0);
 	if (jvm_join_bytes_fit(j, bytes, true) < 0 ||
 	    jvm_join_grow(j, (void **)&j->held, &j->capheld, j->nheld + 1, sizeof(*j->held)) < 0 ||
@@ -413,6 +416,7 @@ void jvm_join_add_event(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, u
 	for (unsigned i = 0; i < nframes; i++) {
 		h.java[i].method_id = frames[nframes - 1 - i].method_id;
 		h.java[i].bci = frames[nframes - 1 - i].bci;
+		h.java[i].type = frame_type(frames[nframes - 1 - i].type);
 	}
 	h.leaf = leaf;
 	h.tid = host_tid(j, ns_tid);
@@ -425,6 +429,51 @@ void jvm_join_add_event(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, u
 	j->pending++;
 	/* The next run looks at it even when no new name comes. */
 	j->names_changed = true;
+}
+
+void jvm_join_add_event(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, uint64_t now_ns,
+			int event, const uint64_t *values, unsigned nvalues, const char *cls,
+			size_t cls_len, const struct jpring_frame *frames, unsigned nframes)
+{
+	char *leaf = NULL;
+
+	if (!agent_rec_admitted(j, time_ns, now_ns))
+		return;
+	if (cls_len && !(leaf = jvm_join_class_name(cls, cls_len)))
+		return;
+	add_held(j, ns_tid, time_ns, now_ns, event, values, nvalues, leaf, NULL, NULL, frames,
+		 nframes);
+}
+
+void jvm_join_add_wall(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, uint64_t now_ns,
+		       int event, const uint64_t *values, unsigned nvalues, uint16_t state,
+		       int32_t num_frames, const struct jpring_frame *frames)
+{
+	unsigned n = num_frames > 0 ? (unsigned)num_frames : 0;
+	const char *marker = num_frames < 0 ? jvm_join_error_marker(num_frames) : NULL;
+	const char *st;
+
+	switch (state) {
+	case JPRING_STATE_SLEEPING:
+		st = "[sleeping]";
+		break;
+	case JPRING_STATE_UNINTERRUPTIBLE:
+		st = "[uninterruptible]";
+		break;
+	default:
+		return;  /* the ring reader checked it; never trust twice-read memory */
+	}
+	if (n > JPRING_MAX_FRAMES)
+		return;
+	if (!agent_rec_admitted(j, time_ns, now_ns))
+		return;
+	/* The agent stepped over a leaf it could not walk from (a stub). */
+	if (n && frames[0].bci == JPRING_BCI_STUB) {
+		marker = jvm_join_stub_marker(frames[0].method_id);
+		frames++;
+		n--;
+	}
+	add_held(j, ns_tid, time_ns, now_ns, event, values, nvalues, NULL, marker, st, frames, n);
 }
 
 /* ---- joining ---- */
@@ -462,6 +511,10 @@ static void emit_rec(struct jvm_join *j, uint32_t tid, const struct bpf_rec *b,
 		s.event = ev->event;
 		s.values = ev->values;
 		s.leaf = ev->leaf;
+		s.state = ev->state;
+	} else if (j->o.running_leaf) {
+		/* A perf-event sample: the thread was on a CPU. */
+		s.state = "[running]";
 	}
 	emit(&s, arg);
 }

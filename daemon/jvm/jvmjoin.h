@@ -39,6 +39,9 @@ struct jvm_join_opts {
 	size_t max_methods;        /* method ids tracked; default 131072 */
 	size_t max_tids;           /* thread queues; default 65536 */
 	struct jvm_budget *budget; /* the uid's, or NULL; the join holds a reference */
+	/* A wall-clock recording: CPU samples end in "[running]" (wall records
+	 * bring their own state, jvm_join_add_wall). */
+	bool running_leaf;
 };
 
 #define JVM_EVENT_VALUES 4
@@ -73,6 +76,8 @@ struct jvm_sample {
 	int event;
 	const uint64_t *values;
 	const char *leaf;
+	/* The thread's state as the last frame (wall-clock recordings), or NULL. */
+	const char *state;
 };
 
 struct jvm_join_stats {
@@ -128,6 +133,17 @@ void jvm_join_add_agent(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, u
 void jvm_join_add_event(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, uint64_t now_ns,
 			int event, const uint64_t *values, unsigned nvalues, const char *cls,
 			size_t cls_len, const struct jpring_frame *frames, unsigned nframes);
+
+/* A wall record (the agent's signal to a blocked thread): like an event
+ * sample, no BPF record to join, Java frames (leaf first, or an ASGCT error
+ * in num_frames) then the thread's state (an enum jpring_state, checked) as
+ * the last frame. values as for jvm_join_add_event. */
+void jvm_join_add_wall(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, uint64_t now_ns,
+		       int event, const uint64_t *values, unsigned nvalues, uint16_t state,
+		       int32_t num_frames, const struct jpring_frame *frames);
+
+/* True if the agent named host_tid as one of its Java threads. */
+bool jvm_join_has_thread(const struct jvm_join *j, uint32_t host_tid);
 
 /* A name from the agent (or the news that it has none). */
 void jvm_join_method(struct jvm_join *j, uint64_t id, const char *cls, size_t cls_len,

@@ -59,6 +59,7 @@ struct held {
 	/* An event sample (jvm_join_add_event), else event 0: */
 	int event;
 	char *leaf;               /* the class frame, owned */
+	const char *state;        /* wall records: the state frame (static), or NULL */
 	uint64_t values[JVM_EVENT_VALUES];
 };
 

@@ -237,6 +237,11 @@ int jvm_join_thread_name(struct jvm_join *j, uint32_t host_tid, const char *name
 	return 0;
 }
 
+bool jvm_join_has_thread(const struct jvm_join *j, uint32_t host_tid)
+{
+	return host_tid && htab_map_get(&j->tn_of_tid, host_tid) != NULL;
+}
+
 void jvm_join_each_thread_name(const struct jvm_join *j,
 			       void (*fn)(uint32_t host_tid, const char *name, void *arg), void *arg)
 {

@@ -255,6 +255,8 @@ int builder_build_jvm(struct builder *b, uint32_t pid, uint64_t start_ns, const 
 		push(b, FRAME_MARKER, "[user_stack_lost]", "");
 	push_user(b, pid, start, js->uips, js->nu, js->kernel_mode, js->java_context);
 	push_kernel(b, js->kips, js->nk, js->kstack_lost);
+	if (js->state)
+		push(b, FRAME_MARKER, js->state, "");
 	*out = (struct built_sample){
 		.event = ev,
 		.pid = pid,

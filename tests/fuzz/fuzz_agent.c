@@ -166,7 +166,7 @@ static void fa_on_connect(struct agent *a, pid_t pid, void *arg)
 	if (fa->bound)
 		return;
 	/* A small ring: the harness is about frames, not the ring. */
-	if (agent_start(a, 10000000, SIGPROF, 2, &fa_ops, fa) == 0) {
+	if (agent_start(a, 10000000, SIGPROF, 2, 0, &fa_ops, fa) == 0) {
 		fa->bound = true;
 		fuzz_check(agent_ring(a) != NULL, "a bound agent has no ring");
 		agent_resolve(a, ids, sizeof(ids) / sizeof(ids[0]));

@@ -150,7 +150,8 @@ def main(t):
         path, n = record(t, d, w.pid, "native.jfr", 3)
         evs = read_all(path, n)
         natives = [e for e in evs if e["type"] == NATIVE]
-        jt.check(n > 100 and len(natives) == n, "%d native events of %d samples" % (len(natives), n))
+        # (3 s of a spinner: ~300 samples on an idle machine, 78 seen at load 10)
+        jt.check(n >= 20 and len(natives) == n, "%d native events of %d samples" % (len(natives), n))
         chain = 0
         for e in natives:
             names = [f["method"]["name"] for f in e["values"]["stackTrace"]["frames"]

@@ -1,6 +1,7 @@
 """Merged Java + native + kernel stacks of real JVMs (JDK 17 and 25) run as
 nobody and recorded by nobody, through the injected agent."""
 
+import os
 import re
 
 import jproftest as jt
@@ -18,6 +19,9 @@ def record(t, d, pid, secs, interval="10ms", extra=()):
         return jt.parse_collapsed(f.read()), r.stderr
 
 
+SPLIT_SAMPLES = 1000
+
+
 def samples_with(stacks, frame):
     return jt.samples_matching(stacks, lambda fr: frame in fr)
 
@@ -26,11 +30,22 @@ def main(t):
     d = t.start_daemon(*jv.agent_args())
     for jdk, _ in jv.jdks():
         with t.case("JDK %s: CPU split of two methods within 3 points of the truth" % jdk):
-            jvm = jv.Jvm(t, jdk, "CpuSplit", 16, settle=2.0)
-            stacks, _ = record(t, d, jvm.pid, 8, interval="5ms")
-            alpha = samples_with(stacks, "CpuSplit.alpha")
-            beta = samples_with(stacks, "CpuSplit.beta")
-            jt.check(alpha + beta > 500, "too few samples in alpha/beta (%d + %d):\n%s"
+            # Recorded in 8 s parts until alpha and beta have SPLIT_SAMPLES
+            # (one part on an idle machine; a loaded one gives the JVM a
+            # fraction of a CPU), then the workload is told to stop.
+            stop = os.path.join(t.mkdtemp("stop-"), "stop")
+            jvm = jv.Jvm(t, jdk, "CpuSplit", 60, stop, settle=2.0)
+            stacks = {}
+            for _ in range(4):
+                part, _ = record(t, d, jvm.pid, 8, interval="5ms")
+                for s, n in part.items():
+                    stacks[s] = stacks.get(s, 0) + n
+                alpha = samples_with(stacks, "CpuSplit.alpha")
+                beta = samples_with(stacks, "CpuSplit.beta")
+                if alpha + beta >= SPLIT_SAMPLES:
+                    break
+            open(stop, "w").close()
+            jt.check(alpha + beta >= SPLIT_SAMPLES, "too few samples in alpha/beta (%d + %d):\n%s"
                      % (alpha, beta, jt.top_stacks(stacks)))
             # Root first: main calls alpha.
             jt.check(jt.samples_matching(stacks, lambda fr: jt.has_seq(fr, ["CpuSplit.main", "CpuSplit.alpha"])) > 0,

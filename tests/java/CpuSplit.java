@@ -4,7 +4,9 @@
 // fixed interval that divides it (10 ms rounds, 5 ms samples) puts every
 // sample at the same phase of the round, and the profiled split then
 // depends on that phase, not on where the time goes.
-// Usage: java CpuSplit SECONDS
+// Usage: java CpuSplit SECONDS [STOP]
+// (ends early once the file STOP exists: a test that has recorded enough
+// need not wait for the rest)
 // Prints {"alpha_ns":..,"beta_ns":..,"alpha_cpu_ns":..,"beta_cpu_ns":..,
 // "rounds":..,"work":..,"cpu_ns":..}: wall time (System.nanoTime) and thread
 // CPU time around each call. A CPU profiler measures CPU time; on a busy
@@ -57,13 +59,14 @@ public class CpuSplit {
 
     public static void main(String[] args) {
         long seconds = args.length > 0 ? Long.parseLong(args[0]) : 10;
+        java.io.File stop = args.length > 1 ? new java.io.File(args[1]) : null;
         long end = System.nanoTime() + seconds * 1_000_000_000L;
         java.lang.management.ThreadMXBean tmx = ManagementFactory.getThreadMXBean();
         long alphaNs = 0, betaNs = 0, alphaCpu = 0, betaCpu = 0, rounds = 0, work = 0;
         long aIters = 100_000, bIters = 100_000;
         java.util.Random rnd = new java.util.Random(42);
 
-        while (System.nanoTime() < end) {
+        while (System.nanoTime() < end && (stop == null || (rounds & 15) != 0 || !stop.exists())) {
             long c0 = tmx.getCurrentThreadCpuTime();
             long t0 = System.nanoTime();
             work += alpha(aIters);

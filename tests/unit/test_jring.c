@@ -14,6 +14,8 @@ struct got {
 	uint32_t tids[64];
 	int32_t nframes[64];
 	uint64_t first_ids[64];
+	uint16_t kinds[64], states[64];
+	uint32_t weights[64];
 };
 
 static void collect(const struct jring_record *rec, void *arg)
@@ -24,6 +26,9 @@ static void collect(const struct jring_record *rec, void *arg)
 		g->tids[g->n] = rec->tid;
 		g->nframes[g->n] = rec->num_frames;
 		g->first_ids[g->n] = rec->num_frames > 0 ? rec->frames[0].method_id : 0;
+		g->kinds[g->n] = rec->kind;
+		g->states[g->n] = rec->state;
+		g->weights[g->n] = rec->weight;
 	}
 	g->n++;
 }
@@ -44,6 +49,9 @@ static void agent_write(struct jring *r, uint32_t tid, int32_t n)
 	s->tid = tid;
 	s->time_ns = 1000 + idx;
 	s->num_frames = n;
+	s->kind = JPRING_KIND_CPU;
+	s->state = 0;
+	s->weight = 0;
 	for (int32_t i = 0; i < n && i < JPRING_MAX_FRAMES; i++) {
 		s->frames[i].method_id = 0x1000 + (uint64_t)i;
 		s->frames[i].bci = i;
@@ -153,6 +161,58 @@ START_TEST(test_bad_counts_and_tids_are_rejected)
 }
 END_TEST
 
+/* Wall records (the agent's timer): kind, state and weight are checked
+ * together; a CPU record with a state or weight is as bad as a wall record
+ * without one. */
+START_TEST(test_wall_records_are_checked)
+{
+	struct jring *r;
+	struct got g = { 0 };
+	struct jring_stats st;
+	int fd;
+
+	ck_assert_int_eq(jring_new(16, &r, &fd), 0);
+	agent_write(r, 41, 1);                       /* 0: CPU */
+	agent_write(r, 42, 1);                       /* 1: wall, sleeping, weight 3 */
+	slot(r, 1)->kind = JPRING_KIND_WALL;
+	slot(r, 1)->state = JPRING_STATE_SLEEPING;
+	slot(r, 1)->weight = 3;
+	agent_write(r, 43, 1);                       /* 2: unknown kind */
+	slot(r, 2)->kind = 7;
+	agent_write(r, 44, 1);                       /* 3: wall, weight 0 */
+	slot(r, 3)->kind = JPRING_KIND_WALL;
+	slot(r, 3)->state = JPRING_STATE_SLEEPING;
+	agent_write(r, 45, 1);                       /* 4: wall, weight past the bound */
+	slot(r, 4)->kind = JPRING_KIND_WALL;
+	slot(r, 4)->state = JPRING_STATE_UNINTERRUPTIBLE;
+	slot(r, 4)->weight = JPRING_WALL_MAX_WEIGHT + 1;
+	agent_write(r, 46, 1);                       /* 5: wall, unknown state */
+	slot(r, 5)->kind = JPRING_KIND_WALL;
+	slot(r, 5)->state = 9;
+	slot(r, 5)->weight = 1;
+	agent_write(r, 47, 1);                       /* 6: CPU with a weight */
+	slot(r, 6)->weight = 1;
+	agent_write(r, 48, 0);                       /* 7: wall, D, at the bound */
+	slot(r, 7)->kind = JPRING_KIND_WALL;
+	slot(r, 7)->state = JPRING_STATE_UNINTERRUPTIBLE;
+	slot(r, 7)->weight = JPRING_WALL_MAX_WEIGHT;
+	ck_assert_int_eq(jring_read(r, 100, 3, collect, &g), 3);
+	ck_assert_uint_eq(g.tids[0], 41);
+	ck_assert_uint_eq(g.kinds[0], JPRING_KIND_CPU);
+	ck_assert_uint_eq(g.tids[1], 42);
+	ck_assert_uint_eq(g.kinds[1], JPRING_KIND_WALL);
+	ck_assert_uint_eq(g.states[1], JPRING_STATE_SLEEPING);
+	ck_assert_uint_eq(g.weights[1], 3);
+	ck_assert_uint_eq(g.tids[2], 48);
+	ck_assert_uint_eq(g.states[2], JPRING_STATE_UNINTERRUPTIBLE);
+	ck_assert_uint_eq(g.weights[2], JPRING_WALL_MAX_WEIGHT);
+	jring_get_stats(r, &st);
+	ck_assert_uint_eq(st.corrupt, 5);
+	close(fd);
+	jring_free(r);
+}
+END_TEST
+
 START_TEST(test_indices_out_of_range)
 {
 	struct jring *r;
@@ -244,6 +304,7 @@ int main(void)
 	tcase_add_test(tc, test_memfd_is_sealed);
 	tcase_add_test(tc, test_uncommitted_slot_waits_then_is_skipped);
 	tcase_add_test(tc, test_bad_counts_and_tids_are_rejected);
+	tcase_add_test(tc, test_wall_records_are_checked);
 	tcase_add_test(tc, test_indices_out_of_range);
 	tcase_add_test(tc, test_header_tampering_is_reported);
 	tcase_add_test(tc, test_random_garbage_never_crashes);

@@ -18,6 +18,7 @@ struct out {
 	uint8_t type[16][8];      /* frame types, root first */
 	const char *marker[16];
 	char leaf[16][64];
+	const char *state[16];
 	uint64_t values[16][JVM_EVENT_VALUES];
 	int event[16];
 	bool java_context[16];
@@ -34,6 +35,7 @@ static void emit(const struct jvm_sample *s, void *arg)
 		return;
 	o->njava[o->n] = s->njava;
 	o->marker[o->n] = s->marker;
+	o->state[o->n] = s->state;
 	o->java_context[o->n] = s->java_context;
 	o->tid[o->n] = s->tid;
 	o->event[o->n] = s->event;
@@ -192,6 +194,58 @@ START_TEST(test_agent_events)
 	ck_assert_str_eq(o.leaf[1], "A");
 	jvm_join_get_stats(j, &st);
 	ck_assert_uint_eq(st.agent_future, 1);
+	jvm_join_free(j);
+}
+END_TEST
+
+/* Wall records: no BPF record to join, the thread's state as the last frame,
+ * ASGCT errors and stub leaves as markers; with running_leaf, CPU samples
+ * end in "[running]". */
+START_TEST(test_wall_records)
+{
+	struct jvm_join_opts jo = { .interval_ns = 10 * MS, .running_leaf = true };
+	struct jvm_join *j = jvm_join_new(&jo);
+	struct out o = { .j = j };
+	struct jpring_frame f[3] = {
+		{ .bci = JPRING_BCI_STUB, .method_id = 0 },
+		{ .bci = 4, .method_id = 0x800, .type = 99 },   /* a type no agent writes */
+		{ .bci = 1, .method_id = 0x801, .type = JPRING_TYPE_INTERPRETED },
+	};
+	uint64_t v[2] = { 1, 30 * MS };
+
+	ck_assert_ptr_nonnull(j);
+	jvm_join_add_wall(j, 7, 100 * MS, 100 * MS, 5, v, 2, JPRING_STATE_SLEEPING, 2, f + 1);
+	jvm_join_add_wall(j, 7, 101 * MS, 101 * MS, 5, v, 2, JPRING_STATE_UNINTERRUPTIBLE, 3, f);
+	jvm_join_add_wall(j, 7, 102 * MS, 102 * MS, 5, v, 2, JPRING_STATE_SLEEPING,
+			  JPRING_GC_ACTIVE, f);
+	/* An unknown state is refused. */
+	jvm_join_add_wall(j, 7, 103 * MS, 103 * MS, 5, v, 2, 9, 2, f + 1);
+	name(j, 0x800, "LW;", "sleep");
+	name(j, 0x801, "LW;", "run");
+	jvm_join_run(j, 200 * MS, 200 * MS, false, emit, &o);
+	ck_assert_uint_eq(o.n, 3);
+	ck_assert_int_eq(o.event[0], 5);
+	ck_assert_str_eq(o.state[0], "[sleeping]");
+	ck_assert_uint_eq(o.njava[0], 2);
+	ck_assert_str_eq(o.names[0][0], "W.run");
+	ck_assert_str_eq(o.names[0][1], "W.sleep");
+	ck_assert_uint_eq(o.type[0][0], JPRING_TYPE_INTERPRETED);
+	ck_assert_uint_eq(o.type[0][1], JPRING_TYPE_UNKNOWN);
+	ck_assert_uint_eq(o.values[0][1], 30 * MS);
+	ck_assert_uint_eq(o.nu[0] + o.nk[0], 0);
+	ck_assert_str_eq(o.state[1], "[uninterruptible]");
+	ck_assert_uint_eq(o.njava[1], 2);
+	ck_assert_str_eq(o.marker[1], "[unknown_java_leaf]");
+	ck_assert_str_eq(o.state[2], "[sleeping]");
+	ck_assert_uint_eq(o.njava[2], 0);
+	ck_assert_str_eq(o.marker[2], "[gc_active]");
+	/* A CPU sample of the same recording: joined as ever, "[running]". */
+	bpf(j, 7, 300 * MS);
+	agent(j, 7, 300 * MS + 5000, 2, 0x800);
+	jvm_join_run(j, 400 * MS, 400 * MS, false, emit, &o);
+	ck_assert_uint_eq(o.n, 4);
+	ck_assert_int_eq(o.event[3], 0);
+	ck_assert_str_eq(o.state[3], "[running]");
 	jvm_join_free(j);
 }
 END_TEST
@@ -715,6 +769,7 @@ int main(void)
 	tcase_add_test(tc, test_join_waits_for_names_then_emits_root_first);
 	tcase_add_test(tc, test_agent_events);
 	tcase_add_test(tc, test_frame_types_pass_through_checked);
+	tcase_add_test(tc, test_wall_records);
 	tcase_add_test(tc, test_latest_bpf_record_within_one_interval);
 	tcase_add_test(tc, test_late_records_wait_for_the_horizon);
 	tcase_add_test(tc, test_namespace_tids_are_mapped);
