@@ -33,7 +33,7 @@ static pthread_mutex_t events_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct events_batch events_q[EVENTS_NBATCH];
 static unsigned events_head, events_used;    /* oldest batch, batches holding records */
 static uint64_t events_dropped;
-static uint32_t events_kind;                 /* enum jpag_event while on, else 0 */
+static uint32_t events_kind;                 /* enum jpag_event bits of the events on */
 
 /* Read by the callbacks without the lock. */
 static uint64_t events_lock_threshold_ns;
@@ -80,7 +80,7 @@ static void events_queue(uint32_t kind, uint64_t value, const char *cls,
 	rec.class_len = (uint16_t)clen;
 	need = sizeof(rec) + cpad + (size_t)nframes * sizeof(struct jpring_frame);
 	pthread_mutex_lock(&events_lock);
-	if (events_kind != kind)
+	if (!(events_kind & kind))
 		goto out;   /* turned off while this callback ran */
 	b = events_used ? &events_q[(events_head + events_used - 1) % EVENTS_NBATCH] : NULL;
 	if (!b || b->len + need > sizeof(b->data)) {
@@ -140,7 +140,7 @@ static void JNICALL events_on_alloc(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread
 
 uint64_t events_lock_start(uint32_t *gen)
 {
-	if (__atomic_load_n(&events_kind, __ATOMIC_RELAXED) != JPAG_EV_LOCK)
+	if (!(__atomic_load_n(&events_kind, __ATOMIC_RELAXED) & JPAG_EV_LOCK))
 		return 0;
 	*gen = __atomic_load_n(&events_gen, __ATOMIC_RELAXED);
 	return events_now_ns();
@@ -259,13 +259,30 @@ static jvmtiError events_notify(uint32_t kind, jvmtiEventMode mode)
 	return first;
 }
 
+/* dst |= src, capability by capability (the struct is only bit-fields). */
+static void events_caps_or(jvmtiCapabilities *dst, const jvmtiCapabilities *src)
+{
+	unsigned char *d = (unsigned char *)dst;
+	const unsigned char *q = (const unsigned char *)src;
+
+	for (size_t i = 0; i < sizeof(*dst); i++)
+		d[i] |= q[i];
+}
+
+/* One event on, beside those already on (a recording of alloc and lock asks
+ * for each); asking again for one that is on starts over with it alone. */
 int events_on(uint32_t event, uint64_t param, char *why, size_t len)
 {
 	jvmtiCapabilities caps = { 0 };
 	jvmtiError err = JVMTI_ERROR_NONE;
+	uint32_t on;
 	int ret;
 
-	events_off();
+	pthread_mutex_lock(&events_lock);
+	on = events_kind;
+	pthread_mutex_unlock(&events_lock);
+	if (on & event)
+		events_off();
 	if (event == JPAG_EV_ALLOC) {
 		if (param < 1 || param > INT32_MAX) {
 			snprintf(why, len, "heap sampling interval %llu out of range",
@@ -289,7 +306,6 @@ int events_on(uint32_t event, uint64_t param, char *why, size_t len)
 		events_reason(events_jvmti, err, "AddCapabilities", why, len);
 		return -ENOTSUP;
 	}
-	events_caps = caps;
 	if (event == JPAG_EV_ALLOC) {
 		err = (*events_jvmti)->SetHeapSamplingInterval(events_jvmti, (jint)param);
 		if (err != JVMTI_ERROR_NONE) {
@@ -301,14 +317,17 @@ int events_on(uint32_t event, uint64_t param, char *why, size_t len)
 		__atomic_store_n(&events_lock_threshold_ns, param, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&events_gen, 1, __ATOMIC_RELAXED);
 	}
+	events_caps_or(&events_caps, &caps);
 	pthread_mutex_lock(&events_lock);
-	__atomic_store_n(&events_kind, event, __ATOMIC_RELAXED);
-	events_dropped = 0;
+	if (!events_kind)
+		events_dropped = 0;
+	__atomic_store_n(&events_kind, events_kind | event, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&events_lock);
 	err = events_notify(event, JVMTI_ENABLE);
 	if (err != JVMTI_ERROR_NONE) {
 		events_reason(events_jvmti, err, "SetEventNotificationMode", why, len);
-		/* Undoes the interval and the capability too. */
+		/* Undoes the interval and the capabilities too (all events: the
+		 * daemon ends the recording on this answer). */
 		events_off();
 		return -EINVAL;
 	}
@@ -317,8 +336,8 @@ int events_on(uint32_t event, uint64_t param, char *why, size_t len)
 	agent_debug("event %u on (param %llu)", event, (unsigned long long)param);
 	return 0;
 fail:
-	(*events_jvmti)->RelinquishCapabilities(events_jvmti, &events_caps);
-	memset(&events_caps, 0, sizeof(events_caps));
+	/* Only this event's: those already on keep theirs. */
+	(*events_jvmti)->RelinquishCapabilities(events_jvmti, &caps);
 	return ret;
 }
 
@@ -334,18 +353,21 @@ void events_off(void)
 	pthread_mutex_unlock(&events_lock);
 	if (!kind)
 		return;
-	events_notify(kind, JVMTI_DISABLE);
-	if (kind == JPAG_EV_LOCK)
+	if (kind & JPAG_EV_ALLOC)
+		events_notify(JPAG_EV_ALLOC, JVMTI_DISABLE);
+	if (kind & JPAG_EV_LOCK) {
+		events_notify(JPAG_EV_LOCK, JVMTI_DISABLE);
 		events_park(false);
-	if (kind == JPAG_EV_ALLOC)
+	}
+	if (kind & JPAG_EV_ALLOC)
 		(*events_jvmti)->SetHeapSamplingInterval(events_jvmti, EVENTS_JVM_DEFAULT_INTERVAL);
 	/* Another agent may want them once we are done. */
 	(*events_jvmti)->RelinquishCapabilities(events_jvmti, &events_caps);
 	memset(&events_caps, 0, sizeof(events_caps));
 	if (dropped)
-		agent_warn("event %u: %llu samples dropped (the daemon read too slowly)", kind,
+		agent_warn("events %#x: %llu samples dropped (the daemon read too slowly)", kind,
 			   (unsigned long long)dropped);
-	agent_debug("event %u off", kind);
+	agent_debug("events %#x off", kind);
 }
 
 bool events_active(void)

@@ -16,7 +16,8 @@
 
 typedef int (*events_send_fn)(int sock, uint16_t type, const void *payload, size_t len);
 
-/* Turns event (enum jpag_event) on with param (bytes or ns). Returns 0, or
+/* Turns event (enum jpag_event) on with param (bytes or ns), beside the
+ * events already on (again for one that is on: it alone). Returns 0, or
  * -errno with the reason (JVMTI's error name) in why. Agent thread only. */
 int events_on(uint32_t event, uint64_t param, char *why, size_t len);
 /* Turns every event off, gives the capabilities back and restores the heap

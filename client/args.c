@@ -143,12 +143,16 @@ int args_parse_alloc_bytes(const char *s, uint64_t *bytes)
 	return 0;
 }
 
-int args_parse_event(const char *s)
+int args_parse_events(const char *s, unsigned *mask, char *why, size_t len)
 {
-	for (int i = 0; i < JPROF_EVENT_COUNT; i++)
-		if (strcmp(s, jprof_events[i].name) == 0)
-			return i;
-	return -EINVAL;
+	int ids[JPROF_EVENT_COUNT];
+	size_t n;
+	int r = jprof_event_list_parse(s, ids, &n, why, len);
+
+	*mask = 0;
+	for (size_t i = 0; r == 0 && i < n; i++)
+		*mask |= 1u << ids[i];
+	return r;
 }
 
 int args_parse_ago_ms(const char *s, int64_t *ms)

@@ -3,6 +3,7 @@
 #ifndef JPROF_CLIENT_ARGS_H
 #define JPROF_CLIENT_ARGS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* "<digits>[.<digits>]<unit>" in microseconds. Units: us, ms, s, m, h.
@@ -18,8 +19,9 @@ int args_parse_threshold_us(const char *s, uint64_t *us);
 /* --alloc: bytes, a bare number or with a binary suffix k, m or g (512k is
  * 524288); JPROF_ALLOC_BYTES_MIN to JPROF_ALLOC_BYTES_MAX. */
 int args_parse_alloc_bytes(const char *s, uint64_t *bytes);
-/* -e: the index of a known event (jprof_events), or -EINVAL. */
-int args_parse_event(const char *s);
+/* -e: one event or a comma-separated list (jprof_event_list_parse): the
+ * events as bits (1 << index in jprof_events), or -EINVAL with why filled. */
+int args_parse_events(const char *s, unsigned *mask, char *why, size_t len);
 /* A span back from now: whole milliseconds of at most 24 h. */
 int args_parse_ago_ms(const char *s, int64_t *ms);
 /* A positive pid that fits the protocol's int32. */

@@ -25,7 +25,9 @@ static void cmd_record_help(void)
 	       "                         in group jprof)\n"
 	       "  -a, --all              every process (root or group jprof only)\n"
 	       "  -d, --duration TIME    how long: 30s, 500ms, 2m, 1h or seconds (default 30s)\n"
-	       "  -e, --event EVENT      what to record (default cpu); see Events below\n"
+	       "  -e, --event EVENT      what to record (default cpu); see Events below;\n"
+	       "                         several with commas (-e cpu,alloc,lock): one\n"
+	       "                         profile with every event's values\n"
 	       "  -i, --interval TIME    cpu, wall: sampling interval of CPU time: 10ms, 1ms,\n"
 	       "                         250us, 1s (default 10ms, range 100us..10s)\n"
 	       "      --threshold TIME   offcpu, wall: skip off-CPU intervals shorter than\n"
@@ -63,6 +65,11 @@ static void cmd_record_help(void)
 	       "profiles of a JVM have Java frames for its blocked threads too.\n"
 	       "alloc and lock record JVMs only (Java frames, the class as leaf frame) and\n"
 	       "not in time-ordered formats (timeline, speedscope, jfr).\n"
+	       "Several events (-e cpu,alloc,lock): any distinct events but wall with cpu or\n"
+	       "offcpu (wall holds both); the profile has samples (count) and then each\n"
+	       "event's values in the order given. The first event's main value is the\n"
+	       "default one (pprof's default sample type, collapsed's value); text has a\n"
+	       "section per event, html a selector. Time-ordered formats take cpu only.\n"
 	       "\n"
 	       "Exit status: 0 profile written (also after Ctrl-C), 1 error, 2 usage,\n"
 	       "3 daemon not running, 4 permission denied, 5 no such process,\n"
@@ -107,7 +114,9 @@ int cmd_record(int argc, char **argv, const char *socket_path)
 	struct run run;
 	bool has_pid = false, no_progress = false, has_interval = false, has_lock = false;
 	bool has_threshold = false;
-	int r = CTL_CONTINUE, o, ev = 0;
+	unsigned ev = 1u << 0;  /* cpu */
+	char why[160];
+	int r = CTL_CONTINUE, o;
 
 	run_init(&run, "record", JPROF_CMD_RECORD, socket_path, cmd_record_help);
 	run.events = true;
@@ -134,10 +143,9 @@ int cmd_record(int argc, char **argv, const char *socket_path)
 			has_interval = true;
 			break;
 		case 'e':
-			ev = args_parse_event(optarg);
-			if (ev < 0)
-				r = ctl_usage_err("record", "unknown event '%s': known events are %s",
-						  optarg, jprof_event_names());
+			if (args_parse_events(optarg, &ev, why, sizeof(why)) < 0)
+				r = ctl_usage_err("record", "-e '%s': %s; known events are %s",
+						  optarg, why, jprof_event_names());
 			else
 				snprintf(rr->event, sizeof(rr->event), "%s", optarg);
 			break;
@@ -153,8 +161,7 @@ int cmd_record(int argc, char **argv, const char *socket_path)
 						  "65536, from 1k to 1g", optarg);
 			break;
 		case OPT_LOCK:
-			/* The lock event's threshold travels as threshold_us. */
-			if (args_parse_threshold_us(optarg, &rr->threshold_us) < 0)
+			if (args_parse_threshold_us(optarg, &rr->lock_threshold_us) < 0)
 				r = ctl_usage_err("record", "invalid --lock time '%s': use e.g. 10us, 1ms, "
 						  "from 1us to 10s", optarg);
 			has_lock = true;
@@ -183,19 +190,30 @@ int cmd_record(int argc, char **argv, const char *socket_path)
 	}
 	if (r == CTL_CONTINUE && has_pid == rr->all)
 		r = ctl_usage_err("record", "give exactly one of --pid PID or --all");
-	if (r == CTL_CONTINUE && has_threshold && strcmp(rr->event, JPROF_EVENT_OFFCPU) != 0 &&
-	    strcmp(rr->event, JPROF_EVENT_WALL) != 0)
-		r = ctl_usage_err("record", "--threshold applies to -e offcpu and -e wall only");
-	if (r == CTL_CONTINUE && has_lock && strcmp(rr->event, JPROF_EVENT_LOCK) != 0)
-		r = ctl_usage_err("record", "--lock applies to -e lock only");
-	if (r == CTL_CONTINUE && rr->alloc_bytes && strcmp(rr->event, JPROF_EVENT_ALLOC) != 0)
-		r = ctl_usage_err("record", "--alloc applies to -e alloc only");
-	if (r == CTL_CONTINUE && (strcmp(rr->event, JPROF_EVENT_ALLOC) == 0 ||
-				  strcmp(rr->event, JPROF_EVENT_LOCK) == 0) && rr->all)
-		r = ctl_usage_err("record", "-e %s records one JVM: give --pid, not --all", rr->event);
-	if (r == CTL_CONTINUE && has_interval && strcmp(rr->event, JPROF_EVENT_CPU) != 0 &&
-	    strcmp(rr->event, JPROF_EVENT_WALL) != 0)
-		r = ctl_usage_err("record", "--interval applies to -e cpu and -e wall only");
+	/* Indexes in jprof_events (proto/jprof_proto.c). */
+	enum { EV_CPU = 1u << 0, EV_OFFCPU = 1u << 1, EV_WALL = 1u << 2, EV_ALLOC = 1u << 3,
+	       EV_LOCK = 1u << 4 };
+	if (r == CTL_CONTINUE && has_threshold && !(ev & (EV_OFFCPU | EV_WALL)))
+		r = ctl_usage_err("record", "--threshold applies to -e offcpu and -e wall only, "
+				  "and -e %s has neither", rr->event);
+	if (r == CTL_CONTINUE && has_lock && !(ev & EV_LOCK))
+		r = ctl_usage_err("record", "--lock applies to -e lock only, and -e %s has no lock",
+				  rr->event);
+	if (r == CTL_CONTINUE && rr->alloc_bytes && !(ev & EV_ALLOC))
+		r = ctl_usage_err("record", "--alloc applies to -e alloc only, and -e %s has no "
+				  "alloc", rr->event);
+	if (r == CTL_CONTINUE && (ev & (EV_ALLOC | EV_LOCK)) && rr->all)
+		r = ctl_usage_err("record", "-e %s records one JVM: give --pid, not --all",
+				  ev & EV_ALLOC ? JPROF_EVENT_ALLOC : JPROF_EVENT_LOCK);
+	if (r == CTL_CONTINUE && has_interval && !(ev & (EV_CPU | EV_WALL)))
+		r = ctl_usage_err("record", "--interval applies to -e cpu and -e wall only, and -e %s "
+				  "has neither", rr->event);
+	/* -e lock alone: its threshold as threshold_us, which daemons before
+	 * lock_threshold_us read too. */
+	if (ev == EV_LOCK) {
+		rr->threshold_us = rr->lock_threshold_us;
+		rr->lock_threshold_us = 0;
+	}
 	if (r != CTL_CONTINUE)
 		goto out;
 

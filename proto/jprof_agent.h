@@ -158,8 +158,10 @@ struct jpag_thread_name {
 };
 #define JPAG_THREAD_NAME_MAX 256
 
-/* JVMTI events the daemon can turn on for a recording (one at a time). An
- * agent that does not know EVENT_ON ignores it: the daemon times out. */
+/* JVMTI events the daemon can turn on for a recording, one EVENT_ON each
+ * (the values are bits: several may be on at once; EVENT_OFF turns all
+ * off). An agent that does not know EVENT_ON ignores it: the daemon times
+ * out. */
 enum jpag_event {
 	JPAG_EV_ALLOC = 1,       /* SampledObjectAlloc; param: heap sampling interval (bytes) */
 	JPAG_EV_LOCK = 2,        /* MonitorContendedEnter/Entered; param: threshold (ns) */

@@ -272,6 +272,59 @@ const char *jprof_event_names(void)
 	return names;
 }
 
+static int jprof_event_index(const char *name, size_t n)
+{
+	for (int i = 0; i < JPROF_EVENT_COUNT; i++)
+		if (strlen(jprof_events[i].name) == n && !strncmp(jprof_events[i].name, name, n))
+			return i;
+	return -EINVAL;
+}
+
+static bool jprof_event_in(const int *ids, size_t n, const char *name)
+{
+	int want = jprof_event_index(name, strlen(name));
+
+	for (size_t i = 0; i < n; i++)
+		if (ids[i] == want)
+			return true;
+	return false;
+}
+
+int jprof_event_list_parse(const char *list, int *ids, size_t *n, char *why, size_t len)
+{
+	const char *p = list, *end;
+	size_t l;
+	int ev;
+
+	*n = 0;
+	for (;;) {
+		end = strchr(p, ',');
+		l = end ? (size_t)(end - p) : strlen(p);
+		ev = jprof_event_index(p, l);
+		if (ev < 0) {
+			snprintf(why, len, "unknown event \"%.*s\"", (int)(l > 40 ? 40 : l), p);
+			return -EINVAL;
+		}
+		for (size_t i = 0; i < *n; i++) {
+			if (ids[i] == ev) {
+				snprintf(why, len, "event \"%s\" is given twice", jprof_events[ev].name);
+				return -EINVAL;
+			}
+		}
+		ids[(*n)++] = ev;
+		if (!end)
+			break;
+		p = end + 1;
+	}
+	if (jprof_event_in(ids, *n, JPROF_EVENT_WALL) &&
+	    (jprof_event_in(ids, *n, JPROF_EVENT_CPU) || jprof_event_in(ids, *n, JPROF_EVENT_OFFCPU))) {
+		snprintf(why, len, "wall cannot be combined with %s: wall already holds cpu and "
+			 "offcpu time", jprof_event_in(ids, *n, JPROF_EVENT_CPU) ? "cpu" : "offcpu");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 const char *jprof_java_name(enum jprof_java j)
 {
 	switch (j) {
@@ -324,6 +377,28 @@ static bool proto_format_name_ok(const char *s)
 	return true;
 }
 
+/* Names (proto_format_name_ok) separated by single commas. */
+static bool proto_event_list_ok(const char *s)
+{
+	char name[sizeof(((struct jprof_record_req *)0)->event)];
+	const char *end;
+	size_t n;
+
+	for (;;) {
+		end = strchr(s, ',');
+		n = end ? (size_t)(end - s) : strlen(s);
+		if (n >= sizeof(name))
+			return false;
+		memcpy(name, s, n);
+		name[n] = '\0';
+		if (!proto_format_name_ok(name))
+			return false;
+		if (!end)
+			return true;
+		s = end + 1;
+	}
+}
+
 static int proto_parse_record(struct json_object *root, struct jprof_record_req *rec,
 			      struct jprof_error *err)
 {
@@ -353,14 +428,18 @@ static int proto_parse_record(struct json_object *root, struct jprof_record_req 
 					       "member \"format\" must be a non-empty name of a-z, 0-9, '_' or '-'");
 		} else if (strcmp(key, "event") == 0) {
 			r = proto_get_string_member(val, key, rec->event, sizeof(rec->event), err);
-			if (r == 0 && !proto_format_name_ok(rec->event))
+			if (r == 0 && !proto_event_list_ok(rec->event))
 				r = proto_fail(err, JPROF_E_BAD_REQUEST,
-					       "member \"event\" must be an event name: %s",
-					       jprof_event_names());
+					       "member \"event\" must be an event name or a comma-separated "
+					       "list of them: %s", jprof_event_names());
 		} else if (strcmp(key, "threshold_us") == 0) {
 			r = proto_get_int_member(val, key, (int64_t)JPROF_THRESHOLD_US_MIN,
 						 (int64_t)JPROF_THRESHOLD_US_MAX, &x, err);
 			rec->threshold_us = (uint64_t)x;
+		} else if (strcmp(key, "lock_threshold_us") == 0) {
+			r = proto_get_int_member(val, key, (int64_t)JPROF_THRESHOLD_US_MIN,
+						 (int64_t)JPROF_THRESHOLD_US_MAX, &x, err);
+			rec->lock_threshold_us = (uint64_t)x;
 		} else if (strcmp(key, "alloc_bytes") == 0) {
 			r = proto_get_int_member(val, key, (int64_t)JPROF_ALLOC_BYTES_MIN,
 						 (int64_t)JPROF_ALLOC_BYTES_MAX, &x, err);
@@ -503,7 +582,8 @@ static bool proto_member_known(enum jprof_cmd cmd, const char *key)
 {
 	static const char *const hello[] = { "min_version", "max_version", "client", NULL };
 	static const char *const record[] = { "pid", "all", "duration_ms", "interval_us",
-					      "format", "event", "threshold_us", "alloc_bytes", "progress",
+					      "format", "event", "threshold_us", "lock_threshold_us",
+					      "alloc_bytes", "progress",
 					      "thread_frames", "java", "java_lines",
 					      "java_signatures", "java_types", NULL };
 	static const char *const cancel[] = { "target", NULL };
@@ -708,6 +788,9 @@ char *jprof_request_encode(const struct jprof_request *req)
 		if (req->record.threshold_us)
 			proto_add(root, "threshold_us", json_object_new_uint64(req->record.threshold_us),
 				  &failed);
+		if (req->record.lock_threshold_us)
+			proto_add(root, "lock_threshold_us",
+				  json_object_new_uint64(req->record.lock_threshold_us), &failed);
 		if (req->record.alloc_bytes)
 			proto_add(root, "alloc_bytes", json_object_new_uint64(req->record.alloc_bytes),
 				  &failed);

@@ -56,6 +56,11 @@ struct jprof_event_desc {
 extern const struct jprof_event_desc jprof_events[];
 /* "cpu, offcpu", for error messages and help. */
 const char *jprof_event_names(void);
+/* A comma-separated list of event names ("cpu,alloc,lock") into ids (indexes
+ * into jprof_events, at most JPROF_EVENT_COUNT, in the order given): any
+ * distinct events, except wall with cpu or offcpu (wall holds both). 0, or
+ * -EINVAL with why (naming the offending event) filled. */
+int jprof_event_list_parse(const char *list, int *ids, size_t *n, char *why, size_t len);
 
 /* Error codes (the "code" member of an error response). */
 #define JPROF_E_BAD_JSON "bad_json"                 /* not a JSON object */
@@ -108,8 +113,13 @@ struct jprof_record_req {
 	uint64_t duration_ms;
 	uint64_t interval_us;
 	char format[32];        /* "collapsed", "json", "html", "pprof", "text", "raw"; default "json" */
-	char event[32];         /* JPROF_EVENT_*; default "cpu" (the daemon checks the name) */
-	uint64_t threshold_us;  /* offcpu and lock; 0 = not given (the event's default) */
+	/* JPROF_EVENT_*, or several comma-separated ("cpu,alloc,lock"); default
+	 * "cpu" (the daemon checks the names) */
+	char event[64];
+	/* offcpu and wall (and lock when it is the only event); 0 = not given
+	 * (the event's default) */
+	uint64_t threshold_us;
+	uint64_t lock_threshold_us;  /* lock; 0 = not given (threshold_us, or the default) */
 	uint64_t alloc_bytes;   /* alloc only; 0 = not given (JPROF_ALLOC_BYTES_DEFAULT) */
 	bool progress;          /* default true */
 	bool thread_frames;     /* default false */

@@ -96,47 +96,69 @@ static int check_limits(const struct request *r)
 
 /* ---- requests ---- */
 
-/* The event and its options: 0, or -EINVAL after the reply was sent. */
+/* The events and their options: 0, or -EINVAL after the reply was sent.
+ * An option of an event that is not recorded is refused, naming it. */
 static int record_event(const struct request *r, struct session_params *p)
 {
 	const struct jprof_record_req *rr = &r->msg->record;
-	int ev = event_parse(rr->event);
+	const struct event_set *set = &p->events;
+	bool offcpu, lock, lock_only;
+	char why[160];
 
-	if (ev < 0) {
-		requests_error(r, JPROF_E_BAD_REQUEST, "unknown event \"%s\"; known events: %s",
-			       rr->event, jprof_event_names());
+	if (event_parse_list(rr->event, &p->events, why, sizeof(why)) < 0) {
+		requests_error(r, JPROF_E_BAD_REQUEST, "%s; known events: %s", why,
+			       jprof_event_names());
 		return -EINVAL;
 	}
-	p->event = (enum event_id)ev;
-	if ((ev == EVENT_CPU || ev == EVENT_ALLOC) && rr->threshold_us) {
+	p->event = set->ids[0];
+	offcpu = event_set_has(set, EVENT_OFFCPU) || event_set_has(set, EVENT_WALL);
+	lock = event_set_has(set, EVENT_LOCK);
+	/* Before lock_threshold_us, threshold_us carried -e lock's threshold. */
+	lock_only = lock && set->n == 1;
+	if (rr->threshold_us && !offcpu && !lock_only) {
 		requests_error(r, JPROF_E_BAD_REQUEST,
-			       "\"threshold_us\" applies to the offcpu, wall and lock events only");
+			       "\"threshold_us\" applies to the offcpu, wall and lock events only "
+			       "(lock's, beside other events, is \"lock_threshold_us\"), and none is "
+			       "recorded");
 		return -EINVAL;
 	}
-	if (ev != EVENT_ALLOC && rr->alloc_bytes) {
-		requests_error(r, JPROF_E_BAD_REQUEST, "\"alloc_bytes\" applies to the alloc event only");
-		return -EINVAL;
-	}
-	if (event_needs_jvm(p->event) && rr->all) {
+	if (rr->lock_threshold_us && !lock) {
 		requests_error(r, JPROF_E_BAD_REQUEST,
-			       "the %s event records one JVM (\"pid\"), not the whole host", rr->event);
+			       "\"lock_threshold_us\" applies to the lock event only, which is not recorded");
 		return -EINVAL;
 	}
-	if (event_needs_jvm(p->event) && rr->java == JPROF_JAVA_OFF) {
+	if (rr->alloc_bytes && !event_set_has(set, EVENT_ALLOC)) {
 		requests_error(r, JPROF_E_BAD_REQUEST,
-			       "the %s event needs the JVM agent: \"java\": \"off\" is not possible",
-			       rr->event);
+			       "\"alloc_bytes\" applies to the alloc event only, which is not recorded");
 		return -EINVAL;
 	}
-	if (ev != EVENT_CPU && jprof_format_info(p->format)->time_ordered) {
-		requests_error(r, JPROF_E_BAD_REQUEST,
-			       "format \"%s\" (time-ordered) is not available for the %s event yet",
-			       jprof_format_info(p->format)->name, rr->event);
-		return -EINVAL;
+	for (size_t i = 0; i < set->n; i++) {
+		const char *name = event_get(set->ids[i])->name;
+
+		if (event_needs_jvm(set->ids[i]) && rr->all) {
+			requests_error(r, JPROF_E_BAD_REQUEST,
+				       "the %s event records one JVM (\"pid\"), not the whole host", name);
+			return -EINVAL;
+		}
+		if (event_needs_jvm(set->ids[i]) && rr->java == JPROF_JAVA_OFF) {
+			requests_error(r, JPROF_E_BAD_REQUEST,
+				       "the %s event needs the JVM agent: \"java\": \"off\" is not possible",
+				       name);
+			return -EINVAL;
+		}
+		if (set->ids[i] != EVENT_CPU && jprof_format_info(p->format)->time_ordered) {
+			requests_error(r, JPROF_E_BAD_REQUEST,
+				       "format \"%s\" (time-ordered) is not available for the %s event yet%s",
+				       jprof_format_info(p->format)->name, name,
+				       set->n > 1 ? " (nor for several events)" : "");
+			return -EINVAL;
+		}
 	}
-	p->threshold_ns = (rr->threshold_us ? rr->threshold_us
-			   : ev == EVENT_LOCK ? JPROF_LOCK_THRESHOLD_US_DEFAULT
+	p->threshold_ns = (offcpu && rr->threshold_us ? rr->threshold_us
 			   : JPROF_THRESHOLD_US_DEFAULT) * 1000;
+	p->lock_threshold_ns = (rr->lock_threshold_us ? rr->lock_threshold_us
+				: lock_only && rr->threshold_us ? rr->threshold_us
+				: JPROF_LOCK_THRESHOLD_US_DEFAULT) * 1000;
 	p->alloc_bytes = rr->alloc_bytes ? rr->alloc_bytes : JPROF_ALLOC_BYTES_DEFAULT;
 	return 0;
 }

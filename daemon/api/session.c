@@ -66,12 +66,15 @@ static void on_sample(const struct built_sample *bs, void *arg)
 	struct built_sample wall;
 
 	/* A wall-clock recording's CPU samples and off-CPU intervals are both
-	 * wall time: their values (count, nanoseconds) under its own types. */
-	if (s->event->id == EVENT_WALL && bs->event != s->event) {
+	 * wall time: their values (count, nanoseconds) under its own types.
+	 * Samples of the other events (alloc, lock) keep theirs: the store
+	 * files each event's values under its own types. */
+	if ((bs->event->id == EVENT_CPU || bs->event->id == EVENT_OFFCPU) &&
+	    session_has(s, EVENT_WALL)) {
 		if (session_jvm_wall_covers(s, bs))
 			return;
 		wall = *bs;
-		wall.event = s->event;
+		wall.event = event_get(EVENT_WALL);
 		bs = &wall;
 	}
 	if (s->access_lost)
@@ -141,7 +144,7 @@ static enum access access_check(struct session *s)
  * when the format asked for is time-ordered (up to SESSION_MAX_TIMES). */
 static struct store *session_store_new(struct session *s)
 {
-	struct store *st = store_new(NULL, s->event->types, s->event->ntypes);
+	struct store *st = store_new(NULL, s->types, s->ntypes);
 
 	if (st && s->timed && store_keep_times(st, SESSION_MAX_TIMES) < 0) {
 		store_free(st);
@@ -335,42 +338,70 @@ static void send_started(struct session *s)
 	json_object_object_add(t, "comm", s->p.all ? NULL : json_object_new_string(s->comm));
 	json_object_object_add(t, "all", json_object_new_boolean(s->p.all));
 	json_object_object_add(o, "target", t);
-	json_object_object_add(o, "event", json_object_new_string(s->event->name));
+	json_object_object_add(o, "event", json_object_new_string(s->events_name));
 	json_object_object_add(o, "duration_ms", json_object_new_int64((int64_t)s->p.duration_ms));
 	json_object_object_add(o, "interval_us", json_object_new_int64((int64_t)s->p.interval_us));
-	if (s->event->id == EVENT_OFFCPU || s->event->id == EVENT_WALL || s->event->id == EVENT_LOCK)
+	if (session_has(s, EVENT_OFFCPU) || session_has(s, EVENT_WALL))
 		json_object_object_add(o, "threshold_us",
 				       json_object_new_int64((int64_t)(s->p.threshold_ns / 1000)));
-	if (s->event->id == EVENT_ALLOC)
+	else if (session_has(s, EVENT_LOCK))  /* as before lock_threshold_us existed */
+		json_object_object_add(o, "threshold_us",
+				       json_object_new_int64((int64_t)(s->p.lock_threshold_ns / 1000)));
+	if (session_has(s, EVENT_LOCK))
+		json_object_object_add(o, "lock_threshold_us",
+				       json_object_new_int64((int64_t)(s->p.lock_threshold_ns / 1000)));
+	if (session_has(s, EVENT_ALLOC))
 		json_object_object_add(o, "alloc_bytes", json_object_new_int64((int64_t)s->p.alloc_bytes));
 	session_send_obj(s, o);
 }
 
 
+/* The sampling period of the recording: the first of its events that has
+ * one (cpu's interval; the other events are not sampled at an interval). */
+static const struct event_info *periodic_event(const struct session *s)
+{
+	for (size_t i = 0; i < s->p.events.n; i++)
+		if (event_get(s->p.events.ids[i])->period_type.unit)
+			return event_get(s->p.events.ids[i]);
+	return s->event;
+}
+
 static void send_profile(struct session *s, const char *status)
 {
+	const struct event_info *pe = periodic_event(s);
 	struct export_meta meta = {
 		.pid = s->p.all ? 0 : (uint32_t)s->p.pid,
 		.comm = s->p.all ? NULL : s->comm,
-		.event = s->event->perf_name,
+		.event = s->p.events.n > 1 ? s->events_name : s->event->perf_name,
 		.start_unix_ns = s->start_unix_ns,
 		.start_mono_ns = s->start_mono_ns,
 		.duration_ns = elapsed_ms(s) * 1000000ull,
-		.period_type = s->event->period_type,
-		.period = s->event->period_type.unit ? interval_ns(s) : 0,
+		.period_type = pe->period_type,
+		.period = pe->period_type.unit ? interval_ns(s) : 0,
 		.status = status,
 	};
-	/* CPU profiles show sample counts (as always); other events their
-	 * main value (off-CPU: nanoseconds), a count of intervals says little. */
+	/* CPU profiles show sample counts (as always); other events, and
+	 * several events, the first one's main value (off-CPU: nanoseconds), a
+	 * count of intervals says little. Formats showing every event's main
+	 * value in turn (text, html) get them all. */
+	const char *mains[EVENT_COUNT];
 	struct export_options opt = {
 		.thread_frames = s->p.thread_frames,
 		.java_types = s->p.java_types,
-		.value = s->event->id == EVENT_CPU ? NULL : s->event->types[s->event->main_value].type,
+		.value = s->event->id == EVENT_CPU && s->p.events.n == 1 ? NULL
+			 : s->types[s->main_type].type,
+		.event_values = mains,
+		.nevent_values = s->p.events.n,
 	};
 	struct buf out = BUF_INIT;
 	struct json_object *o, *sum;
 	int r;
 
+	for (size_t i = 0; i < s->p.events.n; i++) {
+		const struct event_info *ev = event_get(s->p.events.ids[i]);
+
+		mains[i] = ev->types[ev->main_value].type;
+	}
 	session_jvm_thread_names(s);
 	r = export_render(s->store, &meta, &opt, s->p.format, &out);
 	if (r < 0) {
@@ -598,13 +629,20 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 	s->p = *p;
 	s->sink = *sink;
 	r = pipeline_source_open(m->pipeline, &(struct pipeline_source_config){
-		.process_root = p->all, .thread_state = p->event == EVENT_WALL,
+		.process_root = p->all, .thread_state = event_set_has(&p->events, EVENT_WALL),
 		.consumer = { on_sample, s },
 		.per_sample = jprof_format_info(p->format)->time_ordered }, &s->src);
 	if (r < 0)
 		goto fail_internal;
 	s->id = pipeline_source_id(s->src);
 	s->event = event_get(p->event);
+	r = event_set_types(&p->events, s->types, STORE_MAX_VALUES, &s->ntypes, &s->main_type);
+	if (r < 0)
+		goto fail_internal;
+	event_set_name(&p->events, s->events_name, sizeof(s->events_name));
+	for (size_t i = 0; i < p->events.n && !s->agent_event; i++)
+		if (event_needs_jvm(p->events.ids[i]))
+			s->agent_event = event_get(p->events.ids[i]);
 	s->timed = jprof_format_info(p->format)->time_ordered;
 	s->store = session_store_new(s);
 	if (!s->store) {
@@ -615,14 +653,14 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 	s->start_unix_ns = clock_ns(CLOCK_REALTIME);
 	if (p->all) {
 		/* wall: both collectors, off-CPU first (it can be refused). */
-		if (p->event != EVENT_CPU) {
+		if (event_set_has(&p->events, EVENT_OFFCPU) || event_set_has(&p->events, EVENT_WALL)) {
 			r = offcpu_start(s, err_code, err_msg, err_len);
 			if (r < 0 && *err_code)
 				goto fail;
 			if (r < 0)
 				goto fail_internal;
 		}
-		if (p->event != EVENT_OFFCPU) {
+		if (event_set_has(&p->events, EVENT_CPU) || event_set_has(&p->events, EVENT_WALL)) {
 			r = sampler_cpu_events_open(m->sampler, s->id, interval_ns(s),
 						    s->timed ? JP_COOKIE_RECORD : 0, &s->cpu_events);
 			if (r < 0)
@@ -640,10 +678,10 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 		/* Its unwind tables now, not at its first sample. */
 		sampler_unwind_prepare(m->sampler, (uint32_t)p->pid);
 		r = 0;
-		if (p->event == EVENT_OFFCPU || p->event == EVENT_WALL)
+		if (session_has(s, EVENT_OFFCPU) || session_has(s, EVENT_WALL))
 			r = offcpu_start(s, err_code, err_msg, err_len);
 		/* alloc, lock: the agent's JVMTI events, no perf events */
-		if (r == 0 && (p->event == EVENT_CPU || p->event == EVENT_WALL))
+		if (r == 0 && (session_has(s, EVENT_CPU) || session_has(s, EVENT_WALL)))
 			r = threadset_new(m->sampler, &(struct threadset_config){
 				.source = s->id, .pid = p->pid, .period_ns = interval_ns(s),
 				.max_threads = m->lim.max_threads, .quota = m->lim.quota,
@@ -678,7 +716,15 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 	m->sessions = s;
 	m->count++;
 	snprintf(what, sizeof(what), p->all ? "the whole host" : "pid %d", (int)p->pid);
-	if (p->event == EVENT_ALLOC)
+	if (p->events.n > 1)
+		log_audit("session %u started: uid %u records %s of %s for %llu ms, every %llu us of "
+			  "CPU, off-CPU threshold %llu us, every %llu bytes, lock threshold %llu us",
+			  s->id, (unsigned)p->uid, s->events_name, what,
+			  (unsigned long long)p->duration_ms, (unsigned long long)p->interval_us,
+			  (unsigned long long)(p->threshold_ns / 1000),
+			  (unsigned long long)p->alloc_bytes,
+			  (unsigned long long)(p->lock_threshold_ns / 1000));
+	else if (p->event == EVENT_ALLOC)
 		log_audit("session %u started: uid %u records %s of %s for %llu ms every %llu bytes",
 			  s->id, (unsigned)p->uid, s->event->name, what,
 			  (unsigned long long)p->duration_ms, (unsigned long long)p->alloc_bytes);
@@ -686,7 +732,7 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 		log_audit("session %u started: uid %u records %s of %s for %llu ms, threshold %llu us",
 			  s->id, (unsigned)p->uid, s->event->name, what,
 			  (unsigned long long)p->duration_ms,
-			  (unsigned long long)(p->threshold_ns / 1000));
+			  (unsigned long long)(p->lock_threshold_ns / 1000));
 	else
 		log_audit("session %u started: uid %u records %s of %s for %llu ms, every %llu us of CPU, "
 			  "off-CPU threshold %llu us", s->id, (unsigned)p->uid, s->event->name, what,
@@ -694,6 +740,16 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 			  (unsigned long long)(p->event == EVENT_OFFCPU ? 0 : p->interval_us),
 			  (unsigned long long)(p->event == EVENT_CPU ? 0 : p->threshold_ns / 1000));
 	send_started(s);
+	/* A JVM recorded with the agent for the other events, whose off-CPU
+	 * intervals get no Java stack yet: said once, as for -e offcpu alone. */
+	if (session_has(s, EVENT_OFFCPU) && p->events.n > 1 &&
+	    (s->java == JAVA_ATTACHING || s->java == JAVA_WAIT_AGENT)) {
+		char msg[160];
+
+		snprintf(msg, sizeof(msg), "pid %d is a JVM: the offcpu event records native and "
+			 "kernel frames only (no Java frames yet)", (int)p->pid);
+		session_send_warning(s, "java_frames_unavailable", msg);
+	}
 	if (s->java != JAVA_NONE)
 		loop_add_timer(m->loop, 0, 0, session_jvm_on_begin, s, &s->java_timer);
 	*out = s;

@@ -47,8 +47,10 @@ struct session_params {
 	struct authz_peer peer;
 	uint64_t duration_ms;
 	uint64_t interval_us;      /* cpu */
-	enum event_id event;
-	uint64_t threshold_ns;     /* offcpu, lock: shorter intervals/waits are skipped */
+	enum event_id event;       /* events.ids[0] */
+	struct event_set events;   /* every event recorded, in the order given */
+	uint64_t threshold_ns;     /* offcpu, wall: shorter intervals are skipped */
+	uint64_t lock_threshold_ns;  /* lock: shorter waits are skipped */
 	uint64_t alloc_bytes;      /* alloc: JVMTI heap sampling interval */
 	enum jprof_format format;
 	bool progress;

@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "jring.h"
 #include "session.h"
+#include "store.h"
 
 struct attach_result;
 struct attach_req;
@@ -51,7 +52,14 @@ struct session {
 	struct loop_source *end_timer;
 	struct loop_source *pidfd_src;
 	struct pipeline_source *src;
-	const struct event_info *event;
+	const struct event_info *event;  /* the first event (p.events.ids[0]) */
+	/* The store's sample types: the union of the events' (event_set_types) */
+	struct sample_type types[STORE_MAX_VALUES];
+	size_t ntypes;
+	size_t main_type;           /* the first event's main value */
+	char events_name[64];       /* "cpu,alloc,lock" */
+	/* The first of the events the JVM agent records (alloc, lock), NULL if none. */
+	const struct event_info *agent_event;
 	struct sampler_events *cpu_events;
 	struct threadset *threads;
 	bool offcpu_target;         /* an off-CPU target in the sampler (and a watch for --pid) */
@@ -92,6 +100,8 @@ struct session {
 	/* alloc/lock: the agent's JVMTI event */
 	enum { AGENT_EV_NONE = 0, AGENT_EV_ASKED, AGENT_EV_ON, AGENT_EV_STOPPING } agent_ev;
 	struct loop_source *agent_ev_timer;  /* waits for its answer, or for its last records */
+	uint32_t agent_ev_kind;     /* the JPAG_EV_* asked for (ASKED) */
+	uint32_t agent_ev_on;       /* the JPAG_EV_* bits the agent turned on */
 	uint64_t agent_ev_samples;  /* records received */
 	struct jring_stats ring_st; /* last seen */
 	uint32_t java_signal;       /* the agent's signal: JVM_SIGNAL unless it said otherwise */
@@ -115,6 +125,11 @@ struct session_mgr {
 	const char *agent_socket;
 };
 
+
+static inline bool session_has(const struct session *s, enum event_id id)
+{
+	return event_set_has(&s->p.events, id);
+}
 
 static inline uint64_t interval_ns(const struct session *s)
 {

@@ -80,7 +80,7 @@ static void java_fail(struct session *s, enum java_state st, const char *code, c
 	snprintf(s->java_msg, sizeof(s->java_msg), "%s", msg);
 	log_warn("session %u: pid %d: no Java frames: %s (%s)", s->id, (int)s->p.pid, msg, code);
 	/* alloc and lock have nothing to record without the agent. */
-	if ((s->p.java == JPROF_JAVA_REQUIRE || event_needs_jvm(s->event->id)) && !s->finishing) {
+	if ((s->p.java == JPROF_JAVA_REQUIRE || s->agent_event) && !s->finishing) {
 		session_abort(s, strcmp(code, "not_a_jvm") == 0 ? JPROF_E_NOT_A_JVM : JPROF_E_ATTACH_FAILED,
 			      msg);
 		return;
@@ -107,7 +107,7 @@ static void ring_record(const struct jring_record *rec, void *arg)
 	/* A wall record (jring checked its state and weight): only in a wall
 	 * recording whose agent said its timer runs. It stands for weight
 	 * intervals of blocked time, without a BPF record to join. */
-	if (s->event->id != EVENT_WALL || !s->java_wall)
+	if (!session_has(s, EVENT_WALL) || !s->java_wall)
 		return;
 	v[0] = 1;
 	v[1] = (uint64_t)rec->weight * interval_ns(s);
@@ -290,7 +290,7 @@ static int jvm_perf_fd(void *ctx, uint32_t ns_tid, int *fd)
 	pid_t host;
 	int r;
 
-	if (s->finishing || (!s->threads && !event_needs_jvm(s->event->id)))
+	if (s->finishing || (!s->threads && !s->agent_event))
 		return -ECANCELED;
 	if (agent_is_process(s->agent, s->p.pid, s->p.pidfd) < 0) {
 		log_audit("denied: a perf event of pid %d to an agent whose process is gone",
@@ -304,8 +304,8 @@ static int jvm_perf_fd(void *ctx, uint32_t ns_tid, int *fd)
 			  (int)s->p.pid, ns_tid);
 		return -EPERM;
 	}
-	if (event_needs_jvm(s->event->id)) {
-		/* No perf event for alloc/lock; the agent asks for every thread
+	if (!s->threads) {
+		/* No perf event for alloc/lock alone; the agent asks for every thread
 		 * anyway, which maps its tids for the samples' thread labels. */
 		jvm_join_map_tid(s->join, ns_tid, (uint32_t)host);
 		return -EOPNOTSUPP;
@@ -389,21 +389,62 @@ static void jvm_gone(void *ctx, const char *why)
 		snprintf(s->java_msg, sizeof(s->java_msg), "the JVM agent went away: %s", why);
 		session_send_warning(s, s->java_code, s->java_msg);
 	}
-	/* alloc/lock have nothing more to record: end with what came, unless
-	 * the process is exiting (its pidfd ends the recording first). */
-	if (event_needs_jvm(s->event->id) && !s->finishing) {
+	/* alloc/lock alone have nothing more to record: end with what came,
+	 * unless the process is exiting (its pidfd ends the recording first);
+	 * with cpu, its native samples go on. */
+	if (s->agent_event && !s->finishing) {
 		loop_remove(s->agent_ev_timer);
 		s->agent_ev_timer = NULL;
 		s->agent_ev = AGENT_EV_NONE;
-		if (loop_add_timer(s->mgr->loop, JVM_AGENT_GONE_MS, 0, on_agent_gone_timer, s,
-				   &s->agent_ev_timer) < 0)
+		s->agent_ev_on = 0;
+		if (!s->threads && loop_add_timer(s->mgr->loop, JVM_AGENT_GONE_MS, 0,
+						  on_agent_gone_timer, s, &s->agent_ev_timer) < 0)
 			session_stop(s, "agent_gone");
 	}
 }
 
-static uint32_t agent_event_kind(const struct session *s)
+static enum event_id agent_kind_event(uint32_t kind)
 {
-	return s->event->id == EVENT_ALLOC ? JPAG_EV_ALLOC : JPAG_EV_LOCK;
+	return kind == JPAG_EV_ALLOC ? EVENT_ALLOC : EVENT_LOCK;
+}
+
+/* The next of the recording's agent events the agent has not turned on,
+ * in the order given (the agent answers one EVENT_ON at a time); 0: none. */
+static uint32_t agent_next_kind(const struct session *s)
+{
+	for (size_t i = 0; i < s->p.events.n; i++) {
+		enum event_id id = s->p.events.ids[i];
+		uint32_t kind = id == EVENT_ALLOC ? JPAG_EV_ALLOC : id == EVENT_LOCK ? JPAG_EV_LOCK : 0;
+
+		if (kind && !(s->agent_ev_on & kind))
+			return kind;
+	}
+	return 0;
+}
+
+static void on_event_answer_timeout(struct loop_source *src, void *arg);
+
+/* Asks the agent for the next event: 0, or -errno with the recording ended. */
+static int agent_ask_next(struct session *s, struct agent *a)
+{
+	uint32_t kind = agent_next_kind(s);
+	char msg[256];
+	int r;
+
+	r = agent_event_on(a, kind, kind == JPAG_EV_ALLOC ? s->p.alloc_bytes
+			   : s->p.lock_threshold_ns);
+	if (r == 0)
+		r = loop_add_timer(s->mgr->loop, JVM_EVENT_ANSWER_MS, 0, on_event_answer_timeout, s,
+				   &s->agent_ev_timer);
+	if (r < 0) {
+		snprintf(msg, sizeof(msg), "cannot turn the %s event on in pid %d: %s",
+			 event_get(agent_kind_event(kind))->name, (int)s->p.pid, strerror(-r));
+		session_abort(s, JPROF_E_INTERNAL, msg);
+		return r;
+	}
+	s->agent_ev = AGENT_EV_ASKED;
+	s->agent_ev_kind = kind;
+	return 0;
 }
 
 static void on_event_answer_timeout(struct loop_source *src, void *arg)
@@ -415,7 +456,8 @@ static void on_event_answer_timeout(struct loop_source *src, void *arg)
 	s->agent_ev_timer = NULL;
 	snprintf(msg, sizeof(msg),
 		 "the JVM agent of pid %d did not answer the request to turn the %s event on "
-		 "(an older agent already loaded in this JVM?)", (int)s->p.pid, s->event->name);
+		 "(an older agent already loaded in this JVM?)", (int)s->p.pid,
+		 event_get(agent_kind_event(s->agent_ev_kind))->name);
 	session_abort(s, JPROF_E_EVENT_UNAVAILABLE, msg);
 }
 
@@ -425,7 +467,7 @@ static void jvm_event_status(void *ctx, uint32_t event, int status, const char *
 	char msg[512];
 
 	if (event == JPAG_EV_WALL) {
-		if (s->event->id != EVENT_WALL || s->java_wall)
+		if (!session_has(s, EVENT_WALL) || s->java_wall)
 			return;
 		if (status == 0) {
 			s->java_wall = true;
@@ -439,18 +481,23 @@ static void jvm_event_status(void *ctx, uint32_t event, int status, const char *
 		session_send_warning(s, "java_wall_unavailable", msg);
 		return;
 	}
-	if (s->agent_ev != AGENT_EV_ASKED || event != agent_event_kind(s))
+	if (s->agent_ev != AGENT_EV_ASKED || event != s->agent_ev_kind)
 		return;
 	loop_remove(s->agent_ev_timer);
 	s->agent_ev_timer = NULL;
 	if (status == 0) {
-		s->agent_ev = AGENT_EV_ON;
-		log_info("session %u: pid %d: %s event on", s->id, (int)s->p.pid, s->event->name);
+		s->agent_ev_on |= event;
+		log_info("session %u: pid %d: %s event on", s->id, (int)s->p.pid,
+			 event_get(agent_kind_event(event))->name);
+		if (agent_next_kind(s) && s->agent && !s->finishing)
+			agent_ask_next(s, s->agent);  /* ends the recording on failure */
+		else
+			s->agent_ev = AGENT_EV_ON;
 		return;
 	}
-	s->agent_ev = AGENT_EV_NONE;
+	s->agent_ev = s->agent_ev_on ? AGENT_EV_ON : AGENT_EV_NONE;
 	snprintf(msg, sizeof(msg), "the JVM of pid %d refused the %s event: %s", (int)s->p.pid,
-		 s->event->name, why[0] ? why : strerror(-status));
+		 event_get(agent_kind_event(event))->name, why[0] ? why : strerror(-status));
 	log_warn("session %u: %s", s->id, msg);
 	if (!s->finishing)
 		session_abort(s, JPROF_E_EVENT_UNAVAILABLE, msg);
@@ -476,7 +523,8 @@ static void jvm_event(void *ctx, const struct jpag_event_rec *rec, const char *c
 	struct session *s = ctx;
 	uint64_t v[3];
 
-	if (s->agent_ev < AGENT_EV_ON || rec->event != agent_event_kind(s) || !s->join)
+	if ((rec->event != JPAG_EV_ALLOC && rec->event != JPAG_EV_LOCK) ||
+	    !(s->agent_ev_on & rec->event) || !s->join)
 		return;
 	if (rec->event == JPAG_EV_ALLOC) {
 		if (rec->value == 0 || rec->value > JVM_ALLOC_MAX_BYTES)
@@ -491,7 +539,8 @@ static void jvm_event(void *ctx, const struct jpag_event_rec *rec, const char *c
 		v[2] = rec->value;
 	}
 	s->agent_ev_samples++;
-	jvm_join_add_event(s->join, rec->tid, rec->time_ns, clock_ns(CLOCK_MONOTONIC), s->event->id,
+	jvm_join_add_event(s->join, rec->tid, rec->time_ns, clock_ns(CLOCK_MONOTONIC),
+			   agent_kind_event(rec->event),
 			   v, 3, cls, rec->class_len, frames, rec->nframes);
 }
 
@@ -500,6 +549,7 @@ static void event_off_done(struct session *s)
 	loop_remove(s->agent_ev_timer);
 	s->agent_ev_timer = NULL;
 	s->agent_ev = AGENT_EV_NONE;
+	s->agent_ev_on = 0;
 	session_jvm_finish(s, s->final_status);
 }
 
@@ -516,17 +566,18 @@ static void on_event_drain_timeout(struct loop_source *src, void *arg)
 	struct session *s = arg;
 
 	log_warn("session %u: pid %d: the agent's last %s records did not come in %d ms", s->id,
-		 (int)s->p.pid, s->event->name, JVM_EVENT_DRAIN_MS);
+		 (int)s->p.pid, s->events_name, JVM_EVENT_DRAIN_MS);
 	event_off_done(s);
 }
 
 bool session_jvm_event_off(struct session *s, const char *status)
 {
 	if (s->agent_ev == AGENT_EV_ASKED) {
-		/* Ended before the answer: STOP turns it off in the agent. */
+		/* Ended before the answer: STOP turns it off in the agent (and
+		 * EVENT_OFF below the events already on, with their last records). */
 		loop_remove(s->agent_ev_timer);
 		s->agent_ev_timer = NULL;
-		s->agent_ev = AGENT_EV_NONE;
+		s->agent_ev = s->agent_ev_on ? AGENT_EV_ON : AGENT_EV_NONE;
 	}
 	if (s->agent_ev != AGENT_EV_ON || !s->agent || agent_event_off(s->agent) < 0)
 		return false;
@@ -592,7 +643,7 @@ static void bind_agent(struct session *s, struct agent *a)
 		.start_ns = s->start_mono_ns,
 		.max_bytes = JVM_SESSION_MAX_BYTES,
 		.max_methods = JVM_MAX_METHODS,
-		.running_leaf = s->event->id == EVENT_WALL,
+		.running_leaf = session_has(s, EVENT_WALL),
 	};
 	struct jvm_budget *own = NULL;
 	char msg[256];
@@ -615,8 +666,8 @@ static void bind_agent(struct session *s, struct agent *a)
 	s->java_signal_moves = 0;
 	s->java_wall = false;
 	r = agent_start(a, interval_ns(s), JVM_SIGNAL,
-			event_needs_jvm(s->event->id) ? JVM_RING_SLOTS_EVENTS : JVM_RING_SLOTS,
-			s->event->id == EVENT_WALL ? JPAG_START_WALL : 0, &jvm_ops, s);
+			s->agent_event && !s->threads ? JVM_RING_SLOTS_EVENTS : JVM_RING_SLOTS,
+			session_has(s, EVENT_WALL) ? JPAG_START_WALL : 0, &jvm_ops, s);
 	if (r < 0) {
 		snprintf(msg, sizeof(msg), r == -EBUSY ?
 			 "another recording of pid %d is using its agent" :
@@ -628,20 +679,8 @@ static void bind_agent(struct session *s, struct agent *a)
 	 * half of it leaves room for jitter and none for a shortened period. */
 	sampler_set_min_gap(s->mgr->sampler, s->id, interval_ns(s) / 2);
 	s->agent = a;
-	if (event_needs_jvm(s->event->id) && s->agent_ev == AGENT_EV_NONE) {
-		r = agent_event_on(a, agent_event_kind(s), s->event->id == EVENT_ALLOC ?
-				   s->p.alloc_bytes : s->p.threshold_ns);
-		if (r == 0)
-			r = loop_add_timer(s->mgr->loop, JVM_EVENT_ANSWER_MS, 0,
-					   on_event_answer_timeout, s, &s->agent_ev_timer);
-		if (r < 0) {
-			snprintf(msg, sizeof(msg), "cannot turn the %s event on in pid %d: %s",
-				 s->event->name, (int)s->p.pid, strerror(-r));
-			session_abort(s, JPROF_E_INTERNAL, msg);
-			return;
-		}
-		s->agent_ev = AGENT_EV_ASKED;
-	}
+	if (s->agent_event && s->agent_ev == AGENT_EV_NONE && agent_ask_next(s, a) < 0)
+		return;
 	s->java = JAVA_ACTIVE;
 	s->java_code[0] = s->java_msg[0] = '\0';
 	loop_remove(s->java_timer);
@@ -716,20 +755,23 @@ static void on_attach_done(const struct attach_result *res, void *arg)
  * threads. */
 static int java_event_check(struct session *s, const char **code, char *msg, size_t len)
 {
-	if (s->event->id == EVENT_CPU || s->event->id == EVENT_WALL || event_needs_jvm(s->event->id))
+	/* With other events the agent is loaded for them (Java frames for
+	 * their samples); off-CPU intervals keep native frames, and a warning
+	 * at the start says so (session_start). */
+	if (!session_has(s, EVENT_OFFCPU) || s->p.events.n > 1)
 		return 0;
 	if (s->p.java == JPROF_JAVA_REQUIRE) {
 		*code = JPROF_E_BAD_REQUEST;
 		snprintf(msg, len, "Java frames are not available for the %s event yet; "
 			 "use \"java\": \"auto\" or \"off\" for native and kernel frames",
-			 s->event->name);
+			 JPROF_EVENT_OFFCPU);
 		return -ENOEXEC;
 	}
 	s->java = JAVA_FAILED;
 	snprintf(s->java_code, sizeof(s->java_code), "java_frames_unavailable");
 	snprintf(s->java_msg, sizeof(s->java_msg),
 		 "pid %d is a JVM: the %s event records native and kernel frames only "
-		 "(no Java frames yet)", (int)s->p.pid, s->event->name);
+		 "(no Java frames yet)", (int)s->p.pid, JPROF_EVENT_OFFCPU);
 	return 0;
 }
 
@@ -739,10 +781,10 @@ int session_jvm_check(struct session *s, struct attach_result *res, const char *
 	struct session_mgr *m = s->mgr;
 
 	res->status = 0;
-	if (event_needs_jvm(s->event->id) && !m->agents) {
+	if (s->agent_event && !m->agents) {
 		*code = JPROF_E_UNAVAILABLE;
 		snprintf(msg, len, "the %s event needs the JVM agent, which this daemon does not load",
-			 s->event->name);
+			 s->agent_event->name);
 		return -ENOTSUP;
 	}
 	if (s->p.all || s->p.java == JPROF_JAVA_OFF || !m->agents)
@@ -755,17 +797,16 @@ int session_jvm_check(struct session *s, struct attach_result *res, const char *
 		s->java = JAVA_ATTACHING;
 		return java_event_check(s, code, msg, len);
 	}
-	if (event_needs_jvm(s->event->id)) {
+	if (s->agent_event) {
 		bool native = strcmp(res->code, "not_a_jvm") == 0;
 
 		*code = native ? JPROF_E_NOT_A_JVM : JPROF_E_ATTACH_FAILED;
 		snprintf(msg, len, native ? "the %s event records JVMs only: %s"
 				   : "the %s event needs the JVM agent: %s",
-			 s->event->name, res->message);
+			 s->agent_event->name, res->message);
 		return -ENOEXEC;
 	}
-	if (strcmp(res->code, "not_a_jvm") != 0 && s->event->id != EVENT_CPU &&
-	    s->event->id != EVENT_WALL)
+	if (strcmp(res->code, "not_a_jvm") != 0 && session_has(s, EVENT_OFFCPU))
 		return java_event_check(s, code, msg, len);
 	if (s->p.java == JPROF_JAVA_REQUIRE) {
 		*code = strcmp(res->code, "not_a_jvm") == 0 ? JPROF_E_NOT_A_JVM : JPROF_E_ATTACH_FAILED;
@@ -894,10 +935,10 @@ void session_jvm_summary(struct session *s, struct json_object *sum)
 	json_object_object_add(j, "without_java", json_object_new_int64((int64_t)js.bpf_unmatched));
 	json_object_object_add(j, "agent_unmatched", json_object_new_int64((int64_t)js.agent_unmatched));
 	json_object_object_add(j, "names_timed_out", json_object_new_int64((int64_t)js.names_timed_out));
-	if (event_needs_jvm(s->event->id))
+	if (s->agent_event)
 		json_object_object_add(j, "event_records",
 				       json_object_new_int64((int64_t)s->agent_ev_samples));
-	if (s->event->id == EVENT_WALL) {
+	if (session_has(s, EVENT_WALL)) {
 		json_object_object_add(j, "wall_timer", json_object_new_boolean(s->java_wall));
 		add_u64(j, "wall_records", s->java_wall_records);
 		add_u64(j, "offcpu_covered", s->offcpu_covered);

@@ -1,6 +1,7 @@
 #include "event.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "jprof_proto.h"
@@ -59,16 +60,9 @@ const struct event_info *event_get(enum event_id id)
 	return &events[id];
 }
 
-/* The protocol's list (proto/) names the same events, in the same order. */
+/* The protocol's list (proto/) names the same events, in the same order:
+ * its indexes are event ids (event_parse_list). */
 _Static_assert(EVENT_COUNT == JPROF_EVENT_COUNT, "event table and protocol event list differ");
-
-int event_parse(const char *name)
-{
-	for (int i = 0; name && i < EVENT_COUNT; i++)
-		if (strcmp(events[i].name, name) == 0)
-			return i;
-	return -EINVAL;
-}
 
 void event_values_periodic(const struct event_info *ev, uint64_t count, uint64_t period_ns,
 			   uint64_t values[EVENT_MAX_VALUES])
@@ -77,4 +71,63 @@ void event_values_periodic(const struct event_info *ev, uint64_t count, uint64_t
 	values[0] = count;
 	for (size_t i = 1; i < ev->ntypes; i++)
 		values[i] = count * period_ns;
+}
+
+bool event_set_has(const struct event_set *set, enum event_id id)
+{
+	for (size_t i = 0; i < set->n; i++)
+		if (set->ids[i] == id)
+			return true;
+	return false;
+}
+
+int event_parse_list(const char *list, struct event_set *set, char *why, size_t len)
+{
+	int ids[EVENT_COUNT];
+	size_t n = 0;
+	int r = jprof_event_list_parse(list, ids, &n, why, len);
+
+	set->n = 0;
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n; i++)
+		set->ids[set->n++] = (enum event_id)ids[i];
+	return 0;
+}
+
+int event_set_types(const struct event_set *set, struct sample_type *types, size_t max,
+		    size_t *ntypes, size_t *main)
+{
+	size_t n = 1;
+
+	if (!max)
+		return -ENOSPC;
+	types[0] = sample_type_count;
+	*main = 0;
+	for (size_t i = 0; i < set->n; i++) {
+		const struct event_info *ev = event_get(set->ids[i]);
+
+		if (!ev)
+			return -EINVAL;
+		/* types[0] of every event is the shared count. */
+		if (n + ev->ntypes - 1 > max)
+			return -ENOSPC;
+		if (i == 0)
+			*main = n + ev->main_value - 1;
+		for (size_t t = 1; t < ev->ntypes; t++)
+			types[n++] = ev->types[t];
+	}
+	*ntypes = n;
+	return 0;
+}
+
+void event_set_name(const struct event_set *set, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	if (len)
+		buf[0] = '\0';
+	for (size_t i = 0; i < set->n && used < len; i++)
+		used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? "," : "",
+					 event_get(set->ids[i])->name);
 }

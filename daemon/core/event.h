@@ -35,12 +35,30 @@ struct event_info {
 
 /* NULL if out of range. */
 const struct event_info *event_get(enum event_id id);
-/* By wire name; -EINVAL if unknown. */
-int event_parse(const char *name);
 /* The values of `count` samples taken every period_ns, for events whose
  * weight is the sampling period (cpu): {count, count * period}. */
 void event_values_periodic(const struct event_info *ev, uint64_t count, uint64_t period_ns,
 			   uint64_t values[EVENT_MAX_VALUES]);
+
+/* The events of one recording, in the order the user gave them (the first
+ * is the profile's default value). */
+struct event_set {
+	enum event_id ids[EVENT_COUNT];
+	size_t n;
+};
+
+/* A comma-separated list of event names ("cpu,alloc,lock") into set: any
+ * distinct events, except wall with cpu or offcpu (wall holds both). 0, or
+ * -EINVAL with why (naming the offending event) filled. */
+int event_parse_list(const char *list, struct event_set *set, char *why, size_t len);
+bool event_set_has(const struct event_set *set, enum event_id id);
+/* The sample types of a recording of set: {"samples", "count"}, then each
+ * event's own types in the set's order. *main is the index of the first
+ * event's main value. -ENOSPC when more than max. */
+int event_set_types(const struct event_set *set, struct sample_type *types, size_t max,
+		    size_t *ntypes, size_t *main);
+/* "cpu,alloc" into buf (always terminated). */
+void event_set_name(const struct event_set *set, char *buf, size_t len);
 
 /* Whether the event's samples come from the JVM agent (a JVM is required). */
 static inline int event_needs_jvm(enum event_id id)

@@ -141,6 +141,10 @@ int collapsed_render(const struct export_job *job, struct buf *out)
 		value = items[i].value;
 		for (j = i + 1; j < nstacks && !collapsed_cmp(&items[i], &items[j], &c); j++)
 			value += items[j].value;
+		/* Several events: a stack of another event has none of the value
+		 * shown (a line of 0 would only be noise in a flame graph). */
+		if (!value && job->opt->nevent_values > 1)
+			continue;
 		for (k = 0; k < collapsed_nseg(&items[i]); k++) {
 			collapsed_seg(&c, &items[i], k, &p, &len);
 			if (k) {

@@ -374,9 +374,13 @@ uint64_t export_interval_ns(const struct export_meta *meta)
 
 int export_weight_index(const struct store *st)
 {
-	size_t n = store_value_count(st);
+	size_t n = store_value_count(st), ns = 0;
 
-	if (n < 2 || !export_is_ns(store_value_type(st, n - 1)->unit))
+	for (size_t i = 1; i < n; i++)
+		ns += export_is_ns(store_value_type(st, i)->unit);
+	/* Several values in nanoseconds (a recording of cpu and lock, say):
+	 * no one of them is the weight; readers take sample_types instead. */
+	if (n < 2 || ns != 1 || !export_is_ns(store_value_type(st, n - 1)->unit))
 		return -1;
 	return (int)(n - 1);
 }

@@ -37,6 +37,12 @@ struct export_options {
 	 * sample count ("samples"), which flame-graph tools expect. Formats
 	 * that carry every value (raw, pprof, json's value lists) ignore it. */
 	const char *value;
+	/* A recording of several events: each event's main value, by type name,
+	 * in the order the events were given (value is the first). Text shows
+	 * a section per value, the html flame graph a selector between them;
+	 * nevent_values <= 1: only value. */
+	const char *const *event_values;
+	size_t nevent_values;
 };
 
 /* Appends the rendering of st in format fmt (proto/jprof_formats.h) to out;
@@ -81,7 +87,8 @@ const struct export_renderer *export_renderer(enum jprof_format id);
  * another unit or absent. */
 uint64_t export_interval_ns(const struct export_meta *meta);
 /* Index of the value that readers of version-1 JSON know as "weight_ns":
- * the main value (the last type) when its unit is nanoseconds; -1 if none. */
+ * the main value (the last type) when its unit is nanoseconds and no other
+ * value is (several events); -1 if none. */
 int export_weight_index(const struct store *st);
 /* The main value's type: the store's last (pprof's default sample type). */
 const struct sample_type *export_main_type(const struct store *st);

@@ -61,6 +61,55 @@ static int flamegraph_title(const struct export_job *job, const struct store_tot
 	return r;
 }
 
+/* The node after i in depth-first order (children in the tree's order),
+ * CALLTREE_NONE after the last. */
+static uint32_t flamegraph_next(const struct calltree *t, uint32_t i)
+{
+	const struct calltree_node *n = calltree_node(t, i);
+
+	if (n->first_child != CALLTREE_NONE)
+		return n->first_child;
+	while (i != CALLTREE_NONE && calltree_node(t, i)->next_sibling == CALLTREE_NONE)
+		i = calltree_node(t, i)->parent;
+	return i != CALLTREE_NONE ? calltree_node(t, i)->next_sibling : CALLTREE_NONE;
+}
+
+/* ,"views":[{"type":..,"unit":..,"totals":[per node, in the order of
+ * "nodes"]},...]: one per event of a recording of several, for the page's
+ * selector (the tree was built with every value). */
+static int flamegraph_views(const struct calltree *t, const struct export_job *job,
+			    struct buf *out)
+{
+	const struct export_options *opt = job->opt;
+	int r, v;
+
+	r = buf_puts(out, ",\"views\":[");
+	for (size_t e = 0; r == 0 && e < opt->nevent_values; e++) {
+		const struct sample_type *vt;
+
+		v = store_value_find(job->st, opt->event_values[e]);
+		if (v < 0)
+			return -EINVAL;
+		vt = store_value_type(job->st, (size_t)v);
+		r = buf_puts(out, e ? ",{" : "{");
+		if (r == 0)
+			r = export_json_strfield(out, "type", vt->type, true);
+		if (r == 0)
+			r = export_json_strfield(out, "unit",
+						 export_value_is_count(vt) ? "samples" : vt->unit, false);
+		if (r == 0)
+			r = buf_puts(out, ",\"totals\":[");
+		for (uint32_t i = 0; r == 0 && i != CALLTREE_NONE; i = flamegraph_next(t, i))
+			r = buf_printf(out, "%s%" PRIu64, i ? "," : "",
+				       calltree_total_values(t, i)[v]);
+		if (r == 0)
+			r = buf_puts(out, "]}");
+	}
+	if (r == 0)
+		r = buf_putc(out, ']');
+	return r;
+}
+
 static int flamegraph_data(const struct calltree *t, const struct export_job *job,
 			   const struct store_totals *tot, const char *title, struct buf *out)
 {
@@ -126,16 +175,13 @@ static int flamegraph_data(const struct calltree *t, const struct export_job *jo
 			       n->depth, n->total, n->self);
 		if (r < 0)
 			goto out;
-		if (n->first_child != CALLTREE_NONE) {
-			i = n->first_child;
-			continue;
-		}
-		while (i != CALLTREE_NONE && calltree_node(t, i)->next_sibling == CALLTREE_NONE)
-			i = calltree_node(t, i)->parent;
-		if (i != CALLTREE_NONE)
-			i = calltree_node(t, i)->next_sibling;
+		i = flamegraph_next(t, i);
 	}
-	r = buf_puts(out, "]}");
+	r = buf_putc(out, ']');
+	if (r == 0 && job->opt->nevent_values > 1)
+		r = flamegraph_views(t, job, out);
+	if (r == 0)
+		r = buf_putc(out, '}');
 out:
 	return r;
 }
@@ -149,7 +195,7 @@ int flamegraph_render(const struct export_job *job, struct buf *out)
 	int r;
 
 	store_get_totals(job->st, &tot);
-	r = calltree_build(job, false, &t);
+	r = calltree_build(job, job->opt->nevent_values > 1, &t);
 	if (r == 0)
 		r = calltree_sort(t, CALLTREE_BY_NAME);
 	if (r == 0)

@@ -540,8 +540,10 @@ int pprof_render(const struct export_job *job, struct buf *out)
 		typep[i] = &types[i];
 	prof.n_sample_type = nv;
 	prof.sample_type = typep;
-	/* The main value, the last type (pprof's own default too). */
-	prof.default_sample_type = types[nv - 1].type;
+	/* The value the one-value formats show when it is not the count (a
+	 * recording of several events: the first one's main value), else the
+	 * main value, the last type (pprof's own default too). */
+	prof.default_sample_type = types[job->value ? job->value : nv - 1].type;
 	prof.n_sample = nstacks;
 	prof.sample = c.samplep;
 	prof.n_mapping = c.nmaps;

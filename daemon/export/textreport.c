@@ -38,11 +38,14 @@ static double textreport_pct(uint64_t part, uint64_t total)
 	return total ? 100.0 * (double)part / (double)total : 0.0;
 }
 
-/* "interval 10 ms" for a period in nanoseconds (or none, as always), else
- * "period <n> <unit>". */
+/* "interval 10 ms" for a period in nanoseconds, "period <n> <unit>" for
+ * another unit, "no fixed period" without one (lock waits, off-CPU
+ * intervals: every event above a threshold is a sample). */
 static int textreport_period(const struct export_meta *meta, struct buf *out)
 {
-	if (meta->period_type.unit && !export_interval_ns(meta) && meta->period)
+	if (!meta->period)
+		return buf_puts(out, "no fixed period");
+	if (meta->period_type.unit && !export_interval_ns(meta))
 		return buf_printf(out, "period %" PRIu64 " %s", meta->period, meta->period_type.unit);
 	return buf_printf(out, "interval %.3g ms", (double)export_interval_ns(meta) / 1e6);
 }
@@ -95,23 +98,18 @@ static int textreport_header(const struct store *st, const struct export_meta *m
 	return r;
 }
 
-int textreport_render(const struct export_job *job, struct buf *out)
+/* The top stacks and functions by the job's value. */
+static int textreport_section(const struct export_job *job, const struct store_totals *tot,
+			      struct buf *out)
 {
 	const struct sample_type *vt = store_value_type(job->st, job->value);
 	struct textreport_fn *fns = NULL;
 	uint32_t *leaves = NULL, i, node, nkeys;
-	struct store_totals tot;
 	struct calltree *t = NULL;
 	size_t n, nleaves = 0, k, shown;
-
-	uint64_t all;
+	uint64_t all = tot->values[job->value];
 	int r;
 
-	store_get_totals(job->st, &tot);
-	all = tot.values[job->value];
-	r = textreport_header(job->st, job->meta, &tot, out);
-	if (r < 0 || !tot.values[0])
-		goto out;
 	r = calltree_build(job, false, &t);
 	if (r < 0)
 		goto out;
@@ -173,5 +171,34 @@ out:
 	free(leaves);
 	free(fns);
 	calltree_free(t);
+	return r;
+}
+
+int textreport_render(const struct export_job *job, struct buf *out)
+{
+	const struct export_options *opt = job->opt;
+	struct export_job sec = *job;
+	struct store_totals tot;
+	int r, v;
+
+	store_get_totals(job->st, &tot);
+	r = textreport_header(job->st, job->meta, &tot, out);
+	if (r < 0 || !tot.values[0])
+		return r;
+	if (opt->nevent_values <= 1)
+		return textreport_section(job, &tot, out);
+	/* Several events: a section for each one's main value. */
+	for (size_t e = 0; r == 0 && e < opt->nevent_values; e++) {
+		v = store_value_find(job->st, opt->event_values[e]);
+		if (v < 0)
+			return -EINVAL;
+		sec.value = (size_t)v;
+		r = buf_printf(out, "\n##### %s (%s) #####\n", opt->event_values[e],
+			       store_value_type(job->st, sec.value)->unit);
+		if (r == 0 && !tot.values[sec.value])
+			r = buf_puts(out, "\nno samples\n");
+		else if (r == 0)
+			r = textreport_section(&sec, &tot, out);
+	}
 	return r;
 }

@@ -1,6 +1,6 @@
 /* The "text" format: a summary for a person at a terminal (the totals of
  * every value, the heaviest stacks and the functions with the most self of
- * the shown value). */
+ * the shown value; for several events a section per event's main value). */
 #ifndef JPROF_TEXTREPORT_H
 #define JPROF_TEXTREPORT_H
 

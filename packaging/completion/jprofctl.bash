@@ -33,7 +33,10 @@ _jprofctl()
 		return
 		;;
 	-e|--event)
-		COMPREPLY=($(compgen -W "cpu offcpu wall alloc lock" -- "$cur"))
+		# One event or a comma-separated list: complete the name after the last comma.
+		local pre=""
+		[[ $cur == *,* ]] && pre="${cur%,*},"
+		COMPREPLY=($(compgen -P "$pre" -W "cpu offcpu wall alloc lock" -- "${cur##*,}"))
 		return
 		;;
 	-d|--duration|-i|--interval|--threshold|--alloc|--lock|-l|--last|--from|--to|-c|--comm|-u|--unit|-g|--cgroup)

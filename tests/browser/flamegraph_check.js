@@ -4,18 +4,21 @@
 // failed, 77 when Chromium cannot run here.
 //
 //   node flamegraph_check.js --html FILE [--expect NAME] [--empty]
-//        [--screenshot OUT.png] [--names-json FILE]
+//        [--screenshot OUT.png] [--names-json FILE] [--view TYPE=NAME ...]
 //
 // --expect NAME   a frame that must be drawn, found by search and highlighted
 // --empty         the page must say "no samples"
 // --names-json    a JSON array of names that must all be in the page's frames
+// --view TYPE=NAME (repeatable) a profile of several events: the selector
+//                 offers TYPE, and once TYPE is chosen frame NAME is drawn
+//                 and the root frame spans that value's total
 "use strict";
 const fs = require("fs");
 const path = require("path");
 const { launch, run, report, skip, checker } = require("./chromium");
 
 function parseArgs(argv) {
-  const a = { html: null, expect: null, empty: false, screenshot: null, namesJson: null };
+  const a = { html: null, expect: null, empty: false, screenshot: null, namesJson: null, views: [] };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     if (k === "--html") a.html = argv[++i];
@@ -23,6 +26,10 @@ function parseArgs(argv) {
     else if (k === "--empty") a.empty = true;
     else if (k === "--screenshot") a.screenshot = argv[++i];
     else if (k === "--names-json") a.namesJson = argv[++i];
+    else if (k === "--view") {
+      const v = argv[++i], eq = v.indexOf("=");
+      a.views.push({ type: v.slice(0, eq), name: v.slice(eq + 1) });
+    }
     else throw new Error("unknown argument " + k);
   }
   if (!a.html) throw new Error("--html FILE is required");
@@ -117,6 +124,27 @@ async function main() {
         const want = JSON.parse(fs.readFileSync(args.namesJson, "utf8"));
         const have = new Set(frames.map((f) => f.name));
         for (const n of want) check(have.has(n), "name not in the page's frames: " + JSON.stringify(n));
+      }
+      if (args.views.length) {
+        result.views = await page.evaluate(() => window.jprofFlame.views());
+        const shownOptions = await page.locator("#view option").count();
+        check(await page.locator("#view").isVisible(), "no value selector on a page of several events");
+        check(shownOptions === result.views.length, "selector has " + shownOptions + " options");
+        result.view_totals = {};
+        for (const v of args.views) {
+          check(result.views.includes(v.type), "selector lacks " + v.type + ": " + result.views);
+          // As a person would: pick it in the selector.
+          const k = result.views.indexOf(v.type);
+          if (k >= 0) await page.selectOption("#view", String(k));
+          const cur = await page.evaluate(() => window.jprofFlame.view());
+          result.view_totals[v.type] = cur && cur.total;
+          check(cur && cur.type === v.type && cur.total > 0, "view after choosing " + v.type + ": " + JSON.stringify(cur));
+          const fr = await page.evaluate(() => window.jprofFlame.frames());
+          const root = fr.find((f) => f.name === "all" && f.depth === 0);
+          check(root && cur && root.total === cur.total && root.w > 1000,
+                v.type + ": root frame is not the view's total drawn full width: " + JSON.stringify(root));
+          check(fr.some((f) => f.name === v.name && f.w > 1), v.type + ": frame " + v.name + " is not drawn");
+        }
       }
     }
 

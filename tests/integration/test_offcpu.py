@@ -3,7 +3,11 @@ in read() on a pipe fed every 100 ms (tests/progs/waiter.c, run as nobody)
 shows waiter() with nearly all of its off-CPU time, kernel frames below it,
 and a total near the recording's wall time; the threshold skips intervals;
 pprof carries offcpu/nanoseconds; a whole-host recording works; bad input
-gets errors that name the event."""
+gets errors that name the event. `-e cpu,offcpu` of tests/progs/wall_split.c
+(a spinning thread, a thread napping 70:30 in nap_a()/nap_b()) gives one
+profile whose cpu values are the spinner's and whose offcpu values split
+nap_a:nap_b 70:30."""
+import json
 import os
 import re
 import shutil
@@ -150,7 +154,7 @@ def main(t):
     with t.case("bad input: unknown event, bad threshold, threshold with cpu, time-ordered format"):
         r = t.ctl(["record", "-e", "bogus", "--pid", "1", "-d", "1s"], socket_path=d.socket)
         jt.check_eq(r.returncode, 2, "jprofctl -e bogus exit")
-        jt.check("unknown event 'bogus'" in r.stderr and "cpu, offcpu" in r.stderr,
+        jt.check("unknown event \"bogus\"" in r.stderr and "cpu, offcpu" in r.stderr,
                  "-e bogus stderr: %r" % r.stderr)
         for bad in ("0us", "20s", "10"):
             r = t.ctl(["record", "-e", "offcpu", "--threshold", bad, "--pid", "1"],
@@ -179,6 +183,52 @@ def main(t):
         rec = c.record(pid=os.getpid(), event="offcpu", format="speedscope", duration_ms=100)
         jt.check_eq(rec.error_code, "bad_request", "offcpu in a time-ordered format")
         jt.check("offcpu" in rec.error["message"], "message: %r" % rec.error)
+
+    with t.case("-e cpu,offcpu --pid (raw JSON): cpu in spin(), off-CPU nap_a:nap_b = 70:30, "
+                "each stack one event's"):
+        w = t.workload("wall_split", 60)
+        out = os.path.join(t.outdir(), "both.raw.json")
+        meter = jt.CpuMeter(w.pid)
+        r = t.ctl(["record", "-e", "cpu,offcpu", "--threshold", "100us", "--pid", str(w.pid),
+                   "-d", "%ds" % SECS, "-o", out, "--no-progress"],
+                  user="nobody", socket_path=d.socket, timeout=60, check_rc=0)
+        cpu_ns = meter.stop()
+        with open(out) as f:
+            prof = json.load(f)
+        jt.check_eq(prof["meta"]["event"], "cpu,offcpu", "meta.event")
+        jt.check_eq([(st["type"], st["unit"]) for st in prof["sample_types"]],
+                    [("samples", "count"), ("cpu", "nanoseconds"), ("offcpu", "nanoseconds")],
+                    "sample types")
+        names = [f["name"] for f in prof["frames"]]
+        cpu = {"spin": 0, "all": 0}
+        off = {"nap_a": 0, "nap_b": 0, "spin": 0, "all": 0}
+        for st in prof["stacks"]:
+            fr = [names[i] for i in st["frames"]]
+            v = st["values"]
+            jt.check((v[1] > 0) != (v[2] > 0), "a stack with both events' values (or none): %r %r"
+                     % (fr, v))
+            for key, acc, val in (("spin", cpu, v[1]), ("nap_a", off, v[2]),
+                                  ("nap_b", off, v[2]), ("spin", off, v[2])):
+                if key in fr:
+                    acc[key] += val
+            cpu["all"] += v[1]
+            off["all"] += v[2]
+        share = off["nap_a"] / float(off["nap_a"] + off["nap_b"] or 1)
+        jt.log("cpu,offcpu: cpu %.2f s (spin %.2f s); off-CPU %.2f s (nap_a share %.3f, "
+               "spin %.3f s)" % (cpu["all"] / 1e9, cpu["spin"] / 1e9, off["all"] / 1e9, share,
+                                 off["spin"] / 1e9))
+        # The cpu values are the CPU time the process had (a loaded machine
+        # may give the spinner little), nearly all of it in spin().
+        jt.check_samples_match_cpu(cpu["all"] // 10000000, cpu_ns, 10000000,
+                                   "cpu of -e cpu,offcpu", min_expected=30)
+        jt.check(cpu["spin"] >= 0.9 * cpu["all"],
+                 "cpu: spin() %.2f s of %.2f s" % (cpu["spin"] / 1e9, cpu["all"] / 1e9))
+        jt.check(abs(share - 0.70) <= 0.05, "offcpu: nap_a has %.1f%% of nap_a + nap_b (truth 70%%)"
+                 % (100 * share))
+        # The napping thread is off the CPU nearly all the recording.
+        jt.check(off["nap_a"] + off["nap_b"] >= 0.8 * SECS * 1e9,
+                 "offcpu: nap_a + nap_b %.2f s in %d s" % ((off["nap_a"] + off["nap_b"]) / 1e9, SECS))
+        w.kill()
 
     with t.case("no off-CPU program stays attached after the recordings"):
         off = c.status()["sampler"]["offcpu"]

@@ -51,6 +51,82 @@ static char *frame_text(enum frame_kind kind, const char *name, const char *modu
 		free(t_);                                                  \
 	} while (0)
 
+/* A recording of several events (cpu, alloc, lock): each format shows the
+ * first event's value where it shows one, and says which event each number
+ * belongs to. */
+START_TEST(test_several_events)
+{
+	static const struct sample_type types[] = {
+		{ "samples", "count" }, { "cpu", "nanoseconds" }, { "alloc_space", "bytes" },
+		{ "lock_wait", "nanoseconds" },
+	};
+	static const char *const mains[] = { "cpu", "alloc_space", "lock_wait" };
+	struct export_options opt = { .value = "cpu", .event_values = mains, .nevent_values = 3 };
+	struct store *st = store_new(NULL, types, 4);
+	uint32_t m = intern(st, FRAME_JAVA_JIT, "Main.run", NULL);
+	uint32_t spin[] = { m, intern(st, FRAME_JAVA_JIT, "Main.spin", NULL) };
+	uint32_t big[] = { m, intern(st, FRAME_JAVA_JIT, "Main.big", NULL),
+			   intern(st, FRAME_JAVA, "byte[]", NULL) };
+	uint32_t wait[] = { m, intern(st, FRAME_JAVA_JIT, "Main.waiter", NULL),
+			    intern(st, FRAME_JAVA, "Main$Box", NULL) };
+	char *out;
+
+	ck_assert_int_eq(store_add(st, &(struct store_sample){ .pid = 1, .tid = 1, .frames = spin,
+			 .nframes = 2, .values = (const uint64_t[]){ 3, 30000000, 0, 0 } }), 0);
+	ck_assert_int_eq(store_add(st, &(struct store_sample){ .pid = 1, .tid = 1, .frames = big,
+			 .nframes = 3, .values = (const uint64_t[]){ 5, 0, 4096, 0 } }), 0);
+	ck_assert_int_eq(store_add(st, &(struct store_sample){ .pid = 1, .tid = 2, .frames = wait,
+			 .nframes = 3, .values = (const uint64_t[]){ 2, 0, 0, 7000000 } }), 0);
+
+	/* collapsed: the first event's value; the others' stacks are left out */
+	out = render(st, NULL, &opt, JPROF_FMT_COLLAPSED);
+	ck_assert_str_eq(out, "Main.run;Main.spin 30000000\n");
+	free(out);
+
+	/* text: one section per event, each with its own stacks and unit */
+	out = render(st, NULL, &opt, JPROF_FMT_TEXT);
+	ck_assert_ptr_nonnull(strstr(out, "total: 10 samples (0.030 s of cpu, 4096 bytes of "
+					  "alloc_space, 0.007 s of lock_wait)"));
+	ck_assert_ptr_nonnull(strstr(out, "##### cpu (nanoseconds) #####\n\n=== top 1 of 1 stacks"));
+	ck_assert_ptr_nonnull(strstr(out, "##### alloc_space (bytes) #####\n\n=== top 1 of 1 stacks"
+					  ", leaf first ===\n\n--- 1: 4096 bytes of alloc_space "
+					  "(100.00%)\n  byte[]"));
+	ck_assert_ptr_nonnull(strstr(out, "##### lock_wait (nanoseconds) #####\n\n=== top 1 of 1 "
+					  "stacks, leaf first ===\n\n--- 1: 0.007 s of lock_wait "
+					  "(100.00%)\n  Main$Box"));
+	ck_assert_ptr_nonnull(strstr(out, "top functions by self lock_wait"));
+	ck_assert(strstr(out, "lock_wait (nanoseconds) #####") >
+		  strstr(out, "alloc_space (bytes) #####"));
+	free(out);
+
+	/* html: a view per event, totals in the order of the nodes */
+	out = render(st, NULL, &opt, JPROF_FMT_HTML);
+	ck_assert_ptr_nonnull(strstr(out, "\"views\":[{\"type\":\"cpu\",\"unit\":\"nanoseconds\","
+					  "\"totals\":[30000000,"));
+	ck_assert_ptr_nonnull(strstr(out, "{\"type\":\"alloc_space\",\"unit\":\"bytes\","
+					  "\"totals\":[4096,"));
+	ck_assert_ptr_nonnull(strstr(out, "{\"type\":\"lock_wait\",\"unit\":\"nanoseconds\","
+					  "\"totals\":[7000000,"));
+	free(out);
+
+	/* json: every value named; no weight_ns when two values are nanoseconds */
+	out = render(st, NULL, &opt, JPROF_FMT_JSON);
+	ck_assert_ptr_nonnull(strstr(out, "{\"type\":\"alloc_space\",\"unit\":\"bytes\"}"));
+	ck_assert_ptr_null(strstr(out, "weight_ns"));
+	free(out);
+
+	/* one event only: no sections, no views (as before) */
+	opt.nevent_values = 1;
+	out = render(st, NULL, &opt, JPROF_FMT_TEXT);
+	ck_assert_ptr_null(strstr(out, "#####"));
+	free(out);
+	out = render(st, NULL, &opt, JPROF_FMT_HTML);
+	ck_assert_ptr_null(strstr(out, "\"views\""));
+	free(out);
+	store_free(st);
+}
+END_TEST
+
 START_TEST(test_format_names)
 {
 	ck_assert_int_eq(jprof_format_parse("collapsed"), JPROF_FMT_COLLAPSED);
@@ -537,6 +613,7 @@ static Suite *export_suite(void)
 	tcase_add_test(tc, test_json_structure);
 	tcase_add_test(tc, test_json_null_meta_and_truncation);
 	tcase_add_test(tc, test_registry);
+	tcase_add_test(tc, test_several_events);
 	tcase_add_test(tc, test_json_escaping);
 	tcase_add_test(tc, test_json_python_reads_it);
 	suite_add_tcase(s, tc);

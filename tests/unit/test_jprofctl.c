@@ -67,6 +67,8 @@ END_TEST
 START_TEST(test_threshold_and_event)
 {
 	uint64_t us = 0;
+	unsigned ev = 0;
+	char why[160];
 
 	ck_assert_int_eq(args_parse_threshold_us("10us", &us), 0);
 	ck_assert_uint_eq(us, 10);
@@ -76,13 +78,28 @@ START_TEST(test_threshold_and_event)
 	ck_assert_int_eq(args_parse_threshold_us("0us", &us), -ERANGE);
 	ck_assert_int_eq(args_parse_threshold_us("11s", &us), -ERANGE);
 	ck_assert_int_lt(args_parse_threshold_us("10", &us), 0);
-	ck_assert_int_eq(args_parse_event("cpu"), 0);
-	ck_assert_int_eq(args_parse_event("offcpu"), 1);
-	ck_assert_int_eq(args_parse_event("wall"), 2);
-	ck_assert_int_eq(args_parse_event("alloc"), 3);
-	ck_assert_int_eq(args_parse_event("lock"), 4);
-	ck_assert_int_eq(args_parse_event("walls"), -EINVAL);
-	ck_assert_int_eq(args_parse_event("CPU"), -EINVAL);
+	ck_assert_int_eq(args_parse_events("cpu", &ev, why, sizeof(why)), 0);
+	ck_assert_uint_eq(ev, 1u << 0);
+	ck_assert_int_eq(args_parse_events("offcpu", &ev, why, sizeof(why)), 0);
+	ck_assert_uint_eq(ev, 1u << 1);
+	ck_assert_int_eq(args_parse_events("wall", &ev, why, sizeof(why)), 0);
+	ck_assert_uint_eq(ev, 1u << 2);
+	ck_assert_int_eq(args_parse_events("alloc", &ev, why, sizeof(why)), 0);
+	ck_assert_uint_eq(ev, 1u << 3);
+	ck_assert_int_eq(args_parse_events("lock", &ev, why, sizeof(why)), 0);
+	ck_assert_uint_eq(ev, 1u << 4);
+	ck_assert_int_eq(args_parse_events("cpu,alloc,lock", &ev, why, sizeof(why)), 0);
+	ck_assert_uint_eq(ev, (1u << 0) | (1u << 3) | (1u << 4));
+	ck_assert_int_eq(args_parse_events("walls", &ev, why, sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, "unknown event \"walls\"");
+	ck_assert_int_eq(args_parse_events("CPU", &ev, why, sizeof(why)), -EINVAL);
+	ck_assert_int_eq(args_parse_events("cpu,,lock", &ev, why, sizeof(why)), -EINVAL);
+	ck_assert_int_eq(args_parse_events("cpu,lock,cpu", &ev, why, sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, "event \"cpu\" is given twice");
+	ck_assert_int_eq(args_parse_events("alloc,wall,cpu", &ev, why, sizeof(why)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "wall cannot be combined with cpu"));
+	ck_assert_int_eq(args_parse_events("offcpu,wall", &ev, why, sizeof(why)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "with offcpu"));
 }
 END_TEST
 

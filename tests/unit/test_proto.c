@@ -127,6 +127,16 @@ START_TEST(test_round_trip_record)
 }
 END_TEST
 
+/* A record request line the parser refuses with a message containing needle. */
+static void ck_record_refused(const char *line, const char *needle)
+{
+	struct jprof_request out;
+	struct jprof_error err;
+
+	ck_assert_int_lt(jprof_request_parse(line, strlen(line), &out, &err), 0);
+	ck_assert_msg(strstr(err.message, needle), "\"%s\" not in \"%s\"", needle, err.message);
+}
+
 START_TEST(test_record_event)
 {
 	struct jprof_request in, out;
@@ -142,24 +152,31 @@ START_TEST(test_record_event)
 	ck_assert_str_eq(out.record.event, "offcpu");
 	ck_assert_uint_eq(out.record.threshold_us, 250);
 
-	line = "{\"v\":1,\"id\":1,\"cmd\":\"record\",\"pid\":1,\"threshold_us\":0}";
-	ck_assert_int_lt(jprof_request_parse(line, strlen(line), &out, &err), 0);
-	ck_assert_ptr_nonnull(strstr(err.message, "threshold_us"));
-	line = "{\"v\":1,\"id\":1,\"cmd\":\"record\",\"pid\":1,\"event\":\"Off CPU\"}";
-	ck_assert_int_lt(jprof_request_parse(line, strlen(line), &out, &err), 0);
-	ck_assert_ptr_nonnull(strstr(err.message, "cpu, offcpu"));
+	ck_record_refused("{\"v\":1,\"id\":1,\"cmd\":\"record\",\"pid\":1,\"threshold_us\":0}", "threshold_us");
+	ck_record_refused("{\"v\":1,\"id\":1,\"cmd\":\"record\",\"pid\":1,\"event\":\"Off CPU\"}", "cpu, offcpu");
 	ck_assert_str_eq(jprof_event_names(), "cpu, offcpu, wall, alloc, lock");
 	ck_assert_str_eq(jprof_event_names(), "cpu, offcpu, wall, alloc, lock");  /* built once, kept */
 	line = "{\"v\":1,\"id\":1,\"cmd\":\"record\",\"pid\":1,\"event\":\"alloc\",\"alloc_bytes\":65536}";
 	ck_assert_int_eq(jprof_request_parse(line, strlen(line), &out, &err), 0);
 	ck_assert_str_eq(out.record.event, "alloc");
 	ck_assert_uint_eq(out.record.alloc_bytes, 65536);
-	line = "{\"v\":1,\"id\":1,\"cmd\":\"record\",\"pid\":1,\"alloc_bytes\":1023}";
-	ck_assert_int_lt(jprof_request_parse(line, strlen(line), &out, &err), 0);
-	ck_assert_ptr_nonnull(strstr(err.message, "alloc_bytes"));
-	line = "{\"v\":1,\"id\":1,\"cmd\":\"record\",\"pid\":1,\"alloc_bytes\":1073741825}";
-	ck_assert_int_lt(jprof_request_parse(line, strlen(line), &out, &err), 0);
-	ck_assert_ptr_nonnull(strstr(err.message, "alloc_bytes"));
+	ck_record_refused("{\"v\":1,\"id\":1,\"cmd\":\"record\",\"pid\":1,\"alloc_bytes\":1023}", "alloc_bytes");
+	ck_record_refused("{\"v\":1,\"id\":1,\"cmd\":\"record\",\"pid\":1,\"alloc_bytes\":1073741825}", "alloc_bytes");
+
+	/* Several events: the list travels as one string (the daemon checks
+	 * the names), lock's threshold as lock_threshold_us. */
+	snprintf(in.record.event, sizeof(in.record.event), "cpu,alloc,lock");
+	in.record.threshold_us = 0;
+	in.record.lock_threshold_us = 500;
+	round_trip(&in, &out);
+	ck_assert_str_eq(out.record.event, "cpu,alloc,lock");
+	ck_assert_uint_eq(out.record.lock_threshold_us, 500);
+	ck_assert_uint_eq(out.record.threshold_us, 0);
+	line = "{\"v\":1,\"id\":1,\"cmd\":\"record\",\"pid\":1,\"event\":\"cpu,offcpu,alloc,lock\"}";
+	ck_assert_int_eq(jprof_request_parse(line, strlen(line), &out, &err), 0);
+	ck_assert_str_eq(out.record.event, "cpu,offcpu,alloc,lock");
+	ck_record_refused("{\"v\":1,\"id\":1,\"cmd\":\"record\",\"pid\":1,\"event\":\"cpu, alloc\"}", "comma-separated");
+	ck_record_refused("{\"v\":1,\"id\":1,\"cmd\":\"record\",\"pid\":1,\"lock_threshold_us\":0}", "lock_threshold_us");
 }
 END_TEST
 

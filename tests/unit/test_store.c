@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "event.h"
+#include "sample.h"
 #include "store.h"
 #include "synth_store.h"
 
@@ -602,6 +604,84 @@ static bool merge_filter(const struct store *src, const struct store_stack *s, s
 	return true;
 }
 
+/* A recording of several events: one store with the union of their types,
+ * each sample filling its own event's values only. */
+START_TEST(test_event_union)
+{
+	static const struct sample_names names = { "app", "", "", "" };
+	struct sample_type types[STORE_MAX_VALUES];
+	struct event_set set;
+	struct store_totals t;
+	struct store *st;
+	size_t n, main;
+	char why[128];
+	const struct sample_frame fr = { FRAME_NATIVE, "work", "", NULL };
+	struct {
+		enum event_id ev;
+		uint64_t v[3];
+	} in[] = {
+		{ EVENT_CPU, { 1, 10000000 } },
+		{ EVENT_ALLOC, { 1, 3, 3072 } },
+		{ EVENT_LOCK, { 1, 1, 500000 } },
+		{ EVENT_CPU, { 2, 20000000 } },
+	};
+
+	ck_assert_int_eq(event_parse_list("alloc,cpu,lock", &set, why, sizeof(why)), 0);
+	ck_assert_uint_eq(set.n, 3);
+	ck_assert_int_eq(set.ids[0], EVENT_ALLOC);
+	ck_assert_int_eq(set.ids[2], EVENT_LOCK);
+	ck_assert_int_eq(event_set_types(&set, types, STORE_MAX_VALUES, &n, &main), 0);
+	ck_assert_uint_eq(n, 6);
+	ck_assert_str_eq(types[0].type, "samples");
+	ck_assert_str_eq(types[1].type, "alloc_objects");
+	ck_assert_str_eq(types[2].type, "alloc_space");
+	ck_assert_str_eq(types[3].type, "cpu");
+	ck_assert_str_eq(types[4].type, "lock");
+	ck_assert_str_eq(types[5].type, "lock_wait");
+	ck_assert_str_eq(types[5].unit, "nanoseconds");
+	ck_assert_uint_eq(main, 2);   /* alloc's main value: alloc_space */
+	ck_assert_int_eq(event_set_types(&set, types, 5, &n, &main), -ENOSPC);
+	ck_assert_int_eq(event_set_types(&set, types, STORE_MAX_VALUES, &n, &main), 0);
+
+	st = store_new(NULL, types, n);
+	ck_assert_ptr_nonnull(st);
+	for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+		struct built_sample bs = {
+			.event = event_get(in[i].ev), .pid = 7, .tid = 7, .values = in[i].v,
+			.frames = &fr, .nframes = 1, .names = &names,
+		};
+
+		ck_assert_int_eq(sample_store_add(st, &bs, NULL), 0);
+	}
+	store_get_totals(st, &t);
+	ck_assert_uint_eq(t.values[0], 5);
+	ck_assert_uint_eq(t.values[1], 3);
+	ck_assert_uint_eq(t.values[2], 3072);
+	ck_assert_uint_eq(t.values[3], 30000000);
+	ck_assert_uint_eq(t.values[4], 1);
+	ck_assert_uint_eq(t.values[5], 500000);
+	store_free(st);
+
+	ck_assert_int_eq(event_parse_list("cpu", &set, why, sizeof(why)), 0);
+	ck_assert_int_eq(event_set_types(&set, types, STORE_MAX_VALUES, &n, &main), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_uint_eq(main, 1);
+	/* Every allowed set fits a store: the largest is cpu,offcpu,alloc,lock. */
+	ck_assert_int_eq(event_parse_list("cpu,offcpu,alloc,lock", &set, why, sizeof(why)), 0);
+	ck_assert_int_eq(event_set_types(&set, types, STORE_MAX_VALUES, &n, &main), 0);
+	ck_assert_uint_eq(n, 7);
+	ck_assert_int_eq(event_parse_list("wall,alloc,lock", &set, why, sizeof(why)), 0);
+	ck_assert_int_eq(event_parse_list("lock,alloc,lock", &set, why, sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, "event \"lock\" is given twice");
+	ck_assert_int_eq(event_parse_list("cpu,wall", &set, why, sizeof(why)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "wall already holds cpu and offcpu"));
+	ck_assert_int_eq(event_parse_list("cpu,heap", &set, why, sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, "unknown event \"heap\"");
+	ck_assert_int_eq(event_parse_list("", &set, why, sizeof(why)), -EINVAL);
+	ck_assert_int_eq(event_parse_list("cpu,", &set, why, sizeof(why)), -EINVAL);
+}
+END_TEST
+
 START_TEST(test_merge)
 {
 	struct store *src = store_new(NULL, NULL, 0), *dst = store_new(NULL, offcpu_types, 3);
@@ -715,6 +795,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_values_per_type);
 	tcase_add_test(tc, test_sample_times);
 	tcase_add_test(tc, test_sample_times_memory_bound);
+	tcase_add_test(tc, test_event_union);
 	tcase_add_test(tc, test_merge);
 	tcase_add_test(tc, test_frame_ref);
 	suite_add_tcase(s, tc);
