@@ -76,6 +76,26 @@ int vmstructs_init(void)
 	uint64_t type_off, field_off, tstr_off, static_off, off_off, addr_off, stride;
 	const char *level_type = NULL;
 	bool ok = true;
+	/* The instance fields read (JDK 17's CompiledMethod::_method is
+	 * nmethod::_method on 25). */
+	const struct {
+		const char *type, *field;
+		long *off;
+	} fields[] = {
+		{ "Method", "_code", &vms.method_code },
+		{ "CodeBlob", "_size", &vms.blob_size },
+		{ "CodeBlob", "_name", &vms.blob_name },
+		{ "nmethod", "_method", &vms.nm_method },
+		{ "CompiledMethod", "_method", &vms.nm_method },
+		{ "GrowableArrayBase", "_len", &vms.ga_len },
+		{ "GrowableArray<int>", "_data", &vms.ga_data },
+		{ "CodeHeap", "_memory", &vms.heap_memory },
+		{ "CodeHeap", "_segmap", &vms.heap_segmap },
+		{ "CodeHeap", "_log2_segment_size", &vms.heap_log2 },
+		{ "VirtualSpace", "_low", &vms.vs_low },
+		{ "VirtualSpace", "_high", &vms.vs_high },
+		{ "HeapBlock::Header", "_used", &vms.hb_used },
+	};
 
 	if (vms.done)
 		return vms.ret;
@@ -105,32 +125,10 @@ int vmstructs_init(void)
 				vms.heaps_addr = *(const uintptr_t *)(e + addr_off);
 			continue;
 		}
-		if (!strcmp(type, "GrowableArrayBase") && !strcmp(field, "_len"))
-			vms.ga_len = off;
-		else if (!strcmp(type, "GrowableArray<int>") && !strcmp(field, "_data"))
-			vms.ga_data = off;
-		else if (!strcmp(type, "CodeHeap") && !strcmp(field, "_memory"))
-			vms.heap_memory = off;
-		else if (!strcmp(type, "CodeHeap") && !strcmp(field, "_segmap"))
-			vms.heap_segmap = off;
-		else if (!strcmp(type, "CodeHeap") && !strcmp(field, "_log2_segment_size"))
-			vms.heap_log2 = off;
-		else if (!strcmp(type, "VirtualSpace") && !strcmp(field, "_low"))
-			vms.vs_low = off;
-		else if (!strcmp(type, "VirtualSpace") && !strcmp(field, "_high"))
-			vms.vs_high = off;
-		else if (!strcmp(type, "HeapBlock::Header") && !strcmp(field, "_used"))
-			vms.hb_used = off;
-		else if (!strcmp(type, "CodeBlob") && !strcmp(field, "_name"))
-			vms.blob_name = off;
-		if (!strcmp(type, "Method") && !strcmp(field, "_code"))
-			vms.method_code = off;
-		else if (!strcmp(type, "CodeBlob") && !strcmp(field, "_size"))
-			vms.blob_size = off;
-		else if ((!strcmp(type, "nmethod") || !strcmp(type, "CompiledMethod")) &&
-			 !strcmp(field, "_method"))
-			vms.nm_method = off;
-		else if (!strcmp(type, "nmethod") && !strcmp(field, "_comp_level")) {
+		for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+			if (!strcmp(type, fields[i].type) && !strcmp(field, fields[i].field))
+				*fields[i].off = off;
+		if (!strcmp(type, "nmethod") && !strcmp(field, "_comp_level")) {
 			vms.nm_level = off;
 			level_type = *(const char *const *)(e + tstr_off);
 		}
