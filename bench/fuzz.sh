@@ -8,7 +8,7 @@
 # for 25 s each. Not a pass/fail test, but a finding is printed with the
 # input that reproduces it, and the exit status is then 1.
 #   BENCH_SECONDS=600    run time per harness
-#   BENCH_FUZZERS="proto agent ring procmaps kallsyms elf"
+#   BENCH_FUZZERS="proto agent ring procmaps kallsyms elf lines"
 #   BENCH_SEED=1         libFuzzer -seed (fixed: runs of one tree compare)
 #   FUZZ_BUILD=build-fuzz
 set -uo pipefail
@@ -16,7 +16,7 @@ set -uo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${FUZZ_BUILD:-$src/build-fuzz}
 seconds=${BENCH_SECONDS:-600}
-fuzzers=${BENCH_FUZZERS:-proto agent ring procmaps kallsyms elf}
+fuzzers=${BENCH_FUZZERS:-proto agent ring procmaps kallsyms elf lines}
 seed=${BENCH_SEED:-1}
 out=$build/tests/fuzz/bench
 

@@ -21,9 +21,11 @@
 #include "hostview.h"
 #include "http.h"
 #include "jprof_proto.h"
+#include "lines.h"
 #include "log.h"
 #include "loop.h"
 #include "pipeline.h"
+#include "pprof.h"
 #include "quota.h"
 #include "sampler.h"
 #include "session.h"
@@ -35,6 +37,10 @@ struct options {
 	bool config_given;
 	bool check_config;
 };
+
+/* Longest a profile rendering (on the loop) waits for source lines; lines
+ * of a big binary's first rendering may come only in later ones. */
+#define MAIN_LINES_BUDGET_MS 500
 
 static void usage(FILE *f)
 {
@@ -62,6 +68,10 @@ static void usage(FILE *f)
 		"      --unwind MODE      user stacks: cfi (.eh_frame tables, default) or\n"
 		"                         frame-pointers\n"
 		"      --unwind-max-memory BYTES  memory for CFI tables, K/M/G suffix (default 12M)\n"
+		"      --lines on|off     source file:line of user frames in pprof, from DWARF\n"
+		"                         (default on)\n"
+		"      --debug-root DIR   separate debug files (.build-id/xx/yyy.debug) (default\n"
+		"                         /usr/lib/debug)\n"
 		"      --max-sessions N   concurrent recordings (default 64)\n"
 		"      --max-clients N    concurrent connections (default 1024)\n"
 		"  Per-uid quotas (root has none, and a sixteenth of each total is kept for it):\n"
@@ -87,7 +97,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 {
 	enum { OPT_MAX_SESSIONS = 256, OPT_MAX_CLIENTS, OPT_HOST_BUCKET, OPT_HOST_RETENTION,
 	       OPT_HOST_MAX_MEMORY, OPT_HTTP, OPT_HTTP_TOKEN_FILE, OPT_HTTP_SOCKET, OPT_UNWIND,
-	       OPT_UNWIND_MAX_MEMORY,
+	       OPT_UNWIND_MAX_MEMORY, OPT_LINES, OPT_DEBUG_ROOT,
 	       /* a per-uid quota flag is OPT_QUOTA + its config key */
 	       OPT_QUOTA = 512 };
 	static const struct option longopts[] = {
@@ -105,6 +115,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "http", required_argument, NULL, OPT_HTTP },
 		{ "unwind", required_argument, NULL, OPT_UNWIND },
 		{ "unwind-max-memory", required_argument, NULL, OPT_UNWIND_MAX_MEMORY },
+		{ "lines", required_argument, NULL, OPT_LINES },
+		{ "debug-root", required_argument, NULL, OPT_DEBUG_ROOT },
 		{ "http-token-file", required_argument, NULL, OPT_HTTP_TOKEN_FILE },
 		{ "http-socket", required_argument, NULL, OPT_HTTP_SOCKET },
 		{ "max-clients-per-uid", required_argument, NULL, OPT_QUOTA + CONFIG_MAX_CLIENTS_PER_UID },
@@ -142,6 +154,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case OPT_HTTP: k = CONFIG_HTTP; break;
 		case OPT_UNWIND: k = CONFIG_UNWIND; break;
 		case OPT_UNWIND_MAX_MEMORY: k = CONFIG_UNWIND_MAX_MEMORY; break;
+		case OPT_LINES: k = CONFIG_LINES; break;
+		case OPT_DEBUG_ROOT: k = CONFIG_DEBUG_ROOT; break;
 		case OPT_HTTP_TOKEN_FILE: k = CONFIG_HTTP_TOKEN_FILE; break;
 		case OPT_HTTP_SOCKET: k = CONFIG_HTTP_SOCKET; break;
 		case 'l': k = CONFIG_LOG_LEVEL; break;
@@ -271,6 +285,7 @@ int main(int argc, char **argv)
 	struct pipeline *pipeline = NULL;
 	struct sampler *sampler = NULL;
 	struct symbols *symbols = NULL;
+	struct lines *lines = NULL;
 	struct hostview *hostview = NULL;
 	struct control *control = NULL;
 	struct agentlink *agents = NULL;
@@ -359,6 +374,20 @@ int main(int argc, char **argv)
 	 * takes tens of ms, which the first drain would otherwise spend while
 	 * clients wait. */
 	symbols_kernel_available(symbols);
+	r = symbols_set_debug_root(symbols, cfg.debug_root);
+	if (r < 0)
+		goto out;
+	if (cfg.lines) {
+		/* file:line for pprof, read on a worker thread; a rendering on
+		 * the loop waits for it at most MAIN_LINES_BUDGET_MS. */
+		r = lines_new(NULL, cfg.debug_root, cfg.lines_max_memory, &lines);
+		if (r < 0) {
+			log_err("cannot start the line-info worker: %s", strerror(-r));
+			goto out;
+		}
+		symbols_set_lines(symbols, lines);
+		pprof_set_lines(lines_lookup_cb, lines, MAIN_LINES_BUDGET_MS);
+	}
 	r = pipeline_new(loop, symbols, NULL, &pipeline);
 	if (r < 0)
 		goto out;
@@ -513,7 +542,9 @@ out:
 	pipeline_free(pipeline);  /* stops watching the sampler's drain fd */
 	sampler_free(sampler);
 	hostview_free(hostview);
+	pprof_set_lines(NULL, NULL, 0);
 	symbols_free(symbols);
+	lines_free(lines);
 	quota_free(quota);
 	loop_free(loop);
 	if (own_socket)

@@ -32,6 +32,9 @@ static const char *const key_names[CONFIG_NKEYS] = {
 	[CONFIG_MAX_OUTPUT_PER_UID] = "max_output_per_uid",
 	[CONFIG_UNWIND] = "unwind",
 	[CONFIG_UNWIND_MAX_MEMORY] = "unwind_max_memory",
+	[CONFIG_LINES] = "lines",
+	[CONFIG_LINES_MAX_MEMORY] = "lines_max_memory",
+	[CONFIG_DEBUG_ROOT] = "debug_root",
 };
 
 void config_defaults(struct config *c)
@@ -53,6 +56,9 @@ void config_defaults(struct config *c)
 	c->max_perf_events_per_uid = 4096;
 	c->max_output_per_uid = 64ull << 20;
 	c->unwind_max_memory = 12ull << 20;
+	c->lines = true;
+	c->lines_max_memory = 512ull << 20;
+	snprintf(c->debug_root, sizeof(c->debug_root), "/usr/lib/debug");
 }
 
 const char *config_key_name(enum config_key k)
@@ -240,6 +246,26 @@ int config_set(struct config *c, enum config_key k, const char *v, char *err, si
 			return -EINVAL;
 		}
 		break;
+	case CONFIG_LINES:
+		if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0) {
+			snprintf(err, errlen, "lines wants on or off, not \"%s\"", v);
+			return -EINVAL;
+		}
+		c->lines = strcmp(v, "on") == 0;
+		break;
+	case CONFIG_LINES_MAX_MEMORY:
+		if (parse_bytes(v, 1ull << 20, 64ull << 30, &c->lines_max_memory) < 0) {
+			snprintf(err, errlen, "lines_max_memory wants 1M..64G (bytes, or K/M/G), not \"%s\"", v);
+			return -EINVAL;
+		}
+		break;
+	case CONFIG_DEBUG_ROOT:
+		if (v[0] != '/' || strlen(v) >= sizeof(c->debug_root) || has_space(v)) {
+			snprintf(err, errlen, "debug_root wants an absolute path, not \"%s\"", v);
+			return -EINVAL;
+		}
+		snprintf(c->debug_root, sizeof(c->debug_root), "%s", v);
+		break;
 	case CONFIG_HTTP_TOKEN_FILE:
 	case CONFIG_HTTP_SOCKET: {
 		/* Optional absolute paths: empty means none (the token) or off. */
@@ -420,6 +446,9 @@ void config_format(const struct config *c, enum config_key k, char *buf, size_t 
 	case CONFIG_MAX_OUTPUT_PER_UID: format_bytes(c->max_output_per_uid, buf, len); break;
 	case CONFIG_UNWIND: snprintf(buf, len, "%s", c->unwind_fp_only ? "frame-pointers" : "cfi"); break;
 	case CONFIG_UNWIND_MAX_MEMORY: format_bytes(c->unwind_max_memory, buf, len); break;
+	case CONFIG_LINES: snprintf(buf, len, "%s", c->lines ? "on" : "off"); break;
+	case CONFIG_LINES_MAX_MEMORY: format_bytes(c->lines_max_memory, buf, len); break;
+	case CONFIG_DEBUG_ROOT: snprintf(buf, len, "%s", c->debug_root); break;
 	default: snprintf(buf, len, "?"); break;
 	}
 }
@@ -466,6 +495,12 @@ void config_override(struct config *dst, const struct config *src)
 		dst->unwind_fp_only = src->unwind_fp_only;
 	if (src->set & (1u << CONFIG_UNWIND_MAX_MEMORY))
 		dst->unwind_max_memory = src->unwind_max_memory;
+	if (src->set & (1u << CONFIG_LINES))
+		dst->lines = src->lines;
+	if (src->set & (1u << CONFIG_LINES_MAX_MEMORY))
+		dst->lines_max_memory = src->lines_max_memory;
+	if (src->set & (1u << CONFIG_DEBUG_ROOT))
+		memcpy(dst->debug_root, src->debug_root, sizeof(dst->debug_root));
 	for (int k = 0; k < CONFIG_NKEYS; k++)
 		if (src->set & (1u << k))
 			dst->line[k] = src->line[k];

@@ -33,6 +33,9 @@ enum config_key {
 	CONFIG_MAX_OUTPUT_PER_UID,
 	CONFIG_UNWIND,
 	CONFIG_UNWIND_MAX_MEMORY,
+	CONFIG_LINES,
+	CONFIG_LINES_MAX_MEMORY,
+	CONFIG_DEBUG_ROOT,
 	CONFIG_NKEYS,
 };
 
@@ -57,6 +60,9 @@ struct config {
 	unsigned long long max_output_per_uid;  /* bytes of unread replies over all its connections */
 	bool unwind_fp_only;         /* unwind = frame-pointers: no CFI tables */
 	unsigned long long unwind_max_memory;  /* bytes of CFI table rows (BPF array) */
+	bool lines;                  /* file:line from DWARF in pprof (default on) */
+	unsigned long long lines_max_memory;   /* debug sections held open for lines */
+	char debug_root[256];        /* separate debug files (absolute path) */
 	unsigned set;                /* bit (1 << key) for every key given */
 	unsigned line[CONFIG_NKEYS]; /* file line a key came from; 0 = default or flag */
 };

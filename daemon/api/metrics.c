@@ -165,6 +165,19 @@ static void symbols_metrics(struct out *o, const struct symbols_stats *s)
 		"Stripped binaries named from a debuginfod server's debug file.", s->debuginfod_loaded);
 	counter(o, "jprofd_symbols_untrusted_fs_total",
 		"Mappings of files on FUSE, left unread (module+offset names).", s->untrusted_fs);
+	counter(o, "jprofd_lines_resolved_total", "User addresses given a source file and line.",
+		s->lines_resolved);
+	counter(o, "jprofd_lines_unresolved_total",
+		"User addresses without a line (no DWARF there, or the file unreadable).",
+		s->lines_unresolved);
+	counter(o, "jprofd_lines_timeouts_total",
+		"Addresses a pprof rendering stopped waiting for (its 500 ms budget).",
+		s->lines_timeouts);
+	counter(o, "jprofd_lines_files_failed_total",
+		"Files whose debug info was not read (none, corrupt, or beyond lines_max_memory).",
+		s->lines_files_failed);
+	gauge(o, "jprofd_lines_memory_bytes", "Debug sections held for source lines.",
+	      s->lines_mem_bytes);
 	gauge(o, "jprofd_symbols_cached_elfs", "ELF symbol tables cached.", s->cached_elfs);
 	gauge(o, "jprofd_symbols_cached_pids", "Processes whose maps are cached.", s->cached_pids);
 }

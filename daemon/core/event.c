@@ -34,6 +34,8 @@ static const struct event_info events[EVENT_COUNT] = {
 		.types = sample_types_wall,
 		.ntypes = SAMPLE_TYPES_WALL_N,
 		.main_value = 1,
+		/* Sampled at the interval (CPU samples, the agent's timer). */
+		.period_type = { "wall", "nanoseconds" },
 	},
 	[EVENT_ALLOC] = {
 		.id = EVENT_ALLOC,

@@ -32,8 +32,20 @@ struct frame_loc {
 	const char *path;         /* the file as mapped (in the process's mount namespace) */
 	const char *build_id;     /* GNU build-id as lowercase hex; "" when none */
 	bool symbolized;          /* the name came from a symbol table, not module+0x... */
+	uint64_t vaddr;           /* addr in the ELF file's own address space (what
+				   * DWARF and addr2line use); valid with a build_id */
 	uint32_t pid;             /* the process the address is from: an address and
 				   * mapping go only where that process may be shown */
+};
+
+/* Source position of user code from debug info (symbols/lines.h): one per
+ * function, inlined ones first. file "" and line 0 when unknown. */
+#define FRAME_LINE_FILE_MAX 512
+#define FRAME_LINE_FUNC_MAX 512
+struct frame_line {
+	char file[FRAME_LINE_FILE_MAX];
+	char function[FRAME_LINE_FUNC_MAX];  /* "" when the debug info names none */
+	uint32_t line;
 };
 
 /* "native", "kernel", "java_interp", "java_jit", "java_c1", "java_inlined", "jit",

@@ -4,10 +4,25 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <zlib.h>
 
 #include "htab.h"
 #include "profile.pb-c.h"
+
+/* Where source lines come from (pprof_set_lines); set once at start-up. */
+static pprof_lines_fn pprof_lines;
+static void *pprof_lines_arg;
+static unsigned pprof_lines_budget_ms;
+/* Inlined frames taken per location, the function itself included. */
+#define PPROF_MAX_INLINE 8
+
+void pprof_set_lines(pprof_lines_fn fn, void *arg, unsigned budget_ms)
+{
+	pprof_lines = fn;
+	pprof_lines_arg = arg;
+	pprof_lines_budget_ms = budget_ms;
+}
 
 /* The kernel's mapping, named as perf and pprof users know it. */
 static const char pprof_kernel_mapping[] = "[kernel.kallsyms]";
@@ -97,6 +112,14 @@ struct pprof_ctx {
 	Perftools__Profiles__Line *lines;
 	Perftools__Profiles__Line **linep;
 	size_t nfuncs;                       /* == locations */
+	/* Inlined frames: their functions, lines and line lists, one block
+	 * each per location that has them (freed with the profile). */
+	void **xblocks;
+	size_t nxblocks, xblocks_cap;
+	Perftools__Profiles__Function **xfuncp;
+	size_t nxfuncs, xfuncs_cap;
+	uint64_t next_xfunc_id;
+	uint64_t lines_deadline;             /* CLOCK_MONOTONIC ns; 0 = no lines */
 	uint64_t *loc_of_frame;              /* frame id -> location id, 0 = none yet */
 	uint64_t no_stack_loc;
 	Perftools__Profiles__Mapping *maps;
@@ -219,6 +242,111 @@ static int pprof_mapping(struct pprof_ctx *c, int64_t name, uint64_t *id)
 	return 0;
 }
 
+static int pprof_keep_block(struct pprof_ctx *c, void *p)
+{
+	if (!p)
+		return -ENOMEM;
+	if (c->nxblocks == c->xblocks_cap) {
+		size_t cap = c->xblocks_cap ? c->xblocks_cap * 2 : 64;
+		void **b = realloc(c->xblocks, cap * sizeof(*b));
+
+		if (!b) {
+			free(p);
+			return -ENOMEM;
+		}
+		c->xblocks = b;
+		c->xblocks_cap = cap;
+	}
+	c->xblocks[c->nxblocks++] = p;
+	return 0;
+}
+
+/* File and line of a user frame's location from its debug info: the
+ * function keeps its symbol name and gets the source file, its line the
+ * line of the address; inlined functions come first as further lines of
+ * the same location (innermost first, as pprof wants them). */
+static int pprof_source_lines(struct pprof_ctx *c, const struct frame_loc *loc,
+			      Perftools__Profiles__Function *fn, Perftools__Profiles__Location *l)
+{
+	struct frame_line fl[PPROF_MAX_INLINE];
+	Perftools__Profiles__Function *xf;
+	Perftools__Profiles__Line *xl, **xlp;
+	size_t n = *loc->build_id ? pprof_lines(pprof_lines_arg, loc, c->lines_deadline, fl,
+						 PPROF_MAX_INLINE) : 0;
+	int64_t file;
+	int r;
+
+	if (!n)
+		return 0;
+	file = pprof_clean_string(&c->strs, fl[n - 1].file, &c->tmp);
+	if (file < 0)
+		return (int)file;
+	fn->filename = file;
+	l->line[0]->line = fl[n - 1].line;
+	if (n == 1)
+		return 0;
+	xf = calloc(n - 1, sizeof(*xf));
+	r = pprof_keep_block(c, xf);
+	xl = r < 0 ? NULL : calloc(n, sizeof(*xl));
+	r = r < 0 ? r : pprof_keep_block(c, xl);
+	xlp = r < 0 ? NULL : calloc(n, sizeof(*xlp));
+	r = r < 0 ? r : pprof_keep_block(c, xlp);
+	if (r < 0)
+		return r;
+	if (c->nxfuncs + n > c->xfuncs_cap) {
+		size_t cap = (c->xfuncs_cap + n) * 2;
+		Perftools__Profiles__Function **p = realloc(c->xfuncp, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		c->xfuncp = p;
+		c->xfuncs_cap = cap;
+	}
+	for (size_t i = 0; i + 1 < n; i++) {
+		int64_t name = pprof_clean_string(&c->strs, *fl[i].function ? fl[i].function : "??",
+						  &c->tmp);
+		int64_t ifile = name < 0 ? name : pprof_clean_string(&c->strs, fl[i].file, &c->tmp);
+
+		if (ifile < 0)
+			return (int)ifile;
+		perftools__profiles__function__init(&xf[i]);
+		xf[i].id = ++c->next_xfunc_id;
+		xf[i].name = name;
+		xf[i].system_name = name;
+		xf[i].filename = ifile;
+		c->xfuncp[c->nxfuncs++] = &xf[i];
+		perftools__profiles__line__init(&xl[i]);
+		xl[i].function_id = xf[i].id;
+		xl[i].line = fl[i].line;
+		xlp[i] = &xl[i];
+	}
+	xl[n - 1] = *l->line[0];
+	xlp[n - 1] = &xl[n - 1];
+	l->line = xlp;
+	l->n_line = n;
+	return 0;
+}
+
+/* Queues the lookup of every user frame's line, so that the worker answers
+ * them while the profile is built, then sets how long the rendering may
+ * wait for them. */
+static void pprof_lines_start(struct pprof_ctx *c, size_t nframes)
+{
+	struct timespec ts;
+
+	if (!pprof_lines)
+		return;
+	for (size_t i = 0; i < nframes; i++) {
+		const struct store_frame *f = store_frame_get(c->st, (uint32_t)i);
+
+		if (f && f->kind == FRAME_NATIVE && f->loc && *f->loc->build_id)
+			pprof_lines(pprof_lines_arg, f->loc, 0, NULL, 0);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	c->lines_deadline = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec +
+			    (uint64_t)pprof_lines_budget_ms * 1000000ull;
+}
+
 /* Location (and function) for a frame; f NULL = the "[no_stack]" marker. */
 static int pprof_location(struct pprof_ctx *c, const struct store_frame *f, uint64_t *loc)
 {
@@ -290,6 +418,8 @@ static int pprof_location(struct pprof_ctx *c, const struct store_frame *f, uint
 	c->locp[c->nfuncs] = l;
 	*loc = l->id;
 	c->nfuncs++;
+	if (f && f->kind == FRAME_NATIVE && f->loc && c->lines_deadline)
+		return pprof_source_lines(c, f->loc, fn, l);
 	return 0;
 }
 
@@ -442,6 +572,9 @@ int pprof_render(const struct export_job *job, struct buf *out)
 		r = pprof_value_type(&c, &types[nv], meta->period_type.type, meta->period_type.unit);
 	if (r < 0)
 		goto out;
+	/* Inlined functions' ids follow the one-per-location ones. */
+	c.next_xfunc_id = slots;
+	pprof_lines_start(&c, nframes);
 
 	nlocids = 0;
 	for (i = 0; i < nstacks; i++) {
@@ -515,6 +648,19 @@ int pprof_render(const struct export_job *job, struct buf *out)
 	}
 	for (i = 0; i < c.nmaps; i++)
 		c.mapp[i] = &c.maps[i];
+	if (c.nxfuncs) {
+		/* Every function in one list: the locations' own, then inlined. */
+		Perftools__Profiles__Function **all = calloc(c.nfuncs + c.nxfuncs, sizeof(*all));
+
+		r = pprof_keep_block(&c, all);
+		if (r < 0)
+			goto out;
+		memcpy(all, c.funcp, c.nfuncs * sizeof(*all));
+		memcpy(all + c.nfuncs, c.xfuncp, c.nxfuncs * sizeof(*all));
+		free(c.funcp);
+		c.funcp = all;
+		c.nxblocks--;   /* now owned as funcp */
+	}
 
 	buf_reset(&c.tmp);
 	r = buf_printf(&c.tmp, "jprofd %s profile, status %s",
@@ -550,7 +696,7 @@ int pprof_render(const struct export_job *job, struct buf *out)
 	prof.mapping = c.mapp;
 	prof.n_location = c.nfuncs;
 	prof.location = c.locp;
-	prof.n_function = c.nfuncs;
+	prof.n_function = c.nfuncs + c.nxfuncs;
 	prof.function = c.funcp;
 	prof.n_string_table = c.strs.n;
 	prof.string_table = c.strtab;
@@ -586,6 +732,10 @@ out:
 	free(c.lines);
 	free(c.linep);
 	free(c.loc_of_frame);
+	for (i = 0; i < c.nxblocks; i++)
+		free(c.xblocks[i]);
+	free(c.xblocks);
+	free(c.xfuncp);
 	free(c.maps);
 	free(c.mapp);
 	free(c.map_of_string);

@@ -13,4 +13,13 @@
 
 int pprof_render(const struct export_job *job, struct buf *out);
 
+/* Source lines of user frames (symbols/lines.h, wired by main.c: this layer
+ * does not link symbols): fills up to max frames, innermost first, and
+ * returns how many; deadline_ns 0 queues the lookup without waiting. With a
+ * source set, each rendering waits for lines at most budget_ms in all;
+ * frames not resolved by then go without. fn NULL: no lines (the default). */
+typedef size_t (*pprof_lines_fn)(void *arg, const struct frame_loc *loc, uint64_t deadline_ns,
+				 struct frame_line *out, size_t max);
+void pprof_set_lines(pprof_lines_fn fn, void *arg, unsigned budget_ms);
+
 #endif

@@ -104,3 +104,19 @@ int elfmeta_ehhdr(Elf *elf, struct elfmeta_ehhdr *out)
 	*out = (struct elfmeta_ehhdr){ .table = d + off, .count = count, .base = ph.p_vaddr };
 	return 0;
 }
+
+void elfmeta_image_header(void *image, const GElf_Ehdr *src, uint64_t shoff, unsigned shnum,
+			  unsigned shstrndx)
+{
+	Elf64_Ehdr *eh = image;
+
+	memcpy(eh->e_ident, src->e_ident, EI_NIDENT);
+	eh->e_type = src->e_type;
+	eh->e_machine = src->e_machine;
+	eh->e_version = EV_CURRENT;
+	eh->e_shoff = shoff;
+	eh->e_ehsize = sizeof(*eh);
+	eh->e_shentsize = sizeof(Elf64_Shdr);
+	eh->e_shnum = (Elf64_Half)shnum;
+	eh->e_shstrndx = (Elf64_Half)shstrndx;
+}

@@ -31,6 +31,13 @@ struct elfmeta_ehhdr {
  * the caller's to check: entries are read once anyway. */
 int elfmeta_ehhdr(Elf *elf, struct elfmeta_ehhdr *out);
 
+/* The ELF64 header of an image in memory that holds only some sections of
+ * src (no segments): libdw is handed such images so that it reads nothing
+ * else of a user's file. shnum section headers at shoff, names in section
+ * shstrndx; identity, type and machine from src. */
+void elfmeta_image_header(void *image, const GElf_Ehdr *src, uint64_t shoff, unsigned shnum,
+			  unsigned shstrndx);
+
 static inline uint64_t elfmeta_ehhdr_loc(const struct elfmeta_ehhdr *h, size_t i)
 {
 	int32_t rel;

@@ -16,6 +16,7 @@
 #include "elfsym.h"
 #include "htab.h"
 #include "kallsyms.h"
+#include "lines.h"
 #include "log.h"
 #include "procmaps.h"
 
@@ -90,6 +91,7 @@ struct symbols {
 	uint64_t vdso_size;
 	bool vdso_tried;
 	struct dbginfod *dbg;            /* NULL: no DEBUGINFOD_URLS */
+	struct lines *lines;             /* borrowed; NULL: no file:line */
 	struct symbols_stats stats;
 };
 
@@ -133,6 +135,12 @@ int symbols_set_debug_root(struct symbols *s, const char *dir)
 	free(s->debug_root);
 	s->debug_root = d;
 	return 0;
+}
+
+void symbols_set_lines(struct symbols *s, struct lines *l)
+{
+	if (s)
+		s->lines = l;
 }
 
 static void symbols_elf_put(struct sym_elf *e)
@@ -667,8 +675,13 @@ static void symbols_take_debuginfod(struct symbols *s)
 			for (struct sym_elf *e = s->elfs; e; e = e->next)
 				if (e->es && e->build_id_len == r[i].build_id_len &&
 				    memcmp(e->build_id, r[i].build_id, e->build_id_len) == 0 &&
-				    elfsym_adopt_debug_file(e->es, r[i].path) > 0)
+				    elfsym_adopt_debug_file(e->es, r[i].path) > 0) {
 					s->stats.debuginfod_loaded++;
+					/* Its DWARF gives lines too. */
+					if (s->lines)
+						lines_add_debug_file(s->lines, e->build_id,
+								     e->build_id_len, r[i].path);
+				}
 }
 
 int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t start_ns, uint64_t addr,
@@ -734,8 +747,10 @@ int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t start_ns, uint64
 	vaddr = file_off;
 	if (es && elfsym_offset_to_vaddr(es, file_off, &vaddr) < 0)
 		vaddr = file_off;
-	if (m->type == SYM_MAP_FILE)
+	if (m->type == SYM_MAP_FILE) {
 		symbols_set_loc(out, m, pid, look);
+		out->loc.vaddr = vaddr;
+	}
 	out->kind = FRAME_NATIVE;
 	if (es && elfsym_lookup(es, vaddr, out->name, sizeof(out->name), NULL) == 0) {
 		elfsym_sanitize(m->base, strlen(m->base), out->module, sizeof(out->module));
@@ -859,6 +874,16 @@ void symbols_get_stats(const struct symbols *s, struct symbols_stats *out)
 	if (!s)
 		return;
 	*out = s->stats;
+	if (s->lines) {
+		struct lines_stats ls;
+
+		lines_get_stats(s->lines, &ls);
+		out->lines_resolved = ls.resolved;
+		out->lines_unresolved = ls.unresolved;
+		out->lines_timeouts = ls.timeouts;
+		out->lines_files_failed = ls.files_failed + ls.files_too_big;
+		out->lines_mem_bytes = ls.mem_bytes;
+	}
 	out->cached_elfs = s->nelfs;
 	out->cached_pids = htab_map_count(&s->procs);
 }

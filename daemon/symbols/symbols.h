@@ -61,6 +61,12 @@ struct symbols_stats {
 	uint64_t cached_pids;
 	uint64_t untrusted_fs;        /* mappings of files on FUSE: not read, unnamed */
 	uint64_t debuginfod_loaded;   /* stripped tables replaced by a debuginfod debug file */
+	/* Source lines (lines.h), when symbols_set_lines gave a worker. */
+	uint64_t lines_resolved;      /* addresses given a file:line */
+	uint64_t lines_unresolved;    /* addresses the debug info had no line for, or none read */
+	uint64_t lines_timeouts;      /* renderings that stopped waiting for an address */
+	uint64_t lines_files_failed;  /* files with no DWARF, unreadable, or too big */
+	uint64_t lines_mem_bytes;     /* debug sections held */
 };
 
 struct symbols;
@@ -110,6 +116,11 @@ void symbols_get_stats(const struct symbols *s, struct symbols_stats *out);
  * "<dir of binary>/<debuglink name>"); NULL restores /usr/lib/debug. Applies
  * to ELF files loaded afterwards. 0 or -ENOMEM. */
 int symbols_set_debug_root(struct symbols *s, const char *dir);
+
+/* Where debug files a debuginfod server gives are also announced, for
+ * their line info (lines.h; borrowed, outlives s; NULL: nowhere). */
+struct lines;
+void symbols_set_lines(struct symbols *s, struct lines *l);
 
 /* Loads kallsyms if needed; false when kernel symbols are unavailable
  * (unreadable, or all addresses zero: kptr_restrict or no CAP_SYSLOG). */

@@ -397,9 +397,8 @@ static Dwarf_CFI *frame_image_cfi(struct frame_image *fi, Elf *src, const Elf_Da
 {
 	static const char names[] = "\0.debug_frame\0.shstrtab";
 	GElf_Ehdr src_eh;
-	Elf64_Ehdr *eh;
 	Elf64_Shdr *sh;
-	size_t data_off = sizeof(*eh), names_off = data_off + d->d_size;
+	size_t data_off = sizeof(Elf64_Ehdr), names_off = data_off + d->d_size;
 	size_t sh_off = (names_off + sizeof(names) + 7) & ~(size_t)7;
 	size_t size = sh_off + 3 * sizeof(*sh);
 
@@ -408,16 +407,7 @@ static Dwarf_CFI *frame_image_cfi(struct frame_image *fi, Elf *src, const Elf_Da
 	fi->buf = calloc(1, size);
 	if (!fi->buf)
 		return NULL;
-	eh = (Elf64_Ehdr *)fi->buf;
-	memcpy(eh->e_ident, src_eh.e_ident, EI_NIDENT);
-	eh->e_type = src_eh.e_type;
-	eh->e_machine = src_eh.e_machine;
-	eh->e_version = EV_CURRENT;
-	eh->e_shoff = sh_off;
-	eh->e_ehsize = sizeof(*eh);
-	eh->e_shentsize = sizeof(*sh);
-	eh->e_shnum = 3;
-	eh->e_shstrndx = 2;
+	elfmeta_image_header(fi->buf, &src_eh, sh_off, 3, 2);
 	memcpy(fi->buf + data_off, d->d_buf, d->d_size);
 	memcpy(fi->buf + names_off, names, sizeof(names));
 	sh = (Elf64_Shdr *)(fi->buf + sh_off);

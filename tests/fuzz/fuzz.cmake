@@ -40,7 +40,8 @@ if(JPROF_FUZZ)
     "procmaps:jprof_symbols" # /proc/PID/maps
     "kallsyms:jprof_symbols" # /proc/kallsyms
     "elf:jprof_symbols"      # ELF files named by a process's mappings
-    "cfi:jprof_unwind")      # their .eh_frame, compiled to unwind tables
+    "cfi:jprof_unwind"       # their .eh_frame, compiled to unwind tables
+    "lines:jprof_symbols")   # their DWARF, for file:line
   math(EXPR fuzz_timeout "${JPROF_FUZZ_SECONDS} + 120")
   add_custom_target(fuzz)
   foreach(entry ${JPROF_FUZZERS})

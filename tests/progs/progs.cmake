@@ -64,3 +64,12 @@ set_target_properties(prog_unwind_dso PROPERTIES
   LIBRARY_OUTPUT_DIRECTORY ${JPROF_PROGS_OUT}
   COMPILE_OPTIONS "${JPROF_UNWIND_COPTS};-fPIC"
   LINK_OPTIONS "")
+
+# line_spin: file:line from DWARF (test_lines.py); optimized, so its hot
+# loop is an inlined function's, with debug info.
+add_executable(prog_line_spin ${CMAKE_CURRENT_LIST_DIR}/line_spin.c)
+set_target_properties(prog_line_spin PROPERTIES
+  OUTPUT_NAME line_spin
+  RUNTIME_OUTPUT_DIRECTORY ${JPROF_PROGS_OUT}
+  COMPILE_OPTIONS "${JPROF_UNWIND_COPTS};-finline-functions"
+  LINK_OPTIONS "")

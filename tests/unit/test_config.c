@@ -106,8 +106,14 @@ START_TEST(test_every_key)
 				   "max_perf_events_per_uid = 600\n"
 				   "max_output_per_uid = 512K\n"
 				   "unwind = frame-pointers\n"
-				   "unwind_max_memory = 2M\n",
+				   "unwind_max_memory = 2M\n"
+				   "lines = off\n"
+				   "lines_max_memory = 64M\n"
+				   "debug_root = /srv/debug\n",
 				   &c, err, sizeof(err)), 0);
+	ck_assert(!c.lines);
+	ck_assert_uint_eq(c.lines_max_memory, 64ull << 20);
+	ck_assert_str_eq(c.debug_root, "/srv/debug");
 	ck_assert(c.unwind_fp_only);
 	ck_assert_uint_eq(c.unwind_max_memory, 2ull << 20);
 	ck_assert_uint_eq(c.max_clients_per_uid, 3);
@@ -221,6 +227,9 @@ START_TEST(test_bad_values)
 	assert_error_at("host_max_memory = 99999999999999999999G\n", 1, "host_max_memory wants");
 	assert_error_at("# x\nrate = 10001\n", 2, "rate wants");
 	assert_error_at("unwind = dwarf\n", 1, "unwind wants cfi");
+	assert_error_at("lines = yes\n", 1, "lines wants on or off");
+	assert_error_at("lines_max_memory = 10K\n", 1, "lines_max_memory wants");
+	assert_error_at("debug_root = relative/dir\n", 1, "debug_root wants an absolute path");
 	assert_error_at("unwind_max_memory = 100K\n", 1, "unwind_max_memory wants");
 	assert_error_at("rate = -1\n", 1, "rate wants");
 	assert_error_at("rate = 19hz\n", 1, "rate wants");

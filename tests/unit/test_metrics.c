@@ -17,7 +17,8 @@ static const struct sampler_stats ss = {
 	.last_drain_counts = 300, .last_drain_stacks = 200, .count_capacity = 65536,
 	.stack_capacity = 16384,
 };
-static const struct symbols_stats sy = { .elf_cache_hits = 1000, .elf_cache_misses = 10, .cached_elfs = 9 };
+static const struct symbols_stats sy = { .elf_cache_hits = 1000, .elf_cache_misses = 10, .cached_elfs = 9,
+					 .lines_resolved = 77, .lines_mem_bytes = 4096 };
 static const struct agentlink_stats as = { .connected = 1, .accepted = 3, .fds_passed = 40 };
 static const struct hostview_stats hs = { .samples = 777, .buckets = 60, .bytes = 1 << 20,
 	.evicted_age = 8, .evicted_memory = 1, .oldest_ns = 1000000000ull, .newest_ns = 601000000000ull };
@@ -74,6 +75,8 @@ START_TEST(test_values)
 	ck_assert_double_eq(value_of(t, "jprofd_hostview_retained_seconds"), 600);
 	ck_assert_double_eq(value_of(t, "jprofd_symbols_cache_hits_total"), 1000);
 	ck_assert_double_eq(value_of(t, "jprofd_symbols_cache_misses_total"), 10);
+	ck_assert_double_eq(value_of(t, "jprofd_lines_resolved_total"), 77);
+	ck_assert_double_eq(value_of(t, "jprofd_lines_memory_bytes"), 4096);
 	ck_assert_double_eq(value_of(t, "jprofd_http_unauthorized_total"), 2);
 	ck_assert_double_eq(value_of(t, "jprofd_process_cpu_seconds_total{mode=\"user\"}"), 1.25);
 	ck_assert_double_eq(value_of(t, "jprofd_process_resident_memory_bytes"), 8 << 20);

@@ -1,0 +1,888 @@
+#include "lines.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "elfmeta.h"
+#include "elfsym.h"
+#include "htab.h"
+#include "log.h"
+
+/* ---- one file's debug info (worker only) --------------------------------- */
+
+/* libdw is not given the user's file: it is given an ELF image in memory
+ * holding only the file's .debug_* sections, decompressed, each followed by
+ * LINES_PAD zero bytes. libdw 0.188 runs strlen() on strings in .debug_line
+ * (and the string sections) without bounds, so a crafted section that ends
+ * inside a string made it read past its buffer (fuzz_lines found it); with
+ * the padding such a read ends inside the image. The file's fd, its other
+ * sections and libelf's copies are released once the image is built. */
+#define LINES_PAD 16
+#define LINES_MAX_SECTIONS 64
+
+struct lines_file {
+	char *image;
+	Elf *elf;
+	Dwarf *dw;
+	uint64_t cost;           /* bytes of the image */
+};
+
+void lines_file_free(struct lines_file *f)
+{
+	if (!f)
+		return;
+	if (f->dw)
+		dwarf_end(f->dw);
+	if (f->elf)
+		elf_end(f->elf);
+	free(f->image);
+	free(f);
+}
+
+uint64_t lines_file_cost(const struct lines_file *f)
+{
+	return f ? f->cost : 0;
+}
+
+struct lines_sec {
+	const char *name;        /* ".debug_..." (a ".zdebug_" name without its z) */
+	Elf_Data *data;
+};
+
+/* The .debug_* sections of src, decompressed, at most cap bytes in all:
+ * their count, -EFBIG, -ENOENT (no .debug_info or .debug_line). */
+static int lines_sections(Elf *src, uint64_t cap, struct lines_sec *secs, uint64_t *total)
+{
+	bool has_info = false, has_line = false;
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+	int n = 0;
+
+	*total = 0;
+	if (elf_getshdrstrndx(src, &shstrndx) < 0)
+		return -EINVAL;
+	while ((scn = elf_nextscn(src, scn)) && n < LINES_MAX_SECTIONS) {
+		GElf_Shdr sh;
+		GElf_Chdr ch;
+		const char *name;
+		uint64_t size;
+		bool gnu;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+			continue;
+		name = elf_strptr(src, shstrndx, sh.sh_name);
+		if (!name || (strncmp(name, ".debug_", 7) && strncmp(name, ".zdebug_", 8)))
+			continue;
+		gnu = name[1] == 'z';
+		/* The size it will have, before anything is inflated. */
+		size = sh.sh_size;
+		if (sh.sh_flags & SHF_COMPRESSED)
+			size = gelf_getchdr(scn, &ch) ? ch.ch_size : UINT64_MAX;
+		else if (gnu)
+			size = sh.sh_size * 8;   /* no header to ask before inflating */
+		if (size > cap || *total + size > cap)
+			return -EFBIG;
+		if ((sh.sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0)
+			continue;
+		if (gnu && elf_compress_gnu(scn, 0, 0) < 0)
+			continue;
+		d = elf_getdata(scn, NULL);
+		if (!d || !d->d_buf || d->d_size > cap || *total + d->d_size > cap)
+			return d && d->d_size > cap ? -EFBIG : -EINVAL;
+		secs[n].name = gnu ? name + 1 : name;
+		secs[n].data = d;
+		*total += d->d_size;
+		has_info |= !strcmp(secs[n].name, ".debug_info") && d->d_size;
+		has_line |= !strcmp(secs[n].name, ".debug_line") && d->d_size;
+		n++;
+	}
+	return has_info && has_line ? n : -ENOENT;
+}
+
+/* The image of src's debug sections (see above) in f. */
+static int lines_file_build(struct lines_file *f, Elf *src, const uint8_t *bid, size_t bid_len,
+			    uint64_t cap)
+{
+	struct lines_sec secs[LINES_MAX_SECTIONS];
+	uint8_t have[ELFMETA_BUILD_ID_MAX];
+	size_t off, names_off, names_len = 1 + sizeof(".shstrtab"), sh_off, size;
+	GElf_Ehdr src_eh;
+	Elf64_Shdr *sh;
+	uint64_t total;
+	int n;
+
+	elf_version(EV_CURRENT);
+	if (!src || elf_kind(src) != ELF_K_ELF || !gelf_getehdr(src, &src_eh) ||
+	    src_eh.e_ident[EI_CLASS] != ELFCLASS64 || src_eh.e_ident[EI_DATA] != ELFDATA2LSB)
+		return -EINVAL;
+	if (bid_len) {
+		size_t len = elfmeta_build_id(src, have, sizeof(have));
+
+		if (len != bid_len || memcmp(have, bid, len))
+			return -EINVAL;
+	}
+	n = lines_sections(src, cap, secs, &total);
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++)
+		names_len += strlen(secs[i].name) + 1;
+	off = sizeof(Elf64_Ehdr);
+	for (int i = 0; i < n; i++)
+		off = ((off + 7) & ~(size_t)7) + secs[i].data->d_size + LINES_PAD;
+	names_off = off;
+	sh_off = (names_off + names_len + LINES_PAD + 7) & ~(size_t)7;
+	size = sh_off + (size_t)(n + 2) * sizeof(*sh);
+	if (size > cap + 4096 + (size_t)n * 64)
+		return -EFBIG;
+	f->image = calloc(1, size);
+	if (!f->image)
+		return -ENOMEM;
+	f->cost = size;
+	elfmeta_image_header(f->image, &src_eh, sh_off, (unsigned)n + 2, (unsigned)n + 1);
+	sh = (Elf64_Shdr *)(f->image + sh_off);
+	off = sizeof(Elf64_Ehdr);
+	names_len = 1;
+	for (int i = 0; i < n; i++) {
+		size_t len = strlen(secs[i].name) + 1;
+
+		off = (off + 7) & ~(size_t)7;
+		memcpy(f->image + off, secs[i].data->d_buf, secs[i].data->d_size);
+		memcpy(f->image + names_off + names_len, secs[i].name, len);
+		sh[i + 1] = (Elf64_Shdr){ .sh_name = (Elf64_Word)names_len, .sh_type = SHT_PROGBITS,
+					  .sh_offset = off, .sh_size = secs[i].data->d_size,
+					  .sh_addralign = 1 };
+		names_len += len;
+		off += secs[i].data->d_size + LINES_PAD;
+	}
+	memcpy(f->image + names_off + names_len, ".shstrtab", sizeof(".shstrtab"));
+	sh[n + 1] = (Elf64_Shdr){ .sh_name = (Elf64_Word)names_len, .sh_type = SHT_STRTAB,
+				  .sh_offset = names_off, .sh_size = names_len + sizeof(".shstrtab"),
+				  .sh_addralign = 1 };
+	f->elf = elf_memory(f->image, size);
+	f->dw = f->elf ? dwarf_begin_elf(f->elf, DWARF_C_READ, NULL) : NULL;
+	return f->dw ? 0 : -ENOENT;
+}
+
+static int lines_file_from(Elf *src, const uint8_t *bid, size_t bid_len, uint64_t cap,
+			   struct lines_file **out)
+{
+	struct lines_file *f = calloc(1, sizeof(*f));
+	int r = f ? lines_file_build(f, src, bid, bid_len, cap) : -ENOMEM;
+
+	*out = NULL;
+	if (r < 0)
+		lines_file_free(f);
+	else
+		*out = f;
+	return r;
+}
+
+int lines_file_open(int fd, const uint8_t *bid, size_t bid_len, uint64_t cap,
+		    struct lines_file **out)
+{
+	Elf *src;
+	int r;
+
+	elf_version(EV_CURRENT);
+	/* pread, never mmap: see the header. */
+	src = elf_begin(fd, ELF_C_READ, NULL);
+	r = lines_file_from(src, bid, bid_len, cap, out);
+	elf_end(src);
+	return r;
+}
+
+int lines_file_open_memory(const void *image, size_t size, uint64_t cap, struct lines_file **out)
+{
+	char *copy = malloc(size ? size : 1);
+	Elf *src;
+	int r;
+
+	*out = NULL;
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, image, size);
+	elf_version(EV_CURRENT);
+	src = elf_memory(copy, size);
+	r = lines_file_from(src, NULL, 0, cap, out);
+	elf_end(src);
+	free(copy);
+	return r;
+}
+
+static void lines_copy(char *dst, size_t cap, const char *src)
+{
+	elfsym_sanitize(src ? src : "", src ? strlen(src) : 0, dst, cap);
+}
+
+/* The name of a function or inlined-subroutine DIE (following its abstract
+ * origin), demangled as symbol names are. */
+static void lines_die_name(Dwarf_Die *die, char *out, size_t cap)
+{
+	Dwarf_Attribute a;
+	const char *name = NULL;
+
+	if (dwarf_attr_integrate(die, DW_AT_linkage_name, &a) ||
+	    dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &a))
+		name = dwarf_formstring(&a);
+	if (!name)
+		name = dwarf_diename(die);
+	if (name)
+		elfsym_format_name(name, out, cap);
+	else
+		*out = '\0';
+}
+
+/* Scopes nested deeper than this, or DIEs beyond LINES_MAX_VISITS in one
+ * lookup, end the search (corrupt sibling chains must not loop). */
+#define LINES_MAX_SCOPES 64
+#define LINES_MAX_VISITS 1000000u
+
+/* Appends to chain (outermost first, from n) the scopes under parent that
+ * hold vaddr: subprograms, inlined subroutines and lexical blocks whose
+ * ranges hold it, looking inside namespaces too. Only those are descended
+ * into: dwarf_getscopes() visits every DIE of the CU instead, which took
+ * 5 ms a lookup in a CU of 2,500 functions (0.02 ms this way). Returns the
+ * new length. */
+static int lines_find_scopes(Dwarf_Die *parent, uint64_t vaddr, Dwarf_Die *chain, int n,
+			     unsigned *visits)
+{
+	Dwarf_Die child;
+
+	if (n >= LINES_MAX_SCOPES || dwarf_child(parent, &child) != 0)
+		return n;
+	do {
+		int tag = dwarf_tag(&child);
+
+		if (++*visits > LINES_MAX_VISITS)
+			return n;
+		if (tag == DW_TAG_namespace || tag == DW_TAG_module) {
+			int m = lines_find_scopes(&child, vaddr, chain, n, visits);
+
+			if (m > n)
+				return m;
+		} else if ((tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
+			    tag == DW_TAG_lexical_block) && dwarf_haspc(&child, vaddr) == 1) {
+			chain[n] = child;
+			return lines_find_scopes(&chain[n], vaddr, chain, n + 1, visits);
+		}
+	} while (dwarf_siblingof(&child, &child) == 0);
+	return n;
+}
+
+size_t lines_file_lookup(struct lines_file *f, uint64_t vaddr, struct frame_line *out, size_t max)
+{
+	Dwarf_Die cu, scopes[LINES_MAX_SCOPES];
+	unsigned visits = 0;
+	Dwarf_Files *files = NULL;
+	Dwarf_Line *line;
+	const char *src;
+	int lineno = 0, nscopes;
+	size_t n = 0;
+
+	if (!f || !f->dw || !max || !dwarf_addrdie(f->dw, vaddr, &cu))
+		goto out;
+	line = dwarf_getsrc_die(&cu, vaddr);
+	if (!line || dwarf_lineno(line, &lineno) != 0 || lineno <= 0 ||
+	    !(src = dwarf_linesrc(line, NULL, NULL)))
+		goto out;
+	memset(&out[0], 0, sizeof(out[0]));
+	lines_copy(out[0].file, sizeof(out[0].file), src);
+	out[0].line = (uint32_t)lineno;
+	n = 1;
+	/* Scopes innermost first: each inlined subroutine is a frame whose
+	 * caller's position is its call_file:call_line; the subprogram ends
+	 * the chain. */
+	nscopes = lines_find_scopes(&cu, vaddr, scopes, 0, &visits);
+	if (nscopes <= 0)
+		goto out;
+	if (dwarf_getsrcfiles(&cu, &files, NULL) != 0)
+		files = NULL;
+	for (int i = nscopes - 1; i >= 0; i--) {
+		int tag = dwarf_tag(&scopes[i]);
+		Dwarf_Attribute a;
+		Dwarf_Word file_idx, call_line;
+
+		if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
+			continue;
+		lines_die_name(&scopes[i], out[n - 1].function, sizeof(out[n - 1].function));
+		if (tag == DW_TAG_subprogram || n == max)
+			break;
+		/* The caller's frame: where the inlined body was called. */
+		if (!dwarf_attr(&scopes[i], DW_AT_call_line, &a) || dwarf_formudata(&a, &call_line) ||
+		    !dwarf_attr(&scopes[i], DW_AT_call_file, &a) || dwarf_formudata(&a, &file_idx) ||
+		    !files || !(src = dwarf_filesrc(files, file_idx, NULL, NULL)) || !call_line ||
+		    call_line > UINT32_MAX)
+			break;
+		memset(&out[n], 0, sizeof(out[n]));
+		lines_copy(out[n].file, sizeof(out[n].file), src);
+		out[n].line = (uint32_t)call_line;
+		n++;
+	}
+out:
+	return n;
+}
+
+static uint64_t lines_now_ns(void);
+
+/* ---- the cache and the worker -------------------------------------------- */
+
+enum lines_state { LINES_QUEUED, LINES_DONE };
+
+struct lines_addr {
+	struct lines_addr *hnext;      /* hash chain */
+	struct lines_addr *qnext;      /* queue */
+	enum lines_state state;
+	uint8_t bid[ELFMETA_BUILD_ID_MAX];
+	size_t bid_len;
+	uint64_t vaddr;
+	/* Where to open the binary (while queued). */
+	uint32_t pid;
+	uint64_t map_start, map_limit;
+	char *path;
+	/* The answer, packed (lines_pack): a struct frame_line is 1 KiB,
+	 * the strings it holds are tens of bytes. */
+	char *packed;
+	size_t nframes;
+};
+
+struct lines_open {
+	struct lines_open *next;
+	uint8_t bid[ELFMETA_BUILD_ID_MAX];
+	size_t bid_len;
+	struct lines_file *file;       /* NULL: tried and failed */
+	uint64_t last_used;
+};
+
+struct lines_dbgfile {
+	struct lines_dbgfile *next;
+	uint8_t bid[ELFMETA_BUILD_ID_MAX];
+	size_t bid_len;
+	char *path;
+	bool fresh;                    /* not tried yet by the worker */
+};
+
+#define LINES_BUCKETS 65536u
+/* Files that failed are remembered (not retried) up to this many. */
+#define LINES_MAX_FAILED 256
+
+struct lines {
+	char *proc_root;
+	char *debug_root;
+	uint64_t mem_cap;
+	pthread_t thread;
+	bool started;
+	pthread_mutex_t mu;
+	pthread_cond_t work;           /* queue not empty, or stop */
+	pthread_cond_t done;           /* an address was answered */
+	bool stop;
+	unsigned waiters;              /* callers waiting: no entry may be freed */
+	struct lines_addr **buckets;
+	size_t naddrs;
+	struct lines_addr *qhead, *qtail;
+	struct lines_dbgfile *dbgfiles;
+	struct lines_stats stats;
+	/* Worker only. */
+	struct lines_open *open;
+	uint64_t tick;
+};
+
+static int lines_hex_to_bid(const char *hex, uint8_t *bid, size_t cap)
+{
+	size_t n = 0;
+
+	for (; hex[0] && hex[1] && n < cap; hex += 2) {
+		int hi = hex[0] <= '9' ? hex[0] - '0' : hex[0] - 'a' + 10;
+		int lo = hex[1] <= '9' ? hex[1] - '0' : hex[1] - 'a' + 10;
+
+		if (hi < 0 || hi > 15 || lo < 0 || lo > 15)
+			return 0;
+		bid[n++] = (uint8_t)(hi << 4 | lo);
+	}
+	return hex[0] ? 0 : (int)n;
+}
+
+static size_t lines_bucket(const uint8_t *bid, size_t len, uint64_t vaddr)
+{
+	return htab_mix64(htab_fnv1a(HTAB_FNV_SEED, bid, len) ^ vaddr) & (LINES_BUCKETS - 1);
+}
+
+static void lines_addr_free(struct lines_addr *a)
+{
+	if (!a)
+		return;
+	free(a->path);
+	free(a->packed);
+	free(a);
+}
+
+/* Starts the address cache over (answered entries only: queued ones are
+ * the worker's and their waiters'). Under mu. */
+static void lines_cache_reset(struct lines *l)
+{
+	for (size_t b = 0; b < LINES_BUCKETS; b++) {
+		struct lines_addr **pp = &l->buckets[b];
+
+		while (*pp) {
+			struct lines_addr *a = *pp;
+
+			if (a->state == LINES_DONE) {
+				*pp = a->hnext;
+				lines_addr_free(a);
+				l->naddrs--;
+			} else {
+				pp = &a->hnext;
+			}
+		}
+	}
+}
+
+/* Opens the binary behind a mapping through /proc/PID/map_files only: it
+ * reaches deleted files and other mount namespaces, and it is the file the
+ * process maps. Unlike the symbolizer, no fallback to the path under the
+ * process's root: the mapping's device is not known here, so a path that
+ * became a FUSE file since could block this thread for good (symbols.c
+ * checks the device first). Regular files only. */
+static int lines_open_binary(const struct lines *l, const struct lines_addr *a)
+{
+	char path[4096];
+	struct stat st;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%u/map_files/%" PRIx64 "-%" PRIx64, l->proc_root, a->pid,
+		 a->map_start, a->map_limit);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+static int lines_open_regular(const char *path)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+
+	if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+static void lines_open_free(struct lines_open *o)
+{
+	if (!o)
+		return;
+	lines_file_free(o->file);
+	free(o);
+}
+
+/* Drops least recently used files until need more bytes fit under the cap
+ * (and failed entries beyond LINES_MAX_FAILED). */
+static void lines_evict(struct lines *l, uint64_t need)
+{
+	for (;;) {
+		struct lines_open **pp, **victim = NULL;
+		uint64_t mem = 0;
+		size_t failed = 0;
+
+		for (pp = &l->open; *pp; pp = &(*pp)->next) {
+			mem += lines_file_cost((*pp)->file);
+			failed += !(*pp)->file;
+			if (!victim || (*pp)->last_used < (*victim)->last_used)
+				victim = pp;
+		}
+		pthread_mutex_lock(&l->mu);
+		l->stats.mem_bytes = mem;
+		pthread_mutex_unlock(&l->mu);
+		if (!victim || (mem + need <= l->mem_cap && failed < LINES_MAX_FAILED))
+			return;
+		struct lines_open *o = *victim;
+
+		*victim = o->next;
+		if (o->file) {
+			pthread_mutex_lock(&l->mu);
+			l->stats.files_evicted++;
+			pthread_mutex_unlock(&l->mu);
+		}
+		lines_open_free(o);
+	}
+}
+
+/* Tries one candidate file for a build-id: 0 with o->file set, else -errno. */
+static int lines_try(struct lines *l, struct lines_open *o, int fd)
+{
+	int r;
+
+	if (fd < 0)
+		return -ENOENT;
+	r = lines_file_open(fd, o->bid, o->bid_len, l->mem_cap, &o->file);
+	close(fd);
+	return r;
+}
+
+static bool lines_dbg_fresh(struct lines *l, const uint8_t *bid, size_t len)
+{
+	bool fresh = false;
+
+	pthread_mutex_lock(&l->mu);
+	for (struct lines_dbgfile *d = l->dbgfiles; d; d = d->next)
+		if (d->fresh && d->bid_len == len && !memcmp(d->bid, bid, len)) {
+			d->fresh = false;
+			fresh = true;
+		}
+	pthread_mutex_unlock(&l->mu);
+	return fresh;
+}
+
+/* The open debug info of a's build-id, opening it on first need. */
+static struct lines_open *lines_get_file(struct lines *l, const struct lines_addr *a)
+{
+	struct lines_open *o;
+	char path[4096];
+	char *dbg = NULL;
+	uint64_t t0;
+	int r;
+
+	for (struct lines_open **pp = &l->open; (o = *pp); pp = &o->next)
+		if (o->bid_len == a->bid_len && !memcmp(o->bid, a->bid, a->bid_len)) {
+			if (!o->file && lines_dbg_fresh(l, a->bid, a->bid_len)) {
+				/* A debuginfod file came since it failed. */
+				*pp = o->next;
+				lines_open_free(o);
+				break;
+			}
+			o->last_used = ++l->tick;
+			return o;
+		}
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return NULL;
+	memcpy(o->bid, a->bid, a->bid_len);
+	o->bid_len = a->bid_len;
+	o->last_used = ++l->tick;
+	t0 = lines_now_ns();
+	pthread_mutex_lock(&l->mu);
+	for (struct lines_dbgfile *d = l->dbgfiles; d; d = d->next)
+		if (d->bid_len == a->bid_len && !memcmp(d->bid, a->bid, a->bid_len))
+			dbg = strdup(d->path);
+	pthread_mutex_unlock(&l->mu);
+	/* The separate debug file (Debian's -dbgsym, or debuginfod's), which
+	 * stripped binaries need; then the binary itself (built with -g). */
+	r = dbg ? lines_try(l, o, lines_open_regular(dbg)) : -ENOENT;
+	if (r < 0 && r != -EFBIG) {
+		size_t n = (size_t)snprintf(path, sizeof(path), "%s/.build-id/%02x/", l->debug_root,
+					    a->bid[0]);
+
+		for (size_t i = 1; i < a->bid_len && n + 3 < sizeof(path); i++)
+			n += (size_t)snprintf(path + n, sizeof(path) - n, "%02x", a->bid[i]);
+		if (n + 7 < sizeof(path)) {
+			memcpy(path + n, ".debug", 7);
+			r = lines_try(l, o, lines_open_regular(path));
+		}
+	}
+	if (r < 0 && r != -EFBIG)
+		r = lines_try(l, o, lines_open_binary(l, a));
+	pthread_mutex_lock(&l->mu);
+	if (r == 0)
+		l->stats.files_opened++;
+	else if (r == -EFBIG)
+		l->stats.files_too_big++;
+	else
+		l->stats.files_failed++;
+	pthread_mutex_unlock(&l->mu);
+	if (r == 0)
+		log_info("lines: read the debug info of %s (%" PRIu64 " MiB) in %" PRIu64 " ms",
+			 a->path ? a->path : "?", lines_file_cost(o->file) >> 20,
+			 (lines_now_ns() - t0) / 1000000);
+	if (r == -EFBIG)
+		log_info("lines: debug info of %s too big for the %" PRIu64 " MiB cap; no lines",
+			 a->path ? a->path : "?", l->mem_cap >> 20);
+	free(dbg);
+	lines_evict(l, lines_file_cost(o->file));
+	o->next = l->open;
+	l->open = o;
+	pthread_mutex_lock(&l->mu);
+	l->stats.mem_bytes += lines_file_cost(o->file);
+	pthread_mutex_unlock(&l->mu);
+	return o;
+}
+
+/* n frames as "<line u32><file>\0<function>\0" each; NULL on ENOMEM. */
+static char *lines_pack(const struct frame_line *f, size_t n)
+{
+	size_t size = 0, o = 0;
+	char *p;
+
+	for (size_t i = 0; i < n; i++)
+		size += sizeof(uint32_t) + strlen(f[i].file) + strlen(f[i].function) + 2;
+	p = malloc(size);
+	for (size_t i = 0; p && i < n; i++) {
+		size_t fl = strlen(f[i].file) + 1, nl = strlen(f[i].function) + 1;
+
+		memcpy(p + o, &f[i].line, sizeof(uint32_t));
+		o += sizeof(uint32_t);
+		memcpy(p + o, f[i].file, fl);
+		o += fl;
+		memcpy(p + o, f[i].function, nl);
+		o += nl;
+	}
+	return p;
+}
+
+static void lines_unpack(const char *p, size_t n, struct frame_line *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		memcpy(&out[i].line, p, sizeof(uint32_t));
+		p += sizeof(uint32_t);
+		/* Packed from frame_line fields: each fits. */
+		strcpy(out[i].file, p);
+		p += strlen(p) + 1;
+		strcpy(out[i].function, p);
+		p += strlen(p) + 1;
+	}
+}
+
+static void *lines_main(void *arg)
+{
+	struct lines *l = arg;
+	struct frame_line frames[LINES_MAX_FRAMES];
+
+	pthread_mutex_lock(&l->mu);
+	for (;;) {
+		struct lines_addr *a;
+		struct lines_open *o;
+		size_t n = 0;
+
+		while (!l->stop && !l->qhead)
+			pthread_cond_wait(&l->work, &l->mu);
+		if (l->stop)
+			break;
+		a = l->qhead;
+		l->qhead = a->qnext;
+		if (!l->qhead)
+			l->qtail = NULL;
+		pthread_mutex_unlock(&l->mu);
+		/* a stays put while queued: only answered entries are freed. */
+		o = lines_get_file(l, a);
+		if (o && o->file)
+			n = lines_file_lookup(o->file, a->vaddr, frames, LINES_MAX_FRAMES);
+		pthread_mutex_lock(&l->mu);
+		if (n && !(a->packed = lines_pack(frames, n)))
+			n = 0;
+		a->nframes = n;
+		free(a->path);
+		a->path = NULL;
+		a->state = LINES_DONE;
+		if (n)
+			l->stats.resolved++;
+		else
+			l->stats.unresolved++;
+		pthread_cond_broadcast(&l->done);
+	}
+	pthread_mutex_unlock(&l->mu);
+	return NULL;
+}
+
+int lines_new(const char *proc_root, const char *debug_root, uint64_t mem_cap, struct lines **out)
+{
+	struct lines *l = calloc(1, sizeof(*l));
+	pthread_condattr_t ca;
+	int r = -ENOMEM;
+
+	*out = NULL;
+	if (!l)
+		goto out;
+	pthread_mutex_init(&l->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&l->work, NULL);
+	pthread_cond_init(&l->done, &ca);
+	pthread_condattr_destroy(&ca);
+	l->proc_root = strdup(proc_root ? proc_root : "/proc");
+	l->debug_root = strdup(debug_root ? debug_root : ELFSYM_DEBUG_ROOT);
+	l->buckets = calloc(LINES_BUCKETS, sizeof(*l->buckets));
+	l->mem_cap = mem_cap ? mem_cap : LINES_MEM_DEFAULT;
+	if (!l->proc_root || !l->debug_root || !l->buckets)
+		goto out;
+	r = -pthread_create(&l->thread, NULL, lines_main, l);
+	if (r < 0)
+		goto out;
+	l->started = true;
+	*out = l;
+	l = NULL;
+out:
+	lines_free(l);
+	return r;
+}
+
+void lines_free(struct lines *l)
+{
+	if (!l)
+		return;
+	if (l->started) {
+		pthread_mutex_lock(&l->mu);
+		l->stop = true;
+		pthread_cond_signal(&l->work);
+		pthread_mutex_unlock(&l->mu);
+		pthread_join(l->thread, NULL);
+	}
+	for (size_t b = 0; l->buckets && b < LINES_BUCKETS; b++)
+		while (l->buckets[b]) {
+			struct lines_addr *a = l->buckets[b];
+
+			l->buckets[b] = a->hnext;
+			lines_addr_free(a);
+		}
+	while (l->open) {
+		struct lines_open *o = l->open;
+
+		l->open = o->next;
+		lines_open_free(o);
+	}
+	while (l->dbgfiles) {
+		struct lines_dbgfile *d = l->dbgfiles;
+
+		l->dbgfiles = d->next;
+		free(d->path);
+		free(d);
+	}
+	free(l->buckets);
+	free(l->proc_root);
+	free(l->debug_root);
+	pthread_cond_destroy(&l->work);
+	pthread_cond_destroy(&l->done);
+	pthread_mutex_destroy(&l->mu);
+	free(l);
+}
+
+int lines_add_debug_file(struct lines *l, const uint8_t *bid, size_t bid_len, const char *path)
+{
+	struct lines_dbgfile *d;
+
+	if (!l || !bid || !bid_len || bid_len > ELFMETA_BUILD_ID_MAX || !path)
+		return -EINVAL;
+	d = calloc(1, sizeof(*d));
+	if (!d || !(d->path = strdup(path))) {
+		free(d);
+		return -ENOMEM;
+	}
+	memcpy(d->bid, bid, bid_len);
+	d->bid_len = bid_len;
+	d->fresh = true;
+	pthread_mutex_lock(&l->mu);
+	d->next = l->dbgfiles;
+	l->dbgfiles = d;
+	/* Addresses a stripped binary left without lines are asked again. */
+	if (!l->waiters)
+		lines_cache_reset(l);
+	pthread_mutex_unlock(&l->mu);
+	return 0;
+}
+
+static uint64_t lines_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+size_t lines_lookup(struct lines *l, const struct frame_loc *loc, uint64_t deadline_ns,
+		    struct frame_line *out, size_t max)
+{
+	uint8_t bid[ELFMETA_BUILD_ID_MAX];
+	struct lines_addr *a;
+	size_t b, n = 0;
+	int len;
+
+	if (!l || !loc || !loc->build_id || !loc->pid)
+		return 0;
+	len = lines_hex_to_bid(loc->build_id, bid, sizeof(bid));
+	if (len <= 0)
+		return 0;
+	b = lines_bucket(bid, (size_t)len, loc->vaddr);
+	pthread_mutex_lock(&l->mu);
+	for (a = l->buckets[b]; a; a = a->hnext)
+		if (a->vaddr == loc->vaddr && a->bid_len == (size_t)len && !memcmp(a->bid, bid, a->bid_len))
+			break;
+	if (!a) {
+		if (l->naddrs >= LINES_MAX_ADDRS && !l->waiters)
+			lines_cache_reset(l);
+		if (l->naddrs >= LINES_MAX_ADDRS)
+			goto out;   /* all queued: the worker is far behind */
+		a = calloc(1, sizeof(*a));
+		if (!a || !(a->path = strdup(loc->path ? loc->path : ""))) {
+			free(a);
+			goto out;
+		}
+		memcpy(a->bid, bid, (size_t)len);
+		a->bid_len = (size_t)len;
+		a->vaddr = loc->vaddr;
+		a->pid = loc->pid;
+		a->map_start = loc->map_start;
+		a->map_limit = loc->map_limit;
+		a->state = LINES_QUEUED;
+		a->hnext = l->buckets[b];
+		l->buckets[b] = a;
+		l->naddrs++;
+		if (l->qtail)
+			l->qtail->qnext = a;
+		else
+			l->qhead = a;
+		l->qtail = a;
+		l->stats.queued++;
+		pthread_cond_signal(&l->work);
+	}
+	l->waiters++;
+	while (a->state == LINES_QUEUED && deadline_ns) {
+		struct timespec ts = { .tv_sec = (time_t)(deadline_ns / 1000000000ull),
+				       .tv_nsec = (long)(deadline_ns % 1000000000ull) };
+
+		if (lines_now_ns() >= deadline_ns ||
+		    pthread_cond_timedwait(&l->done, &l->mu, &ts) == ETIMEDOUT) {
+			if (a->state == LINES_QUEUED)
+				l->stats.timeouts++;
+			break;
+		}
+	}
+	l->waiters--;
+	if (a->state == LINES_DONE) {
+		n = a->nframes < max ? a->nframes : max;
+		if (n)
+			lines_unpack(a->packed, n, out);
+	}
+out:
+	pthread_mutex_unlock(&l->mu);
+	return n;
+}
+
+size_t lines_lookup_cb(void *arg, const struct frame_loc *loc, uint64_t deadline_ns,
+		       struct frame_line *out, size_t max)
+{
+	return lines_lookup(arg, loc, deadline_ns, out, max);
+}
+
+void lines_get_stats(struct lines *l, struct lines_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!l)
+		return;
+	pthread_mutex_lock(&l->mu);
+	*out = l->stats;
+	pthread_mutex_unlock(&l->mu);
+}
