@@ -1,6 +1,8 @@
 #include "codemap.h"
 
 #include "agent.h"
+#include "jprof_agent.h"
+#include "vmstructs.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -12,15 +14,47 @@
 #define CODEMAP_PROBES 32
 #define CODEMAP_INTERP_MAX 8
 
+/* The reverse index, pc -> what code is there: one bucket per 4 KiB page of
+ * code (hashed by page number), holding the pieces of the nmethods and stubs
+ * on that page. A page holds at most a few nmethods (each is several hundred
+ * bytes with its header and metadata); one that does not fit is counted and
+ * its pcs stay unknown. 2^15 pages of code: 128 MiB, more than javac or
+ * scalac compile; the table itself is 4.7 MiB of reserved memory. */
+#define CODEMAP_PAGE_SHIFT 12
+#define CODEMAP_PAGE_SIZE (1u << CODEMAP_PAGE_SHIFT)
+#define CODEMAP_PAGES (1u << 15)
+#define CODEMAP_PAGE_ENTRIES 8
+#define CODEMAP_PAGE_PROBES 16
+/* Stubs larger than this are scratch buffers ("C1 temporary"), not code
+ * that runs as a leaf. */
+#define CODEMAP_STUB_MAX (256u << 10)
+
 struct codemap_slot {
 	uint64_t key;                /* jmethodID; 0 = free; once set, never changes */
 	uint32_t seq;                /* odd while a writer changes the ranges */
-	uint32_t reserved;
+	uint8_t level[CODEMAP_RANGES];   /* CompLevel of each range; 0 = unknown */
+	uint8_t reserved;
 	uintptr_t start[CODEMAP_RANGES];
 	uintptr_t end[CODEMAP_RANGES];   /* 0 = unused */
 };
 
+/* tag: a jmethodID (a pointer, never below JPRING_STUB_KINDS) or a stub
+ * kind; 0 = free. start and end are offsets in the page (end <= 4096). */
+struct codemap_piece {
+	uint64_t tag;
+	uint16_t start, end;
+	uint32_t reserved;
+};
+
+struct codemap_page {
+	uint64_t key;                /* page number + 1; 0 = free; once set, never changes */
+	uint32_t seq;                /* odd while a writer changes the pieces */
+	uint32_t reserved;
+	struct codemap_piece piece[CODEMAP_PAGE_ENTRIES];
+};
+
 static struct codemap_slot *codemap_slots;
+static struct codemap_page *codemap_pages;
 static pthread_mutex_t codemap_lock = PTHREAD_MUTEX_INITIALIZER;
 static uintptr_t codemap_interp_start[CODEMAP_INTERP_MAX], codemap_interp_end[CODEMAP_INTERP_MAX];
 static unsigned codemap_ninterp;     /* published after its range (release) */
@@ -40,6 +74,11 @@ int codemap_init(void)
 	if (p == MAP_FAILED)
 		return -errno;
 	codemap_slots = p;
+	p = mmap(NULL, CODEMAP_PAGES * sizeof(struct codemap_page), PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	/* Without the index leaves stay unknown; the rest works. */
+	if (p != MAP_FAILED)
+		codemap_pages = p;
 	return 0;
 }
 
@@ -72,18 +111,101 @@ static struct codemap_slot *codemap_slot(uint64_t key, bool create)
 	return NULL;
 }
 
-static void codemap_write_begin(struct codemap_slot *s)
+static void codemap_write_begin(uint32_t *seq)
 {
-	__atomic_store_n(&s->seq, s->seq + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(seq, *seq + 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 }
 
-static void codemap_write_end(struct codemap_slot *s)
+static void codemap_write_end(uint32_t *seq)
 {
-	__atomic_store_n(&s->seq, s->seq + 1, __ATOMIC_RELEASE);
+	__atomic_store_n(seq, *seq + 1, __ATOMIC_RELEASE);
 }
 
-static void codemap_add(uint64_t method, uintptr_t start, uintptr_t len)
+/* The bucket of a page, claimed if create. */
+static struct codemap_page *codemap_page(uint64_t page, bool create)
+{
+	uint32_t h = codemap_hash(page);
+
+	for (unsigned i = 0; i < CODEMAP_PAGE_PROBES; i++) {
+		struct codemap_page *b = &codemap_pages[(h + i) & (CODEMAP_PAGES - 1)];
+		uint64_t k = __atomic_load_n(&b->key, __ATOMIC_ACQUIRE);
+
+		if (k == page + 1)
+			return b;
+		if (!k) {
+			if (!create)
+				return NULL;
+			__atomic_store_n(&b->key, page + 1, __ATOMIC_RELEASE);
+			return b;
+		}
+	}
+	return NULL;
+}
+
+/* Enters [start, start + len) as tag into every page it covers. Code at an
+ * address replaces whatever was there: an nmethod's unload event may come
+ * after the load of the code that reuses its memory. Writers only. */
+static void codemap_index_add(uintptr_t start, uintptr_t len, uint64_t tag)
+{
+	uintptr_t end = start + len;
+
+	if (!codemap_pages)
+		return;
+	for (uintptr_t pg = start >> CODEMAP_PAGE_SHIFT; pg <= (end - 1) >> CODEMAP_PAGE_SHIFT; pg++) {
+		uintptr_t base = pg << CODEMAP_PAGE_SHIFT;
+		uint16_t a = start > base ? (uint16_t)(start - base) : 0;
+		uint16_t z = end - base < CODEMAP_PAGE_SIZE ? (uint16_t)(end - base) : CODEMAP_PAGE_SIZE;
+		struct codemap_page *b = codemap_page(pg, true);
+		int free_ix = -1;
+
+		if (!b) {
+			codemap_full++;
+			continue;
+		}
+		codemap_write_begin(&b->seq);
+		for (int i = 0; i < CODEMAP_PAGE_ENTRIES; i++) {
+			struct codemap_piece *p = &b->piece[i];
+
+			if (p->tag && p->start < z && a < p->end)
+				__atomic_store_n(&p->tag, 0, __ATOMIC_RELAXED);
+			if (!p->tag && free_ix < 0)
+				free_ix = i;
+		}
+		if (free_ix >= 0) {
+			struct codemap_piece *p = &b->piece[free_ix];
+
+			__atomic_store_n(&p->start, a, __ATOMIC_RELAXED);
+			__atomic_store_n(&p->end, z, __ATOMIC_RELAXED);
+			__atomic_store_n(&p->tag, tag, __ATOMIC_RELAXED);
+		} else {
+			codemap_full++;
+		}
+		codemap_write_end(&b->seq);
+	}
+}
+
+/* Drops tag's pieces in [start, start + len). Writers only. */
+static void codemap_index_remove(uintptr_t start, uintptr_t len, uint64_t tag)
+{
+	uintptr_t end = start + len;
+
+	if (!codemap_pages || !len)
+		return;
+	for (uintptr_t pg = start >> CODEMAP_PAGE_SHIFT; pg <= (end - 1) >> CODEMAP_PAGE_SHIFT; pg++) {
+		struct codemap_page *b = codemap_page(pg, false);
+
+		if (!b)
+			continue;
+		codemap_write_begin(&b->seq);
+		for (int i = 0; i < CODEMAP_PAGE_ENTRIES; i++)
+			if (b->piece[i].tag == tag)
+				__atomic_store_n(&b->piece[i].tag, 0, __ATOMIC_RELAXED);
+		codemap_write_end(&b->seq);
+	}
+}
+
+static void codemap_add(uint64_t method, uintptr_t start, uintptr_t len, int level)
 {
 	struct codemap_slot *s;
 	int free_ix = -1;
@@ -107,11 +229,14 @@ static void codemap_add(uint64_t method, uintptr_t start, uintptr_t len)
 		 * frames then show as unknown, never as another type). */
 		free_ix = 0;
 		codemap_full++;
+		codemap_index_remove(s->start[0], s->end[0] - s->start[0], method);
 	}
-	codemap_write_begin(s);
+	codemap_write_begin(&s->seq);
 	__atomic_store_n(&s->start[free_ix], start, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->end[free_ix], start + len, __ATOMIC_RELAXED);
-	codemap_write_end(s);
+	__atomic_store_n(&s->level[free_ix], (uint8_t)level, __ATOMIC_RELAXED);
+	codemap_write_end(&s->seq);
+	codemap_index_add(start, len, method);
 out:
 	pthread_mutex_unlock(&codemap_lock);
 }
@@ -126,10 +251,11 @@ static void codemap_remove(uint64_t method, uintptr_t start)
 	s = codemap_slot(method, false);
 	for (int i = 0; s && i < CODEMAP_RANGES; i++) {
 		if (s->end[i] && s->start[i] == start) {
-			codemap_write_begin(s);
+			codemap_index_remove(start, s->end[i] - start, method);
+			codemap_write_begin(&s->seq);
 			__atomic_store_n(&s->end[i], 0, __ATOMIC_RELAXED);
 			__atomic_store_n(&s->start[i], 0, __ATOMIC_RELAXED);
-			codemap_write_end(s);
+			codemap_write_end(&s->seq);
 		}
 	}
 	pthread_mutex_unlock(&codemap_lock);
@@ -139,8 +265,11 @@ static void JNICALL codemap_on_load(jvmtiEnv *jvmti, jmethodID method, jint code
 				    const void *code_addr, jint map_length,
 				    const jvmtiAddrLocationMap *map, const void *compile_info)
 {
+	/* The tier is read here, on a JVMTI thread: the handler only looks it
+	 * up. */
 	if (code_size > 0)
-		codemap_add((uint64_t)(uintptr_t)method, (uintptr_t)code_addr, (uintptr_t)code_size);
+		codemap_add((uint64_t)(uintptr_t)method, (uintptr_t)code_addr, (uintptr_t)code_size,
+			    vmstructs_comp_level((uint64_t)(uintptr_t)method, (uintptr_t)code_addr));
 }
 
 static void JNICALL codemap_on_unload(jvmtiEnv *jvmti, jmethodID method, const void *code_addr)
@@ -148,15 +277,54 @@ static void JNICALL codemap_on_unload(jvmtiEnv *jvmti, jmethodID method, const v
 	codemap_remove((uint64_t)(uintptr_t)method, (uintptr_t)code_addr);
 }
 
+/* What kind of leaf a stub HotSpot announced is, by its name (as JDK 17
+ * and 25 post them: "call_stub", "I2C/C2I adapters(0xbbeb)", "_invokeBasic",
+ * "_linkToVirtual", "jint_disjoint_arraycopy", "resolve_virtual_call",
+ * "ic_miss_stub"; "vtable stub" and "itable stub" when a thread with JVMTI
+ * state creates one, which compiler threads do not have). */
+static uint64_t codemap_stub_kind(const char *name)
+{
+	static const struct {
+		const char *prefix;
+		uint64_t kind;
+	} kinds[] = {
+		{ "vtable stub", JPRING_STUB_VTABLE },
+		{ "itable stub", JPRING_STUB_ITABLE },
+		{ "call_stub", JPRING_STUB_CALL },
+		{ "I2C/C2I adapters", JPRING_STUB_ADAPTER },
+		{ "_invokeBasic", JPRING_STUB_METHOD_HANDLE },
+		{ "_linkTo", JPRING_STUB_METHOD_HANDLE },
+		{ "_invokeGeneric", JPRING_STUB_METHOD_HANDLE },
+		{ "MethodHandlesAdapterBlob", JPRING_STUB_METHOD_HANDLE },
+		{ "resolve_", JPRING_STUB_RESOLVE },
+		{ "ic_miss_stub", JPRING_STUB_RESOLVE },
+		{ "wrong_method", JPRING_STUB_RESOLVE },
+		{ "Interpreter", JPRING_STUB_INTERPRETER },
+	};
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (!strncmp(name, kinds[i].prefix, strlen(kinds[i].prefix)))
+			return kinds[i].kind;
+	if (strstr(name, "arraycopy"))
+		return JPRING_STUB_ARRAYCOPY;
+	return JPRING_STUB_OTHER;
+}
+
 static void JNICALL codemap_on_dynamic(jvmtiEnv *jvmti, const char *name, const void *address,
 				       jint length)
 {
+	bool interp;
 	unsigned n;
 
-	/* HotSpot's template interpreter is one blob by this name. */
-	if (!name || strcmp(name, "Interpreter") != 0 || length <= 0)
+	if (!name || length <= 0)
 		return;
+	/* HotSpot's template interpreter is one blob by this name. */
+	interp = !strcmp(name, "Interpreter");
 	pthread_mutex_lock(&codemap_lock);
+	if (interp || (uint32_t)length <= CODEMAP_STUB_MAX)
+		codemap_index_add((uintptr_t)address, (uintptr_t)length, codemap_stub_kind(name));
+	if (!interp)
+		goto out;
 	n = codemap_ninterp;
 	for (unsigned i = 0; i < n; i++)
 		if (codemap_interp_start[i] == (uintptr_t)address)
@@ -177,6 +345,8 @@ bool codemap_setup(jvmtiEnv *jvmti, jvmtiEventCallbacks *cb)
 
 	if (!codemap_slots || (*jvmti)->AddCapabilities(jvmti, &caps) != JVMTI_ERROR_NONE)
 		return false;
+	/* Without it compiled frames are typed compiled, not C1 or C2. */
+	vmstructs_init();
 	if ((*jvmti)->GetSystemProperty(jvmti, "java.vm.info", &info) == JVMTI_ERROR_NONE && info) {
 		/* -Xint: "interpreted mode, sharing" */
 		codemap_xint = strstr(info, "interpreted mode") != NULL;
@@ -192,10 +362,11 @@ void codemap_replay(jvmtiEnv *jvmti)
 {
 	if (!codemap_slots)
 		return;
+	vmstructs_load_heaps();
 	(*jvmti)->GenerateEvents(jvmti, JVMTI_EVENT_DYNAMIC_CODE_GENERATED);
 	(*jvmti)->GenerateEvents(jvmti, JVMTI_EVENT_COMPILED_METHOD_LOAD);
 	if (codemap_full)
-		agent_debug("code map full: %lu compiled methods untyped", codemap_full);
+		agent_debug("code map full: %lu compiled methods or pages untyped", codemap_full);
 }
 
 bool codemap_all_interpreted(void)
@@ -213,14 +384,14 @@ bool codemap_in_interpreter(uintptr_t pc)
 	return false;
 }
 
-bool codemap_in_method(uint64_t method, uintptr_t pc)
+int codemap_in_method(uint64_t method, uintptr_t pc)
 {
 	const struct codemap_slot *s;
 	uint32_t h, seq;
-	bool in = false;
+	int type = 0;
 
 	if (!codemap_slots || !method)
-		return false;
+		return 0;
 	h = codemap_hash(method);
 	for (unsigned i = 0; i < CODEMAP_PROBES; i++) {
 		uint64_t k;
@@ -228,22 +399,66 @@ bool codemap_in_method(uint64_t method, uintptr_t pc)
 		s = &codemap_slots[(h + i) & (CODEMAP_SLOTS - 1)];
 		k = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
 		if (!k)
-			return false;
+			return 0;
 		if (k == method)
 			break;
 		if (i + 1 == CODEMAP_PROBES)
-			return false;
+			return 0;
 	}
 	seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
 	if (seq & 1)
-		return false;
+		return 0;
 	for (int r = 0; r < CODEMAP_RANGES; r++) {
 		uintptr_t a = __atomic_load_n(&s->start[r], __ATOMIC_RELAXED);
 		uintptr_t b = __atomic_load_n(&s->end[r], __ATOMIC_RELAXED);
+		uint8_t level = __atomic_load_n(&s->level[r], __ATOMIC_RELAXED);
 
+		/* Tiers 1-3 are C1's; 4 is C2's. */
 		if (b && pc >= a && pc < b)
-			in = true;
+			type = level >= 1 && level <= 3 ? JPRING_TYPE_C1 : JPRING_TYPE_COMPILED;
 	}
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	return in && __atomic_load_n(&s->seq, __ATOMIC_RELAXED) == seq;
+	return __atomic_load_n(&s->seq, __ATOMIC_RELAXED) == seq ? type : 0;
+}
+
+uint64_t codemap_leaf(uintptr_t pc)
+{
+	const struct codemap_page *b = NULL;
+	uint64_t page = pc >> CODEMAP_PAGE_SHIFT, tag = 0;
+	uint16_t off = (uint16_t)(pc & (CODEMAP_PAGE_SIZE - 1));
+	uint32_t h, seq;
+
+	if (!codemap_pages)
+		return 0;
+	h = codemap_hash(page);
+	for (unsigned i = 0; i < CODEMAP_PAGE_PROBES && !b; i++) {
+		const struct codemap_page *c = &codemap_pages[(h + i) & (CODEMAP_PAGES - 1)];
+		uint64_t k = __atomic_load_n(&c->key, __ATOMIC_ACQUIRE);
+
+		if (!k)
+			break;
+		if (k == page + 1)
+			b = c;
+	}
+	if (b) {
+		seq = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE);
+		if (seq & 1)
+			return 0;
+		for (int i = 0; i < CODEMAP_PAGE_ENTRIES; i++) {
+			uint64_t t = __atomic_load_n(&b->piece[i].tag, __ATOMIC_RELAXED);
+
+			if (t && off >= __atomic_load_n(&b->piece[i].start, __ATOMIC_RELAXED) &&
+			    off < __atomic_load_n(&b->piece[i].end, __ATOMIC_RELAXED))
+				tag = t;
+		}
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&b->seq, __ATOMIC_RELAXED) != seq)
+			return 0;
+	}
+	/* HotSpot announces vtable and itable stubs only when the creating
+	 * thread has JVMTI state, which compiler threads, which make most of
+	 * them, do not: find their blob in the code cache instead. */
+	if (!tag && vmstructs_in_blob(pc, "vtable chunks"))
+		tag = JPRING_STUB_DISPATCH;
+	return tag;
 }

@@ -23,9 +23,14 @@ void codemap_replay(jvmtiEnv *jvmti);
 
 /* Async-signal-safe. */
 bool codemap_in_interpreter(uintptr_t pc);
-/* True if pc lies in a live compiled method of method (a jmethodID);
- * false also when a concurrent change made the answer unsure. */
-bool codemap_in_method(uint64_t method, uintptr_t pc);
+/* If pc lies in a live compiled method of method (a jmethodID), how it was
+ * compiled: JPRING_TYPE_C1, or JPRING_TYPE_COMPILED (C2, or a tier not
+ * known); 0 if not, also when a concurrent change made the answer unsure. */
+int codemap_in_method(uint64_t method, uintptr_t pc);
+/* What code pc lies in: a jmethodID (its compiled method's code), a stub
+ * kind (enum jpring_stub_kind, below JPRING_STUB_KINDS) for a stub HotSpot
+ * announced, or 0: unknown, also when a concurrent change made it unsure. */
+uint64_t codemap_leaf(uintptr_t pc);
 /* The whole JVM interprets (-Xint): every Java frame is interpreted. */
 bool codemap_all_interpreted(void);
 

@@ -136,12 +136,13 @@ static bool ring_read_stack(uintptr_t addr, uintptr_t *out)
  * or, between a compiled method's `push rbp` and its `sub rsp` (and between
  * `add rsp` and `pop rbp` on the way out), the word above the saved rbp.
  * Retry from the caller, with sp just above that return address; the
- * unknown leaf becomes the pseudo-frame JPRING_BCI_STUB (the daemon shows
- * "[unknown_java_leaf]"), so its time is not counted as the caller's own.
- * c is a copy of the interrupted context; the real one is never changed.
- * (Retrying from a frame-pointer frame of the leaf gained 0.3 points at
- * most, within the noise: not done.) */
-static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32_t failed)
+ * stepped-over leaf becomes frames[0] (ring_leaf), so its time is not
+ * counted as the caller's own. c is a copy of the interrupted context; the
+ * real one is never changed. On success *caller_pc is the return address
+ * the walk started from. (Retrying from a frame-pointer frame of the leaf
+ * gained 0.3 points at most, within the noise: not done.) */
+static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32_t failed,
+			  uintptr_t *caller_pc)
 {
 	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
 	struct asgct_trace caller = *trace;
@@ -161,15 +162,27 @@ static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32
 			c.uc_mcontext.gregs[REG_RBP] = (greg_t)saved_fp;
 		ring_asgct(&caller, JPRING_MAX_FRAMES - 1, &c);
 		if (caller.num_frames > 0) {
-			trace->frames[0].lineno = JPRING_BCI_STUB;
-			trace->frames[0].method_id = NULL;
+			*caller_pc = ra;
 			return caller.num_frames + 1;
 		}
 	}
 	return failed;
 }
+
+/* The leaf a retried walk stepped over, from the code map: the compiled
+ * method whose code holds pc (its entry or exit: bci unknown), or a
+ * pseudo-frame naming the stub kind (0: not known). */
+static void ring_leaf(struct asgct_frame *leaf, const ucontext_t *uc)
+{
+	uint64_t tag = codemap_leaf((uintptr_t)uc->uc_mcontext.gregs[REG_RIP]);
+
+	/* A jmethodID is a pointer, never below JPRING_STUB_KINDS. */
+	leaf->lineno = tag >= JPRING_STUB_KINDS ? -1 : JPRING_BCI_STUB;
+	leaf->method_id = (jmethodID)(uintptr_t)tag;
+}
 #else
-static int32_t ring_retry(struct asgct_trace *trace, const void *uc, int32_t failed)
+static int32_t ring_retry(struct asgct_trace *trace, const void *uc, int32_t failed,
+			  uintptr_t *caller_pc)
 {
 	return failed;
 }
@@ -188,10 +201,12 @@ static bool ring_type_compiled(struct jpring_frame *f, int32_t first, int32_t n,
 	for (int32_t i = first; i < n && i - first < RING_INLINE_MAX; i++) {
 		if (f[i].bci == -3)
 			return false;
-		if (codemap_in_method(f[i].method_id, pc)) {
+		int type = codemap_in_method(f[i].method_id, pc);
+
+		if (type) {
 			for (int32_t j = first; j < i; j++)
 				f[j].type = JPRING_TYPE_INLINED;
-			f[i].type = JPRING_TYPE_COMPILED;
+			f[i].type = type;
 			return true;
 		}
 	}
@@ -238,13 +253,15 @@ static void ring_type_callers(struct jpring_frame *f, int32_t n, uintptr_t fp)
 #endif
 
 /* Types what the interrupted pc tells (jpring_frame.type); the rest stay
- * unknown rather than guessed. frames[0] is the pc's own frame unless the
- * walk was retried past a stub. */
-static void ring_type_frames(struct jpring_frame *f, int32_t n, const void *ucv)
+ * unknown rather than guessed. frames[0] is the pc's own frame; when the
+ * walk was retried past the leaf (caller_pc != 0) frames[0] is that leaf
+ * (ring_leaf) and the callers' frames are typed from caller_pc. */
+static void ring_type_frames(struct jpring_frame *f, int32_t n, const void *ucv,
+			     uintptr_t caller_pc)
 {
 	if (codemap_all_interpreted()) {
 		for (int32_t i = 0; i < n; i++)
-			if (f[i].bci != -3 && f[i].method_id)
+			if (f[i].bci != -3 && f[i].bci != JPRING_BCI_STUB && f[i].method_id)
 				f[i].type = JPRING_TYPE_INTERPRETED;
 		return;
 	}
@@ -252,6 +269,17 @@ static void ring_type_frames(struct jpring_frame *f, int32_t n, const void *ucv)
 	const ucontext_t *uc = ucv;
 	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 
+	if (caller_pc) {
+		if (f[0].bci != JPRING_BCI_STUB)
+			f[0].type = codemap_in_method(f[0].method_id, pc);
+		if (codemap_in_interpreter(caller_pc)) {
+			if (n > 1 && f[1].bci != -3)
+				f[1].type = JPRING_TYPE_INTERPRETED;
+		} else {
+			ring_type_compiled(f, 1, n, caller_pc);
+		}
+		return;
+	}
 	if (f[0].bci == JPRING_BCI_STUB || f[0].bci == -3)
 		return;
 	if (codemap_in_interpreter(pc)) {
@@ -334,19 +362,24 @@ static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc
 			.env = env,
 			.frames = (struct asgct_frame *)(void *)slot->frames,
 		};
+		uintptr_t caller_pc = 0;
 
 		ring_asgct(&trace, JPRING_MAX_FRAMES, uc);
 		n = trace.num_frames;
 		if ((n == JPRING_UNKNOWN_JAVA || n == JPRING_NOT_WALKABLE_JAVA) && uc &&
 		    ring_recover)
-			n = ring_retry(&trace, uc, n);
+			n = ring_retry(&trace, uc, n, &caller_pc);
 		if (n > JPRING_MAX_FRAMES)
 			n = JPRING_MAX_FRAMES;
 		/* ASGCT leaves the padding alone. */
 		for (int32_t i = 0; i < n; i++)
 			slot->frames[i].type = JPRING_TYPE_UNKNOWN;
+#if defined(__x86_64__)
+		if (caller_pc)
+			ring_leaf(trace.frames, uc);
+#endif
 		if (n > 0 && uc)
-			ring_type_frames(slot->frames, n, uc);
+			ring_type_frames(slot->frames, n, uc, caller_pc);
 	}
 	ring_commit(slot, w, n);
 	return slot;

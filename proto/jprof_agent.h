@@ -249,13 +249,34 @@ enum jpring_frame_type {
 	JPRING_TYPE_INTERPRETED = 1,
 	JPRING_TYPE_COMPILED = 2,      /* the compiled method the pc is in */
 	JPRING_TYPE_INLINED = 3,       /* inlined into the compiled frame below it */
+	JPRING_TYPE_C1 = 4,            /* as COMPILED, by C1 (tiers 1-3); COMPILED is then C2
+					  or a tier the agent could not read */
 };
 
 /* frames[0] of a record whose leaf the agent stepped over to walk the stack
  * (a VM stub, an adapter, or a compiled method's entry or exit, where
- * AsyncGetCallTrace cannot start): bci JPRING_BCI_STUB, method_id 0; the Java
- * frames of the callers follow. */
+ * AsyncGetCallTrace cannot start): bci JPRING_BCI_STUB, method_id the kind
+ * of code the pc was in (enum jpring_stub_kind; 0 from agents before it);
+ * the Java frames of the callers follow. A leaf in a compiled method's own
+ * code is written as that method instead (bci -1, type compiled). */
 #define JPRING_BCI_STUB (-100)
+
+/* The daemon names each kind (jvmjoin.c); any other value is unknown. */
+enum jpring_stub_kind {
+	JPRING_STUB_UNKNOWN = 0,       /* "[unknown_java_leaf]" */
+	JPRING_STUB_OTHER = 1,         /* "[stub]": another announced stub or blob */
+	JPRING_STUB_VTABLE = 2,        /* "[vtable stub]" */
+	JPRING_STUB_ITABLE = 3,        /* "[itable stub]" */
+	JPRING_STUB_METHOD_HANDLE = 4, /* "[method handle adapter]" */
+	JPRING_STUB_CALL = 5,          /* "[call_stub]" */
+	JPRING_STUB_ADAPTER = 6,       /* "[i2c/c2i adapter]" */
+	JPRING_STUB_INTERPRETER = 7,   /* "[interpreter]" */
+	JPRING_STUB_ARRAYCOPY = 8,     /* "[arraycopy stub]" */
+	JPRING_STUB_RESOLVE = 9,       /* "[resolve stub]": call resolution, inline cache miss */
+	JPRING_STUB_DISPATCH = 10,     /* "[vtable/itable stub]": an unannounced one, found in
+					  the code cache's "vtable chunks" */
+	JPRING_STUB_KINDS = 11,
+};
 
 struct jpring_slot {
 	uint64_t seq;            /* written last (release): slot index + 1 when complete */

@@ -11,6 +11,7 @@ const char *frame_kind_name(enum frame_kind kind)
 		[FRAME_JIT_UNKNOWN] = "jit",
 		[FRAME_MARKER] = "marker",
 		[FRAME_JAVA] = "java",
+		[FRAME_JAVA_C1] = "java_c1",
 	};
 
 	if ((unsigned)kind >= FRAME_KIND_COUNT)

@@ -12,6 +12,7 @@ enum frame_kind {
 	FRAME_JIT_UNKNOWN,     /* address in anonymous executable memory (JIT code) */
 	FRAME_MARKER,          /* synthetic: "[unknown]", "[gc_active]", thread roots... */
 	FRAME_JAVA,            /* Java method, execution mode unknown (AsyncGetCallTrace does not say) */
+	FRAME_JAVA_C1,         /* Java method, compiled by C1 (FRAME_JAVA_JIT: C2, or tier unknown) */
 	FRAME_KIND_COUNT
 };
 
@@ -47,7 +48,8 @@ struct frame_line {
 	uint32_t line;
 };
 
-/* "native", "kernel", "java_interp", "java_jit", "java_inlined", "jit", "marker" */
+/* "native", "kernel", "java_interp", "java_jit", "java_c1", "java_inlined", "jit",
+ * "marker", "java" */
 const char *frame_kind_name(enum frame_kind kind);
 
 #endif

@@ -139,6 +139,9 @@ int export_frame_name(const struct store_frame *f, unsigned flags, struct buf *o
 	case FRAME_JAVA_JIT:
 		suffix = flags & EXPORT_NAME_JAVA_SUFFIX ? "_[j]" : NULL;
 		break;
+	case FRAME_JAVA_C1:
+		suffix = flags & EXPORT_NAME_JAVA_SUFFIX ? "_[1]" : NULL;
+		break;
 	case FRAME_JAVA_INLINED:
 		suffix = flags & EXPORT_NAME_JAVA_SUFFIX ? "_[i]" : NULL;
 		break;

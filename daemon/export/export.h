@@ -110,7 +110,7 @@ int export_thread_frame(const struct store *st, uint32_t pid, uint32_t tid, unsi
  * module's frame, with control bytes, DEL and bytes that are not well-formed
  * UTF-8 written as "\xNN". EXPORT_NAME_SUFFIX appends the kernel suffix
  * "_[k]", EXPORT_NAME_JAVA_SUFFIX a typed Java frame's, as async-profiler
- * writes them ("_[j]" compiled, "_[i]" inlined, "_[0]" interpreted; a Java
+ * writes them ("_[j]" compiled, "_[1]" C1, "_[i]" inlined, "_[0]" interpreted; a Java
  * frame of unknown type has none); EXPORT_NAME_NO_SEMICOLON also writes ';'
  * as "\x3b". Collapsed uses the kernel suffix and ';' (the Java suffix with
  * java_types), text and timeline both suffixes, the rest neither (they carry
@@ -148,7 +148,7 @@ int export_json_sample_types(struct buf *out, const struct store *st);
 int export_json_weight(struct buf *out, const struct store *st, const uint64_t *values);
 
 /* Collapsed-format text of one frame (kernel "_[k]"; with java_types Java JIT
- * "_[j]", inlined "_[i]", interpreted "_[0]"; ';' written as "\x3b"),
+ * "_[j]", C1 "_[1]", inlined "_[i]", interpreted "_[0]"; ';' written as "\x3b"),
  * appended to out. */
 int export_collapsed_frame(const struct store_frame *f, bool java_types, struct buf *out);
 

@@ -168,7 +168,7 @@ static int64_t jfr_method(struct jfr_pools *p, int64_t cls, const struct buf *na
 static bool jfr_kind_is_java(enum frame_kind k)
 {
 	return k == FRAME_JAVA || k == FRAME_JAVA_INTERP || k == FRAME_JAVA_JIT ||
-	       k == FRAME_JAVA_INLINED;
+	       k == FRAME_JAVA_C1 || k == FRAME_JAVA_INLINED;
 }
 
 static uint8_t jfr_frame_type(enum frame_kind k)
@@ -177,6 +177,7 @@ static uint8_t jfr_frame_type(enum frame_kind k)
 	case FRAME_JAVA_INTERP:
 		return JFR_FRAME_INTERPRETED;
 	case FRAME_JAVA_JIT:
+	case FRAME_JAVA_C1:
 	case FRAME_JIT_UNKNOWN:
 		return JFR_FRAME_JIT;
 	case FRAME_JAVA_INLINED:

@@ -382,8 +382,8 @@ static int pprof_location(struct pprof_ctx *c, const struct store_frame *f, uint
 	 * writes it ("Foo.bar_[j]"): the same method run two ways is two
 	 * functions with one name. */
 	sysname = name;
-	if (f && (f->kind == FRAME_JAVA_JIT || f->kind == FRAME_JAVA_INLINED ||
-		  f->kind == FRAME_JAVA_INTERP)) {
+	if (f && (f->kind == FRAME_JAVA_JIT || f->kind == FRAME_JAVA_C1 ||
+		  f->kind == FRAME_JAVA_INLINED || f->kind == FRAME_JAVA_INTERP)) {
 		buf_reset(&c->tmp);
 		r = export_frame_name(f, EXPORT_NAME_JAVA_SUFFIX, &c->tmp);
 		if (r < 0)
@@ -442,7 +442,7 @@ static int pprof_location(struct pprof_ctx *c, const struct store_frame *f, uint
 #define PPROF_MAX_LABELS 8
 
 /* The type of the sample's innermost Java frame ("interpreted", "compiled",
- * "inlined"), or NULL if it has none or its type is unknown: pprof labels
+ * "c1", "inlined"), or NULL if it has none or its type is unknown: pprof labels
  * are per sample, so this is what a label can say (each frame's own type is
  * in its function's system name). */
 static const char *pprof_java_leaf_type(const struct store *st, const struct store_stack *s)
@@ -453,6 +453,8 @@ static const char *pprof_java_leaf_type(const struct store *st, const struct sto
 			return "interpreted";
 		case FRAME_JAVA_JIT:
 			return "compiled";
+		case FRAME_JAVA_C1:
+			return "c1";
 		case FRAME_JAVA_INLINED:
 			return "inlined";
 		case FRAME_JAVA:

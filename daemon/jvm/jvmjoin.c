@@ -367,8 +367,8 @@ static bool agent_rec_admitted(struct jvm_join *j, uint64_t time_ns, uint64_t no
 /* Shared memory: anything but a known type is unknown. */
 static uint8_t frame_type(int32_t t)
 {
-	return t >= JPRING_TYPE_INTERPRETED && t <= JPRING_TYPE_INLINED ? (uint8_t)t
-									 : JPRING_TYPE_UNKNOWN;
+	return t >= JPRING_TYPE_INTERPRETED && t <= JPRING_TYPE_C1 ? (uint8_t)t
+								    : JPRING_TYPE_UNKNOWN;
 }
 
 void jvm_join_add_agent(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, uint64_t now_ns,
@@ -468,8 +468,8 @@ void jvm_join_add_wall(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, ui
 	if (!agent_rec_admitted(j, time_ns, now_ns))
 		return;
 	/* The agent stepped over a leaf it could not walk from (a stub). */
-	if (n && frames[0].method_id == 0 && frames[0].bci == JPRING_BCI_STUB) {
-		marker = "[unknown_java_leaf]";
+	if (n && frames[0].bci == JPRING_BCI_STUB) {
+		marker = jvm_join_stub_marker(frames[0].method_id);
 		frames++;
 		n--;
 	}
@@ -525,6 +525,27 @@ static void bpf_rec_free(struct jvm_join *j, struct bpf_rec *b)
 	b->ips = NULL;
 }
 
+const char *jvm_join_stub_marker(uint64_t kind)
+{
+	/* Indexed by enum jpring_stub_kind; the ring is the agent's to write,
+	 * so any other value is an unknown leaf. */
+	static const char *const names[JPRING_STUB_KINDS] = {
+		[JPRING_STUB_UNKNOWN] = "[unknown_java_leaf]",
+		[JPRING_STUB_OTHER] = "[stub]",
+		[JPRING_STUB_VTABLE] = "[vtable stub]",
+		[JPRING_STUB_ITABLE] = "[itable stub]",
+		[JPRING_STUB_METHOD_HANDLE] = "[method handle adapter]",
+		[JPRING_STUB_CALL] = "[call_stub]",
+		[JPRING_STUB_ADAPTER] = "[i2c/c2i adapter]",
+		[JPRING_STUB_INTERPRETER] = "[interpreter]",
+		[JPRING_STUB_ARRAYCOPY] = "[arraycopy stub]",
+		[JPRING_STUB_RESOLVE] = "[resolve stub]",
+		[JPRING_STUB_DISPATCH] = "[vtable/itable stub]",
+	};
+
+	return kind < JPRING_STUB_KINDS ? names[kind] : names[JPRING_STUB_UNKNOWN];
+}
+
 /* A BPF record and its agent record: emit now or hold for names. Takes b->ips. */
 static void joined(struct jvm_join *j, uint32_t tid, struct bpf_rec *b, const struct agent_rec *a,
 		   uint64_t now, jvm_emit_fn emit, void *arg)
@@ -537,8 +558,8 @@ static void joined(struct jvm_join *j, uint32_t tid, struct bpf_rec *b, const st
 
 	j->st.joined++;
 	/* The agent stepped over a leaf it could not walk from (a stub). */
-	if (n && leaf[0].method_id == 0 && leaf[0].bci == JPRING_BCI_STUB) {
-		marker = "[unknown_java_leaf]";
+	if (n && leaf[0].bci == JPRING_BCI_STUB) {
+		marker = jvm_join_stub_marker(leaf[0].method_id);
 		leaf++;
 		n--;
 	}

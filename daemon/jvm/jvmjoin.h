@@ -61,7 +61,8 @@ struct jvm_sample {
 	const struct jvm_frame *java;  /* root first */
 	unsigned njava;
 	const char *marker;            /* NULL, or e.g. "[gc_active]" for the Java part, or
-					  "[unknown_java_leaf]" at the leaf of the Java frames */
+					  the stepped-over leaf below the Java frames:
+					  "[unknown_java_leaf]", "[vtable stub]"... */
 	bool java_context;             /* the thread was in Java (cut native at JIT code) */
 	const uint64_t *uips;
 	unsigned nu;
@@ -196,6 +197,10 @@ void jvm_join_each_thread_name(const struct jvm_join *j,
 /* Marker name for an AsyncGetCallTrace error code, or NULL for codes that
  * need none (not a Java thread). */
 const char *jvm_join_error_marker(int32_t code);
+/* The marker of a stepped-over leaf of stub kind (enum jpring_stub_kind,
+ * as the agent wrote it: untrusted); "[unknown_java_leaf]" for 0 and for
+ * anything unknown. */
+const char *jvm_join_stub_marker(uint64_t kind);
 
 void jvm_join_get_stats(const struct jvm_join *j, struct jvm_join_stats *out);
 

@@ -226,6 +226,8 @@ static enum frame_kind java_kind(uint8_t type)
 		return FRAME_JAVA_INTERP;
 	case JPRING_TYPE_COMPILED:
 		return FRAME_JAVA_JIT;
+	case JPRING_TYPE_C1:
+		return FRAME_JAVA_C1;
 	case JPRING_TYPE_INLINED:
 		return FRAME_JAVA_INLINED;
 	default:

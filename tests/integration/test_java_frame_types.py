@@ -1,9 +1,10 @@
 """Java frame types (JDK 17 and 25, JVMs run as nobody, agent attached at run
 time): under -Xint a method is interpreted (`_[0]` with --java-types); after
 warm-up the hot method is compiled (`_[j]`) and its small callee, inlined by
-the JIT, is inlined (`_[i]`); a callee kept interpreted shows its compiled
-caller as compiled; JSON carries the kind; without --java-types collapsed
-names stay plain."""
+the JIT, is inlined (`_[i]`); compiled by C2 it is `_[j]`, by C1 only
+(-XX:TieredStopAtLevel=1) `_[1]` (JSON kind java_c1); a callee kept
+interpreted shows its compiled caller as compiled; JSON carries the kind;
+without --java-types collapsed names stay plain."""
 import json
 import os
 import re
@@ -12,7 +13,7 @@ import jproftest as jt
 import jvmtest as jv
 
 RECORD_S = 3
-SUFFIX = re.compile(r"^(Inlining\.(?:hot|mix|main))(_\[[0ji]\])?$")
+SUFFIX = re.compile(r"^(Inlining\.(?:hot|mix|main))(_\[[0ji1]\])?$")
 
 
 def record(t, d, jvm, fmt, extra=()):
@@ -44,11 +45,12 @@ def share(counts, method, suffixes):
 
 
 def json_kinds(doc, name):
+    """{kind: samples} of the frames named name (their total, each frame)."""
     kinds = {}
 
     def walk(node):
         if node.get("name") == name:
-            kinds[node.get("kind")] = kinds.get(node.get("kind"), 0) + node.get("self", 0) + 0
+            kinds[node.get("kind")] = kinds.get(node.get("kind"), 0) + node.get("total", 0)
         for c in node.get("children", []):
             walk(c)
     walk(doc["tree"])
@@ -66,6 +68,21 @@ def main(t):
             hit, total = share(c, "Inlining.hot", ("_[0]",))
             jt.check(total >= 300 and hit == total,
                      "Inlining.hot interpreted in %d of %d samples: %s" % (hit, total, c))
+            jvm.stop_alive()
+
+        with t.case("JDK %s: C1 only: the hot method is C1-compiled" % jdk):
+            jvm = jv.Jvm(t, jdk, "Inlining", RECORD_S + 12, opts=["-XX:TieredStopAtLevel=1"],
+                         settle=0.2)
+            jt.wait_until(lambda: "ready" in jvm.output(), 30, what="Inlining to warm up")
+            # C1 may not inline mix(): then mix is the leaf, the one frame
+            # typed from the pc, and hot() its caller of unknown type.
+            doc = json.loads(record(t, d, jvm, "json"))
+            kinds = {m: json_kinds(doc, m) for m in ("Inlining.hot", "Inlining.mix")}
+            jt.log("JDK %s C1 only: JSON kinds: %s" % (jdk, kinds))
+            c1 = sum(k.get("java_c1", 0) for k in kinds.values())
+            c2 = sum(k.get("java_jit", 0) for k in kinds.values())
+            jt.check(c1 >= 300 and c2 <= 0.05 * c1,
+                     "hot/mix C1-compiled in %d samples, C2 in %d: %s" % (c1, c2, kinds))
             jvm.stop_alive()
 
         with t.case("JDK %s: callers typed by walking up from an interpreted leaf" % jdk):
@@ -89,9 +106,11 @@ def main(t):
             jt.wait_until(lambda: "ready" in jvm.output(), 30, what="Inlining to warm up")
             c = type_counts(jt.parse_collapsed(record(t, d, jvm, "collapsed", ["--java-types"])))
             jt.log("JDK %s warm frame types: %s" % (jdk, sorted(c.items())))
+            # C2 (_[j]): a C1 tier (_[1]) only before the C2 code is in.
             hit, total = share(c, "Inlining.hot", ("_[j]", "_[i]"))
             jt.check(total >= 300 and hit >= 0.8 * total,
-                     "Inlining.hot compiled or inlined in %d of %d samples: %s" % (hit, total, c))
+                     "Inlining.hot C2-compiled or inlined in %d of %d samples: %s"
+                     % (hit, total, c))
             jt.check(c.get(("Inlining.hot", "_[0]"), 0) <= 0.05 * total,
                      "Inlining.hot still interpreted after warm-up: %s" % c)
             inl = c.get(("Inlining.mix", "_[i]"), 0)
@@ -100,7 +119,7 @@ def main(t):
                      "Inlining.mix inlined in %d of %d samples: %s" % (inl, mix, c))
             # Plain collapsed: no Java suffix, the same methods.
             plain = jt.parse_collapsed(record(t, d, jvm, "collapsed"))
-            jt.check(not any(re.search(r"^Inlining\..*_\[[0ji]\]$", f)
+            jt.check(not any(re.search(r"^Inlining\..*_\[[0ji1]\]$", f)
                              for s in plain for f in jt.frames_of(s)),
                      "Java type suffixes without --java-types:\n%s" % jt.top_stacks(plain))
             jt.check(jt.samples_matching(plain, lambda fr: "Inlining.hot" in fr) >= 300,

@@ -4,8 +4,11 @@ time in method entries and exits, where ASGCT cannot start a walk (about a
 third of the samples are bare [unknown_java] without the agent's retry,
 agent/ring.c); megamorphic interface and virtual calls go through itable and
 vtable stubs. With the retry, bare [unknown_java] stays at or under 2 % of
-the samples (JDK 25's recursion: 15 %, see BARE_MAX), the recovered ones end
-in [unknown_java_leaf] under their Java frames. JPROF_TEST_AGENT_ENV="JPROF_AGENT_RECOVER=0" shows the failure this
+the samples (JDK 25's recursion: 15 %, see BARE_MAX), and the leaf the agent
+stepped over is named: the compiled method whose entry or exit it was (the
+recursion), or the stub; at most LEAF_MAX of the samples end in
+[unknown_java_leaf] (31-36 % of the recursion's did before leaves were
+named). JPROF_TEST_AGENT_ENV="JPROF_AGENT_RECOVER=0" shows the failure this
 guards against."""
 import os
 import sys
@@ -21,6 +24,9 @@ RECORD_S = 5
 # method's frame size from the code cache, which the agent does not read);
 # without the retry both JDKs have 35-40 %.
 BARE_MAX = {("25", "recurse"): 0.15}
+# Largest share of samples ending in [unknown_java_leaf] (a leaf the agent
+# stepped over but could not name).
+LEAF_MAX = 0.05
 
 
 def record(t, d, jdk, mode, env):
@@ -37,20 +43,40 @@ def record(t, d, jdk, mode, env):
     return stacks
 
 
-def check_walks(jdk, mode, stacks, hot, leaf_under):
+def named_leaves(stacks):
+    """{stepped-over leaf marker: samples}: the bracketed frame right under
+    the last Java frame (e.g. "[vtable stub]", "[unknown_java_leaf]")."""
+    out = {}
+    for s, n in stacks.items():
+        fr = jt.frames_of(s)
+        for i in range(1, len(fr)):
+            if fr[i].startswith("[") and fr[i].endswith("]") and fr[i] != "[unknown_java]" \
+                    and fr[i - 1].startswith("HardWalks"):
+                out[fr[i]] = out.get(fr[i], 0) + n
+    return out
+
+
+def check_walks(jdk, mode, stacks, hot):
     total = jt.total_samples(stacks)
     in_hot = jt.samples_matching(stacks, lambda fr: hot in fr)
     bare = jt.samples_matching(stacks, lambda fr: "[unknown_java]" in fr)
-    leaf = jt.samples_matching(stacks, lambda fr: jt.has_seq(fr, [leaf_under, "[unknown_java_leaf]"]))
-    jt.log("JDK %s %s: %d samples, %d in %s, %d bare [unknown_java], %d %s;[unknown_java_leaf]"
-           % (jdk, mode, total, in_hot, hot, bare, leaf, leaf_under))
+    leaves = named_leaves(stacks)
+    unknown_leaf = leaves.get("[unknown_java_leaf]", 0)
+    jt.log("JDK %s %s: %d samples, %d in %s, %d bare [unknown_java], stepped-over leaves %s"
+           % (jdk, mode, total, in_hot, hot, bare, sorted(leaves.items())))
     # 5 s at 5 ms on a busy 2-CPU host: several hundred samples.
     jt.check(in_hot >= 300, "too few samples in %s (%d of %d):\n%s"
              % (hot, in_hot, total, jt.top_stacks(stacks)))
     limit = BARE_MAX.get((jdk, mode), 0.02)
     jt.check(bare <= limit * total, "bare [unknown_java] in %d of %d samples (> %d %%):\n%s"
              % (bare, total, limit * 100, jt.top_stacks(stacks)))
-    return leaf
+    # The leaf the agent stepped over is named (the compiled method whose
+    # entry or exit it was, or the stub); before it was, 20-35 % of these
+    # samples ended in [unknown_java_leaf].
+    jt.check(unknown_leaf <= LEAF_MAX * total,
+             "[unknown_java_leaf] in %d of %d samples (> %d %%):\n%s"
+             % (unknown_leaf, total, LEAF_MAX * 100, jt.top_stacks(stacks)))
+    return leaves
 
 
 def main(t):
@@ -60,12 +86,10 @@ def main(t):
     for jdk, _ in jv.jdks():
         with t.case("JDK %s: deep recursion keeps its Java frames" % jdk):
             stacks = record(t, d, jdk, "recurse", env)
-            leaf = check_walks(jdk, "recurse", stacks, "HardWalks.fib", "HardWalks.fib")
-            jt.check(leaf > 0, "no recovered sample ends in HardWalks.fib;[unknown_java_leaf]:\n%s"
-                     % jt.top_stacks(stacks))
+            check_walks(jdk, "recurse", stacks, "HardWalks.fib")
         with t.case("JDK %s: megamorphic calls keep their Java frames" % jdk):
             stacks = record(t, d, jdk, "mega", env)
-            check_walks(jdk, "mega", stacks, "HardWalks.loop", "HardWalks.loop")
+            check_walks(jdk, "mega", stacks, "HardWalks.loop")
 
 
 jt.run(main)

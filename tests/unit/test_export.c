@@ -157,12 +157,14 @@ START_TEST(test_collapsed_frame_text)
 	ck_frame_text(FRAME_KERNEL, "do_sys_open", "", "do_sys_open_[k]");
 	ck_frame_text(FRAME_KERNEL, "nvme_irq", "nvme", "nvme_irq [nvme]_[k]");
 	ck_frame_text(FRAME_JAVA_JIT, "Foo.bar", NULL, "Foo.bar_[j]");
+	ck_frame_text(FRAME_JAVA_C1, "Foo.tier1", NULL, "Foo.tier1_[1]");
 	ck_frame_text(FRAME_JAVA_INLINED, "Foo.baz", NULL, "Foo.baz_[i]");
 	ck_frame_text(FRAME_JAVA_INTERP, "Foo.main", NULL, "Foo.main_[0]");
 	ck_frame_text(FRAME_JAVA, "Foo.unknown", NULL, "Foo.unknown");
 	/* Without --java-types Java frames keep their plain names. */
 	ck_frame_plain(FRAME_JAVA_JIT, "Foo.bar", NULL, "Foo.bar");
 	ck_frame_plain(FRAME_JAVA_INLINED, "Foo.baz", NULL, "Foo.baz");
+	ck_frame_plain(FRAME_JAVA_C1, "Foo.tier1", NULL, "Foo.tier1");
 	ck_frame_plain(FRAME_JAVA_INTERP, "Foo.main", NULL, "Foo.main");
 	ck_frame_plain(FRAME_KERNEL, "do_sys_open", "", "do_sys_open_[k]");
 	ck_frame_text(FRAME_JIT_UNKNOWN, "[jit]", NULL, "[jit]");

@@ -610,6 +610,43 @@ START_TEST(test_stub_leaf_becomes_a_marker)
 }
 END_TEST
 
+/* The stub kind the agent writes in the pseudo-frame names the marker; a
+ * kind the daemon does not know (the ring is untrusted) is an unknown leaf,
+ * and the pseudo-frame is still never asked about. */
+START_TEST(test_stub_kinds_are_named)
+{
+	struct jvm_join *j = make(false, false);
+	struct out o = { .j = j };
+	struct jpring_frame f[3][2] = {
+		{ { .bci = JPRING_BCI_STUB, .method_id = JPRING_STUB_VTABLE }, { .bci = 4, .method_id = 500 } },
+		{ { .bci = JPRING_BCI_STUB, .method_id = JPRING_STUB_KINDS }, { .bci = 4, .method_id = 500 } },
+		{ { .bci = JPRING_BCI_STUB, .method_id = ~0ull }, { .bci = 4, .method_id = 500 } },
+	};
+	uint64_t ids[8];
+
+	for (unsigned i = 0; i < 3; i++) {
+		bpf(j, 7, (100 + 10 * i) * MS);
+		jvm_join_add_agent(j, 7, (100 + 10 * i) * MS + 1000, (100 + 10 * i) * MS, 2, f[i]);
+	}
+	jvm_join_run(j, 200 * MS, 200 * MS, false, emit, &o);
+	ck_assert_uint_eq(jvm_join_wanted(j, ids, 8), 1);
+	ck_assert_uint_eq(ids[0], 500);
+	name(j, 500, "LCaller;", "call");
+	jvm_join_run(j, 200 * MS, 200 * MS, true, emit, &o);
+	ck_assert_uint_eq(o.n, 3);
+	ck_assert_str_eq(o.marker[0], "[vtable stub]");
+	ck_assert_str_eq(o.marker[1], "[unknown_java_leaf]");
+	ck_assert_str_eq(o.marker[2], "[unknown_java_leaf]");
+	for (unsigned i = 0; i < 3; i++) {
+		ck_assert_uint_eq(o.njava[i], 1);
+		ck_assert_str_eq(o.names[i][0], "Caller.call");
+	}
+	ck_assert_str_eq(jvm_join_stub_marker(JPRING_STUB_CALL), "[call_stub]");
+	ck_assert_str_eq(jvm_join_stub_marker(JPRING_STUB_DISPATCH), "[vtable/itable stub]");
+	jvm_join_free(j);
+}
+END_TEST
+
 struct tnames {
 	unsigned n;
 	uint32_t tid[8];
@@ -744,6 +781,7 @@ int main(void)
 	tcase_add_test(tc, test_method_ids_capped);
 	tcase_add_test(tc, test_thread_names);
 	tcase_add_test(tc, test_stub_leaf_becomes_a_marker);
+	tcase_add_test(tc, test_stub_kinds_are_named);
 	tcase_add_test(tc, test_join_in_slices_matches_one_run);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

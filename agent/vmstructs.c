@@ -1,0 +1,264 @@
+#include "vmstructs.h"
+
+#include "agent.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+
+/* Where each needed field lies; -1 = not found. */
+static struct {
+	bool done;
+	int ret;
+	long method_code;      /* Method::_code: the method's current nmethod */
+	long blob_size;        /* CodeBlob::_size: bytes from the nmethod's start */
+	long nm_method;        /* nmethod::_method (CompiledMethod::_method on JDK 17) */
+	long nm_level;         /* nmethod::_comp_level */
+	unsigned level_size;   /* its type's size: int on JDK 17, CompLevel (1) on 25 */
+	/* The code cache's layout, to find the blob at a pc: */
+	uintptr_t heaps_addr;  /* &CodeCache::_heaps (GrowableArray<CodeHeap*> *) */
+	long ga_len, ga_data;  /* GrowableArrayBase::_len, GrowableArray<int>::_data */
+	long heap_memory, heap_segmap, heap_log2;   /* CodeHeap::_memory, _segmap, _log2_segment_size */
+	long vs_low, vs_high;  /* VirtualSpace::_low, _high */
+	long hb_used;          /* HeapBlock::Header::_used */
+	unsigned hb_size;      /* sizeof(HeapBlock): the blob follows it */
+	long blob_name;        /* CodeBlob::_name */
+} vms = { .method_code = -1, .blob_size = -1, .nm_method = -1, .nm_level = -1, .ga_len = -1,
+	  .ga_data = -1, .heap_memory = -1, .heap_segmap = -1, .heap_log2 = -1, .vs_low = -1,
+	  .vs_high = -1, .hb_used = -1, .blob_name = -1 };
+
+#define VMSTRUCTS_HEAPS_MAX 8
+/* A code heap as the handler sees it: read once on the agent's thread
+ * (vmstructs_load_heaps), published by vms_nheaps (release). */
+struct vms_heap {
+	uintptr_t low, high;        /* its memory */
+	uintptr_t segmap;           /* one byte per segment */
+	unsigned log2_seg;
+};
+static struct vms_heap vms_heaps[VMSTRUCTS_HEAPS_MAX];
+static unsigned vms_nheaps;
+
+static uint64_t vmstructs_u64(const char *name, bool *ok)
+{
+	const uint64_t *p = agent_jvm_sym(name);
+
+	if (!p)
+		*ok = false;
+	return p ? *p : 0;
+}
+
+/* The size of a type named in gHotSpotVMTypes, or 0. */
+static unsigned vmstructs_type_size(const char *type)
+{
+	const char *const *table = agent_jvm_sym("gHotSpotVMTypes");
+	bool ok = true;
+	uint64_t name_off = vmstructs_u64("gHotSpotVMTypeEntryTypeNameOffset", &ok);
+	uint64_t size_off = vmstructs_u64("gHotSpotVMTypeEntrySizeOffset", &ok);
+	uint64_t stride = vmstructs_u64("gHotSpotVMTypeEntryArrayStride", &ok);
+
+	if (!table || !*table || !ok || !stride)
+		return 0;
+	/* Bounded: HotSpot's table has a few thousand entries. */
+	for (const char *e = *table; e < *table + stride * 100000; e += stride) {
+		const char *n = *(const char *const *)(e + name_off);
+
+		if (!n)
+			break;
+		if (!strcmp(n, type))
+			return (unsigned)*(const uint64_t *)(e + size_off);
+	}
+	return 0;
+}
+
+int vmstructs_init(void)
+{
+	const char *const *table = agent_jvm_sym("gHotSpotVMStructs");
+	uint64_t type_off, field_off, tstr_off, static_off, off_off, addr_off, stride;
+	const char *level_type = NULL;
+	bool ok = true;
+	/* The instance fields read (JDK 17's CompiledMethod::_method is
+	 * nmethod::_method on 25). */
+	const struct {
+		const char *type, *field;
+		long *off;
+	} fields[] = {
+		{ "Method", "_code", &vms.method_code },
+		{ "CodeBlob", "_size", &vms.blob_size },
+		{ "CodeBlob", "_name", &vms.blob_name },
+		{ "nmethod", "_method", &vms.nm_method },
+		{ "CompiledMethod", "_method", &vms.nm_method },
+		{ "GrowableArrayBase", "_len", &vms.ga_len },
+		{ "GrowableArray<int>", "_data", &vms.ga_data },
+		{ "CodeHeap", "_memory", &vms.heap_memory },
+		{ "CodeHeap", "_segmap", &vms.heap_segmap },
+		{ "CodeHeap", "_log2_segment_size", &vms.heap_log2 },
+		{ "VirtualSpace", "_low", &vms.vs_low },
+		{ "VirtualSpace", "_high", &vms.vs_high },
+		{ "HeapBlock::Header", "_used", &vms.hb_used },
+	};
+
+	if (vms.done)
+		return vms.ret;
+	vms.done = true;
+	type_off = vmstructs_u64("gHotSpotVMStructEntryTypeNameOffset", &ok);
+	field_off = vmstructs_u64("gHotSpotVMStructEntryFieldNameOffset", &ok);
+	tstr_off = vmstructs_u64("gHotSpotVMStructEntryTypeStringOffset", &ok);
+	static_off = vmstructs_u64("gHotSpotVMStructEntryIsStaticOffset", &ok);
+	off_off = vmstructs_u64("gHotSpotVMStructEntryOffsetOffset", &ok);
+	addr_off = vmstructs_u64("gHotSpotVMStructEntryAddressOffset", &ok);
+	stride = vmstructs_u64("gHotSpotVMStructEntryArrayStride", &ok);
+	if (!table || !*table || !ok || !stride) {
+		vms.ret = -ENOENT;
+		goto out;
+	}
+	for (const char *e = *table; e < *table + stride * 100000; e += stride) {
+		const char *type = *(const char *const *)(e + type_off);
+		const char *field = *(const char *const *)(e + field_off);
+		long off = (long)*(const uint64_t *)(e + off_off);
+
+		if (!type)
+			break;
+		if (!field)
+			continue;
+		if (*(const int32_t *)(e + static_off)) {
+			if (!strcmp(type, "CodeCache") && !strcmp(field, "_heaps"))
+				vms.heaps_addr = *(const uintptr_t *)(e + addr_off);
+			continue;
+		}
+		for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+			if (!strcmp(type, fields[i].type) && !strcmp(field, fields[i].field))
+				*fields[i].off = off;
+		if (!strcmp(type, "nmethod") && !strcmp(field, "_comp_level")) {
+			vms.nm_level = off;
+			level_type = *(const char *const *)(e + tstr_off);
+		}
+	}
+	if (level_type)
+		vms.level_size = vmstructs_type_size(level_type);
+	vms.hb_size = vmstructs_type_size("HeapBlock");
+	if (vms.method_code < 0 || vms.blob_size < 0 || vms.nm_method < 0 || vms.nm_level < 0 ||
+	    (vms.level_size != 1 && vms.level_size != 4))
+		vms.ret = -ENOENT;
+out:
+	/* Once per JVM: compiled frames are then typed compiled, not C1/C2. */
+	if (vms.ret < 0)
+		agent_warn("VMStructs lack nmethod tiers (Method::_code, CodeBlob::_size, "
+			   "nmethod::_method, nmethod::_comp_level): C1 and C2 not told apart");
+	return vms.ret;
+}
+
+int vmstructs_comp_level(uint64_t method, uintptr_t code_addr)
+{
+	uintptr_t m, nm, nm_method;
+	int32_t size = 0;
+	int32_t level = 0;
+	int8_t level8;
+
+	if (vms.ret < 0 || !vms.done)
+		return 0;
+	/* A jmethodID points at the Method*. */
+	if (!agent_peek((uintptr_t)method, &m, sizeof(m)) ||
+	    !agent_peek(m + (uintptr_t)vms.method_code, &nm, sizeof(nm)) || !nm)
+		return 0;
+	/* The method's current nmethod must be the one loaded at code_addr. */
+	if (!agent_peek(nm + (uintptr_t)vms.blob_size, &size, sizeof(size)) || size <= 0 ||
+	    code_addr < nm || code_addr - nm >= (uintptr_t)size ||
+	    !agent_peek(nm + (uintptr_t)vms.nm_method, &nm_method, sizeof(nm_method)) ||
+	    nm_method != m)
+		return 0;
+	if (vms.level_size == 1) {
+		if (!agent_peek(nm + (uintptr_t)vms.nm_level, &level8, 1))
+			return 0;
+		level = level8;
+	} else if (!agent_peek(nm + (uintptr_t)vms.nm_level, &level, sizeof(level))) {
+		return 0;
+	}
+	return level >= 1 && level <= 4 ? level : 0;
+}
+
+void vmstructs_load_heaps(void)
+{
+	uintptr_t arr, data, heap;
+	int32_t len, log2;
+	unsigned n = 0;
+
+	static bool warned;
+
+	if (__atomic_load_n(&vms_nheaps, __ATOMIC_ACQUIRE) || !vms.done)
+		return;
+	if (!vms.heaps_addr || vms.ga_len < 0 || vms.ga_data < 0 || vms.heap_memory < 0 ||
+	    vms.heap_segmap < 0 || vms.heap_log2 < 0 || vms.vs_low < 0 || vms.vs_high < 0 ||
+	    vms.hb_used < 0 || !vms.hb_size || vms.blob_name < 0 ||
+	    !agent_peek(vms.heaps_addr, &arr, sizeof(arr)) ||
+	    !agent_peek(arr + (uintptr_t)vms.ga_len, &len, sizeof(len)) ||
+	    !agent_peek(arr + (uintptr_t)vms.ga_data, &data, sizeof(data)))
+		goto out;
+	for (int32_t i = 0; i < len && n < VMSTRUCTS_HEAPS_MAX; i++) {
+		struct vms_heap *h = &vms_heaps[n];
+		uintptr_t mem, seg;
+
+		if (!agent_peek(data + (uintptr_t)i * sizeof(uintptr_t), &heap, sizeof(heap)))
+			goto out;
+		mem = heap + (uintptr_t)vms.heap_memory;
+		seg = heap + (uintptr_t)vms.heap_segmap;
+		if (!agent_peek(mem + (uintptr_t)vms.vs_low, &h->low, sizeof(h->low)) ||
+		    !agent_peek(mem + (uintptr_t)vms.vs_high, &h->high, sizeof(h->high)) ||
+		    !agent_peek(seg + (uintptr_t)vms.vs_low, &h->segmap, sizeof(h->segmap)) ||
+		    !agent_peek(heap + (uintptr_t)vms.heap_log2, &log2, sizeof(log2)) ||
+		    log2 < 4 || log2 > 16 || h->high <= h->low || !h->segmap)
+			goto out;
+		h->log2_seg = (unsigned)log2;
+		n++;
+	}
+out:
+	/* Half-read heaps are never published. */
+	if (n && n == (unsigned)len)
+		__atomic_store_n(&vms_nheaps, n, __ATOMIC_RELEASE);
+	else if (!warned) {
+		warned = true;
+		agent_warn("code cache layout not read from VMStructs: unannounced vtable and "
+			   "itable stubs stay [unknown_java_leaf]");
+	}
+}
+
+/* HotSpot's segment map: per segment of a heap, 0 at a block's first
+ * segment, else how many segments to step back towards it (at most 0xfe;
+ * 0xff: unused). A block of a few MiB takes a few dozen steps. */
+#define VMSTRUCTS_SEG_STEPS 256
+
+bool vmstructs_in_blob(uintptr_t pc, const char *name)
+{
+	unsigned n = __atomic_load_n(&vms_nheaps, __ATOMIC_ACQUIRE);
+	size_t len = strlen(name) + 1;
+	char got[32];
+
+	if (len > sizeof(got))
+		return false;
+	for (unsigned i = 0; i < n; i++) {
+		const struct vms_heap *h = &vms_heaps[i];
+		uintptr_t idx, blob, name_ptr;
+		unsigned char b = 0;
+		bool used = false;
+
+		if (pc < h->low || pc >= h->high)
+			continue;
+		idx = (pc - h->low) >> h->log2_seg;
+		for (unsigned step = 0;; step++) {
+			if (step == VMSTRUCTS_SEG_STEPS || !agent_peek(h->segmap + idx, &b, 1) ||
+			    b == 0xff || b > idx)
+				return false;
+			if (!b)
+				break;
+			idx -= b;
+		}
+		blob = h->low + (idx << h->log2_seg);
+		if (!agent_peek(blob + (uintptr_t)vms.hb_used, &used, 1) || !used)
+			return false;
+		blob += vms.hb_size;
+		if (!agent_peek(blob + (uintptr_t)vms.blob_name, &name_ptr, sizeof(name_ptr)) ||
+		    !agent_peek(name_ptr, got, len))
+			return false;
+		return !memcmp(got, name, len);
+	}
+	return false;
+}

@@ -1,0 +1,30 @@
+/* What HotSpot's exported VMStructs tables (gHotSpotVMStructs,
+ * gHotSpotVMTypes) say about the layout of its nmethods, read once, so that
+ * the agent can learn facts JVMTI does not give: an nmethod's compilation
+ * tier. A JVM without the tables or a field falls back (tier unknown). */
+#ifndef JPROF_AGENT_VMSTRUCTS_H
+#define JPROF_AGENT_VMSTRUCTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Reads the field offsets; idempotent. 0, or -ENOENT (logged once) when a
+ * table or field is missing. Not signal-safe. */
+int vmstructs_init(void);
+
+/* The tier (CompLevel) of the nmethod of method (a jmethodID) whose code
+ * starts at code_addr: 1-3 C1, 4 C2; 0 when unknown (no VMStructs, an OSR
+ * nmethod, the method's code already replaced or freed). Reads only through
+ * agent_peek, so a stale pointer gives 0, never a fault. */
+int vmstructs_comp_level(uint64_t method, uintptr_t code_addr);
+
+/* Reads where the code cache's heaps lie (CodeCache::_heaps), once, after
+ * the JVM made them (the agent's thread at a recording's start). */
+void vmstructs_load_heaps(void);
+
+/* True if pc lies in a code blob of that name ("vtable chunks"), found
+ * through the heap's segment map (at most 256 steps, every byte read with
+ * agent_peek). False when unsure. Async-signal-safe. */
+bool vmstructs_in_blob(uintptr_t pc, const char *name);
+
+#endif
