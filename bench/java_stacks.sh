@@ -15,7 +15,8 @@
 #   BENCH_AGENT_ENV="K=V ..."            extra environment of the JVMs (e.g.
 #                                        JPROF_AGENT_RECOVER=0: the agent does
 #                                        not retry failed ASGCT walks)
-#   BENCH_KEEP=DIR                       keep the profiles (raw JSON) there
+#   BENCH_KEEP=DIR                       keep the profiles (raw JSON) and the
+#                                        daemon's events (JSON lines) there
 set -euo pipefail
 
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -48,7 +49,8 @@ daemon_pid=""
 job_pid=""
 cleanup() {
 	if [ -n "${BENCH_KEEP:-}" ]; then
-		mkdir -p "$BENCH_KEEP" && cp "$tmp"/out/*.raw.json "$BENCH_KEEP/" 2>/dev/null || true
+		mkdir -p "$BENCH_KEEP" && cp "$tmp"/out/*.raw.json "$tmp"/out/*.events "$BENCH_KEEP/" \
+			2>/dev/null || true
 	fi
 	[ -n "$job_pid" ] && kill -KILL "$job_pid" 2>/dev/null || true
 	[ -n "$daemon_pid" ] && kill -TERM "$daemon_pid" 2>/dev/null || true
@@ -165,7 +167,7 @@ run() {
 	# The whole run: the recording ends when the JVM exits.
 	setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
 		"$tmp/jprofctl" --socket "$tmp/jprofd.sock" record --pid "$pid" -d 300s \
-		-i "$interval" --java require --no-progress -f raw -o "$out.raw.json" \
+		-i "$interval" --java require --no-progress --json-events -f raw -o "$out.raw.json" \
 		2>"$out.events" || true
 	wait "$job_pid" || { echo "java_stacks.sh: $prog failed:" >&2; tail -n 5 "$out.stdout" >&2; exit 1; }
 	job_pid=""
@@ -214,13 +216,24 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.raw.json"))):
             continue
     jt = java + sum(c for m, c in lost.items() if m != "[unknown_java_method]")
     depths.sort()
+    # The join's and the ring's counters (summary.java of the profile event):
+    # why a BPF sample had no agent record.
+    jsum = {}
+    ev = path[:-len(".raw.json")] + ".events"
+    for line in open(ev) if os.path.exists(ev) else []:
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if e.get("type") == "profile":
+            jsum = e.get("summary", {}).get("java", {})
     rows.append((prog, rnd, total, java, jt, lost, other,
-                 depths[len(depths) // 2] if depths else 0))
+                 depths[len(depths) // 2] if depths else 0, jsum))
 
 print()
 print("%-7s %-3s %8s %10s %8s  %s" % ("program", "run", "samples", "java-thr", "w/ Java",
                                     "lost, as % of all samples, per marker"))
-for prog, rnd, total, java, jt, lost, other, med in rows:
+for prog, rnd, total, java, jt, lost, other, med, jsum in rows:
     pct = lambda c: 100.0 * c / total if total else 0.0
     desc = ", ".join("%s %.1f%%" % (m, pct(c)) for m, c in lost.most_common()) or "none"
     print("%-7s %-3s %8d %10d %7.1f%%  %s" % (prog, rnd, total, jt,
@@ -229,4 +242,11 @@ for prog, rnd, total, java, jt, lost, other, med in rows:
         print("%-7s %-3s %8s %10s %8s  other markers: %s" % ("", "", "", "", "", ", ".join(
             "%s %.1f%%" % (m, pct(c)) for m, c in other.most_common())))
     print("%-7s %-3s %8s %10s %8s  median Java depth %d" % ("", "", "", "", "", med))
+    if jsum:
+        ring = jsum.get("ring", {})
+        print("%-7s %-3s %8s %10s %8s  join: joined %s, without_java %s, agent_unmatched %s;"
+              " ring: records %s, dropped %s; signal %s" % (
+                  "", "", "", "", "", jsum.get("joined"), jsum.get("without_java"),
+                  jsum.get("agent_unmatched"), ring.get("records"), ring.get("dropped"),
+                  jsum.get("signal", {}).get("number")))
 PY
