@@ -49,7 +49,7 @@ daemon_pid=""
 job_pid=""
 cleanup() {
 	if [ -n "${BENCH_KEEP:-}" ]; then
-		mkdir -p "$BENCH_KEEP" && cp "$tmp"/out/*.raw.json "$tmp"/out/*.events "$BENCH_KEEP/" \
+		mkdir -p "$BENCH_KEEP" && cp "$tmp"/out/*.raw.json "$tmp"/out/*.events "$tmp/jprofd.log" "$BENCH_KEEP/" \
 			2>/dev/null || true
 	fi
 	[ -n "$job_pid" ] && kill -KILL "$job_pid" 2>/dev/null || true

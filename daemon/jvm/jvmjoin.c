@@ -607,6 +607,18 @@ static void unmatched(struct jvm_join *j, uint32_t tid, struct bpf_rec *b, jvm_e
 	bpf_rec_free(j, b);
 }
 
+/* How long after its BPF record an agent record may come. Not one interval:
+ * a thread preempted between the overflow and its return to user space
+ * takes the signal when it runs again (10-25 ms later on a loaded 2-CPU
+ * machine, measured), with its user state unchanged, and a cpu-clock event
+ * of a thread that does not run cannot overflow again in between. So the
+ * latest BPF record before the agent record is still its own; late_ns, the
+ * wait of a BPF record for its agent record, bounds the gap. */
+static uint64_t join_window(const struct jvm_join *j)
+{
+	return j->o.late_ns > j->o.interval_ns ? j->o.late_ns : j->o.interval_ns;
+}
+
 /* Joins one thread's records up to horizon; each record taken costs one of
  * *budget (NULL: no limit). Returns false when the budget ran out first. */
 static bool join_tid(struct jvm_join *j, struct tidq *t, uint64_t horizon, uint64_t now,
@@ -635,7 +647,7 @@ static bool join_tid(struct jvm_join *j, struct tidq *t, uint64_t horizon, uint6
 			j->pending--;
 			have = true;
 		}
-		if (have && a.time - cand.time <= j->o.interval_ns) {
+		if (have && a.time - cand.time <= join_window(j)) {
 			joined(j, t->tid, &cand, &a, now, emit, arg);
 		} else {
 			if (have)

@@ -25,7 +25,7 @@ struct jvm_join;
 struct jvm_budget;
 
 struct jvm_join_opts {
-	uint64_t interval_ns;      /* match window */
+	uint64_t interval_ns;      /* match window: the larger of it and late_ns */
 	uint64_t name_wait_ns;     /* how long a sample waits for names; default 2 s */
 	uint64_t late_ns;          /* how long a BPF record waits for its agent record; default 50 ms */
 	bool lines;                /* Class.method:line */

@@ -250,7 +250,7 @@ START_TEST(test_wall_records)
 }
 END_TEST
 
-START_TEST(test_latest_bpf_record_within_one_interval)
+START_TEST(test_latest_bpf_record_within_the_window)
 {
 	struct jvm_join *j = make(false, false);
 	struct out o = { .j = j };
@@ -261,17 +261,25 @@ START_TEST(test_latest_bpf_record_within_one_interval)
 	bpf(j, 7, 100 * MS);
 	bpf(j, 7, 110 * MS);
 	agent(j, 7, 110 * MS + 5000, JPRING_UNKNOWN_NOT_JAVA, 0);
-	/* An agent record whose nearest BPF record is too old to be its own. */
+	/* An agent record whose nearest BPF record is too old to be its own
+	 * (more than late_ns, 50 ms by default). */
 	bpf(j, 7, 200 * MS);
-	agent(j, 7, 230 * MS, 0, 0);
+	agent(j, 7, 260 * MS, 0, 0);
+	/* A thread preempted before it took the signal: its agent record
+	 * comes 2.4 intervals after the BPF record, and is its own. */
+	bpf(j, 7, 300 * MS);
+	agent(j, 7, 324 * MS, 2, 1);
 	jvm_join_run(j, 400 * MS, 400 * MS, false, emit, &o);
-	ck_assert_uint_eq(o.n, 3);
+	jvm_join_flush(j, emit, &o);
+	ck_assert_uint_eq(o.n, 4);
 	ck_assert_str_eq(o.marker[0], "[java_stack_missing]");
 	ck_assert_ptr_null(o.marker[1]);     /* not a Java thread: no marker */
 	ck_assert(!o.java_context[1]);       /* and its native stack stays whole */
 	ck_assert_str_eq(o.marker[2], "[java_stack_missing]");
+	ck_assert_ptr_null(o.marker[3]);
+	ck_assert_uint_eq(o.njava[3], 2);    /* the late one has its Java frames */
 	jvm_join_get_stats(j, &st);
-	ck_assert_uint_eq(st.joined, 1);
+	ck_assert_uint_eq(st.joined, 2);
 	ck_assert_uint_eq(st.bpf_unmatched, 2);
 	ck_assert_uint_eq(st.agent_unmatched, 1);
 	jvm_join_free(j);
@@ -770,7 +778,7 @@ int main(void)
 	tcase_add_test(tc, test_agent_events);
 	tcase_add_test(tc, test_frame_types_pass_through_checked);
 	tcase_add_test(tc, test_wall_records);
-	tcase_add_test(tc, test_latest_bpf_record_within_one_interval);
+	tcase_add_test(tc, test_latest_bpf_record_within_the_window);
 	tcase_add_test(tc, test_late_records_wait_for_the_horizon);
 	tcase_add_test(tc, test_namespace_tids_are_mapped);
 	tcase_add_test(tc, test_names_lines_signatures_and_hostile_text);
