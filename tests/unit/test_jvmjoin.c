@@ -290,6 +290,29 @@ START_TEST(test_late_records_wait_for_the_horizon)
 {
 	struct jvm_join *j = make(false, false);
 	struct out o = { .j = j };
+	struct jvm_join_stats st;
+
+	/* An agent record whose BPF record is not in this drain yet waits
+	 * for the next one (late_ns), then joins it. */
+	agent(j, 8, 500 * MS, 2, 1);
+	jvm_join_run(j, 510 * MS, 510 * MS, false, emit, &o);
+	ck_assert_uint_eq(o.n, 0);
+	bpf(j, 8, 500 * MS - 20000);
+	jvm_join_run(j, 520 * MS, 520 * MS, false, emit, &o);
+	jvm_join_flush(j, emit, &o);
+	ck_assert_uint_eq(o.n, 1);
+	ck_assert_ptr_null(o.marker[0]);
+	ck_assert_uint_eq(o.njava[0], 2);
+	/* With none in late_ns, it is counted and dropped as before. */
+	agent(j, 8, 600 * MS, 2, 1);
+	jvm_join_run(j, 640 * MS, 640 * MS, false, emit, &o);
+	jvm_join_get_stats(j, &st);
+	ck_assert_uint_eq(st.agent_unmatched, 0);
+	jvm_join_run(j, 660 * MS, 660 * MS, false, emit, &o);
+	jvm_join_get_stats(j, &st);
+	ck_assert_uint_eq(st.agent_unmatched, 1);
+	ck_assert_uint_eq(o.n, 1);
+	o.n = 0;
 
 	/* A BPF record near the horizon may still get its agent record. */
 	bpf(j, 7, 990 * MS);
