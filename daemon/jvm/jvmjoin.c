@@ -636,10 +636,10 @@ static bool join_tid(struct jvm_join *j, struct tidq *t, uint64_t horizon, uint6
 		struct bpf_rec cand;
 		bool have = false;
 
-		/* No BPF record of this thread queued at all: the drain that
-		 * holds this one's may be the next (a drain can stop before the
-		 * ring's end, the agent's ring is read apart). It waits as long
-		 * as a BPF record waits for its agent record. */
+		/* No BPF record of this thread queued at all: its own may
+		 * come with a later drain (seen: a drain's BPF records do not
+		 * always reach its horizon). It waits as long as a BPF record
+		 * waits for its agent record. */
 		if (!final && t->nb == 0 && t->a[0].time + j->o.late_ns >= horizon)
 			break;
 		heap_pop(t->a, sizeof(*t->a), &t->na, &a);
