@@ -3,8 +3,11 @@ as nobody). Deep recursion of a small compiled method spends much of its
 time in method entries and exits, where ASGCT cannot start a walk (about a
 third of the samples are bare [unknown_java] without the agent's retry,
 agent/ring.c); megamorphic interface and virtual calls go through itable and
-vtable stubs. With the retry, bare [unknown_java] stays at or under 2 % of
-the samples (JDK 25's recursion: 15 %, see BARE_MAX), and the leaf the agent
+vtable stubs; lambdas and MethodHandle chains (invokeExact) go through
+method handle adapters and lambda forms; exceptions thrown in a hot loop
+spend their time in the VM filling stack traces. With the retry, bare [unknown_java] stays at or under 2 % of
+the samples (JDK 25's recursion: 15 %; lambdas and method handles, and JDK
+25's exceptions, far more: see BARE_MAX), and the leaf the agent
 stepped over is named: the compiled method whose entry or exit it was (the
 recursion), or the stub; at most LEAF_MAX of the samples end in
 [unknown_java_leaf] (31-36 % of the recursion's did before leaves were
@@ -23,10 +26,20 @@ RECORD_S = 5
 # stay bare: the return address is not next to sp, and finding it needs the
 # method's frame size from the code cache, which the agent does not read);
 # without the retry both JDKs have 35-40 %.
-BARE_MAX = {("25", "recurse"): 0.15}
+#
+# NOT the issue's target (<= 2 % each) yet, and bounded here at about 1.5x
+# what was measured (2026-11-26) so that a regression still fails: lambdas
+# and MethodHandle chains ("indirect": 19 % bare on JDK 17, 26 % on JDK 25,
+# with 18 % more ending in [unknown_java_leaf]) and, on JDK 25 only,
+# exceptions thrown in a hot loop ("throw": 29 %; JDK 17: 0 %). Where those
+# threads are when the walk fails (lambda forms' compiled code, method
+# handle linkers, the VM filling a stack trace) is not analysed yet.
+BARE_MAX = {("25", "recurse"): 0.15, ("17", "indirect"): 0.30, ("25", "indirect"): 0.40,
+            ("25", "throw"): 0.45}
 # Largest share of samples ending in [unknown_java_leaf] (a leaf the agent
-# stepped over but could not name).
+# stepped over but could not name), 5 % but for "indirect" (see above).
 LEAF_MAX = 0.05
+LEAF_MAX_MODE = {"indirect": 0.27}
 
 
 def record(t, d, jdk, mode, env):
@@ -73,9 +86,10 @@ def check_walks(jdk, mode, stacks, hot):
     # The leaf the agent stepped over is named (the compiled method whose
     # entry or exit it was, or the stub); before it was, 20-35 % of these
     # samples ended in [unknown_java_leaf].
-    jt.check(unknown_leaf <= LEAF_MAX * total,
+    leaf_max = LEAF_MAX_MODE.get(mode, LEAF_MAX)
+    jt.check(unknown_leaf <= leaf_max * total,
              "[unknown_java_leaf] in %d of %d samples (> %d %%):\n%s"
-             % (unknown_leaf, total, LEAF_MAX * 100, jt.top_stacks(stacks)))
+             % (unknown_leaf, total, leaf_max * 100, jt.top_stacks(stacks)))
     return leaves
 
 
@@ -90,6 +104,12 @@ def main(t):
         with t.case("JDK %s: megamorphic calls keep their Java frames" % jdk):
             stacks = record(t, d, jdk, "mega", env)
             check_walks(jdk, "mega", stacks, "HardWalks.loop")
+        with t.case("JDK %s: lambdas and method handles keep their Java frames" % jdk):
+            stacks = record(t, d, jdk, "indirect", env)
+            check_walks(jdk, "indirect", stacks, "HardWalks.indirect")
+        with t.case("JDK %s: exceptions thrown in a hot loop keep their Java frames" % jdk):
+            stacks = record(t, d, jdk, "throw", env)
+            check_walks(jdk, "throw", stacks, "HardWalks.throwing")
 
 
 jt.run(main)

@@ -2,9 +2,17 @@
 // megamorphic interface and virtual calls (eight classes behind one
 // interface and one abstract class: itable and vtable stubs); "recurse" makes
 // deep recursive calls of small compiled methods (much of their time is in
-// method entries and exits, before the frame is built or after it is gone).
-// Usage: java HardWalks SECONDS [mega or recurse]
+// method entries and exits, before the frame is built or after it is gone);
+// "indirect" calls through lambdas and MethodHandles (invokeExact on bound
+// and filtered handles: method handle adapters and lambda forms); "throw"
+// throws and catches an exception in a hot loop (the stack walk that fills
+// the trace runs in the VM).
+// Usage: java HardWalks SECONDS [mega, recurse, indirect or throw]
 // Prints "ready" at once, {"calls":..} at the end.
+import java.lang.invoke.MethodHandle;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.MethodType;
+
 public class HardWalks {
     interface Op { long apply(long x); }
 
@@ -66,12 +74,77 @@ public class HardWalks {
         return calls;
     }
 
-    public static void main(String[] args) {
+    static long twice(long x) {
+        return x * 2 + 1;
+    }
+
+    static long mix(long x, long y) {
+        return (x ^ y) + (x >>> 7);
+    }
+
+    static long indirect(long endNs) throws Throwable {
+        java.util.function.LongUnaryOperator[] fs = {
+            x -> x * 3 + 1, x -> x ^ (x >>> 5), x -> x + 0x9e37, x -> Long.rotateLeft(x, 7),
+        };
+        MethodHandles.Lookup lk = MethodHandles.lookup();
+        MethodType unary = MethodType.methodType(long.class, long.class);
+        MethodHandle tw = lk.findStatic(HardWalks.class, "twice", unary);
+        MethodHandle mx = lk.findStatic(HardWalks.class, "mix",
+                MethodType.methodType(long.class, long.class, long.class));
+        // (x) -> mix(twice(x), 12345): a filter over an inserted argument.
+        MethodHandle chain = MethodHandles.filterArguments(
+                MethodHandles.insertArguments(mx, 1, 12345L), 0, tw);
+        long x = 1, calls = 0;
+        while (System.nanoTime() < endNs) {
+            for (int i = 0; i < 200_000; i++) {
+                x = fs[(int) (x & 3)].applyAsLong(x);
+                x = (long) chain.invokeExact(x);
+            }
+            calls += 400_000;
+        }
+        return calls + (x == 42 ? 1 : 0);
+    }
+
+    static final class Miss extends Exception {
+        private static final long serialVersionUID = 1L;
+
+        Miss(long v) {
+            super("miss " + (v & 0xff));
+        }
+    }
+
+    static long check(long v, int depth) throws Miss {
+        if (depth > 0)
+            return check(v * 31 + depth, depth - 1);
+        if ((v & 3) == 0)
+            throw new Miss(v);
+        return v;
+    }
+
+    static long throwing(long endNs) {
+        long x = 1, caught = 0;
+        while (System.nanoTime() < endNs) {
+            for (int i = 0; i < 20_000; i++) {
+                try {
+                    x += check(x + i, 8);
+                } catch (Miss e) {
+                    caught++;
+                    x += e.getStackTrace().length;
+                }
+            }
+        }
+        return caught + (x == 42 ? 1 : 0);
+    }
+
+    public static void main(String[] args) throws Throwable {
         long seconds = args.length > 0 ? Long.parseLong(args[0]) : 10;
-        if (args.length > 1 && args[1].equals("recurse")) {
+        String mode = args.length > 1 ? args[1] : "mega";
+        long end = System.nanoTime() + seconds * 1_000_000_000L;
+        if (!mode.equals("mega")) {
             System.out.println("ready");
             System.out.flush();
-            long calls = recurse(System.nanoTime() + seconds * 1_000_000_000L);
+            long calls = mode.equals("recurse") ? recurse(end)
+                    : mode.equals("indirect") ? indirect(end) : throwing(end);
             System.out.println("{\"calls\":" + calls + "}");
             return;
         }
@@ -84,7 +157,7 @@ public class HardWalks {
         }
         System.out.println("ready");
         System.out.flush();
-        long calls = loop(ops, bases, System.nanoTime() + seconds * 1_000_000_000L);
+        long calls = loop(ops, bases, end);
         System.out.println("{\"calls\":" + calls + "}");
     }
 }
