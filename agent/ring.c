@@ -141,15 +141,63 @@ static bool ring_read_stack(uintptr_t addr, uintptr_t *out)
  * real one is never changed. On success *caller_pc is the return address
  * the walk started from. (Retrying from a frame-pointer frame of the leaf
  * gained 0.3 points at most, within the noise: not done.) */
+#define RING_SPILL_MAX 65536u   /* largest frame whose prologue is recognised */
+
+/* True if the instruction at pc is `mov [rsp+disp], rbp` (REX.W 89 /5 with
+ * an rsp base: disp8 or disp32), with the displacement in *disp. HotSpot's
+ * compiled methods (JDK 17 and 25 alike) open with `sub rsp, N` and then
+ * this store of rbp at the top of the new frame, N - 8; a thread stopped
+ * between the two has its return address at sp + N, not at sp or above a
+ * saved rbp, and AsyncGetCallTrace refuses it (the frame is not complete
+ * yet). The bytes are read with agent_peek: the code may be freed at the
+ * same time. */
+static bool ring_rbp_spill(uintptr_t pc, uintptr_t *disp)
+{
+	unsigned char b[8];
+	uint32_t d32;
+
+	if (!agent_peek(pc, b, sizeof(b)) || b[0] != 0x48 || b[1] != 0x89 || b[3] != 0x24)
+		return false;
+	if (b[2] == 0x6c && b[4] < 0x80) {
+		*disp = b[4];
+		return true;
+	}
+	if (b[2] == 0xac) {
+		memcpy(&d32, b + 4, sizeof(d32));
+		if (d32 < RING_SPILL_MAX) {
+			*disp = d32;
+			return true;
+		}
+	}
+	return false;
+}
+
 static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32_t failed,
 			  uintptr_t *caller_pc)
 {
 	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 	struct asgct_trace caller = *trace;
-	uintptr_t ra, saved_fp;
+	uintptr_t ra, saved_fp, disp;
 	ucontext_t c;
 
 	caller.frames = trace->frames + 1;
+	/* Inside a compiled method's prologue, before rbp is stored: the words
+	 * at sp are stale spill slots, the return address is at sp + disp + 8,
+	 * and rbp is still the caller's. Only in a compiled method's code (the
+	 * code map), where the prologue is HotSpot's. */
+	if (codemap_leaf(pc) >= JPRING_STUB_KINDS && ring_rbp_spill(pc, &disp) &&
+	    ring_read_stack(sp + disp + sizeof(uintptr_t), &ra)) {
+		c = *uc;
+		c.uc_mcontext.gregs[REG_RIP] = (greg_t)ra;
+		c.uc_mcontext.gregs[REG_RSP] = (greg_t)(sp + disp + 2 * sizeof(uintptr_t));
+		ring_asgct(&caller, JPRING_MAX_FRAMES - 1, &c);
+		if (caller.num_frames > 0) {
+			*caller_pc = ra;
+			return caller.num_frames + 1;
+		}
+		caller.num_frames = 0;
+	}
 	for (unsigned pushed = 0; pushed < 2; pushed++) {
 		uintptr_t at = sp + pushed * sizeof(uintptr_t);
 

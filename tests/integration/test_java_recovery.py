@@ -27,15 +27,17 @@ RECORD_S = 5
 # method's frame size from the code cache, which the agent does not read);
 # without the retry both JDKs have 35-40 %.
 #
-# NOT the issue's target (<= 2 % each) yet, and bounded here at about 1.5x
-# what was measured (2026-11-26) so that a regression still fails: lambdas
-# and MethodHandle chains ("indirect": 19 % bare on JDK 17, 26 % on JDK 25,
-# with 18 % more ending in [unknown_java_leaf]) and, on JDK 25 only,
-# exceptions thrown in a hot loop ("throw": 29 %; JDK 17: 0 %). Where those
-# threads are when the walk fails (lambda forms' compiled code, method
-# handle linkers, the VM filling a stack trace) is not analysed yet.
-BARE_MAX = {("25", "recurse"): 0.15, ("17", "indirect"): 0.30, ("25", "indirect"): 0.40,
-            ("25", "throw"): 0.45}
+# NOT the issue's target (<= 2 % each) yet on JDK 25, and bounded here at
+# about 1.5-2x what was measured (2026-11-26) so that a regression still
+# fails. The lambdas' failures were compiled methods stopped between `sub
+# rsp` and the store of rbp (19 % on JDK 17, 0 % since the agent recognises
+# that instruction); what is left on JDK 25 ("indirect" 5 %, "throw" 9-29 %,
+# "recurse" 7 %) is a pc on the method-entry check JDK 25 puts after the
+# frame is built, where the return address is at sp + frame size: the
+# agent would need each nmethod's frame size (VMStructs) to retry there.
+# [unknown_java_leaf] in "indirect" (19 %) is MethodHandle.invokeBasic's
+# frameless intrinsic, which the code map does not know.
+BARE_MAX = {("25", "recurse"): 0.15, ("25", "indirect"): 0.10, ("25", "throw"): 0.45}
 # Largest share of samples ending in [unknown_java_leaf] (a leaf the agent
 # stepped over but could not name), 5 % but for "indirect" (see above).
 LEAF_MAX = 0.05
