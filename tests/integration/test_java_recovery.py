@@ -94,24 +94,21 @@ def check_walks(jdk, mode, stacks, hot):
              % (unknown_leaf, total, leaf_max * 100, jt.top_stacks(stacks)))
     return leaves
 
+# HardWalks mode, its hot method, what the case is about.
+CASES = (("recurse", "HardWalks.fib", "deep recursion's calls"),
+         ("mega", "HardWalks.loop", "megamorphic calls"),
+         ("indirect", "HardWalks.indirect", "lambdas and method handles"),
+         ("throw", "HardWalks.throwing", "exceptions thrown in a hot loop"))
+
 
 def main(t):
     d = t.start_daemon(*jv.agent_args())
     env = dict(kv.split("=", 1) for kv in os.environ.get("JPROF_TEST_AGENT_ENV", "").split()
                if "=" in kv)
     for jdk, _ in jv.jdks():
-        with t.case("JDK %s: deep recursion keeps its Java frames" % jdk):
-            stacks = record(t, d, jdk, "recurse", env)
-            check_walks(jdk, "recurse", stacks, "HardWalks.fib")
-        with t.case("JDK %s: megamorphic calls keep their Java frames" % jdk):
-            stacks = record(t, d, jdk, "mega", env)
-            check_walks(jdk, "mega", stacks, "HardWalks.loop")
-        with t.case("JDK %s: lambdas and method handles keep their Java frames" % jdk):
-            stacks = record(t, d, jdk, "indirect", env)
-            check_walks(jdk, "indirect", stacks, "HardWalks.indirect")
-        with t.case("JDK %s: exceptions thrown in a hot loop keep their Java frames" % jdk):
-            stacks = record(t, d, jdk, "throw", env)
-            check_walks(jdk, "throw", stacks, "HardWalks.throwing")
-
+        for mode, hot, what in CASES:
+            with t.case("JDK %s: %s keep their Java frames" % (jdk, what)):
+                stacks = record(t, d, jdk, mode, env)
+                check_walks(jdk, mode, stacks, hot)
 
 jt.run(main)
