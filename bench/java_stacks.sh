@@ -2,15 +2,19 @@
 # How complete are the Java stacks of real JVM programs? Runs the JDK's javac
 # compiling part of java.base (from openjdk-17-source's src.zip), Debian's
 # scalac compiling generated sources, and jruby running a Ruby loop, each as
-# nobody, records each with `jprofctl record --pid` (agent attached at run
-# time) and prints, per program, the share of samples whose Java part is lost
+# nobody (and, when asked for, Debian's tomcat10 under wrk, as tomcat),
+# records each with `jprofctl record --pid` (agent attached at run time) and
+# prints, per program, the share of samples whose Java part is lost
 # and under which marker frame ([unknown_java], [not_walkable_java], ...).
 # Not a pass/fail test. Run as root after building (build/). Installs scala,
-# jruby and openjdk-17-source with apt-get when they are missing.
-#   BENCH_PROGRAMS="javac scalac jruby"  which programs
+# jruby and openjdk-17-source (tomcat10, wrk) with apt-get when they are missing.
+#   BENCH_PROGRAMS="javac scalac jruby"  which programs (also: tomcat)
 #   BENCH_INTERVAL=10ms                  sampling interval
 #   BENCH_ROUNDS=1                       runs of each program
-#   BENCH_SECONDS=25                     length of the jruby run
+#   BENCH_SECONDS=25                     length of the jruby run and of each
+#                                        tomcat recording
+#   BENCH_ASPROF=/path/to/asprof         tomcat: then async-profiler for as long,
+#                                        under the same load (--fdtransfer)
 #   BENCH_JAVA_HOME=/usr/lib/jvm/...     the JDK that runs them (default 17)
 #   BENCH_AGENT_ENV="K=V ..."            extra environment of the JVMs (e.g.
 #                                        JPROF_AGENT_RECOVER=0: the agent does
@@ -35,23 +39,24 @@ fi
 for f in "$build/jprofd" "$build/jprofctl" "$build/agent/libjprofagent.so"; do
 	[ -e "$f" ] || { echo "java_stacks.sh: $f missing; build first" >&2; exit 1; }
 done
-need=()
-command -v scalac >/dev/null || need+=(scala)
-command -v jruby >/dev/null || need+=(jruby)
-[ -e /usr/lib/jvm/java-17-openjdk-amd64/lib/src.zip ] || need+=(openjdk-17-source)
-if [ ${#need[@]} -gt 0 ]; then
-	DEBIAN_FRONTEND=noninteractive apt-get install -y "${need[@]}" >/dev/null
-fi
+me=java_stacks.sh
+# shellcheck source=bench/java_workloads.sh
+. "$src/bench/java_workloads.sh"
+jw_install "$programs"
 
 tmp=$(mktemp -d /tmp/jprof-jstacks.XXXXXX)
 chmod 755 "$tmp"
 daemon_pid=""
 job_pid=""
+tomcat_pid=""
+wrk_pid=""
 cleanup() {
 	if [ -n "${BENCH_KEEP:-}" ]; then
-		mkdir -p "$BENCH_KEEP" && cp "$tmp"/out/*.raw.json "$tmp"/out/*.events "$tmp/jprofd.log" "$BENCH_KEEP/" \
-			2>/dev/null || true
+		mkdir -p "$BENCH_KEEP" && cp "$tmp"/out/*.raw.json "$tmp"/out/*.events "$tmp"/ap/*.collapsed \
+			"$tmp"/out/*.wrk "$tmp/jprofd.log" "$BENCH_KEEP/" 2>/dev/null || true
 	fi
+	[ -n "$wrk_pid" ] && kill -TERM "$wrk_pid" 2>/dev/null || true
+	[ -n "$tomcat_pid" ] && kill -KILL "$tomcat_pid" 2>/dev/null || true
 	[ -n "$job_pid" ] && kill -KILL "$job_pid" 2>/dev/null || true
 	[ -n "$daemon_pid" ] && kill -TERM "$daemon_pid" 2>/dev/null || true
 	wait 2>/dev/null || true
@@ -60,103 +65,53 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-mkdir -p "$tmp/out" "$tmp/work"
-# Copies: a rebuild during the run does not change what is measured.
-cp "$build/jprofd" "$build/jprofctl" "$build/agent/libjprofagent.so" "$tmp/"
-
-# javac's input: java.util, java.time and java.lang of java.base, compiled as
-# a patch of java.base (as the JDK's build does).
-(cd "$tmp/work" && unzip -q /usr/lib/jvm/java-17-openjdk-amd64/lib/src.zip \
-	'java.base/java/util/*' 'java.base/java/time/*' 'java.base/java/lang/*')
-find "$tmp/work/java.base" -name '*.java' >"$tmp/work/javac.files"
-# scalac's input: pattern matches over case classes and collection lambdas
-# (what the Scala compiler spends its time typing and transforming).
-mkdir -p "$tmp/work/scala"
-python3 - "$tmp/work/scala" <<'PY'
-import sys
-for i in range(4):
-    with open("%s/M%d.scala" % (sys.argv[1], i), "w") as f:
-        f.write("package bench.m%d\n" % i)
-        f.write("sealed trait Shape { def area: Double }\n")
-        for j in range(10):
-            f.write("case class S%d(a: Int, b: String) extends Shape { def area: Double = a * %d.0 }\n"
-                    % (j, j))
-        f.write("object Ops {\n")
-        for j in range(30):
-            f.write("  def f%d(s: Shape): Int = s match {\n" % j)
-            for k in range(10):
-                f.write("    case S%d(a, b) => a + b.length + %d\n" % (k, j))
-            f.write("  }\n")
-            f.write("  def g%d(xs: List[Int]): List[String] = xs.filter(_ > %d).map(x => (x * 2).toString)\n"
-                    % (j, j))
-        f.write("}\n")
-PY
-cat >"$tmp/work/loop.rb" <<'RUBY'
-# Strings, hashes, blocks and method dispatch through JRuby's call sites.
-class Acc
-  def initialize; @h = Hash.new(0); end
-  def add(k, v); @h[k] += v; end
-  def top; @h.max_by { |_, v| v }; end
-end
-stop = Time.now + ARGV[0].to_i
-n = 0
-while Time.now < stop
-  a = Acc.new
-  (1..2000).each { |i| a.add("k#{i % 97}", i * 3) }
-  s = (1..200).map { |i| i.to_s(16) }.join(",").split(",").map(&:reverse).sort.first
-  n += a.top[1] + s.size
-end
-puts n
-RUBY
-chmod -R a+rX "$tmp/work"
+mkdir -p "$tmp/out" "$tmp/ap"
+jw_inputs
 chown nobody "$tmp/out"
-mkdir -p "$tmp/work/classes" && chown nobody "$tmp/work/classes"
+# tomcat runs as tomcat, and so does its recording.
+chmod 1777 "$tmp/out"
+# async-profiler's output is written by its agent, as the JVM's user.
+chmod 777 "$tmp/ap"
+jw_daemon
 
-"$tmp/jprofd" --socket "$tmp/jprofd.sock" --agent "$tmp/libjprofagent.so" --rate 19 \
-	2>"$tmp/jprofd.log" &
-daemon_pid=$!
-for _ in $(seq 100); do [ -S "$tmp/jprofd.sock" ] && break; sleep 0.1; done
-
-# The pid of the JVM among $1 and its descendants (launcher scripts fork or
-# exec java), or nothing.
-jvm_of() {
-	local p kids
-	for p in "$1" $(pgrep -P "$1" 2>/dev/null || true); do
-		if grep -q libjvm.so "/proc/$p/maps" 2>/dev/null; then
-			echo "$p"
-			return
-		fi
-	done
-	for p in $(pgrep -P "$1" 2>/dev/null || true); do
-		kids=$(jvm_of "$p")
-		if [ -n "$kids" ]; then
-			echo "$kids"
-			return
-		fi
-	done
-	return 0
+# tomcat ROUND: tomcat under wrk, warmed up for 10 s, recorded by jprofd for
+# $secs, then (with BENCH_ASPROF) by async-profiler for $secs, back to back
+# under the same load.
+run_tomcat() {
+	local r=$1 out="$tmp/out/tomcat.$1" load
+	load=$((10 + secs + 5))
+	[ -n "${BENCH_ASPROF:-}" ] && load=$((load + secs + 5))
+	tomcat_start "$out.stdout"
+	wrk -t1 -c8 -d"${load}s" "$tomcat_url" >"$out.wrk" 2>&1 &
+	wrk_pid=$!
+	sleep 10
+	setpriv --reuid=tomcat --regid=tomcat --clear-groups -- \
+		"$tmp/jprofctl" --socket "$tmp/jprofd.sock" record --pid "$tomcat_pid" -d "${secs}s" \
+		-i "$interval" --java require --no-progress --json-events -f raw -o "$out.raw.json" \
+		2>"$out.events" || true
+	if [ -n "${BENCH_ASPROF:-}" ]; then
+		"$BENCH_ASPROF" -e cpu -i "$interval" -d "$secs" --fdtransfer -a -o collapsed \
+			-f "$tmp/ap/tomcat.$r.collapsed" "$tomcat_pid" >"$out.asprof" 2>&1 || true
+	fi
+	# wrk prints its totals only when it ends by itself.
+	wait "$wrk_pid" || true
+	wrk_pid=""
+	kill -0 "$tomcat_pid" 2>/dev/null || { echo "java_stacks.sh: tomcat died:" >&2; tail -n 20 "$out.stdout" >&2; exit 1; }
+	tomcat_stop
+	[ -s "$out.raw.json" ] || { echo "java_stacks.sh: tomcat: no profile" >&2; cat "$out.events" >&2; exit 1; }
 }
 
 # run PROGRAM ROUND: writes $tmp/out/PROGRAM.ROUND.raw.json
 run() {
-	local prog=$1 r=$2 argv=() pid="" out="$tmp/out/$1.$2"
-	case $prog in
-	javac) argv=("$jhome/bin/javac" -J-Xmx1g -nowarn --patch-module "java.base=$tmp/work/java.base"
-		     -d "$tmp/work/classes" "@$tmp/work/javac.files") ;;
-	scalac) argv=(scalac -J-Xmx1g -d "$tmp/work/classes" "$tmp/work/scala"/*.scala) ;;
-	jruby) argv=(jruby "$tmp/work/loop.rb" "$secs") ;;
-	*) echo "java_stacks.sh: unknown program $prog" >&2; exit 2 ;;
-	esac
+	local prog=$1 r=$2 pid="" out="$tmp/out/$1.$2"
+	if [ "$prog" = tomcat ]; then
+		run_tomcat "$r"
+		return
+	fi
+	jw_argv_of "$prog" "$secs"
 	rm -rf "$tmp/work/classes"/*
-	setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
-		env JAVA_HOME="$jhome" PATH="$jhome/bin:$PATH" "${agent_env[@]}" "${argv[@]}" \
-		>"$out.stdout" 2>&1 &
-	job_pid=$!
-	for _ in $(seq 500); do
-		pid=$(jvm_of "$job_pid")
-		[ -n "$pid" ] && break
-		sleep 0.02
-	done
+	jw_spawn "$out.stdout" "${jw_argv[@]}"
+	pid=$(jw_wait_jvm "$job_pid")
 	if [ -z "$pid" ]; then
 		echo "java_stacks.sh: $prog: no JVM started" >&2
 		tail -n 5 "$out.stdout" >&2
@@ -182,7 +137,7 @@ for r in $(seq "$rounds"); do
 	done
 done
 
-python3 - "$tmp/out" <<'PY'
+python3 - "$tmp/out" "$tmp/ap" <<'PY'
 import collections, glob, json, os, sys
 
 # A sample's Java part is lost when its stack has one of these markers where
@@ -249,4 +204,37 @@ for prog, rnd, total, java, jt, lost, other, med, jsum in rows:
                   "", "", "", "", "", jsum.get("joined"), jsum.get("without_java"),
                   jsum.get("agent_unmatched"), ring.get("records"), ring.get("dropped"),
                   jsum.get("signal", {}).get("number")))
+# async-profiler's collapsed output (-a: Java frames end in _[j], _[i], _[0],
+# _[1]); its error frames stand where a Java stack was lost.
+AP_LOST = {"[unknown_Java]", "[not_walkable_Java]", "[not_walkable_not_Java]", "[GC_active]",
+           "[safepoint]", "[deoptimization]", "[thread_exit]", "[no_class_load]",
+           "[unknown_state]", "[no_Java_frame]", "[unknown_not_Java]"}
+JAVA_SUFFIX = ("_[j]", "_[i]", "_[0]", "_[1]")
+for path in sorted(glob.glob(os.path.join(sys.argv[2], "*.collapsed"))):
+    prog, rnd = os.path.basename(path).split(".")[:2]
+    total = java = 0
+    lost = collections.Counter()
+    for line in open(path):
+        stack, _, n = line.rstrip("\n").rpartition(" ")
+        if not stack:
+            continue
+        n = int(n)
+        total += n
+        fr = stack.split(";")
+        if any(f.endswith(JAVA_SUFFIX) for f in fr):
+            java += n
+        else:
+            for f in fr:
+                if f in AP_LOST:
+                    lost[f] += n
+    jt = java + sum(lost.values())
+    pct = lambda c: 100.0 * c / total if total else 0.0
+    print("%-7s %-3s %8d %10d %7.1f%%  async-profiler; lost: %s" % (
+        prog, rnd, total, jt, 100.0 * java / jt if jt else 0.0,
+        ", ".join("%s %.1f%%" % (m, pct(c)) for m, c in lost.most_common()) or "none"))
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.wrk"))):
+    for line in open(path):
+        if "Requests/sec" in line or "requests in" in line or "Non-2xx" in line:
+            print("%-7s %-3s wrk: %s" % (os.path.basename(path).split(".")[0],
+                                         os.path.basename(path).split(".")[1], line.strip()))
 PY
