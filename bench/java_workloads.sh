@@ -135,12 +135,15 @@ jw_argv_of() {
 	esac
 }
 
+# A prefix of the workload's command (java_stress.sh: nice -n 5).
+jw_nice=()
+
 # Run "$@" as nobody with the JDK of $jhome in the background; sets job_pid.
 jw_spawn() {
 	local out=$1
 	shift
 	setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
-		env JAVA_HOME="$jhome" PATH="$jhome/bin:$PATH" "${agent_env[@]}" "$@" \
+		env JAVA_HOME="$jhome" PATH="$jhome/bin:$PATH" "${agent_env[@]}" "${jw_nice[@]}" "$@" \
 		>"$out" 2>&1 &
 	job_pid=$!
 }
@@ -180,7 +183,7 @@ JSP
 	(cd "$base" && setpriv --reuid=tomcat --regid=tomcat --clear-groups -- \
 		env JAVA_HOME="$jhome" CATALINA_HOME=/usr/share/tomcat10 CATALINA_BASE="$base" \
 		CATALINA_TMPDIR="$base/temp" JAVA_OPTS="-Djava.awt.headless=true -Xmx512m" \
-		"${agent_env[@]}" /usr/share/tomcat10/bin/catalina.sh run >"$out" 2>&1) &
+		"${agent_env[@]}" "${jw_nice[@]}" /usr/share/tomcat10/bin/catalina.sh run >"$out" 2>&1) &
 	job_pid=$!
 	tomcat_pid=$(jw_wait_jvm "$job_pid")
 	for _ in $(seq 300); do
