@@ -31,36 +31,16 @@ rounds=${BENCH_ROUNDS:-1}
 secs=${BENCH_SECONDS:-25}
 jhome=${BENCH_JAVA_HOME:-/usr/lib/jvm/java-17-openjdk-amd64}
 read -r -a agent_env <<<"${BENCH_AGENT_ENV:-}"
-
-if [ "$(id -u)" -ne 0 ]; then
-	echo "java_stacks.sh: run as root (it starts jprofd)" >&2
-	exit 1
-fi
-for f in "$build/jprofd" "$build/jprofctl" "$build/agent/libjprofagent.so"; do
-	[ -e "$f" ] || { echo "java_stacks.sh: $f missing; build first" >&2; exit 1; }
-done
 me=java_stacks.sh
 # shellcheck source=bench/java_workloads.sh
 . "$src/bench/java_workloads.sh"
-jw_install "$programs"
-
-tmp=$(mktemp -d /tmp/jprof-jstacks.XXXXXX)
-chmod 755 "$tmp"
-daemon_pid=""
-job_pid=""
-tomcat_pid=""
-wrk_pid=""
+jw_prepare "$programs" jprof-jstacks
 cleanup() {
 	if [ -n "${BENCH_KEEP:-}" ]; then
 		mkdir -p "$BENCH_KEEP" && cp "$tmp"/out/*.raw.json "$tmp"/out/*.events "$tmp"/ap/*.collapsed \
-			"$tmp"/out/*.wrk "$tmp/jprofd.log" "$BENCH_KEEP/" 2>/dev/null || true
+			"$tmp"/out/*.wrk "$tmp"/out/*.stdout "$tmp/jprofd.log" "$BENCH_KEEP/" 2>/dev/null || true
 	fi
-	[ -n "$wrk_pid" ] && kill -TERM "$wrk_pid" 2>/dev/null || true
-	[ -n "$tomcat_pid" ] && kill -KILL "$tomcat_pid" 2>/dev/null || true
-	[ -n "$job_pid" ] && kill -KILL "$job_pid" 2>/dev/null || true
-	[ -n "$daemon_pid" ] && kill -TERM "$daemon_pid" 2>/dev/null || true
-	wait 2>/dev/null || true
-	rm -rf "$tmp"
+	jw_stop_all
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -83,19 +63,18 @@ run_tomcat() {
 	[ -n "${BENCH_ASPROF:-}" ] && load=$((load + secs + 5))
 	tomcat_start "$out.stdout"
 	wrk -t1 -c8 -d"${load}s" "$tomcat_url" >"$out.wrk" 2>&1 &
-	wrk_pid=$!
+	load_pid=$!
 	sleep 10
-	setpriv --reuid=tomcat --regid=tomcat --clear-groups -- \
-		"$tmp/jprofctl" --socket "$tmp/jprofd.sock" record --pid "$tomcat_pid" -d "${secs}s" \
-		-i "$interval" --java require --no-progress --json-events -f raw -o "$out.raw.json" \
-		2>"$out.events" || true
+	jw_events=$out.events
+	jw_record tomcat "$tomcat_pid" -d "${secs}s" -i "$interval" --java require --no-progress \
+		--json-events -f raw -o "$out.raw.json" || true
 	if [ -n "${BENCH_ASPROF:-}" ]; then
 		"$BENCH_ASPROF" -e cpu -i "$interval" -d "$secs" --fdtransfer -a -o collapsed \
 			-f "$tmp/ap/tomcat.$r.collapsed" "$tomcat_pid" >"$out.asprof" 2>&1 || true
 	fi
 	# wrk prints its totals only when it ends by itself.
-	wait "$wrk_pid" || true
-	wrk_pid=""
+	wait "$load_pid" || true
+	load_pid=""
 	kill -0 "$tomcat_pid" 2>/dev/null || { echo "java_stacks.sh: tomcat died:" >&2; tail -n 20 "$out.stdout" >&2; exit 1; }
 	tomcat_stop
 	[ -s "$out.raw.json" ] || { echo "java_stacks.sh: tomcat: no profile" >&2; cat "$out.events" >&2; exit 1; }
@@ -120,10 +99,9 @@ run() {
 	# Until HotSpot's signal handlers exist the JVM cannot be attached.
 	sleep 1
 	# The whole run: the recording ends when the JVM exits.
-	setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
-		"$tmp/jprofctl" --socket "$tmp/jprofd.sock" record --pid "$pid" -d 300s \
-		-i "$interval" --java require --no-progress --json-events -f raw -o "$out.raw.json" \
-		2>"$out.events" || true
+	jw_events=$out.events
+	jw_record nobody "$pid" -d 300s -i "$interval" --java require --no-progress \
+		--json-events -f raw -o "$out.raw.json" || true
 	wait "$job_pid" || { echo "java_stacks.sh: $prog failed:" >&2; tail -n 5 "$out.stdout" >&2; exit 1; }
 	job_pid=""
 	[ -s "$out.raw.json" ] || { echo "java_stacks.sh: $prog: no profile" >&2; cat "$out.events" >&2; exit 1; }

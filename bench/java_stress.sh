@@ -33,34 +33,14 @@ jhome=${BENCH_JAVA_HOME:-/usr/lib/jvm/java-17-openjdk-amd64}
 nice_n=${BENCH_NICE:-5}
 read -r -a agent_env <<<"${BENCH_AGENT_ENV:-}"
 me=java_stress.sh
-
-if [ "$(id -u)" -ne 0 ]; then
-	echo "$me: run as root (it starts jprofd)" >&2
-	exit 1
-fi
-for f in "$build/jprofd" "$build/jprofctl" "$build/agent/libjprofagent.so"; do
-	[ -e "$f" ] || { echo "$me: $f missing; build first" >&2; exit 1; }
-done
 # shellcheck source=bench/java_workloads.sh
 . "$src/bench/java_workloads.sh"
-jw_install "$programs"
-
-tmp=$(mktemp -d /tmp/jprof-jstress.XXXXXX)
-chmod 755 "$tmp"
+jw_prepare "$programs" jprof-jstress
 logs=${BENCH_LOGS:-$(mktemp -d /tmp/jprof-jstress-logs.XXXXXX)}
 mkdir -p "$logs"
-daemon_pid=""
-job_pid=""
-tomcat_pid=""
-load_pid=""
 cleanup() {
 	cp "$tmp/jprofd.log" "$logs/" 2>/dev/null || true
-	[ -n "$load_pid" ] && kill -TERM "$load_pid" 2>/dev/null || true
-	[ -n "$tomcat_pid" ] && kill -KILL "$tomcat_pid" 2>/dev/null || true
-	[ -n "$job_pid" ] && kill -KILL "$job_pid" 2>/dev/null || true
-	[ -n "$daemon_pid" ] && kill -TERM "$daemon_pid" 2>/dev/null || true
-	wait 2>/dev/null || true
-	rm -rf "$tmp"
+	jw_stop_all
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -159,7 +139,7 @@ PY
 
 # stress PROGRAM: one JVM of it for $minutes, recorded all along.
 stress() {
-	local prog=$1 out="$logs/$1" user=nobody group=nogroup cwd pid start deadline d i=0 t0 t1 rc
+	local prog=$1 out="$logs/$1" user=nobody cwd pid start deadline d i=0 t0 t1 rc
 	local status exit_rc=""
 	: >"$out.progress"
 	: >"$out.recordings"
@@ -169,7 +149,6 @@ stress() {
 	case $prog in
 	tomcat)
 		user=tomcat
-		group=tomcat
 		cwd=$tmp/tomcat
 		tomcat_start "$out.stdout"
 		pid=$tomcat_pid
@@ -210,10 +189,10 @@ stress() {
 		i=$((i + 1))
 		t0=$(date +%s%3N)
 		rc=0
-		timeout $((d + 60)) setpriv --reuid=$user --regid=$group --clear-groups -- \
-			"$tmp/jprofctl" --socket "$tmp/jprofd.sock" record --pid "$pid" -d "${d}s" \
-			-i "$interval" --java require --no-progress --json-events -f raw \
-			-o "$tmp/rec/rec.raw.json" 2>"$out.rec$i.events" || rc=$?
+		jw_timeout=$((d + 60))
+		jw_events=$out.rec$i.events
+		jw_record "$user" "$pid" -d "${d}s" -i "$interval" --java require --no-progress \
+			--json-events -f raw -o "$tmp/rec/rec.raw.json" || rc=$?
 		t1=$(date +%s%3N)
 		if [ -s "$tmp/rec/rec.raw.json" ]; then
 			echo "rec $i rc $rc length ${d}s took $(((t1 - t0) / 1000)).$(((t1 - t0) % 1000 / 100))s" \

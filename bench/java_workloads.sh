@@ -3,6 +3,38 @@
 # Expects: $me (script name for messages), $build, $jhome, $tmp (a 755
 # directory), and the arrays agent_env (extra JVM environment).
 
+# What the scripts start, stopped by jw_stop_all.
+daemon_pid=""
+job_pid=""
+tomcat_pid=""
+load_pid=""
+
+# Run as root with a build; install what the programs in $1 need; make $tmp
+# (a new /tmp/$2.XXXXXX, readable by the programs' users).
+jw_prepare() {
+	local f
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "$me: run as root (it starts jprofd)" >&2
+		exit 1
+	fi
+	for f in "$build/jprofd" "$build/jprofctl" "$build/agent/libjprofagent.so"; do
+		[ -e "$f" ] || { echo "$me: $f missing; build first" >&2; exit 1; }
+	done
+	jw_install "$1"
+	tmp=$(mktemp -d "/tmp/$2.XXXXXX")
+	chmod 755 "$tmp"
+}
+
+# Stop the load (wrk), tomcat, the program and the daemon; remove $tmp.
+jw_stop_all() {
+	[ -n "$load_pid" ] && kill -TERM "$load_pid" 2>/dev/null || true
+	[ -n "$tomcat_pid" ] && kill -KILL "$tomcat_pid" 2>/dev/null || true
+	[ -n "$job_pid" ] && kill -KILL "$job_pid" 2>/dev/null || true
+	[ -n "$daemon_pid" ] && kill -TERM "$daemon_pid" 2>/dev/null || true
+	wait 2>/dev/null || true
+	rm -rf "$tmp"
+}
+
 # Install what the programs in $1 (a list) need and is missing.
 jw_install() {
 	local need=() p
@@ -25,8 +57,12 @@ jw_install() {
 jw_inputs() {
 	mkdir -p "$tmp/work"
 	# javac's input: java.util, java.time and java.lang of java.base, compiled as
-	# a patch of java.base (as the JDK's build does).
-	(cd "$tmp/work" && unzip -q /usr/lib/jvm/java-17-openjdk-amd64/lib/src.zip \
+	# a patch of java.base (as the JDK's build does), from the running JDK's
+	# own sources when it has them (JDK 17's do not compile against JDK 25's
+	# java.base).
+	local zip=$jhome/lib/src.zip
+	[ -e "$zip" ] || zip=/usr/lib/jvm/java-17-openjdk-amd64/lib/src.zip
+	(cd "$tmp/work" && unzip -q "$zip" \
 		'java.base/java/util/*' 'java.base/java/time/*' 'java.base/java/lang/*')
 	find "$tmp/work/java.base" -name '*.java' >"$tmp/work/javac.files"
 	# scalac's input: pattern matches over case classes and collection lambdas
@@ -88,7 +124,15 @@ jw_daemon() {
 	"$tmp/jprofd" --socket "$tmp/jprofd.sock" --agent "$tmp/libjprofagent.so" --rate 19 \
 		2>"$tmp/jprofd.log" &
 	daemon_pid=$!
-	for _ in $(seq 100); do [ -S "$tmp/jprofd.sock" ] && break; sleep 0.1; done
+	# Loading the BPF programs takes seconds on a loaded machine.
+	for _ in $(seq 600); do
+		[ -S "$tmp/jprofd.sock" ] && return 0
+		kill -0 "$daemon_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "$me: jprofd did not start:" >&2
+	tail -n 5 "$tmp/jprofd.log" >&2
+	exit 1
 }
 
 # The pid of the JVM among $1 and its descendants (launcher scripts fork or
@@ -121,6 +165,30 @@ jw_wait_jvm() {
 		sleep 0.02
 	done
 	echo "$pid"
+}
+
+# Record pid $2 as user $1 with jprofctl's record options "${@:3}", its
+# events (JSON lines) in the file $jw_events, under `timeout $jw_timeout` (0:
+# none). An attach while the JVM is still starting (before JVMTI's live
+# phase: the agent gets no JVMTI environment, "Agent_OnAttach failed",
+# seen with jruby on the loaded machine 1 s after libjvm.so was mapped) is
+# tried again for up to 10 s.
+jw_timeout=0
+jw_record() {
+	local user=$1 pid=$2 rc
+	shift 2
+	for _ in $(seq 20); do
+		rc=0
+		timeout "$jw_timeout" setpriv --reuid="$user" --regid="$(id -gn "$user")" --clear-groups -- \
+			"$tmp/jprofctl" --socket "$tmp/jprofd.sock" record --pid "$pid" "$@" \
+			2>"$jw_events" || rc=$?
+		if [ "$rc" -eq 0 ] || ! grep -q '"attach_failed"' "$jw_events" || ! kill -0 "$pid" 2>/dev/null; then
+			return "$rc"
+		fi
+		cp "$jw_events" "$jw_events.attach_failed"
+		sleep 0.5
+	done
+	return "$rc"
 }
 
 # argv of one run of PROGRAM (javac, scalac, jruby) into the array jw_argv;
