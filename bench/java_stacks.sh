@@ -1,6 +1,7 @@
 #!/bin/bash
 # How complete are the Java stacks of real JVM programs? Runs the JDK's javac
-# compiling part of java.base (from openjdk-17-source's src.zip), Debian's
+# compiling part of java.base (the running JDK's src.zip: openjdk-17-source
+# for JDK 17), Debian's
 # scalac compiling generated sources, and jruby running a Ruby loop, each as
 # nobody (and, when asked for, Debian's tomcat10 under wrk, as tomcat),
 # records each with `jprofctl record --pid` (agent attached at run time) and
