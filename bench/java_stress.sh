@@ -145,6 +145,7 @@ stress() {
 	: >"$out.recordings"
 	start=$(now)
 	deadline=$((start + minutes * 60))
+	echo "$start" >"$out.start"
 	touch "$tmp/start.$prog"
 	case $prog in
 	tomcat)
@@ -239,9 +240,10 @@ if hs:
     bad.append("hs_err/core: " + " ".join(hs))
 if daemon != "alive":
     bad.append("daemon dead")
-# Progress per minute since the JVM started, and the longest gap.
+# Progress per minute since the JVM started, and the longest gap between
+# two progress lines (the time to the first one is the JVM's warm-up).
 per = [0] * minutes
-times = [start * 1000]
+times = []
 for line in open(out + ".progress"):
     f = line.split()
     if len(f) >= 3 and f[0] == "done":
@@ -250,11 +252,12 @@ for line in open(out + ".progress"):
         per[min(minutes - 1, (ms - start * 1000) // 60000)] += n
         times.append(ms)
 gaps = [b - a for a, b in zip(times, times[1:])]
-maxgap = max(gaps) / 1000.0 if gaps else float(minutes * 60)
+maxgap = max(gaps) / 1000.0 if gaps else 0.0
 medgap = statistics.median(gaps) / 1000.0 if gaps else 0.0
-if not gaps:
+first = (times[0] - start * 1000) / 1000.0 if times else 0.0
+if not times:
     bad.append("no progress")
-elif maxgap > 3 * medgap + 10:
+elif gaps and maxgap > 3 * medgap + 10:
     bad.append("stall: longest gap %.0f s (median %.1f s)" % (maxgap, medgap))
 # The first minute holds the JVM's warm-up: later minutes should not fall
 # below half of it (when it is large enough to say so).
@@ -273,8 +276,8 @@ if late:
     bad.append("recording late: " + ",".join(late))
 wj = [float(r[r.index("with-java") + 1].rstrip("%")) for r in recs if "with-java" in r]
 uj = [float(r[r.index("unknown_java") + 1].rstrip("%")) for r in recs if "unknown_java" in r]
-print("%-7s per-minute progress: %s; gaps median %.1f s, longest %.1f s" % (
-    prog, " ".join(map(str, per)), medgap, maxgap))
+print("%-7s per-minute progress: %s; first after %.0f s, then gaps median %.1f s, longest %.1f s" % (
+    prog, " ".join(map(str, per)), first, medgap, maxgap))
 print("%-7s %s: %d min, JVM %s, hs_err none%s, daemon %s, %d recordings, samples %d..%d (total %d),"
       " Java-thread with Java frames %.1f..%.1f%%, [unknown_java] <= %.2f%%" % (
           prog, "OK" if not bad else "FAIL (" + "; ".join(bad) + ")", minutes, status,
