@@ -257,8 +257,11 @@ medgap = statistics.median(gaps) / 1000.0 if gaps else 0.0
 first = (times[0] - start * 1000) / 1000.0 if times else 0.0
 if not times:
     bad.append("no progress")
-elif gaps and maxgap > 3 * medgap + 10:
-    bad.append("stall: longest gap %.0f s (median %.1f s)" % (maxgap, medgap))
+# A stall: a gap longer than the first, cold run (JVM start-up, class
+# loading, the JIT's first compiles) by half, plus 10 s; later runs can be
+# slow for a minute while the JIT still works or other load comes and goes.
+elif gaps and maxgap > 1.5 * first + 10:
+    bad.append("stall: longest gap %.0f s (first after %.0f s)" % (maxgap, first))
 # The first minute holds the JVM's warm-up: later minutes should not fall
 # below half of it (when it is large enough to say so).
 full = per[:-1] if len(per) > 1 else per
