@@ -222,7 +222,8 @@ tomcat_url="http://127.0.0.1:$tomcat_port/bench.jsp"
 # Debian's tomcat10 on its own base ($tmp/tomcat: a copy of /etc/tomcat10 on
 # port $tomcat_port, no shutdown port) with the default ROOT app and a JSP
 # that sorts, formats and hashes (so requests run Java code beyond the
-# connector's), run by catalina.sh as the tomcat user with cwd $tmp/tomcat.
+# connector's) and makes no session (wrk keeps no cookie: a session per
+# request filled the 512 MB heap in 8 minutes, GC took over), run by catalina.sh as the tomcat user with cwd $tmp/tomcat.
 # Sets job_pid (the launcher) and tomcat_pid (the JVM); waits until the JSP
 # answers.
 tomcat_start() {
@@ -234,7 +235,7 @@ tomcat_start() {
 			-e 's/<Server port="8005"/<Server port="-1"/' "$base/conf/server.xml"
 		cp -r /var/lib/tomcat10/webapps/ROOT "$base/webapps/"
 		cat >"$base/webapps/ROOT/bench.jsp" <<'JSP'
-<%@ page import="java.util.*" contentType="text/plain" %><%
+<%@ page import="java.util.*" contentType="text/plain" session="false" %><%
     // Per request: a sorted map of formatted keys, a stream over it, a hash.
     String q = request.getParameter("n");
     int n = q == null ? 300 : Integer.parseInt(q);
