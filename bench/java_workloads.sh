@@ -117,6 +117,19 @@ RUBY
 	mkdir -p "$tmp/work/classes" && chown nobody "$tmp/work/classes"
 }
 
+# Run "${@:3}" every 0.1 s, at most $1 times, until it succeeds (0) or the
+# process $2 is gone (1).
+jw_wait_until() {
+	local tries=$1 pid=$2
+	shift 2
+	for _ in $(seq "$tries"); do
+		"$@" && return 0
+		kill -0 "$pid" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+
 # Start jprofd on $tmp/jprofd.sock from copies of the build (a rebuild during
 # the run does not change what is measured); sets daemon_pid.
 jw_daemon() {
@@ -125,11 +138,7 @@ jw_daemon() {
 		2>"$tmp/jprofd.log" &
 	daemon_pid=$!
 	# Loading the BPF programs takes seconds on a loaded machine.
-	for _ in $(seq 600); do
-		[ -S "$tmp/jprofd.sock" ] && return 0
-		kill -0 "$daemon_pid" 2>/dev/null || break
-		sleep 0.1
-	done
+	jw_wait_until 600 "$daemon_pid" test -S "$tmp/jprofd.sock" && return 0
 	echo "$me: jprofd did not start:" >&2
 	tail -n 5 "$tmp/jprofd.log" >&2
 	exit 1
@@ -255,11 +264,7 @@ JSP
 		"${agent_env[@]}" "${jw_nice[@]}" /usr/share/tomcat10/bin/catalina.sh run >"$out" 2>&1) &
 	job_pid=$!
 	tomcat_pid=$(jw_wait_jvm "$job_pid")
-	for _ in $(seq 300); do
-		curl -sf -o /dev/null "$tomcat_url" && return 0
-		kill -0 "$job_pid" 2>/dev/null || break
-		sleep 0.1
-	done
+	jw_wait_until 300 "$job_pid" curl -sf -o /dev/null "$tomcat_url" && return 0
 	echo "$me: tomcat did not answer on $tomcat_url" >&2
 	tail -n 20 "$out" >&2
 	exit 1
