@@ -34,7 +34,9 @@ struct store_limits {
 /* What a pprof store keeps per function and process (store_limits.max_addrs):
  * enough for the hot spots of a big function, bounded for one that is all
  * hot (docs/benchmarks.md). */
+#ifndef STORE_PPROF_ADDRS
 #define STORE_PPROF_ADDRS 64
+#endif
 
 struct store_frame {
 	enum frame_kind kind;
