@@ -2,7 +2,7 @@
  * samples of a recorded profile (bench/store_addrs.py writes them, one
  * frame per line) into stores keyed per function (max_addrs 0) and per
  * address with several caps, and prints each store's bytes, frames and
- * stacks and the CPU time per inserted sample (frames interned with
+ * stacks and the CPU time (of this process) per inserted sample (frames interned with
  * store_frame_ref_at, then store_add, as sample_store_add does).
  *
  * Input, tab-separated:   S <count> <pid>
@@ -106,7 +106,7 @@ static double now_ns(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);  /* CPU time: the machine is shared */
 	return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 

@@ -59,6 +59,17 @@ def convert(raw, out):
             if m:
                 bid = m.group(6) if m.group(6) and m.group(6) != "[FN]" else "-"
                 maps[int(m.group(1))] = (m.group(2), m.group(3), m.group(4), m.group(5), bid)
+    per = {}   # (pid, function) -> sampled addresses
+    for count, pid, ids in samples:
+        for lid in ids:
+            addr, mid, text = locs[lid]
+            mm = re.match(r"(.*) \S*:\d+ s=\d+", text)
+            if addr:
+                per.setdefault((pid, mm.group(1) if mm else text), set()).add(addr)
+    most = sorted(((len(a), fn) for fn, a in per.items()), reverse=True)[:3]
+    print("addresses per function and process: %d pairs, %d with > 16, %d with > 64; most: %s"
+          % (len(per), sum(1 for a in per.values() if len(a) > 16),
+             sum(1 for a in per.values() if len(a) > 64), most))
     with open(out, "w") as f:
         for count, pid, ids in samples:
             f.write("S\t%d\t%d\n" % (count, pid))
