@@ -95,7 +95,7 @@ def main():
         sock = os.path.join(d, "sock")
         procs.append(subprocess.Popen([os.path.join(build, "jprofd"), "--socket", sock,
                                        "--rate", "99"], stderr=open(os.path.join(d, "log"), "w")))
-        for _ in range(100):
+        for _ in range(600):   # up to 60 s on a loaded machine
             if os.path.exists(sock):
                 break
             time.sleep(0.1)
