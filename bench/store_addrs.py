@@ -28,37 +28,29 @@ def gen_c(path, nfuncs):
 
 def convert(raw, out):
     """`go tool pprof -raw` text -> store_addrs input (frames root first)."""
-    sect, samples, cur, locs, maps = None, [], None, {}, {}
-    for ln in raw.splitlines():
-        if ln.startswith("Samples"):
-            sect = "s"
-            continue
-        if ln.startswith("Locations"):
-            sect = "l"
-            continue
-        if ln.startswith("Mappings"):
-            sect = "m"
-            continue
-        if sect == "s":
-            m = re.match(r"\s*(\d+)\s+\d+:\s+([\d ]+)$", ln)
-            if m:
-                cur = [int(m.group(1)), 0, [int(x) for x in m.group(2).split()]]
-                samples.append(cur)
-            m = re.search(r"pid:\[(\d+)\]", ln)
-            if m and cur:
-                cur[1] = int(m.group(1))
-        elif sect == "l":
-            m = re.match(r"\s*(\d+):\s+(0x[0-9a-f]+)\s+(?:M=(\d+)\s+)?(.*)$", ln)
-            if m:
-                cur = int(m.group(1))
-                locs[cur] = [int(m.group(2), 16), int(m.group(3) or 0), m.group(4)]
-            elif ln.strip():
-                locs[cur][2] = ln.strip()   # the location's own function is the last line
-        elif sect == "m":
-            m = re.match(r"\s*(\d+):\s+(0x[0-9a-f]+)/(0x[0-9a-f]+)/(0x[0-9a-f]+)\s+(\S+)\s*(\S*)", ln)
-            if m:
-                bid = m.group(6) if m.group(6) and m.group(6) != "[FN]" else "-"
-                maps[int(m.group(1))] = (m.group(2), m.group(3), m.group(4), m.group(5), bid)
+    parts = re.split(r"^(Samples|Locations|Mappings)\b.*$", raw, flags=re.M)
+    sect = dict(zip(parts[1::2], (p.splitlines() for p in parts[2::2])))
+    samples, cur, locs, maps = [], None, {}, {}
+    for ln in sect.get("Samples", []):
+        m = re.match(r"\s*(\d+)\s+\d+:\s+([\d ]+)$", ln)
+        if m:
+            cur = [int(m.group(1)), 0, [int(x) for x in m.group(2).split()]]
+            samples.append(cur)
+        m = re.search(r"pid:\[(\d+)\]", ln)
+        if m and cur:
+            cur[1] = int(m.group(1))
+    for ln in sect.get("Locations", []):
+        m = re.match(r"\s*(\d+):\s+(0x[0-9a-f]+)\s+(?:M=(\d+)\s+)?(.*)$", ln)
+        if m:
+            cur = int(m.group(1))
+            locs[cur] = [int(m.group(2), 16), int(m.group(3) or 0), m.group(4)]
+        elif ln.strip():
+            locs[cur][2] = ln.strip()   # the location's own function is the last line
+    for ln in sect.get("Mappings", []):
+        m = re.match(r"\s*(\d+):\s+(0x[0-9a-f]+)/(0x[0-9a-f]+)/(0x[0-9a-f]+)\s+(\S+)\s*(\S*)", ln)
+        if m:
+            bid = m.group(6) if m.group(6) and m.group(6) != "[FN]" else "-"
+            maps[int(m.group(1))] = (m.group(2), m.group(3), m.group(4), m.group(5), bid)
     per = {}   # (pid, function) -> sampled addresses
     for count, pid, ids in samples:
         for lid in ids:

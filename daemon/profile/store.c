@@ -191,6 +191,17 @@ static long store_frame_find(const struct store *st, uint32_t hash, enum frame_k
 	return -1;
 }
 
+/* Room for one more frame whose own data takes need bytes: -ENOSPC past
+ * the frame or memory limit, else the frame array has a free slot. */
+static int store_frame_room(struct store *st, size_t need)
+{
+	need += store_array_growth(st->nframes, st->frames_cap, sizeof(*st->frames));
+	if (st->nframes >= st->lim.max_frames || st->nframes >= INT32_MAX || !store_fits(st, need))
+		return -ENOSPC;
+	return store_array_reserve(st, (void **)&st->frames, st->nframes, &st->frames_cap,
+				   sizeof(*st->frames));
+}
+
 int store_frame_intern(struct store *st, enum frame_kind kind, const char *name,
 		       const char *module)
 {
@@ -210,20 +221,12 @@ int store_frame_intern(struct store *st, enum frame_kind kind, const char *name,
 		return (int)found;
 
 	need = strlen(name) + strlen(module) + 2;
-	need += arena_growth(st, need) + htab_index_insert_cost(&st->frame_idx) +
-	       store_array_growth(st->nframes, st->frames_cap, sizeof(*st->frames));
+	need += arena_growth(st, need) + htab_index_insert_cost(&st->frame_idx);
 	/* The marker frame itself is interned by store_new, before any limit. */
-	if (st->nframes && (st->nframes >= st->lim.max_frames || !store_fits(st, need))) {
+	r = st->nframes ? store_frame_room(st, need) :
+	    store_array_reserve(st, (void **)&st->frames, 0, &st->frames_cap, sizeof(*st->frames));
+	if (r == -ENOSPC)
 		st->truncated = true;
-		r = -ENOSPC;
-		goto out;
-	}
-	if (st->nframes >= INT32_MAX) {
-		r = -ENOSPC;
-		goto out;
-	}
-	r = store_array_reserve(st, (void **)&st->frames, st->nframes, &st->frames_cap,
-			  sizeof(*st->frames));
 	if (r < 0)
 		goto out;
 	f = &st->frames[st->nframes];
@@ -323,17 +326,9 @@ static int store_addr_new(struct store *st, uint32_t hash, uint32_t fn, const st
 {
 	const struct frame_loc *l;
 	struct store_frame *f;
-	size_t need;
 	int r;
 
-	need = store_loc_cost(st, loc) + htab_index_insert_cost(&st->addr_idx) +
-	       store_array_growth(st->nframes, st->frames_cap, sizeof(*st->frames));
-	if (st->nframes >= st->lim.max_frames || st->nframes >= INT32_MAX || !store_fits(st, need)) {
-		r = -ENOSPC;
-		goto out;
-	}
-	r = store_array_reserve(st, (void **)&st->frames, st->nframes, &st->frames_cap,
-				sizeof(*st->frames));
+	r = store_frame_room(st, store_loc_cost(st, loc) + htab_index_insert_cost(&st->addr_idx));
 	if (r < 0)
 		goto out;
 	l = store_loc_copy(st, loc);
