@@ -2,9 +2,9 @@
  * file:line test (test_lines.py): it finds the lines by the marker
  * comments. Built -O2 -g (progs.cmake), so the loop's address has a line
  * and an inlined-subroutine scope in DWARF.
- * With "two", line_two instead: two hot loops of one function, each on its
- * own line, taking turns (pprof keeps one location per sampled address, so
- * both lines show).
+ * With "two", line_two instead: one function calling a helper from two
+ * lines, taking turns (pprof keeps one location per sampled address, here
+ * the two return addresses, so both lines show).
  * Usage: line_spin [SECONDS [two]]   (default 30) */
 #include <string.h>
 
@@ -24,11 +24,20 @@ JPROF_FRAME void line_work(double end)
 	sink++;   /* work after the call: no tail call */
 }
 
+JPROF_FRAME void line_step(unsigned long n, unsigned long k)
+{
+	for (unsigned long i = 0; i < n; i++)
+		sink += i * k;
+}
+
 JPROF_FRAME void line_two(double end)
 {
 	while (progs_now() < end) {
-		for (unsigned long i = 0; i < 1000000; i++) sink += i * 7;   /* LINES_TWO_A */
-		for (unsigned long i = 0; i < 1000000; i++) sink ^= i * 13;  /* LINES_TWO_B */
+		/* Turns of microseconds, so a sampling interval spans many. */
+		for (int k = 0; k < 1000; k++) {
+			line_step(1000, 7);    /* LINES_TWO_A */
+			line_step(1000, 13);   /* LINES_TWO_B */
+		}
 	}
 	sink++;
 }
