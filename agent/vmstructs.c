@@ -226,17 +226,87 @@ out:
  * 0xff: unused). A block of a few MiB takes a few dozen steps. */
 #define VMSTRUCTS_SEG_STEPS 256
 
-bool vmstructs_in_blob(uintptr_t pc, const char *name)
+/* ---- the frame walker's fields (javawalk.c) ---- */
+
+/* A non-static field's offset, or -1. Not signal-safe (strcmp over the
+ * table), once per JVM. */
+static long vmstructs_offset(const char *type, const char *field)
+{
+	const char *const *table = agent_jvm_sym("gHotSpotVMStructs");
+	bool ok = true;
+	uint64_t type_off = vmstructs_u64("gHotSpotVMStructEntryTypeNameOffset", &ok);
+	uint64_t field_off = vmstructs_u64("gHotSpotVMStructEntryFieldNameOffset", &ok);
+	uint64_t static_off = vmstructs_u64("gHotSpotVMStructEntryIsStaticOffset", &ok);
+	uint64_t off_off = vmstructs_u64("gHotSpotVMStructEntryOffsetOffset", &ok);
+	uint64_t stride = vmstructs_u64("gHotSpotVMStructEntryArrayStride", &ok);
+
+	if (!table || !*table || !ok || !stride)
+		return -1;
+	for (const char *e = *table; e < *table + stride * 100000; e += stride) {
+		const char *t = *(const char *const *)(e + type_off);
+		const char *f = *(const char *const *)(e + field_off);
+
+		if (!t)
+			break;
+		if (f && !*(const int32_t *)(e + static_off) && !strcmp(t, type) && !strcmp(f, field))
+			return (long)*(const uint64_t *)(e + off_off);
+	}
+	return -1;
+}
+
+int vmstructs_walk_init(struct vmstructs_walk *w, const char **missing)
+{
+	const struct {
+		const char *type, *field;
+		long *off;
+		bool optional;
+	} fields[] = {
+		{ "JavaThread", "_thread_state", &w->thread_state, false },
+		{ "JavaThread", "_anchor", &w->anchor, false },
+		{ "JavaThread", "_stack_base", &w->stack_base, false },
+		{ "JavaThread", "_stack_size", &w->stack_size, false },
+		{ "JavaFrameAnchor", "_last_Java_sp", &w->anchor_sp, false },
+		{ "JavaFrameAnchor", "_last_Java_pc", &w->anchor_pc, false },
+		{ "JavaFrameAnchor", "_last_Java_fp", &w->anchor_fp, false },
+		{ "Method", "_constMethod", &w->method_const, false },
+		{ "Method", "_access_flags", &w->method_flags, false },
+		{ "ConstMethod", "_constants", &w->const_constants, false },
+		{ "ConstMethod", "_method_idnum", &w->const_idnum, false },
+		{ "ConstMethod", "_code_size", &w->const_code_size, false },
+		{ "ConstantPool", "_pool_holder", &w->cp_holder, false },
+		{ "InstanceKlass", "_methods_jmethod_ids", &w->ik_jmethod_ids, false },
+		{ "CodeBlob", "_frame_size", &w->blob_frame_size, false },
+		/* JDK 17: the code's address; 25: its offset from the blob. */
+		{ "CodeBlob", "_code_begin", &w->blob_code_begin, true },
+		{ "CodeBlob", "_code_offset", &w->blob_code_offset, true },
+	};
+
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		*fields[i].off = vmstructs_offset(fields[i].type, fields[i].field);
+		if (*fields[i].off < 0 && !fields[i].optional) {
+			*missing = fields[i].field;
+			return -ENOENT;
+		}
+	}
+	w->const_size = vmstructs_type_size("ConstMethod");
+	if (w->blob_code_begin < 0 && w->blob_code_offset < 0) {
+		*missing = "CodeBlob::_code_begin";
+		return -ENOENT;
+	}
+	if (!w->const_size) {
+		*missing = "ConstMethod's size";
+		return -ENOENT;
+	}
+	return 0;
+}
+
+uintptr_t vmstructs_blob_at(uintptr_t pc)
 {
 	unsigned n = __atomic_load_n(&vms_nheaps, __ATOMIC_ACQUIRE);
-	size_t len = strlen(name) + 1;
-	char got[32];
 
-	if (len > sizeof(got))
-		return false;
 	for (unsigned i = 0; i < n; i++) {
 		const struct vms_heap *h = &vms_heaps[i];
-		uintptr_t idx, blob, name_ptr;
+		uintptr_t idx, blob;
 		unsigned char b = 0;
 		bool used = false;
 
@@ -246,19 +316,30 @@ bool vmstructs_in_blob(uintptr_t pc, const char *name)
 		for (unsigned step = 0;; step++) {
 			if (step == VMSTRUCTS_SEG_STEPS || !agent_peek(h->segmap + idx, &b, 1) ||
 			    b == 0xff || b > idx)
-				return false;
+				return 0;
 			if (!b)
 				break;
 			idx -= b;
 		}
 		blob = h->low + (idx << h->log2_seg);
 		if (!agent_peek(blob + (uintptr_t)vms.hb_used, &used, 1) || !used)
-			return false;
-		blob += vms.hb_size;
-		if (!agent_peek(blob + (uintptr_t)vms.blob_name, &name_ptr, sizeof(name_ptr)) ||
-		    !agent_peek(name_ptr, got, len))
-			return false;
-		return !memcmp(got, name, len);
+			return 0;
+		return blob + vms.hb_size;
 	}
-	return false;
+	return 0;
+}
+
+/* ---- end of the frame walker's fields ---- */
+
+bool vmstructs_in_blob(uintptr_t pc, const char *name)
+{
+	uintptr_t blob = vmstructs_blob_at(pc), name_ptr;
+	size_t len = strlen(name) + 1;
+	char got[32];
+
+	if (!blob || len > sizeof(got) ||
+	    !agent_peek(blob + (uintptr_t)vms.blob_name, &name_ptr, sizeof(name_ptr)) ||
+	    !agent_peek(name_ptr, got, len))
+		return false;
+	return !memcmp(got, name, len);
 }

@@ -27,4 +27,25 @@ void vmstructs_load_heaps(void);
  * agent_peek). False when unsure. Async-signal-safe. */
 bool vmstructs_in_blob(uintptr_t pc, const char *name);
 
+/* ---- the frame walker's fields (javawalk.c) ---- */
+
+/* Offsets (bytes) of the fields javawalk reads; -1 for an optional one not
+ * there (blob_code_begin on JDK 17, blob_code_offset on 25). */
+struct vmstructs_walk {
+	long thread_state, anchor, stack_base, stack_size;
+	long anchor_sp, anchor_pc, anchor_fp;
+	long method_const, method_flags;
+	long const_constants, const_idnum, const_code_size;
+	long cp_holder, ik_jmethod_ids;
+	long blob_frame_size, blob_code_begin, blob_code_offset;
+	unsigned const_size;       /* sizeof(ConstMethod): its bytecodes follow it */
+};
+/* Fills w from the JVM's tables. 0, or -ENOENT with *missing naming the
+ * first field not found. Not signal-safe. */
+int vmstructs_walk_init(struct vmstructs_walk *w, const char **missing);
+/* The start of the code blob (its CodeBlob) that holds pc, from the code
+ * heaps' segment maps, or 0 (not in a heap, a free block, heaps not read
+ * yet). Async-signal-safe: every byte through agent_peek. */
+uintptr_t vmstructs_blob_at(uintptr_t pc);
+
 #endif
