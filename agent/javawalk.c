@@ -160,11 +160,15 @@ out:
 static void jw_init(void)
 {
 	const char *stats = getenv("JPROF_AGENT_WALK_STATS");
+	const char *rec = getenv("JPROF_AGENT_RECOVER");
 	const char *missing = "";
 	void *p;
 
 	if (stats)
 		snprintf(jw_stats_path, sizeof(jw_stats_path), "%s", stats);
+	/* As ring.c's retry: off only for measuring what it gains. */
+	if (rec && !strcmp(rec, "0"))
+		return;
 #if defined(__x86_64__)
 	if (vmstructs_walk_init(&jw.o, &missing) < 0) {
 		agent_warn("VMStructs lack %s: samples taken in GC pauses keep [gc_active]", missing);
@@ -542,10 +546,40 @@ static enum jw_stat jw_compiled(struct jw_walk *w, uintptr_t blob, uint64_t meth
 	return JW_ST_OK;
 }
 
+/* HotSpot's x86_64 entry frame: the call stub's rbp, its JavaCallWrapper*
+ * six words below. The wrapper keeps the anchor of the Java frames the
+ * thread had before this call into Java (none: the bottom of its Java
+ * stack), which the walk goes on from, as AsyncGetCallTrace does. */
+#define JW_ENTRY_WRAPPER (-6)
+
+static enum jw_stat jw_entry(struct jw_walk *w, bool *done)
+{
+	uintptr_t wrapper, anchor, sp, pc, fp;
+
+	if (!jw_stack_word(&w->st, w->fp + JW_ENTRY_WRAPPER * (long)W, &wrapper))
+		return JW_ST_BAD_READ;
+	anchor = wrapper + (uintptr_t)jw.o.wrapper_anchor;
+	if (anchor < w->st.lo || anchor >= w->st.hi ||
+	    !agent_peek(anchor + (uintptr_t)jw.o.anchor_sp, &sp, W))
+		return JW_ST_BAD_READ;
+	if (!sp) {
+		*done = true;
+		return JW_ST_OK;
+	}
+	if (!agent_peek(anchor + (uintptr_t)jw.o.anchor_pc, &pc, W) ||
+	    !agent_peek(anchor + (uintptr_t)jw.o.anchor_fp, &fp, W) ||
+	    (!pc && !jw_stack_word(&w->st, sp - W, &pc)))
+		return JW_ST_BAD_READ;
+	w->sp = sp;
+	w->pc = pc;
+	w->fp = fp;
+	return JW_ST_OK;
+}
+
 static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, int32_t *n)
 {
 	const struct vmstructs_walk *o = &jw.o;
-	uintptr_t jt = (uintptr_t)env - (uintptr_t)jw.env_off, anchor, base, size;
+	uintptr_t jt = (uintptr_t)env - (uintptr_t)jw.env_off, anchor, base, size, call_stub_ra;
 	struct jw_walk w = { .f = f, .max = max };
 	int32_t state;
 
@@ -575,19 +609,25 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 	 * rule, JavaFrameAnchor::capture_last_Java_pc). */
 	if (!w.pc && !jw_stack_word(&w.st, w.sp - W, &w.pc))
 		return JW_ST_BAD_READ;
+	/* Set when the stubs were made, before any Java code ran. */
+	if (!agent_peek(o->call_stub_ra, &call_stub_ra, W) || !call_stub_ra)
+		return JW_ST_BAD_READ;
 	for (int32_t i = 0; i < JPRING_MAX_FRAMES && w.n < max; i++) {
 		uintptr_t prev_sp = w.sp, blob;
+		bool done = false;
 		uint64_t tag;
 		enum jw_stat st;
 
-		if (codemap_in_interpreter(w.pc)) {
+		if (w.pc == call_stub_ra) {
+			/* Called from the VM (JavaCalls): done, or on from
+			 * the Java frames before that call. */
+			st = jw_entry(&w, &done);
+			if (st == JW_ST_OK && done)
+				break;
+		} else if (codemap_in_interpreter(w.pc)) {
 			st = jw_interpreted(&w);
 		} else {
 			tag = codemap_leaf(w.pc);
-			/* The thread's first Java frame was called from here:
-			 * the walk is complete. */
-			if (tag == JPRING_STUB_CALL && w.n)
-				break;
 			if (tag < JPRING_STUB_KINDS)
 				return JW_ST_UNKNOWN_PC;
 			blob = vmstructs_blob_at(w.pc);

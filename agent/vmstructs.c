@@ -228,9 +228,10 @@ out:
 
 /* ---- the frame walker's fields (javawalk.c) ---- */
 
-/* A non-static field's offset, or -1. Not signal-safe (strcmp over the
- * table), once per JVM. */
-static long vmstructs_offset(const char *type, const char *field)
+/* A non-static field's offset, or -1; with is_static, a static field's
+ * address (0: none). Not signal-safe (strcmp over the table), once per
+ * JVM. */
+static long vmstructs_field(const char *type, const char *field, bool is_static)
 {
 	const char *const *table = agent_jvm_sym("gHotSpotVMStructs");
 	bool ok = true;
@@ -238,20 +239,25 @@ static long vmstructs_offset(const char *type, const char *field)
 	uint64_t field_off = vmstructs_u64("gHotSpotVMStructEntryFieldNameOffset", &ok);
 	uint64_t static_off = vmstructs_u64("gHotSpotVMStructEntryIsStaticOffset", &ok);
 	uint64_t off_off = vmstructs_u64("gHotSpotVMStructEntryOffsetOffset", &ok);
+	uint64_t addr_off = vmstructs_u64("gHotSpotVMStructEntryAddressOffset", &ok);
 	uint64_t stride = vmstructs_u64("gHotSpotVMStructEntryArrayStride", &ok);
+	long none = is_static ? 0 : -1;
 
 	if (!table || !*table || !ok || !stride)
-		return -1;
+		return none;
 	for (const char *e = *table; e < *table + stride * 100000; e += stride) {
 		const char *t = *(const char *const *)(e + type_off);
 		const char *f = *(const char *const *)(e + field_off);
 
 		if (!t)
 			break;
-		if (f && !*(const int32_t *)(e + static_off) && !strcmp(t, type) && !strcmp(f, field))
-			return (long)*(const uint64_t *)(e + off_off);
+		if (!f || !*(const int32_t *)(e + static_off) != !is_static || strcmp(t, type) ||
+		    strcmp(f, field))
+			continue;
+		return is_static ? (long)*(const uintptr_t *)(e + addr_off) :
+				   (long)*(const uint64_t *)(e + off_off);
 	}
-	return -1;
+	return none;
 }
 
 int vmstructs_walk_init(struct vmstructs_walk *w, const char **missing)
@@ -276,19 +282,26 @@ int vmstructs_walk_init(struct vmstructs_walk *w, const char **missing)
 		{ "ConstantPool", "_pool_holder", &w->cp_holder, false },
 		{ "InstanceKlass", "_methods_jmethod_ids", &w->ik_jmethod_ids, false },
 		{ "CodeBlob", "_frame_size", &w->blob_frame_size, false },
+		{ "JavaCallWrapper", "_anchor", &w->wrapper_anchor, false },
 		/* JDK 17: the code's address; 25: its offset from the blob. */
 		{ "CodeBlob", "_code_begin", &w->blob_code_begin, true },
 		{ "CodeBlob", "_code_offset", &w->blob_code_offset, true },
 	};
 
 	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-		*fields[i].off = vmstructs_offset(fields[i].type, fields[i].field);
+		*fields[i].off = vmstructs_field(fields[i].type, fields[i].field, false);
 		if (*fields[i].off < 0 && !fields[i].optional) {
 			*missing = fields[i].field;
 			return -ENOENT;
 		}
 	}
 	w->const_size = vmstructs_type_size("ConstMethod");
+	w->call_stub_ra = (uintptr_t)vmstructs_field("StubRoutines", "_call_stub_return_address",
+						     true);
+	if (!w->call_stub_ra) {
+		*missing = "StubRoutines::_call_stub_return_address";
+		return -ENOENT;
+	}
 	if (w->blob_code_begin < 0 && w->blob_code_offset < 0) {
 		*missing = "CodeBlob::_code_begin";
 		return -ENOENT;

@@ -38,7 +38,9 @@ struct vmstructs_walk {
 	long const_constants, const_idnum, const_code_size;
 	long cp_holder, ik_jmethod_ids;
 	long blob_frame_size, blob_code_begin, blob_code_offset;
+	long wrapper_anchor;       /* JavaCallWrapper::_anchor */
 	unsigned const_size;       /* sizeof(ConstMethod): its bytecodes follow it */
+	uintptr_t call_stub_ra;    /* &StubRoutines::_call_stub_return_address */
 };
 /* Fills w from the JVM's tables. 0, or -ENOENT with *missing naming the
  * first field not found. Not signal-safe. */
