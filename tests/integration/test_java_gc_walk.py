@@ -1,10 +1,10 @@
 """Java frames of samples taken while the JVM is in a GC pause (JDK 17 and
 25, JVM run as nobody). AsyncGetCallTrace refuses every walk during a pause
 (-2: [gc_active]); a thread that runs native code meanwhile (zlib through
-JNI here, while another thread allocates hard under a 64 MiB heap: pauses
-take 40-55 % of the time) is walked by the agent from its frame anchor
+JNI here, while another thread allocates and collects a large graph: pauses
+take most of the time) is walked by the agent from its frame anchor
 (agent/javawalk.c). Its Java frames are then there in nearly all its
-samples, pauses or not: without the walk 35-50 % of them are [gc_active]
+samples, pauses or not: without the walk 35-65 % of them are [gc_active]
 (JPROF_TEST_AGENT_ENV="JPROF_AGENT_RECOVER=0" shows that failure)."""
 import os
 import sys
@@ -53,14 +53,21 @@ def check_zlib(jdk, stacks):
     jt.log("JDK %s: zlib thread %d samples, %d in %s (%d under its caller), %d [gc_active]; "
            "GC threads %d of %d" % (jdk, total, hot, HOT, whole, gc_active, gc_threads,
                                     jt.total_samples(stacks)))
-    # 4 s at 5 ms of one thread sharing 2 CPUs with the GC's (120-160).
-    jt.check(total >= 60, "too few samples of the zlib thread (%d):\n%s"
+    # 4 s at 5 ms of one thread sharing 2 CPUs with the collector and the
+    # allocating thread (40-130 seen on a loaded host).
+    jt.check(total >= 30, "too few samples of the zlib thread (%d):\n%s"
              % (total, jt.top_stacks(stacks)))
-    jt.check(hot >= 0.9 * total, "%s in %d of the zlib thread's %d samples (< 90 %%):\n%s"
+    # Without the walk 35-65 % of its samples are [gc_active] (none carries
+    # a Java frame); with it none are. Samples the daemon could not join
+    # with an agent record ([java_stack_missing], 5-15 % here on a loaded
+    # host, pauses or not) are another matter and not counted against it.
+    jt.check(gc_active <= 0.03 * total, "[gc_active] in %d of the zlib thread's %d samples:\n%s"
+             % (gc_active, total, jt.top_stacks(zlib)))
+    jt.check(hot >= 0.9 * (hot + gc_active) and hot >= 0.7 * total,
+             "%s in %d of the zlib thread's %d samples:\n%s"
              % (HOT, hot, total, jt.top_stacks(zlib)))
     jt.check(whole >= 0.9 * hot, "%s under its caller in %d of %d samples:\n%s"
              % (HOT, whole, hot, jt.top_stacks(zlib)))
-
 
 def main(t):
     d = t.start_daemon(*jv.agent_args())
