@@ -78,11 +78,11 @@ static struct {
 /* Measurement only (JPROF_AGENT_WALK_STATS=path: written at exit): why
  * GC-active samples were or were not walked. */
 enum jw_stat {
-	JW_ST_OK, JW_ST_STATE_JAVA, JW_ST_STATE_OTHER, JW_ST_NO_ANCHOR, JW_ST_BAD_READ,
+	JW_ST_OK, JW_ST_STATE_JAVA, JW_ST_STATE_OTHER, JW_ST_NO_JAVA, JW_ST_BAD_READ,
 	JW_ST_NO_METHOD, JW_ST_UNKNOWN_PC, JW_ST_NO_RECORD, JW_ST_BAD_FRAME, JW_ST_OFF, JW_ST_N,
 };
 static const char *const jw_stat_names[JW_ST_N] = {
-	"walked", "state_in_java", "state_other", "no_anchor", "bad_read", "no_method_id",
+	"walked", "state_in_java", "state_other", "no_java_frames", "bad_read", "no_method_id",
 	"unknown_pc", "no_inline_record", "bad_frame", "walker_off",
 };
 static unsigned long jw_stats[JW_ST_N];
@@ -161,13 +161,15 @@ static void jw_init(void)
 {
 	const char *stats = getenv("JPROF_AGENT_WALK_STATS");
 	const char *rec = getenv("JPROF_AGENT_RECOVER");
+	const char *gc = getenv("JPROF_AGENT_GC_WALK");
 	const char *missing = "";
 	void *p;
 
 	if (stats)
 		snprintf(jw_stats_path, sizeof(jw_stats_path), "%s", stats);
-	/* As ring.c's retry: off only for measuring what it gains. */
-	if (rec && !strcmp(rec, "0"))
+	/* As ring.c's retry: off only for measuring what it gains
+	 * (JPROF_AGENT_GC_WALK=0: this walk alone). */
+	if ((rec && !strcmp(rec, "0")) || (gc && !strcmp(gc, "0")))
 		return;
 #if defined(__x86_64__)
 	if (vmstructs_walk_init(&jw.o, &missing) < 0) {
@@ -602,8 +604,11 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 	    !agent_peek(jt + (uintptr_t)o->stack_base, &base, W) ||
 	    !agent_peek(jt + (uintptr_t)o->stack_size, &size, W) || size > base)
 		return JW_ST_BAD_READ;
+	/* No Java frame at all (a compiler thread compiling, a thread
+	 * attached from native code): what AsyncGetCallTrace says of such a
+	 * thread outside a pause (ticks_unknown_not_Java). */
 	if (!w.sp)
-		return JW_ST_NO_ANCHOR;
+		return JW_ST_NO_JAVA;
 	w.st = (struct jw_stack){ .lo = base - size, .hi = base };
 	/* No pc recorded: the return address just below sp (HotSpot's own
 	 * rule, JavaFrameAnchor::capture_last_Java_pc). */
@@ -656,5 +661,7 @@ int32_t javawalk_gc_active(JNIEnv *env, struct jpring_frame *f, int32_t max, int
 		st = jw_walk(env, f, max, &n);
 #endif
 	jw_count(st);
+	if (st == JW_ST_NO_JAVA)
+		return JPRING_UNKNOWN_NOT_JAVA;
 	return st == JW_ST_OK ? n : failed;
 }

@@ -25,9 +25,11 @@ void javawalk_method_unload(const void *code_addr);
 
 /* Async-signal-safe. For the current thread (env its JNIEnv), writes its
  * Java frames (leaf first, typed) into f (at most max) and returns how
- * many; returns failed (f's contents then undefined) when the thread runs
- * Java code, has no frame anchor, or anything on the way is not as
- * expected: a walk is complete or not used. */
+ * many; JPRING_UNKNOWN_NOT_JAVA for a thread without any Java frame (its
+ * anchor empty: a compiler thread), as AsyncGetCallTrace outside a pause;
+ * failed (f's contents then undefined) when the thread runs Java code or
+ * anything on the way is not as expected: a walk is complete or not
+ * used. */
 int32_t javawalk_gc_active(JNIEnv *env, struct jpring_frame *f, int32_t max, int32_t failed);
 
 #endif
