@@ -109,6 +109,7 @@ __attribute__((destructor)) static void jw_write_stats(void)
 	for (int i = 0; i < 16; i++)
 		if (jw_states[i])
 			dprintf(fd, " state%d=%lu", i, jw_states[i]);
+	dprintf(fd, " record_bytes=%zu nmethods_without_records=%lu", jw.bytes, jw.dropped);
 	dprintf(fd, "\n");
 	close(fd);
 }
@@ -190,25 +191,27 @@ static void jw_init(void)
 #endif
 }
 
-/* The slot of key, claimed if create. Writers only (jw.lock). */
-static struct jw_slot *jw_slot(uint64_t key, bool create)
+/* The slot of key, or NULL; with create, a free one is claimed for it
+ * (writers, under jw.lock). The handler looks up too: a slot's key, once
+ * set, never changes. */
+static struct jw_slot *jw_find(uint64_t key, bool create)
 {
 	uint32_t h = jw_hash(key);
+	struct jw_slot *s = NULL;
+	uint64_t k = 0;
 
 	for (unsigned i = 0; i < JW_PROBES; i++) {
-		struct jw_slot *s = &jw.slots[(h + i) & (JW_SLOTS - 1)];
-		uint64_t k = __atomic_load_n(&s->key, __ATOMIC_RELAXED);
-
-		if (k == key)
-			return s;
-		if (!k) {
-			if (!create)
-				return NULL;
-			__atomic_store_n(&s->key, key, __ATOMIC_RELEASE);
-			return s;
-		}
+		s = &jw.slots[(h + i) & (JW_SLOTS - 1)];
+		k = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
+		if (k == key || !k)
+			break;
 	}
-	return NULL;
+	if (k == key)
+		return s;
+	if (k || !create)
+		return NULL;
+	__atomic_store_n(&s->key, key, __ATOMIC_RELEASE);
+	return s;
 }
 
 /* Replaces the slot's record (NULL: none) and end; frees the old record
@@ -315,7 +318,7 @@ void javawalk_method_load(jvmtiEnv *jvmti, const void *code_addr, jint code_size
 			agent_warn("JavaThread not found from JNIEnv: samples taken in GC pauses "
 				   "keep [gc_active]");
 	}
-	s = jw_slot(code, true);
+	s = jw_find(code, true);
 	if (!s) {
 		jw.dropped++;
 		goto out;
@@ -335,7 +338,7 @@ void javawalk_method_unload(const void *code_addr)
 	if (!jw.slots)
 		return;
 	pthread_mutex_lock(&jw.lock);
-	s = jw_slot((uintptr_t)code_addr, false);
+	s = jw_find((uintptr_t)code_addr, false);
 	if (s)
 		jw_slot_set(s, 0, NULL);
 	pthread_mutex_unlock(&jw.lock);
@@ -390,20 +393,11 @@ static bool jw_is_native(uintptr_t m)
  * *n set, or -ENOENT (no record at pc), -EAGAIN (changed meanwhile). */
 static int jw_scopes_at(uintptr_t code, uintptr_t pc, struct jw_scope *out, uint32_t *n)
 {
-	uint32_t h = jw_hash(code), seq, lo, hi, off, first[2], npcs, nscopes;
-	const struct jw_slot *s = NULL;
+	const struct jw_slot *s = jw_find(code, false);
+	uint32_t seq, lo, hi, off, first[2], npcs, nscopes;
 	struct jw_rec rec;
 	uintptr_t r, end, pcs, scopes;
 
-	for (unsigned i = 0; i < JW_PROBES && !s; i++) {
-		const struct jw_slot *c = &jw.slots[(h + i) & (JW_SLOTS - 1)];
-		uint64_t k = __atomic_load_n(&c->key, __ATOMIC_ACQUIRE);
-
-		if (!k)
-			return -ENOENT;
-		if (k == code)
-			s = c;
-	}
 	if (!s)
 		return -ENOENT;
 	seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
