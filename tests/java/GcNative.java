@@ -4,15 +4,20 @@
 // AsyncGetCallTrace refuses its samples (GC active). Run with one GC thread
 // (-XX:+UseSerialGC), so that the native thread keeps a CPU meanwhile.
 // Usage: java GcNative SECONDS
-// Prints "ready" at once, {"rounds":..,"allocs":..} at the end.
+// Prints "ready" after the first round of zlib, {"rounds":..,"allocs":..} at
+// the end.
 import java.nio.ByteBuffer;
 import java.util.Random;
+import java.util.concurrent.CountDownLatch;
 import java.util.zip.DataFormatException;
 import java.util.zip.Deflater;
 import java.util.zip.Inflater;
 
 public class GcNative {
     static volatile long sink;
+    // Counted down after the zlib thread's first round: its set-up (direct
+    // buffers zeroed, page faults) is over when "ready" is printed.
+    static final CountDownLatch started = new CountDownLatch(1);
 
     // Direct buffers: the native code reads and writes them with no JNI
     // critical region, which would hold the collector off (GCLocker, JDK
@@ -41,7 +46,8 @@ public class GcNative {
             inf.setInput(packed);
             sink += inf.inflate(out);
             in.position(in.limit());
-            rounds++;
+            if (rounds++ == 0)
+                started.countDown();
         }
         return rounds;
     }
@@ -78,6 +84,7 @@ public class GcNative {
         Thread alloc = new Thread(() -> result[1] = allocLoop(endNs), "alloc");
         zlib.start();
         alloc.start();
+        started.await();
         System.out.println("ready");
         System.out.flush();
         zlib.join();
