@@ -23,9 +23,10 @@ static struct {
 	long hb_used;          /* HeapBlock::Header::_used */
 	unsigned hb_size;      /* sizeof(HeapBlock): the blob follows it */
 	long blob_name;        /* CodeBlob::_name */
+	long blob_frame;       /* CodeBlob::_frame_size: words, with the return address */
 } vms = { .method_code = -1, .blob_size = -1, .nm_method = -1, .nm_level = -1, .ga_len = -1,
 	  .ga_data = -1, .heap_memory = -1, .heap_segmap = -1, .heap_log2 = -1, .vs_low = -1,
-	  .vs_high = -1, .hb_used = -1, .blob_name = -1 };
+	  .vs_high = -1, .hb_used = -1, .blob_name = -1, .blob_frame = -1 };
 
 #define VMSTRUCTS_HEAPS_MAX 8
 /* A code heap as the handler sees it: read once on the agent's thread
@@ -95,6 +96,7 @@ int vmstructs_init(void)
 		{ "VirtualSpace", "_low", &vms.vs_low },
 		{ "VirtualSpace", "_high", &vms.vs_high },
 		{ "HeapBlock::Header", "_used", &vms.hb_used },
+		{ "CodeBlob", "_frame_size", &vms.blob_frame },
 	};
 
 	if (vms.done)
@@ -147,12 +149,12 @@ out:
 	return vms.ret;
 }
 
-int vmstructs_comp_level(uint64_t method, uintptr_t code_addr)
+/* The nmethod of method (a jmethodID) whose code starts at code_addr: the
+ * method's current one (Method::_code), if it holds code_addr; else 0. */
+static uintptr_t vmstructs_nmethod(uint64_t method, uintptr_t code_addr)
 {
 	uintptr_t m, nm, nm_method;
 	int32_t size = 0;
-	int32_t level = 0;
-	int8_t level8;
 
 	if (vms.ret < 0 || !vms.done)
 		return 0;
@@ -165,6 +167,17 @@ int vmstructs_comp_level(uint64_t method, uintptr_t code_addr)
 	    code_addr < nm || code_addr - nm >= (uintptr_t)size ||
 	    !agent_peek(nm + (uintptr_t)vms.nm_method, &nm_method, sizeof(nm_method)) ||
 	    nm_method != m)
+		return 0;
+	return nm;
+}
+
+int vmstructs_comp_level(uint64_t method, uintptr_t code_addr)
+{
+	uintptr_t nm = vmstructs_nmethod(method, code_addr);
+	int32_t level = 0;
+	int8_t level8;
+
+	if (!nm)
 		return 0;
 	if (vms.level_size == 1) {
 		if (!agent_peek(nm + (uintptr_t)vms.nm_level, &level8, 1))
@@ -261,4 +274,20 @@ bool vmstructs_in_blob(uintptr_t pc, const char *name)
 		return !memcmp(got, name, len);
 	}
 	return false;
+}
+
+/* Frame sizes (issue 13's compiled prologues): HotSpot's C1 and C2 frames
+ * are at most a few KiB; anything larger is taken as a misread. */
+#define VMSTRUCTS_FRAME_WORDS_MAX 8192
+
+unsigned vmstructs_frame_words(uint64_t method, uintptr_t code_addr)
+{
+	uintptr_t nm = vmstructs_nmethod(method, code_addr);
+	int32_t words = 0;
+
+	if (!nm || vms.blob_frame < 0 ||
+	    !agent_peek(nm + (uintptr_t)vms.blob_frame, &words, sizeof(words)) ||
+	    words < 2 || words > VMSTRUCTS_FRAME_WORDS_MAX)
+		return 0;
+	return (unsigned)words;
 }

@@ -27,4 +27,9 @@ void vmstructs_load_heaps(void);
  * agent_peek). False when unsure. Async-signal-safe. */
 bool vmstructs_in_blob(uintptr_t pc, const char *name);
 
+/* The frame size of the nmethod of method (a jmethodID) whose code starts at
+ * code_addr, in words, return address and saved rbp included
+ * (CodeBlob::_frame_size); 0 when unknown (as vmstructs_comp_level). */
+unsigned vmstructs_frame_words(uint64_t method, uintptr_t code_addr);
+
 #endif
