@@ -371,6 +371,7 @@ void codemap_replay(jvmtiEnv *jvmti)
 	if (!codemap_slots)
 		return;
 	vmstructs_load_heaps();
+	vmstructs_load_intrinsics();
 	(*jvmti)->GenerateEvents(jvmti, JVMTI_EVENT_DYNAMIC_CODE_GENERATED);
 	(*jvmti)->GenerateEvents(jvmti, JVMTI_EVENT_COMPILED_METHOD_LOAD);
 	if (codemap_full)
@@ -487,8 +488,23 @@ uint64_t codemap_leaf(uintptr_t pc)
 	}
 	/* HotSpot announces vtable and itable stubs only when the creating
 	 * thread has JVMTI state, which compiler threads, which make most of
-	 * them, do not: find their blob in the code cache instead. */
-	if (!tag && vmstructs_in_blob(pc, "vtable chunks"))
-		tag = JPRING_STUB_DISPATCH;
+	 * them, do not, and never the MethodHandle intrinsics' nmethods (C2
+	 * inlines or calls them frameless): find their blob in the code cache
+	 * instead. */
+	if (!tag) {
+		static const uint64_t of_blob[VMSTRUCTS_BLOB_KINDS] = {
+			[VMSTRUCTS_BLOB_VTABLE_CHUNKS] = JPRING_STUB_DISPATCH,
+			[VMSTRUCTS_BLOB_INVOKE_BASIC] = JPRING_STUB_INVOKE_BASIC,
+			[VMSTRUCTS_BLOB_LINK_TO_VIRTUAL] = JPRING_STUB_LINK_TO_VIRTUAL,
+			[VMSTRUCTS_BLOB_LINK_TO_STATIC] = JPRING_STUB_LINK_TO_STATIC,
+			[VMSTRUCTS_BLOB_LINK_TO_SPECIAL] = JPRING_STUB_LINK_TO_SPECIAL,
+			[VMSTRUCTS_BLOB_LINK_TO_INTERFACE] = JPRING_STUB_LINK_TO_INTERFACE,
+			[VMSTRUCTS_BLOB_LINK_TO_NATIVE] = JPRING_STUB_LINK_TO_NATIVE,
+		};
+		int kind = vmstructs_blob_kind(pc);
+
+		if (kind > 0 && kind < VMSTRUCTS_BLOB_KINDS)
+			tag = of_blob[kind];
+	}
 	return tag;
 }

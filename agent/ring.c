@@ -220,7 +220,7 @@ static int32_t ring_retry_frame(struct asgct_trace *caller, const ucontext_t *uc
 }
 
 static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32_t failed,
-			  uintptr_t *caller_pc)
+			  uintptr_t *caller_pc, uint64_t *leaf_tag)
 {
 	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
 	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
@@ -231,6 +231,7 @@ static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32
 	int32_t n;
 	ucontext_t c;
 
+	*leaf_tag = leaf;
 	caller.frames = trace->frames + 1;
 	/* Inside a compiled method's prologue, before rbp is stored: the words
 	 * at sp are stale spill slots, the return address is at sp + disp + 8,
@@ -276,20 +277,19 @@ static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32
 	return failed;
 }
 
-/* The leaf a retried walk stepped over, from the code map: the compiled
- * method whose code holds pc (its entry or exit: bci unknown), or a
- * pseudo-frame naming the stub kind (0: not known). */
-static void ring_leaf(struct asgct_frame *leaf, const ucontext_t *uc)
+/* The leaf a retried walk stepped over, from the code map (tag, as
+ * ring_retry looked it up): the compiled method whose code holds pc (its
+ * entry or exit: bci unknown), or a pseudo-frame naming the stub kind (0:
+ * not known). */
+static void ring_leaf(struct asgct_frame *leaf, uint64_t tag)
 {
-	uint64_t tag = codemap_leaf((uintptr_t)uc->uc_mcontext.gregs[REG_RIP]);
-
 	/* A jmethodID is a pointer, never below JPRING_STUB_KINDS. */
 	leaf->lineno = tag >= JPRING_STUB_KINDS ? -1 : JPRING_BCI_STUB;
 	leaf->method_id = (jmethodID)(uintptr_t)tag;
 }
 #else
 static int32_t ring_retry(struct asgct_trace *trace, const void *uc, int32_t failed,
-			  uintptr_t *caller_pc)
+			  uintptr_t *caller_pc, uint64_t *leaf_tag)
 {
 	return failed;
 }
@@ -470,12 +470,13 @@ static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc
 			.frames = (struct asgct_frame *)(void *)slot->frames,
 		};
 		uintptr_t caller_pc = 0;
+		uint64_t leaf_tag = 0;
 
 		ring_asgct(&trace, JPRING_MAX_FRAMES, uc);
 		n = trace.num_frames;
 		if ((n == JPRING_UNKNOWN_JAVA || n == JPRING_NOT_WALKABLE_JAVA) && uc &&
 		    ring_recover)
-			n = ring_retry(&trace, uc, n, &caller_pc);
+			n = ring_retry(&trace, uc, n, &caller_pc, &leaf_tag);
 		if (n > JPRING_MAX_FRAMES)
 			n = JPRING_MAX_FRAMES;
 		/* ASGCT leaves the padding alone. */
@@ -483,7 +484,7 @@ static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc
 			slot->frames[i].type = JPRING_TYPE_UNKNOWN;
 #if defined(__x86_64__)
 		if (caller_pc)
-			ring_leaf(trace.frames, uc);
+			ring_leaf(trace.frames, leaf_tag);
 #endif
 		if (n > 0 && uc)
 			ring_type_frames(slot->frames, n, uc, caller_pc);

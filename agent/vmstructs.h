@@ -32,4 +32,28 @@ bool vmstructs_in_blob(uintptr_t pc, const char *name);
  * (CodeBlob::_frame_size); 0 when unknown (as vmstructs_comp_level). */
 unsigned vmstructs_frame_words(uint64_t method, uintptr_t code_addr);
 
+/* What the code blob holding pc is, for a pc the code map does not know
+ * (vmstructs_blob_kind). The MethodHandle intrinsics are found by their
+ * Method's intrinsic id. */
+enum vmstructs_blob_kind {
+	VMSTRUCTS_BLOB_UNKNOWN = 0,
+	VMSTRUCTS_BLOB_VTABLE_CHUNKS,      /* "vtable chunks": vtable and itable stubs */
+	VMSTRUCTS_BLOB_INVOKE_BASIC,       /* MethodHandle.invokeBasic's nmethods */
+	VMSTRUCTS_BLOB_LINK_TO_VIRTUAL,
+	VMSTRUCTS_BLOB_LINK_TO_STATIC,
+	VMSTRUCTS_BLOB_LINK_TO_SPECIAL,
+	VMSTRUCTS_BLOB_LINK_TO_INTERFACE,
+	VMSTRUCTS_BLOB_LINK_TO_NATIVE,
+	VMSTRUCTS_BLOB_KINDS,
+};
+
+/* Reads the ids of the MethodHandle intrinsics, once (the agent's thread,
+ * with vmstructs_load_heaps). */
+void vmstructs_load_intrinsics(void);
+
+/* The kind of the blob holding pc, through the segment map as
+ * vmstructs_in_blob, plus two words of the nmethod's Method for the
+ * intrinsics; VMSTRUCTS_BLOB_UNKNOWN when unsure. Async-signal-safe. */
+int vmstructs_blob_kind(uintptr_t pc);
+
 #endif
