@@ -1,8 +1,8 @@
 /* Where the JVM's compiled Java code and its interpreter lie, so that the
  * signal handler can say how the leaf frames of a sample run (interpreted,
  * compiled, inlined): JVMTI CompiledMethodLoad / CompiledMethodUnload give
- * each nmethod's method and code range, DynamicCodeGenerated the
- * interpreter's. Written by JVMTI callbacks (any thread, under a mutex), read
+ * each nmethod's method and code range (VMStructs its tier and frame size),
+ * DynamicCodeGenerated the interpreter's and the stubs'. Written by JVMTI callbacks (any thread, under a mutex), read
  * by the handler without locks (a seqlock per entry; a read that races a
  * write gives up: the frame stays of unknown type). */
 #ifndef JPROF_AGENT_CODEMAP_H

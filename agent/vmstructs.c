@@ -315,6 +315,13 @@ unsigned vmstructs_frame_words(uint64_t method, uintptr_t code_addr)
 	uintptr_t nm = vmstructs_nmethod(method, code_addr);
 	int32_t words = 0;
 
+	static bool warned;
+
+	/* Any JVMTI thread: the exchange makes the line once. */
+	if (vms.done && vms.ret == 0 && vms.blob_frame < 0 &&
+	    !__atomic_exchange_n(&warned, true, __ATOMIC_RELAXED))
+		agent_warn("VMStructs lack CodeBlob::_frame_size: samples on a compiled method's "
+			   "entry barrier (JDK 25) stay [unknown_java]");
 	if (!nm || vms.blob_frame < 0 ||
 	    !agent_peek(nm + (uintptr_t)vms.blob_frame, &words, sizeof(words)) ||
 	    words < 2 || words > VMSTRUCTS_FRAME_WORDS_MAX)
@@ -343,9 +350,12 @@ void vmstructs_load_intrinsics(void)
 	bool ok = true, any = false;
 	uint64_t value_off = vmstructs_u64("gHotSpotVMIntConstantEntryValueOffset", &ok);
 
-	if (__atomic_load_n(&vms_mh_known, __ATOMIC_ACQUIRE) || !vms.done ||
-	    vms.method_intrinsic < 0 || vms.nm_method < 0 || !ok)
+	static bool warned;
+
+	if (__atomic_load_n(&vms_mh_known, __ATOMIC_ACQUIRE) || !vms.done)
 		return;
+	if (vms.method_intrinsic < 0 || vms.nm_method < 0 || !ok)
+		goto out;
 	for (int k = 0; k < VMSTRUCTS_BLOB_KINDS; k++) {
 		const char *e = vms_mh_names[k] ?
 			vmstructs_entry("gHotSpotVMIntConstants",
@@ -359,8 +369,14 @@ void vmstructs_load_intrinsics(void)
 		else
 			any = true;
 	}
+out:
 	if (any)
 		__atomic_store_n(&vms_mh_known, true, __ATOMIC_RELEASE);
+	else if (!warned) {
+		warned = true;
+		agent_warn("VMStructs lack the MethodHandle intrinsics' ids: their frames stay "
+			   "[unknown_java_leaf]");
+	}
 }
 
 int vmstructs_blob_kind(uintptr_t pc)

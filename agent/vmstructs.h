@@ -1,7 +1,10 @@
 /* What HotSpot's exported VMStructs tables (gHotSpotVMStructs,
- * gHotSpotVMTypes) say about the layout of its nmethods, read once, so that
- * the agent can learn facts JVMTI does not give: an nmethod's compilation
- * tier. A JVM without the tables or a field falls back (tier unknown). */
+ * gHotSpotVMTypes, gHotSpotVMIntConstants) say about the layout of its
+ * nmethods, read once, so that the agent can learn facts JVMTI does not
+ * give: an nmethod's compilation tier and frame size, and which code blob a
+ * pc the agent was never told about is in. A JVM without the tables or a
+ * field falls back (tier unknown, no retry from the frame size, leaf not
+ * named). */
 #ifndef JPROF_AGENT_VMSTRUCTS_H
 #define JPROF_AGENT_VMSTRUCTS_H
 
