@@ -53,11 +53,14 @@ def record(t, d, jdk, mode, env):
     jt.check_eq(r.returncode, 0, "jprofctl exit code (stderr: %s)" % r.stderr)
     with open(path) as f:
         stacks = jt.parse_collapsed(f.read())
-    cwd = os.readlink("/proc/%d/cwd" % jvm.pid)
+    try:
+        cwd = os.readlink("/proc/%d/cwd" % jvm.pid)
+    except OSError:
+        cwd = "/tmp"   # gone: stop_alive says so
     jvm.stop_alive()
     # HotSpot writes its crash log to the working directory, else /tmp.
-    for d in (cwd, "/tmp"):
-        hs_err = os.path.join(d, "hs_err_pid%d.log" % jvm.pid)
+    for where in (cwd, "/tmp"):
+        hs_err = os.path.join(where, "hs_err_pid%d.log" % jvm.pid)
         jt.check(not os.path.exists(hs_err), "the JVM crashed: %s" % hs_err)
     return stacks
 
