@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -87,6 +88,14 @@ struct unwtab {
 	uint64_t last_sweep;
 	uint64_t full_until;       /* unwind_procs was full: no loads before then */
 	struct jp_unwind_proc entry;
+	struct procmaps_fuse_cache fuse;
+};
+
+/* What load_proc learns of one process, read only when needed. */
+struct proc_view {
+	uint32_t tgid;
+	int64_t uid;               /* effective; -1: not read yet */
+	bool fuse_free;            /* in the daemon's mount namespace, which has no FUSE mount */
 };
 
 /* ---- row allocator ---- */
@@ -293,7 +302,34 @@ static int open_debug_file(const uint8_t *bid, size_t len)
 
 /* The table of the binary behind one mapping of tgid, built if new; NULL
  * when the file cannot be read. */
-static struct table *table_for(struct unwtab *u, uint32_t tgid, uint32_t uid,
+static bool proc_uid(struct proc_view *pv)
+{
+	uid_t uids[4];
+
+	if (pv->uid < 0 && proc_read_uids((pid_t)pv->tgid, uids) == 0)
+		pv->uid = uids[1];  /* effective: whose process it is now */
+	return pv->uid >= 0;
+}
+
+/* The table already built from the file a mapping shows, found by its path
+ * rather than through /proc/PID/map_files (whose lookup costs several times
+ * more, once per mapping of every new process). Only where the path names
+ * the mapped file: the process in the daemon's mount namespace, which has
+ * no FUSE mount the lookup could wait on, and the file at that path has
+ * the device and inode the mapping shows. NULL: look it up the usual way. */
+static struct table *table_by_path(struct unwtab *u, const struct proc_view *pv,
+				   const struct procmaps_entry *e)
+{
+	struct stat sb;
+
+	if (!pv->fuse_free || e->deleted || e->path[0] != '/' || stat(e->path, &sb) < 0 ||
+	    !S_ISREG(sb.st_mode) || sb.st_ino != e->inode ||
+	    major(sb.st_dev) != e->dev_major || minor(sb.st_dev) != e->dev_minor)
+		return NULL;
+	return table_find_file(u, &sb);
+}
+
+static struct table *table_for(struct unwtab *u, struct proc_view *pv,
 				const struct procmaps_entry *e)
 {
 	char path[96];
@@ -303,8 +339,12 @@ static struct table *table_for(struct unwtab *u, uint32_t tgid, uint32_t uid,
 	struct cfi_table *ct = NULL;
 	enum cfi_error why = CFI_OK;
 	uint64_t t0;
+	uint32_t tgid = pv->tgid, uid;
 	int fd, dfd, len, r;
 
+	t = table_by_path(u, pv, e);
+	if (t)
+		return t;
 	/* map_files: the file as mapped, whatever its path now says (replaced,
 	 * deleted, another mount namespace). */
 	snprintf(path, sizeof(path), "/proc/%u/map_files/%llx-%llx", tgid,
@@ -328,7 +368,10 @@ static struct table *table_for(struct unwtab *u, uint32_t tgid, uint32_t uid,
 		goto out;
 	}
 	t = table_find(u, &sb, bid, (size_t)len);
-	if (t || over_share(u, uid, 0))
+	if (t || !proc_uid(pv))
+		goto out;
+	uid = (uint32_t)pv->uid;
+	if (over_share(u, uid, 0))
 		goto out;
 	tabs = realloc(u->tables, (u->ntables + 1) * sizeof(*tabs));
 	t = calloc(1, sizeof(*t));
@@ -426,16 +469,15 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 	struct jp_unwind_proc *ent = &u->entry;
 	struct procmaps *m = NULL;
 	struct proc *p, np = { .tgid = tgid };
+	struct proc_view pv = { .tgid = tgid, .uid = -1 };
 	char path[64];
 	unsigned fuse[64];
-	uid_t uids[4], uid;
 	size_t nfuse;
 	uint64_t start, now = clock_mono_ns(), h;
 
-	if (proc_read_start_boottime((pid_t)tgid, &start) < 0 ||
-	    proc_read_uids((pid_t)tgid, uids) < 0)
+	/* Its uid only if a table is to be built for it (its share). */
+	if (proc_read_start_boottime((pid_t)tgid, &start) < 0)
 		return;  /* gone */
-	uid = uids[1];  /* effective: whose process it is now */
 	start -= start % TICK_NS;
 	if (want_start && want_start - want_start % TICK_NS != start)
 		return;  /* the pid is another process's now */
@@ -452,8 +494,8 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 		p->loaded_ns = now;  /* nothing new mapped */
 		goto out;
 	}
-	snprintf(path, sizeof(path), "/proc/%u/mountinfo", tgid);
-	nfuse = procmaps_fuse_devices(path, fuse, sizeof(fuse) / sizeof(fuse[0]));
+	nfuse = procmaps_fuse_devices_of(&u->fuse, "/proc", (int)tgid, fuse,
+					 sizeof(fuse) / sizeof(fuse[0]), &pv.fuse_free);
 	memset(ent, 0, sizeof(*ent));
 	ent->start_ns = start;
 	np.refs = calloc(JP_UNWIND_MAX_MAPS, sizeof(*np.refs));
@@ -480,7 +522,7 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 			u->st.untrusted_fs++;
 			continue;
 		}
-		t = table_for(u, tgid, uid, e);
+		t = table_for(u, &pv, e);
 		if (!t)
 			continue;
 		t->refs++;
@@ -641,6 +683,7 @@ int unwtab_new(int rows_fd, int procs_fd, uint32_t rows_capacity, struct unwtab 
 	u->free[0] = (struct range){ 0, rows_capacity };
 	u->nfree = rows_capacity ? 1 : 0;
 	u->last_sweep = clock_mono_ns();
+	procmaps_fuse_cache_init(&u->fuse);
 	pthread_mutex_init(&u->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_cond_init(&u->wake, &ca);
@@ -679,6 +722,7 @@ void unwtab_free(struct unwtab *u)
 	free(u->procs);
 	free(u->free);
 	free(u->queue);
+	procmaps_fuse_cache_release(&u->fuse);
 	free(u);
 }
 
