@@ -309,10 +309,6 @@ static int symbols_read_maps(struct symbols *s, struct sym_proc *p, uint64_t now
 	int ret;
 
 	p->last_read_ms = now;
-	/* Files on FUSE are not read on the event loop: their server could
-	 * make the read wait forever. They keep module+offset names. */
-	nfuse = procmaps_fuse_devices_of(&s->fuse, s->proc_root, (int)p->pid, fuse,
-					 sizeof(fuse) / sizeof(fuse[0]), NULL);
 	snprintf(path, sizeof(path), "%s/%d/maps", s->proc_root, (int)p->pid);
 	ret = procmaps_read(path, &pm);
 	if (ret < 0) {
@@ -320,6 +316,11 @@ static int symbols_read_maps(struct symbols *s, struct sym_proc *p, uint64_t now
 		ret = ret == -ENOMEM ? ret : 0;
 		goto out;
 	}
+	/* Files on FUSE are not read on the event loop: their server could
+	 * make the read wait forever. They keep module+offset names. (After
+	 * the maps: a process gone already costs no more reads.) */
+	nfuse = procmaps_fuse_devices_of(&s->fuse, s->proc_root, (int)p->pid, fuse,
+					 sizeof(fuse) / sizeof(fuse[0]), NULL);
 	s->stats.maps_reads++;
 	maps = calloc(pm->count ? pm->count : 1, sizeof(*maps));
 	if (!maps) {
@@ -415,7 +416,11 @@ static int symbols_get_proc(struct symbols *s, pid_t pid, uint64_t start, uint64
 			ret = -ESRCH;
 			goto out;
 		}
-		if (other || now - p->last_check_ms >= SYM_PID_CHECK_MS) {
+		/* A sample that names its process's start (all BPF samples do)
+		 * tells by itself whether the cached process is its own: /proc
+		 * is asked only when they differ or the start is unknown. */
+		if (other || ((!start || !p->start_time) &&
+			      now - p->last_check_ms >= SYM_PID_CHECK_MS)) {
 			uint64_t st = symbols_read_start_time(s, pid);
 
 			p->last_check_ms = now;
