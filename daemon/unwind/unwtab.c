@@ -389,18 +389,18 @@ static void table_unspill(struct unwtab *u, struct table *t)
 	struct cfi_table ct = { .n = t->spill_rows };
 
 	ct.rows = malloc((size_t)t->spill_rows * sizeof(*ct.rows));
-	if (!ct.rows || spill_decode(t->spill, t->spill_len, ct.rows, ct.n) < 0) {
-		free(ct.rows);
-		return;
+	if (ct.rows && spill_decode(t->spill, t->spill_len, ct.rows, ct.n) == 0) {
+		/* Referenced meanwhile, so making room never drops t itself. */
+		t->refs++;
+		table_load(u, t, &ct);
+		t->refs--;
 	}
-	/* Referenced meanwhile, so making room never drops t itself. */
-	t->refs++;
-	table_load(u, t, &ct);
-	t->refs--;
 	free(ct.rows);
-	if (!t->count)
-		return;  /* no room now: kept for the next try */
-	u->st.reloads++;
+	/* No room even after evicting every idle table: like a new table that
+	 * does not fit, it stays without rows (frame pointers), not retried at
+	 * every load of a process that maps it (each try would evict all
+	 * idle tables again). */
+	u->st.reloads += t->count ? 1 : 0;
 	u->st.spill_bytes -= t->spill_len;
 	free(t->spill);
 	t->spill = NULL;
