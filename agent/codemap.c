@@ -1,6 +1,7 @@
 #include "codemap.h"
 
 #include "agent.h"
+#include "javawalk.h"
 #include "jprof_agent.h"
 #include "vmstructs.h"
 
@@ -278,11 +279,13 @@ static void JNICALL codemap_on_load(jvmtiEnv *jvmti, jmethodID method, jint code
 		codemap_add(id, (uintptr_t)code_addr, (uintptr_t)code_size,
 			    vmstructs_comp_level(id, (uintptr_t)code_addr),
 			    vmstructs_frame_words(id, (uintptr_t)code_addr));
+	javawalk_method_load(jvmti, code_addr, code_size, compile_info);
 }
 
 static void JNICALL codemap_on_unload(jvmtiEnv *jvmti, jmethodID method, const void *code_addr)
 {
 	codemap_remove((uint64_t)(uintptr_t)method, (uintptr_t)code_addr);
+	javawalk_method_unload(code_addr);
 }
 
 /* What kind of leaf a stub HotSpot announced is, by its name (as JDK 17

@@ -10,6 +10,7 @@
 
 #include "agent.h"
 #include "codemap.h"
+#include "javawalk.h"
 #include "jprof_agent.h"
 #include "wall.h"
 
@@ -486,7 +487,11 @@ static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc
 		if (caller_pc)
 			ring_leaf(trace.frames, leaf_tag);
 #endif
-		if (n > 0 && uc)
+		/* In a GC pause: walk from the thread's frame anchor (javawalk.c);
+		 * its frames come typed. */
+		if (n == JPRING_GC_ACTIVE)
+			n = javawalk_gc_active(env, slot->frames, JPRING_MAX_FRAMES, n);
+		else if (n > 0 && uc)
 			ring_type_frames(slot->frames, n, uc, caller_pc);
 	}
 	ring_commit(slot, w, n);

@@ -257,8 +257,8 @@ out:
 
 /* The code blob holding pc (its CodeBlob, after the heap block's header),
  * or 0: not in a code heap, a free block, or a segment map that does not
- * lead to a block's start within VMSTRUCTS_SEG_STEPS. */
-static uintptr_t vmstructs_blob_at(uintptr_t pc)
+ * lead to a block's start within VMSTRUCTS_SEG_STEPS. Also javawalk.c's. */
+uintptr_t vmstructs_blob_at(uintptr_t pc)
 {
 	unsigned n = __atomic_load_n(&vms_nheaps, __ATOMIC_ACQUIRE);
 
@@ -400,3 +400,92 @@ int vmstructs_blob_kind(uintptr_t pc)
 			return k;
 	return VMSTRUCTS_BLOB_UNKNOWN;
 }
+
+/* ---- the frame walker's fields (javawalk.c) ---- */
+
+/* A non-static field's offset, or -1; with is_static, a static field's
+ * address (0: none). Not signal-safe (strcmp over the table), once per
+ * JVM. */
+static long vmstructs_field(const char *type, const char *field, bool is_static)
+{
+	const char *const *table = agent_jvm_sym("gHotSpotVMStructs");
+	bool ok = true;
+	uint64_t type_off = vmstructs_u64("gHotSpotVMStructEntryTypeNameOffset", &ok);
+	uint64_t field_off = vmstructs_u64("gHotSpotVMStructEntryFieldNameOffset", &ok);
+	uint64_t static_off = vmstructs_u64("gHotSpotVMStructEntryIsStaticOffset", &ok);
+	uint64_t off_off = vmstructs_u64("gHotSpotVMStructEntryOffsetOffset", &ok);
+	uint64_t addr_off = vmstructs_u64("gHotSpotVMStructEntryAddressOffset", &ok);
+	uint64_t stride = vmstructs_u64("gHotSpotVMStructEntryArrayStride", &ok);
+	long none = is_static ? 0 : -1;
+
+	if (!table || !*table || !ok || !stride)
+		return none;
+	for (const char *e = *table; e < *table + stride * 100000; e += stride) {
+		const char *t = *(const char *const *)(e + type_off);
+		const char *f = *(const char *const *)(e + field_off);
+
+		if (!t)
+			break;
+		if (!f || !*(const int32_t *)(e + static_off) != !is_static || strcmp(t, type) ||
+		    strcmp(f, field))
+			continue;
+		return is_static ? (long)*(const uintptr_t *)(e + addr_off) :
+				   (long)*(const uint64_t *)(e + off_off);
+	}
+	return none;
+}
+
+int vmstructs_walk_init(struct vmstructs_walk *w, const char **missing)
+{
+	const struct {
+		const char *type, *field;
+		long *off;
+		bool optional;
+	} fields[] = {
+		{ "JavaThread", "_thread_state", &w->thread_state, false },
+		{ "JavaThread", "_anchor", &w->anchor, false },
+		{ "JavaThread", "_stack_base", &w->stack_base, false },
+		{ "JavaThread", "_stack_size", &w->stack_size, false },
+		{ "JavaFrameAnchor", "_last_Java_sp", &w->anchor_sp, false },
+		{ "JavaFrameAnchor", "_last_Java_pc", &w->anchor_pc, false },
+		{ "JavaFrameAnchor", "_last_Java_fp", &w->anchor_fp, false },
+		{ "Method", "_constMethod", &w->method_const, false },
+		{ "Method", "_access_flags", &w->method_flags, false },
+		{ "ConstMethod", "_constants", &w->const_constants, false },
+		{ "ConstMethod", "_method_idnum", &w->const_idnum, false },
+		{ "ConstMethod", "_code_size", &w->const_code_size, false },
+		{ "ConstantPool", "_pool_holder", &w->cp_holder, false },
+		{ "InstanceKlass", "_methods_jmethod_ids", &w->ik_jmethod_ids, false },
+		{ "CodeBlob", "_frame_size", &w->blob_frame_size, false },
+		{ "JavaCallWrapper", "_anchor", &w->wrapper_anchor, false },
+		/* JDK 17: the code's address; 25: its offset from the blob. */
+		{ "CodeBlob", "_code_begin", &w->blob_code_begin, true },
+		{ "CodeBlob", "_code_offset", &w->blob_code_offset, true },
+	};
+
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		*fields[i].off = vmstructs_field(fields[i].type, fields[i].field, false);
+		if (*fields[i].off < 0 && !fields[i].optional) {
+			*missing = fields[i].field;
+			return -ENOENT;
+		}
+	}
+	w->const_size = vmstructs_type_size("ConstMethod");
+	w->call_stub_ra = (uintptr_t)vmstructs_field("StubRoutines", "_call_stub_return_address",
+						     true);
+	if (!w->call_stub_ra) {
+		*missing = "StubRoutines::_call_stub_return_address";
+		return -ENOENT;
+	}
+	if (w->blob_code_begin < 0 && w->blob_code_offset < 0) {
+		*missing = "CodeBlob::_code_begin";
+		return -ENOENT;
+	}
+	if (!w->const_size) {
+		*missing = "ConstMethod's size";
+		return -ENOENT;
+	}
+	return 0;
+}
+
+/* ---- end of the frame walker's fields ---- */

@@ -59,4 +59,28 @@ void vmstructs_load_intrinsics(void);
  * intrinsics; VMSTRUCTS_BLOB_UNKNOWN when unsure. Async-signal-safe. */
 int vmstructs_blob_kind(uintptr_t pc);
 
+/* ---- the frame walker's fields (javawalk.c) ---- */
+
+/* Offsets (bytes) of the fields javawalk reads; -1 for an optional one not
+ * there (blob_code_begin on JDK 17, blob_code_offset on 25). */
+struct vmstructs_walk {
+	long thread_state, anchor, stack_base, stack_size;
+	long anchor_sp, anchor_pc, anchor_fp;
+	long method_const, method_flags;
+	long const_constants, const_idnum, const_code_size;
+	long cp_holder, ik_jmethod_ids;
+	long blob_frame_size, blob_code_begin, blob_code_offset;
+	long wrapper_anchor;       /* JavaCallWrapper::_anchor */
+	unsigned const_size;       /* sizeof(ConstMethod): its bytecodes follow it */
+	uintptr_t call_stub_ra;    /* &StubRoutines::_call_stub_return_address */
+};
+/* Fills w from the JVM's tables. 0, or -ENOENT with *missing naming the
+ * first field not found. Not signal-safe. */
+int vmstructs_walk_init(struct vmstructs_walk *w, const char **missing);
+/* The start of the code blob (its CodeBlob) that holds pc, from the code
+ * heaps' segment maps, or 0 (not in a heap, a free block, heaps not read
+ * yet). Async-signal-safe: every byte through agent_peek. (vmstructs.c's
+ * own lookup, shared.) */
+uintptr_t vmstructs_blob_at(uintptr_t pc);
+
 #endif
