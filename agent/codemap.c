@@ -1,6 +1,7 @@
 #include "codemap.h"
 
 #include "agent.h"
+#include "javawalk.h"
 #include "jprof_agent.h"
 #include "vmstructs.h"
 
@@ -34,6 +35,8 @@ struct codemap_slot {
 	uint32_t seq;                /* odd while a writer changes the ranges */
 	uint8_t level[CODEMAP_RANGES];   /* CompLevel of each range; 0 = unknown */
 	uint8_t reserved;
+	uint16_t frame[CODEMAP_RANGES];  /* frame size in words of each range; 0 = unknown */
+	uint16_t reserved2;
 	uintptr_t start[CODEMAP_RANGES];
 	uintptr_t end[CODEMAP_RANGES];   /* 0 = unused */
 };
@@ -205,7 +208,8 @@ static void codemap_index_remove(uintptr_t start, uintptr_t len, uint64_t tag)
 	}
 }
 
-static void codemap_add(uint64_t method, uintptr_t start, uintptr_t len, int level)
+static void codemap_add(uint64_t method, uintptr_t start, uintptr_t len, int level,
+			unsigned frame)
 {
 	struct codemap_slot *s;
 	int free_ix = -1;
@@ -235,6 +239,8 @@ static void codemap_add(uint64_t method, uintptr_t start, uintptr_t len, int lev
 	__atomic_store_n(&s->start[free_ix], start, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->end[free_ix], start + len, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->level[free_ix], (uint8_t)level, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->frame[free_ix], (uint16_t)(frame <= UINT16_MAX ? frame : 0),
+			 __ATOMIC_RELAXED);
 	codemap_write_end(&s->seq);
 	codemap_index_add(start, len, method);
 out:
@@ -265,16 +271,21 @@ static void JNICALL codemap_on_load(jvmtiEnv *jvmti, jmethodID method, jint code
 				    const void *code_addr, jint map_length,
 				    const jvmtiAddrLocationMap *map, const void *compile_info)
 {
-	/* The tier is read here, on a JVMTI thread: the handler only looks it
-	 * up. */
+	uint64_t id = (uint64_t)(uintptr_t)method;
+
+	/* The tier and frame size are read here, on a JVMTI thread: the
+	 * handler only looks them up. */
 	if (code_size > 0)
-		codemap_add((uint64_t)(uintptr_t)method, (uintptr_t)code_addr, (uintptr_t)code_size,
-			    vmstructs_comp_level((uint64_t)(uintptr_t)method, (uintptr_t)code_addr));
+		codemap_add(id, (uintptr_t)code_addr, (uintptr_t)code_size,
+			    vmstructs_comp_level(id, (uintptr_t)code_addr),
+			    vmstructs_frame_words(id, (uintptr_t)code_addr));
+	javawalk_method_load(jvmti, code_addr, code_size, compile_info);
 }
 
 static void JNICALL codemap_on_unload(jvmtiEnv *jvmti, jmethodID method, const void *code_addr)
 {
 	codemap_remove((uint64_t)(uintptr_t)method, (uintptr_t)code_addr);
+	javawalk_method_unload(code_addr);
 }
 
 /* What kind of leaf a stub HotSpot announced is, by its name (as JDK 17
@@ -363,6 +374,7 @@ void codemap_replay(jvmtiEnv *jvmti)
 	if (!codemap_slots)
 		return;
 	vmstructs_load_heaps();
+	vmstructs_load_intrinsics();
 	(*jvmti)->GenerateEvents(jvmti, JVMTI_EVENT_DYNAMIC_CODE_GENERATED);
 	(*jvmti)->GenerateEvents(jvmti, JVMTI_EVENT_COMPILED_METHOD_LOAD);
 	if (codemap_full)
@@ -384,14 +396,16 @@ bool codemap_in_interpreter(uintptr_t pc)
 	return false;
 }
 
-int codemap_in_method(uint64_t method, uintptr_t pc)
+/* The range of method's live compiled code holding pc: true and its level
+ * and frame size, or false (also when a concurrent change made it unsure). */
+static bool codemap_range(uint64_t method, uintptr_t pc, uint8_t *level, uint16_t *frame)
 {
 	const struct codemap_slot *s;
 	uint32_t h, seq;
-	int type = 0;
+	bool found = false;
 
 	if (!codemap_slots || !method)
-		return 0;
+		return false;
 	h = codemap_hash(method);
 	for (unsigned i = 0; i < CODEMAP_PROBES; i++) {
 		uint64_t k;
@@ -399,26 +413,46 @@ int codemap_in_method(uint64_t method, uintptr_t pc)
 		s = &codemap_slots[(h + i) & (CODEMAP_SLOTS - 1)];
 		k = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
 		if (!k)
-			return 0;
+			return false;
 		if (k == method)
 			break;
 		if (i + 1 == CODEMAP_PROBES)
-			return 0;
+			return false;
 	}
 	seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
 	if (seq & 1)
-		return 0;
+		return false;
 	for (int r = 0; r < CODEMAP_RANGES; r++) {
 		uintptr_t a = __atomic_load_n(&s->start[r], __ATOMIC_RELAXED);
 		uintptr_t b = __atomic_load_n(&s->end[r], __ATOMIC_RELAXED);
-		uint8_t level = __atomic_load_n(&s->level[r], __ATOMIC_RELAXED);
 
-		/* Tiers 1-3 are C1's; 4 is C2's. */
-		if (b && pc >= a && pc < b)
-			type = level >= 1 && level <= 3 ? JPRING_TYPE_C1 : JPRING_TYPE_COMPILED;
+		if (b && pc >= a && pc < b) {
+			*level = __atomic_load_n(&s->level[r], __ATOMIC_RELAXED);
+			*frame = __atomic_load_n(&s->frame[r], __ATOMIC_RELAXED);
+			found = true;
+		}
 	}
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	return __atomic_load_n(&s->seq, __ATOMIC_RELAXED) == seq ? type : 0;
+	return found && __atomic_load_n(&s->seq, __ATOMIC_RELAXED) == seq;
+}
+
+int codemap_in_method(uint64_t method, uintptr_t pc)
+{
+	uint8_t level;
+	uint16_t frame;
+
+	if (!codemap_range(method, pc, &level, &frame))
+		return 0;
+	/* Tiers 1-3 are C1's; 4 is C2's. */
+	return level >= 1 && level <= 3 ? JPRING_TYPE_C1 : JPRING_TYPE_COMPILED;
+}
+
+unsigned codemap_frame_words(uint64_t method, uintptr_t pc)
+{
+	uint8_t level;
+	uint16_t frame;
+
+	return codemap_range(method, pc, &level, &frame) ? frame : 0;
 }
 
 uint64_t codemap_leaf(uintptr_t pc)
@@ -457,8 +491,23 @@ uint64_t codemap_leaf(uintptr_t pc)
 	}
 	/* HotSpot announces vtable and itable stubs only when the creating
 	 * thread has JVMTI state, which compiler threads, which make most of
-	 * them, do not: find their blob in the code cache instead. */
-	if (!tag && vmstructs_in_blob(pc, "vtable chunks"))
-		tag = JPRING_STUB_DISPATCH;
+	 * them, do not, and never the MethodHandle intrinsics' nmethods (C2
+	 * inlines or calls them frameless): find their blob in the code cache
+	 * instead. */
+	if (!tag) {
+		static const uint64_t of_blob[VMSTRUCTS_BLOB_KINDS] = {
+			[VMSTRUCTS_BLOB_VTABLE_CHUNKS] = JPRING_STUB_DISPATCH,
+			[VMSTRUCTS_BLOB_INVOKE_BASIC] = JPRING_STUB_INVOKE_BASIC,
+			[VMSTRUCTS_BLOB_LINK_TO_VIRTUAL] = JPRING_STUB_LINK_TO_VIRTUAL,
+			[VMSTRUCTS_BLOB_LINK_TO_STATIC] = JPRING_STUB_LINK_TO_STATIC,
+			[VMSTRUCTS_BLOB_LINK_TO_SPECIAL] = JPRING_STUB_LINK_TO_SPECIAL,
+			[VMSTRUCTS_BLOB_LINK_TO_INTERFACE] = JPRING_STUB_LINK_TO_INTERFACE,
+			[VMSTRUCTS_BLOB_LINK_TO_NATIVE] = JPRING_STUB_LINK_TO_NATIVE,
+		};
+		int kind = vmstructs_blob_kind(pc);
+
+		if (kind > 0 && kind < VMSTRUCTS_BLOB_KINDS)
+			tag = of_blob[kind];
+	}
 	return tag;
 }

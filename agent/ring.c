@@ -10,6 +10,7 @@
 
 #include "agent.h"
 #include "codemap.h"
+#include "javawalk.h"
 #include "jprof_agent.h"
 #include "wall.h"
 
@@ -172,21 +173,72 @@ static bool ring_rbp_spill(uintptr_t pc, uintptr_t *disp)
 	return false;
 }
 
+/* True if pc is on JDK 25's nmethod entry barrier, which C1 and C2 put
+ * after `push rbp; sub rsp, N` and before the point HotSpot counts the frame
+ * complete (AsyncGetCallTrace refuses it): `cmp dword [r15+d], imm32`
+ * (41 81 7f d8 imm32, or 41 81 bf d32 imm32), or the branch right after it
+ * (C2's `jne rel32`, 0f 85; C1's `je rel8`, 74), where a sample lands once
+ * the compare is done. Bytes read with agent_peek. */
+static bool ring_entry_barrier(uintptr_t pc)
+{
+	/* b[11] is the byte at pc. */
+	unsigned char b[11 + 3];
+
+	if (!agent_peek(pc - 11, b, sizeof(b)))
+		return false;
+	if (b[11] == 0x41)
+		return b[12] == 0x81 && (b[13] == 0x7f || b[13] == 0xbf);
+	if ((b[11] == 0x0f && b[12] == 0x85) || b[11] == 0x74)
+		return (b[3] == 0x41 && b[4] == 0x81 && b[5] == 0x7f) ||
+		       (b[0] == 0x41 && b[1] == 0x81 && b[2] == 0xbf);
+	return false;
+}
+
+/* The walk from the caller of a compiled method whose frame is built: the
+ * return address at sp + frame size - 8 (HotSpot's frame size counts it),
+ * the caller's rbp right below it (the prologue's push), the caller's sp
+ * right above it. */
+static int32_t ring_retry_frame(struct asgct_trace *caller, const ucontext_t *uc,
+				unsigned words, uintptr_t *caller_pc)
+{
+	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+	uintptr_t top = sp + (uintptr_t)words * sizeof(uintptr_t);
+	uintptr_t ra, saved_fp;
+	ucontext_t c;
+
+	if (!ring_read_stack(top - sizeof(uintptr_t), &ra) ||
+	    !ring_read_stack(top - 2 * sizeof(uintptr_t), &saved_fp))
+		return 0;
+	c = *uc;
+	c.uc_mcontext.gregs[REG_RIP] = (greg_t)ra;
+	c.uc_mcontext.gregs[REG_RSP] = (greg_t)top;
+	c.uc_mcontext.gregs[REG_RBP] = (greg_t)saved_fp;
+	ring_asgct(caller, JPRING_MAX_FRAMES - 1, &c);
+	if (caller->num_frames <= 0)
+		return 0;
+	*caller_pc = ra;
+	return caller->num_frames + 1;
+}
+
 static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32_t failed,
-			  uintptr_t *caller_pc)
+			  uintptr_t *caller_pc, uint64_t *leaf_tag)
 {
 	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
 	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 	struct asgct_trace caller = *trace;
+	uint64_t leaf = codemap_leaf(pc);
 	uintptr_t ra, saved_fp, disp;
+	unsigned words;
+	int32_t n;
 	ucontext_t c;
 
+	*leaf_tag = leaf;
 	caller.frames = trace->frames + 1;
 	/* Inside a compiled method's prologue, before rbp is stored: the words
 	 * at sp are stale spill slots, the return address is at sp + disp + 8,
 	 * and rbp is still the caller's. Only in a compiled method's code (the
 	 * code map), where the prologue is HotSpot's. */
-	if (codemap_leaf(pc) >= JPRING_STUB_KINDS && ring_rbp_spill(pc, &disp) &&
+	if (leaf >= JPRING_STUB_KINDS && ring_rbp_spill(pc, &disp) &&
 	    ring_read_stack(sp + disp + sizeof(uintptr_t), &ra)) {
 		c = *uc;
 		c.uc_mcontext.gregs[REG_RIP] = (greg_t)ra;
@@ -197,6 +249,15 @@ static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32
 			return caller.num_frames + 1;
 		}
 		caller.num_frames = 0;
+	}
+	/* On the entry barrier the frame is complete but for HotSpot's own
+	 * bookkeeping: the words at sp are the new frame's stale slots, so
+	 * only the frame size (from the code map) finds the return address;
+	 * no fallback to sp either way. */
+	if (leaf >= JPRING_STUB_KINDS && ring_entry_barrier(pc)) {
+		words = codemap_frame_words(leaf, pc);
+		n = words ? ring_retry_frame(&caller, uc, words, caller_pc) : 0;
+		return n > 0 ? n : failed;
 	}
 	for (unsigned pushed = 0; pushed < 2; pushed++) {
 		uintptr_t at = sp + pushed * sizeof(uintptr_t);
@@ -217,20 +278,19 @@ static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32
 	return failed;
 }
 
-/* The leaf a retried walk stepped over, from the code map: the compiled
- * method whose code holds pc (its entry or exit: bci unknown), or a
- * pseudo-frame naming the stub kind (0: not known). */
-static void ring_leaf(struct asgct_frame *leaf, const ucontext_t *uc)
+/* The leaf a retried walk stepped over, from the code map (tag, as
+ * ring_retry looked it up): the compiled method whose code holds pc (its
+ * entry or exit: bci unknown), or a pseudo-frame naming the stub kind (0:
+ * not known). */
+static void ring_leaf(struct asgct_frame *leaf, uint64_t tag)
 {
-	uint64_t tag = codemap_leaf((uintptr_t)uc->uc_mcontext.gregs[REG_RIP]);
-
 	/* A jmethodID is a pointer, never below JPRING_STUB_KINDS. */
 	leaf->lineno = tag >= JPRING_STUB_KINDS ? -1 : JPRING_BCI_STUB;
 	leaf->method_id = (jmethodID)(uintptr_t)tag;
 }
 #else
 static int32_t ring_retry(struct asgct_trace *trace, const void *uc, int32_t failed,
-			  uintptr_t *caller_pc)
+			  uintptr_t *caller_pc, uint64_t *leaf_tag)
 {
 	return failed;
 }
@@ -411,12 +471,13 @@ static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc
 			.frames = (struct asgct_frame *)(void *)slot->frames,
 		};
 		uintptr_t caller_pc = 0;
+		uint64_t leaf_tag = 0;
 
 		ring_asgct(&trace, JPRING_MAX_FRAMES, uc);
 		n = trace.num_frames;
 		if ((n == JPRING_UNKNOWN_JAVA || n == JPRING_NOT_WALKABLE_JAVA) && uc &&
 		    ring_recover)
-			n = ring_retry(&trace, uc, n, &caller_pc);
+			n = ring_retry(&trace, uc, n, &caller_pc, &leaf_tag);
 		if (n > JPRING_MAX_FRAMES)
 			n = JPRING_MAX_FRAMES;
 		/* ASGCT leaves the padding alone. */
@@ -424,9 +485,13 @@ static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc
 			slot->frames[i].type = JPRING_TYPE_UNKNOWN;
 #if defined(__x86_64__)
 		if (caller_pc)
-			ring_leaf(trace.frames, uc);
+			ring_leaf(trace.frames, leaf_tag);
 #endif
-		if (n > 0 && uc)
+		/* In a GC pause: walk from the thread's frame anchor (javawalk.c);
+		 * its frames come typed. */
+		if (n == JPRING_GC_ACTIVE)
+			n = javawalk_gc_active(env, slot->frames, JPRING_MAX_FRAMES, n);
+		else if (n > 0 && uc)
 			ring_type_frames(slot->frames, n, uc, caller_pc);
 	}
 	ring_commit(slot, w, n);

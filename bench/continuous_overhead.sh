@@ -7,15 +7,25 @@
 # (utime+stime from /proc/PID/stat) and RSS (VmRSS) at each scrape, and the
 # time its BPF programs ran (kernel.bpf_stats_enabled; charged to the
 # interrupted tasks, not to the daemon), plus its unwind table counters.
-# Prints CPU % of one core (user+system, BPF, both) and RSS start/end/max
-# per rate. Not a pass/fail test.
+# Prints CPU % of one core (user+system, BPF, both), samples/s, RSS
+# start/end/max and table memory per rate. Not a pass/fail test.
 # Run as root.
 #   JPROFD=path          default: build/jprofd
+#   JPROFD_BASE=path     a second daemon (e.g. a build of main) run at the same
+#                        time with the same arguments, each with its own
+#                        scrapes: both lines printed, and the ratio, measured
+#                        over the same seconds of the same load
 #   BENCH_SECONDS=600    measurement length per rate
 #   BENCH_RATES="19 99"  rates to measure, one run each
 #   BENCH_RETENTION=     --host-retention in seconds (default: the daemon's, 600);
 #                        set it below BENCH_SECONDS to see RSS once the window is full
 #   BENCH_BUSY=N         busy processes (default: nproc), half spinners, half tar|gzip/find
+#   BENCH_SPAWN=1        also a host that starts processes all the time: a gcc
+#                        compile loop, a python3 loop, redis-server under
+#                        redis-benchmark, a /bin/true loop (the daemon's cost
+#                        then includes reading every new process)
+#   BENCH_WARMUP=S       seconds after start not counted (default 0): the
+#                        start-up reads kallsyms and every process's tables
 set -euo pipefail
 
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -25,6 +35,9 @@ seconds=${BENCH_SECONDS:-600}
 rates=${BENCH_RATES:-19 99}
 retention=${BENCH_RETENTION:-}
 busy=${BENCH_BUSY:-$(nproc)}
+spawn=${BENCH_SPAWN:-}
+warmup=${BENCH_WARMUP:-0}
+base_jprofd=${JPROFD_BASE:-}
 scrape=10
 clk_tck=$(getconf CLK_TCK)
 
@@ -35,31 +48,40 @@ fi
 for tool in curl python3; do
 	command -v "$tool" >/dev/null || { echo "continuous_overhead.sh: needs $tool" >&2; exit 1; }
 done
-if [ ! -x "$jprofd" ]; then
-	echo "continuous_overhead.sh: $jprofd not found; build first or set JPROFD" >&2
-	exit 1
+for d in "$jprofd" ${base_jprofd:+"$base_jprofd"}; do
+	if [ ! -x "$d" ]; then
+		echo "continuous_overhead.sh: $d not found; build first or set JPROFD" >&2
+		exit 1
+	fi
+done
+if [ -n "$spawn" ]; then
+	for tool in gcc redis-server redis-benchmark; do
+		command -v "$tool" >/dev/null || { echo "continuous_overhead.sh: BENCH_SPAWN needs $tool" >&2; exit 1; }
+	done
 fi
 
 tmp=$(mktemp -d /tmp/jprof-bench.XXXXXX)
-daemon_pid=""
+daemon_pids=()
 bg_pids=()
 old_stats=$(cat /proc/sys/kernel/bpf_stats_enabled)
 sysctl -qw kernel.bpf_stats_enabled=1
 
-stop_daemon() {
-	if [ -n "$daemon_pid" ] && kill -0 "$daemon_pid" 2>/dev/null; then
-		kill -TERM "$daemon_pid" 2>/dev/null || true
-		wait "$daemon_pid" 2>/dev/null || true
-	fi
-	daemon_pid=""
+stop_daemons() {
+	local p
+	for p in "${daemon_pids[@]}"; do
+		kill -TERM "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
+	daemon_pids=()
 }
 
 cleanup() {
 	local p
 	for p in "${bg_pids[@]}"; do
-		kill "$p" 2>/dev/null || true
+		kill -- "-$p" 2>/dev/null || kill "$p" 2>/dev/null || true
 	done
-	stop_daemon
+	[ -n "$spawn" ] && redis-cli -p "$redis_port" shutdown nosave >/dev/null 2>&1
+	stop_daemons
 	wait 2>/dev/null || true
 	sysctl -qw kernel.bpf_stats_enabled="$old_stats" || true
 	rm -rf "$tmp"
@@ -103,81 +125,139 @@ for i in $(seq "$busy"); do
 	fi
 	bg_pids+=($!)
 done
+redis_port=0
+if [ -n "$spawn" ]; then
+	# Each in its own process group, so the cleanup ends its children too.
+	redis_port=$(free_port)
+	printf 'int f(int x) { return x * x; }\nint main(void) { return f(3); }\n' >"$tmp/t.c"
+	setsid python3 -c 'x = 0
+while True:
+    for i in range(100000): x += i * i' &
+	bg_pids+=($!)
+	setsid redis-server --port "$redis_port" --save "" --appendonly no >/dev/null 2>&1 &
+	bg_pids+=($!)
+	setsid bash -c "while :; do redis-benchmark -p $redis_port -q -n 20000 -c 4 -t set,get >/dev/null 2>&1; done" &
+	bg_pids+=($!)
+	setsid bash -c "while :; do gcc -O2 -o '$tmp/t.out' '$tmp/t.c'; sleep 0.2; done" &
+	bg_pids+=($!)
+	setsid bash -c 'while :; do /bin/true; sleep 0.05; done' &
+	bg_pids+=($!)
+fi
+
+metric() {  # metrics file, name -> value (first sample of that name)
+	awk -v n="$2" '$1 == n { print $2; exit }' "$1"
+}
 
 declare -a results=()
+names=(new)
+bins=("$jprofd")
+if [ -n "$base_jprofd" ]; then
+	names+=(base)
+	bins+=("$base_jprofd")
+fi
 for rate in $rates; do
-	port=$(free_port)
-	base="http://127.0.0.1:$port"
-	# Profiles need authorization even on loopback: as root, the Unix
-	# socket listener serves them without a token.
-	args=(--socket "$tmp/jprofd.sock" --rate "$rate" --http "127.0.0.1:$port"
-	      --http-socket "$tmp/http.sock")
-	[ -n "$retention" ] && args+=(--host-retention "$retention")
-	"$jprofd" "${args[@]}" 2>"$tmp/jprofd-$rate.log" &
-	daemon_pid=$!
-	for _ in $(seq 150); do
-		curl -fs -o /dev/null "$base/metrics" && break
-		if ! kill -0 "$daemon_pid" 2>/dev/null; then
-			echo "jprofd exited at startup; its log:" >&2
-			cat "$tmp/jprofd-$rate.log" >&2
-			exit 1
-		fi
-		sleep 0.1
+	declare -A port=() pid=() t0=() b0=() s0=() rss0=() maxrss=() prev=() pct_sum=()
+	for k in "${!names[@]}"; do
+		nm=${names[$k]}
+		port[$nm]=$(free_port)
+		# Profiles need authorization even on loopback: as root, the Unix
+		# socket listener serves them without a token.
+		args=(--socket "$tmp/$nm.sock" --rate "$rate" --http "127.0.0.1:${port[$nm]}"
+		      --http-socket "$tmp/$nm-http.sock")
+		[ -n "$retention" ] && args+=(--host-retention "$retention")
+		"${bins[$k]}" "${args[@]}" 2>"$tmp/jprofd-$nm-$rate.log" &
+		pid[$nm]=$!
+		daemon_pids+=("${pid[$nm]}")
 	done
+	for nm in "${names[@]}"; do
+		for _ in $(seq 150); do
+			curl -fs -o /dev/null "http://127.0.0.1:${port[$nm]}/metrics" && break
+			if ! kill -0 "${pid[$nm]}" 2>/dev/null; then
+				echo "jprofd ($nm) exited at startup; its log:" >&2
+				cat "$tmp/jprofd-$nm-$rate.log" >&2
+				exit 1
+			fi
+			sleep 0.1
+		done
+	done
+	[ "$warmup" -gt 0 ] && sleep "$warmup"
 
 	echo
-	echo "jprofd pid $daemon_pid, --rate $rate${retention:+, --host-retention $retention}, $busy busy, ${seconds}s, scrape every ${scrape}s"
-	printf '%8s %10s %8s %10s %12s %10s\n' "t(s)" "cpu(ticks)" "cpu%" "rss(kB)" "buckets" "pprof(B)"
-	start_ticks=$(cpu_ticks "$daemon_pid")
-	start_bpf=$(bpf_ns "$daemon_pid")
-	start_rss=$(rss_kb "$daemon_pid")
-	max_rss=$start_rss
+	echo "--rate $rate${retention:+, --host-retention $retention}, $busy busy${spawn:+ + spawning load}, ${seconds}s after ${warmup}s, scrape every ${scrape}s; daemons: ${names[*]}"
+	printf '%8s %6s %10s %8s %10s %12s %10s\n' "t(s)" "daemon" "cpu(ticks)" "cpu%" "rss(kB)" "buckets" "pprof(B)"
+	for nm in "${names[@]}"; do
+		t0[$nm]=$(cpu_ticks "${pid[$nm]}")
+		b0[$nm]=$(bpf_ns "${pid[$nm]}")
+		curl -fs -o "$tmp/metrics-$nm" "http://127.0.0.1:${port[$nm]}/metrics"
+		s0[$nm]=$(metric "$tmp/metrics-$nm" jprofd_samples_total)
+		rss0[$nm]=$(rss_kb "${pid[$nm]}")
+		maxrss[$nm]=${rss0[$nm]}
+		prev[$nm]=${t0[$nm]}
+	done
 	start_ns=$(date +%s%N)
-	prev_ticks=$start_ticks
 	prev_ns=$start_ns
 	elapsed=0
 	n=0
 	while [ "$elapsed" -lt "$seconds" ]; do
 		# The profile request waits its 10 s in the daemon; start it and
 		# read what the previous one returned.
-		curl -fs --unix-socket "$tmp/http.sock" -o "$tmp/profile-$n.pb.gz" \
-			"http://localhost/debug/pprof/profile?seconds=$scrape" &
+		for nm in "${names[@]}"; do
+			curl -fs --unix-socket "$tmp/$nm-http.sock" -o "$tmp/profile-$nm-$n.pb.gz" \
+				"http://localhost/debug/pprof/profile?seconds=$scrape" &
+		done
 		sleep "$scrape"
-		if ! kill -0 "$daemon_pid" 2>/dev/null; then
-			echo "jprofd died during the benchmark; its log:" >&2
-			cat "$tmp/jprofd-$rate.log" >&2
-			exit 1
-		fi
-		curl -fs -o "$tmp/metrics" "$base/metrics"
-		buckets=$(awk '/^jprofd_hostview_buckets / { print $2 }' "$tmp/metrics")
-		pbytes=-
-		[ "$n" -gt 0 ] && [ -s "$tmp/profile-$((n - 1)).pb.gz" ] && pbytes=$(stat -c %s "$tmp/profile-$((n - 1)).pb.gz")
-		rm -f "$tmp/profile-$((n - 1)).pb.gz"
 		now_ns=$(date +%s%N)
-		ticks=$(cpu_ticks "$daemon_pid")
-		rss=$(rss_kb "$daemon_pid")
-		[ "$rss" -gt "$max_rss" ] && max_rss=$rss
-		pct=$(awk -v d="$((ticks - prev_ticks))" -v ns="$((now_ns - prev_ns))" -v hz="$clk_tck" \
-			'BEGIN { printf "%.3f", 100 * (d / hz) / (ns / 1e9) }')
 		elapsed=$(( (now_ns - start_ns) / 1000000000 ))
-		printf '%8d %10d %8s %10d %12s %10s\n' "$elapsed" "$ticks" "$pct" "$rss" "${buckets:--}" "$pbytes"
-		prev_ticks=$ticks
+		for nm in "${names[@]}"; do
+			if ! kill -0 "${pid[$nm]}" 2>/dev/null; then
+				echo "jprofd ($nm) died during the benchmark; its log:" >&2
+				cat "$tmp/jprofd-$nm-$rate.log" >&2
+				exit 1
+			fi
+			curl -fs -o "$tmp/metrics-$nm" "http://127.0.0.1:${port[$nm]}/metrics"
+			buckets=$(metric "$tmp/metrics-$nm" jprofd_hostview_buckets)
+			pbytes=-
+			[ "$n" -gt 0 ] && [ -s "$tmp/profile-$nm-$((n - 1)).pb.gz" ] &&
+				pbytes=$(stat -c %s "$tmp/profile-$nm-$((n - 1)).pb.gz")
+			rm -f "$tmp/profile-$nm-$((n - 1)).pb.gz"
+			ticks=$(cpu_ticks "${pid[$nm]}")
+			rss=$(rss_kb "${pid[$nm]}")
+			[ "$rss" -gt "${maxrss[$nm]}" ] && maxrss[$nm]=$rss
+			pct=$(awk -v d="$((ticks - prev[$nm]))" -v ns="$((now_ns - prev_ns))" -v hz="$clk_tck" \
+				'BEGIN { printf "%.3f", 100 * (d / hz) / (ns / 1e9) }')
+			printf '%8d %6s %10d %8s %10d %12s %10s\n' "$elapsed" "$nm" "$ticks" "$pct" "$rss" "${buckets:--}" "$pbytes"
+			prev[$nm]=$ticks
+		done
 		prev_ns=$now_ns
 		n=$((n + 1))
 	done
 	end_ns=$(date +%s%N)
-	end_ticks=$(cpu_ticks "$daemon_pid")
-	end_rss=$(rss_kb "$daemon_pid")
-	end_bpf=$(bpf_ns "$daemon_pid")
-	total_pct=$(awk -v d="$((end_ticks - start_ticks))" -v ns="$((end_ns - start_ns))" -v hz="$clk_tck" \
-		'BEGIN { printf "%.3f", 100 * (d / hz) / (ns / 1e9) }')
-	bpf_pct=$(awk -v b="$((end_bpf - start_bpf))" -v ns="$((end_ns - start_ns))" \
-		'BEGIN { printf "%.3f", 100 * b / ns }')
-	both_pct=$(awk -v a="$total_pct" -v b="$bpf_pct" 'BEGIN { printf "%.3f", a + b }')
-	unwind=$(curl -fs --unix-socket "$tmp/http.sock" http://localhost/metrics 2>/dev/null |
-		awk '/^jprofd_unwind_(tables|rows|rows_capacity) / { printf "%s=%s ", $1, $2 }')
-	stop_daemon
-	results+=("rate $rate Hz: jprofd ${total_pct}% of one core (user+system) + BPF ${bpf_pct}% = ${both_pct}%; RSS start ${start_rss} kB, end ${end_rss} kB, max ${max_rss} kB; ${unwind}")
+	declare -A total=()
+	for nm in "${names[@]}"; do
+		end_ticks=$(cpu_ticks "${pid[$nm]}")
+		end_rss=$(rss_kb "${pid[$nm]}")
+		end_bpf=$(bpf_ns "${pid[$nm]}")
+		curl -fs -o "$tmp/metrics-$nm" "http://127.0.0.1:${port[$nm]}/metrics"
+		samples=$(metric "$tmp/metrics-$nm" jprofd_samples_total)
+		rows=$(metric "$tmp/metrics-$nm" jprofd_unwind_rows)
+		builds=$(metric "$tmp/metrics-$nm" jprofd_unwind_table_builds_total)
+		evicted=$(metric "$tmp/metrics-$nm" jprofd_unwind_tables_evicted_total)
+		total_pct=$(awk -v d="$((end_ticks - t0[$nm]))" -v ns="$((end_ns - start_ns))" -v hz="$clk_tck" \
+			'BEGIN { printf "%.3f", 100 * (d / hz) / (ns / 1e9) }')
+		total[$nm]=$total_pct
+		bpf_pct=$(awk -v b="$((end_bpf - b0[$nm]))" -v ns="$((end_ns - start_ns))" \
+			'BEGIN { printf "%.3f", 100 * b / ns }')
+		both_pct=$(awk -v a="$total_pct" -v b="$bpf_pct" 'BEGIN { printf "%.3f", a + b }')
+		rate_s=$(awk -v d="$(( ${samples:-0} - ${s0[$nm]:-0} ))" -v ns="$((end_ns - start_ns))" \
+			'BEGIN { printf "%.0f", d / (ns / 1e9) }')
+		results+=("$nm, rate $rate Hz: jprofd ${total_pct}% of one core (user+system) + BPF ${bpf_pct}% = ${both_pct}%; ${rate_s} samples/s; RSS start ${rss0[$nm]} kB, end ${end_rss} kB, max ${maxrss[$nm]} kB; tables ${rows:-0} rows = $(( ${rows:-0} * 12 / 1024 )) KiB, ${builds:-0} builds, ${evicted:-0} evicted")
+	done
+	if [ -n "$base_jprofd" ]; then
+		results+=("rate $rate Hz: new / base user+system = $(awk -v a="${total[new]}" -v b="${total[base]}" \
+			'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')")
+	fi
+	stop_daemons
+	unset port pid t0 b0 s0 rss0 maxrss prev pct_sum total
 done
 
 echo

@@ -275,7 +275,15 @@ enum jpring_stub_kind {
 	JPRING_STUB_RESOLVE = 9,       /* "[resolve stub]": call resolution, inline cache miss */
 	JPRING_STUB_DISPATCH = 10,     /* "[vtable/itable stub]": an unannounced one, found in
 					  the code cache's "vtable chunks" */
-	JPRING_STUB_KINDS = 11,
+	/* A MethodHandle intrinsic's nmethod (frameless, never announced):
+	 * "[MethodHandle.invokeBasic]", "[MethodHandle.linkToVirtual]", ... */
+	JPRING_STUB_INVOKE_BASIC = 11,
+	JPRING_STUB_LINK_TO_VIRTUAL = 12,
+	JPRING_STUB_LINK_TO_STATIC = 13,
+	JPRING_STUB_LINK_TO_SPECIAL = 14,
+	JPRING_STUB_LINK_TO_INTERFACE = 15,
+	JPRING_STUB_LINK_TO_NATIVE = 16,
+	JPRING_STUB_KINDS = 17,
 };
 
 struct jpring_slot {

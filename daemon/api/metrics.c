@@ -70,6 +70,10 @@ static void unwind_metrics(struct out *o, const struct sampler_stats *s)
 	fcounter(o, "jprofd_unwind_table_build_seconds_total", "Time spent building unwind tables.",
 		 (double)t->build_ns_total / 1e9);
 	counter(o, "jprofd_unwind_tables_evicted_total", "Unwind tables evicted to make room.", t->evicted);
+	counter(o, "jprofd_unwind_table_reloads_total",
+		"Evicted unwind tables loaded again from the daemon's copy, not rebuilt.", t->reloads);
+	gauge(o, "jprofd_unwind_evicted_copy_bytes", "Memory of the copies of evicted unwind tables.",
+	      t->spill_bytes);
 	family(o, "jprofd_unwind_tables_rejected_total", "counter",
 	       "Binaries left without unwind tables (frame pointers then), by cause.");
 	for (int i = CFI_OK + 1; i < CFI_NERRORS; i++)

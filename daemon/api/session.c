@@ -145,7 +145,9 @@ static enum access access_check(struct session *s)
  * when the format asked for is time-ordered (up to SESSION_MAX_TIMES). */
 static struct store *session_store_new(struct session *s)
 {
-	struct store *st = store_new(NULL, s->types, s->ntypes);
+	/* pprof says which addresses (and lines) of a function are hot. */
+	struct store_limits lim = { .max_addrs = s->p.format == JPROF_FMT_PPROF ? STORE_PPROF_ADDRS : 0 };
+	struct store *st = store_new(&lim, s->types, s->ntypes);
 
 	if (st && s->timed && store_keep_times(st, SESSION_MAX_TIMES) < 0) {
 		store_free(st);

@@ -270,6 +270,9 @@ int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks
 		}
 	}
 	s->keys = calloc(DRAIN_BATCH, sizeof(*s->keys));
+	/* Optional: without them the drain reads stacks one by one. */
+	s->ustack_keys = calloc(USTACK_BATCH, sizeof(*s->ustack_keys));
+	s->ustack_vals = calloc(USTACK_BATCH, sizeof(*s->ustack_vals));
 	s->values = calloc(DRAIN_BATCH, sizeof(*s->values));
 	s->off_values = calloc(DRAIN_BATCH, sizeof(*s->off_values));
 	s->start_keys = calloc(DRAIN_BATCH, sizeof(*s->start_keys));
@@ -329,6 +332,8 @@ void sampler_free(struct sampler *s)
 	free(s->start_keys);
 	free(s->start_vals);
 	free(s->stack_ids);
+	free(s->ustack_keys);
+	free(s->ustack_vals);
 	free(s->watches);
 	free(s->periods);
 	free(s);
@@ -381,24 +386,12 @@ static int read_stack(struct sampler *s, unsigned gen, int32_t id, uint64_t *raw
 	return 0;
 }
 
-/* Looks up a stack of generation gen, caching it for this drain. A NULL
- * return with *n = 0 means the stack is gone. */
-const uint64_t *sampler_get_stack(struct sampler *s, unsigned gen, int32_t id, uint32_t *n)
+/* Caches cnt frames as the stack of key (gen << 32 | id) for this drain. */
+static const uint64_t *stack_cache_add(struct sampler *s, uint64_t key, const uint64_t *ips,
+				       uint32_t cnt)
 {
-	uint64_t raw[JP_MAX_STACK_DEPTH], key = (uint64_t)gen << 32 | (uint32_t)id;
-	uint64_t *idx = htab_map_get(&s->stack_cache, key);
 	struct cached_stack *c;
-	uint32_t cnt = 0;
 
-	*n = 0;
-	if (idx) {
-		*n = s->cached[*idx].n;
-		return s->cached[*idx].ips;
-	}
-	if (read_stack(s, gen, id, raw, &cnt) < 0) {
-		s->stack_missing++;
-		return NULL;
-	}
 	if (s->ncached == s->cached_cap) {
 		size_t cap = s->cached_cap ? 2 * s->cached_cap : 1024;
 		struct cached_stack *nc = realloc(s->cached, cap * sizeof(*nc));
@@ -416,11 +409,69 @@ const uint64_t *sampler_get_stack(struct sampler *s, unsigned gen, int32_t id, u
 		free(c->ips);
 		return NULL;
 	}
-	memcpy(c->ips, raw, cnt * sizeof(uint64_t));
+	memcpy(c->ips, ips, cnt * sizeof(uint64_t));
 	c->n = cnt;
 	s->ncached++;
-	*n = cnt;
 	return c->ips;
+}
+
+/* Looks up a stack of generation gen, caching it for this drain. A NULL
+ * return with *n = 0 means the stack is gone. */
+const uint64_t *sampler_get_stack(struct sampler *s, unsigned gen, int32_t id, uint32_t *n)
+{
+	uint64_t raw[JP_MAX_STACK_DEPTH], key = (uint64_t)gen << 32 | (uint32_t)id;
+	uint64_t *idx = htab_map_get(&s->stack_cache, key);
+	const uint64_t *ips;
+	uint32_t cnt = 0;
+
+	*n = 0;
+	if (idx) {
+		*n = s->cached[*idx].n;
+		return s->cached[*idx].ips;
+	}
+	if (read_stack(s, gen, id, raw, &cnt) < 0) {
+		s->stack_missing++;
+		return NULL;
+	}
+	ips = stack_cache_add(s, key, raw, cnt);
+	if (ips)
+		*n = cnt;
+	return ips;
+}
+
+/* Every stack the unwinder stored in generation gen, read and deleted in a
+ * few batch calls into the drain's cache, before the counts that refer to
+ * them are delivered: one by one, each was a lookup, a key walk step and a
+ * delete, three syscalls (a third of the daemon's time on a busy host).
+ * What a failed batch leaves is read and cleared one by one as before. */
+static void preload_ustacks(struct sampler *s, unsigned gen)
+{
+	int fd = gen ? bpf_map__fd(s->skel->maps.ustacks1) : bpf_map__fd(s->skel->maps.ustacks0);
+	uint32_t in = 0, out = 0;
+	bool first = true;
+	int r = 0;
+
+	if (!s->ustack_keys || !s->ustack_vals)
+		return;
+	while (r == 0) {
+		__u32 n = USTACK_BATCH;
+
+		r = bpf_map_lookup_and_delete_batch(fd, first ? NULL : &in, &out, s->ustack_keys,
+						    s->ustack_vals, &n, NULL);
+		if (r < 0 && r != -ENOENT)
+			n = 0;  /* -ENOSPC (a bucket larger than the batch): the rest one by one */
+		for (__u32 i = 0; i < n; i++) {
+			const struct jp_ustack *us = &s->ustack_vals[i];
+			uint64_t key = (uint64_t)gen << 32 | s->ustack_keys[i];
+
+			/* Read already (an off-CPU record's) while it was live. */
+			if (!htab_map_get(&s->stack_cache, key))
+				stack_cache_add(s, key, (const uint64_t *)us->ips,
+						us->n < JP_MAX_STACK_DEPTH ? us->n : JP_MAX_STACK_DEPTH);
+		}
+		in = out;
+		first = false;
+	}
 }
 
 static uint64_t source_period(const struct sampler *s, uint32_t source)
@@ -667,6 +718,8 @@ static int drain_finish(struct sampler *s)
 	int r;
 
 	s->drain_pending = false;
+	if (s->unwind)
+		preload_ustacks(s, old);
 	/* Before the ring: an off-CPU record written after this scan is of a
 	 * task the scan saw blocked (see sampler_offcpu.c). */
 	r = sampler_offcpu_hold(s);

@@ -17,6 +17,7 @@
 
 #define SAMPLER_MAX_CPUS 4096
 #define DRAIN_BATCH 4096
+#define USTACK_BATCH 256          /* 1 KiB a stack */
 
 struct sampler_events {
 	struct sampler *owner;
@@ -85,6 +86,8 @@ struct sampler {
 	size_t ncached, cached_cap;
 	uint32_t *stack_ids;
 	size_t stack_ids_cap;
+	uint32_t *ustack_keys;          /* batch read of the unwinder's stacks */
+	struct jp_ustack *ustack_vals;
 	/* The grace period of a drain runs on its own thread (membarrier can
 	 * take a second on a loaded host; the loop must not wait on it). */
 	pthread_t grace_thread;

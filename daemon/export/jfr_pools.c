@@ -267,7 +267,7 @@ int64_t jfr_pools_stack(struct jfr_pools *p, uint32_t idx, bool *java)
 			return r;
 	}
 	if (s->nframes == 0 && !p->no_stack.done) {
-		struct store_frame none = { FRAME_MARKER, EXPORT_NO_STACK, "", NULL };
+		struct store_frame none = { .kind = FRAME_MARKER, .name = EXPORT_NO_STACK, .module = "" };
 
 		r = jfr_resolve(p, &none, &p->no_stack);
 		if (r < 0)

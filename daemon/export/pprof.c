@@ -105,20 +105,22 @@ struct pprof_ctx {
 	const struct store *st;
 	struct pprof_strings strs;
 	struct buf tmp;
-	Perftools__Profiles__Function *funcs;
+	/* Functions, the locations' own and inlined ones, one per (name,
+	 * system name, file): a function sampled at several addresses is one
+	 * function with several locations. id = index + 1. */
+	Perftools__Profiles__Function *fns;
 	Perftools__Profiles__Function **funcp;
+	size_t nfns, fns_cap;
+	struct htab_index fn_idx;
 	Perftools__Profiles__Location *locs;
 	Perftools__Profiles__Location **locp;
 	Perftools__Profiles__Line *lines;
 	Perftools__Profiles__Line **linep;
-	size_t nfuncs;                       /* == locations */
-	/* Inlined frames: their functions, lines and line lists, one block
-	 * each per location that has them (freed with the profile). */
+	size_t nlocs;
+	/* Inlined frames: lines and line lists, one block each per location
+	 * that has them (freed with the profile). */
 	void **xblocks;
 	size_t nxblocks, xblocks_cap;
-	Perftools__Profiles__Function **xfuncp;
-	size_t nxfuncs, xfuncs_cap;
-	uint64_t next_xfunc_id;
 	bool lines_on;                       /* a line source is set */
 	uint64_t lines_deadline;             /* CLOCK_MONOTONIC ns; 0 = no waiting */
 	uint64_t *loc_of_frame;              /* frame id -> location id, 0 = none yet */
@@ -243,6 +245,50 @@ static int pprof_mapping(struct pprof_ctx *c, int64_t name, uint64_t *id)
 	return 0;
 }
 
+/* Id of the function (name, system name, file: string indexes), made on
+ * first use. */
+static int pprof_function(struct pprof_ctx *c, int64_t name, int64_t sysname, int64_t file,
+			  uint64_t *id)
+{
+	uint32_t hash = (uint32_t)htab_mix64(((uint64_t)name * 0x9e3779b97f4a7c15ull ^ (uint64_t)sysname) *
+					     0x9e3779b97f4a7c15ull ^ (uint64_t)file);
+	Perftools__Profiles__Function *fn;
+	struct htab_probe p;
+	uint32_t i;
+	int r;
+
+	for (i = htab_index_first(&c->fn_idx, hash, &p); i != HTAB_NONE; i = htab_index_next(&c->fn_idx, &p)) {
+		fn = &c->fns[i];
+		if (fn->name == name && fn->system_name == sysname && fn->filename == file) {
+			*id = fn->id;
+			return 0;
+		}
+	}
+	if (c->nfns == c->fns_cap) {
+		/* Lines name functions by id: moving the array is safe. */
+		size_t cap = c->fns_cap ? c->fns_cap * 2 : 256;
+
+		fn = realloc(c->fns, cap * sizeof(*fn));
+		if (!fn)
+			return -ENOMEM;
+		c->fns = fn;
+		c->fns_cap = cap;
+	}
+	if (c->nfns >= HTAB_NONE)
+		return -E2BIG;
+	r = htab_index_insert(&c->fn_idx, hash, (uint32_t)c->nfns);
+	if (r < 0)
+		return r;
+	fn = &c->fns[c->nfns];
+	perftools__profiles__function__init(fn);
+	fn->id = ++c->nfns;
+	fn->name = name;
+	fn->system_name = sysname;
+	fn->filename = file;
+	*id = fn->id;
+	return 0;
+}
+
 static int pprof_keep_block(struct pprof_ctx *c, void *p)
 {
 	if (!p)
@@ -262,62 +308,31 @@ static int pprof_keep_block(struct pprof_ctx *c, void *p)
 	return 0;
 }
 
-/* File and line of a user frame's location from its debug info: the
- * function keeps its symbol name and gets the source file, its line the
- * line of the address; inlined functions come first as further lines of
- * the same location (innermost first, as pprof wants them). */
-static int pprof_source_lines(struct pprof_ctx *c, const struct frame_loc *loc,
-			      Perftools__Profiles__Function *fn, Perftools__Profiles__Location *l)
+/* Inlined functions at a location (fl[0 .. n-1), innermost first, as
+ * pprof wants them) become further lines before the location's own. */
+static int pprof_inline_lines(struct pprof_ctx *c, Perftools__Profiles__Location *l,
+			      const struct frame_line *fl, size_t n)
 {
-	struct frame_line fl[PPROF_MAX_INLINE];
-	Perftools__Profiles__Function *xf;
 	Perftools__Profiles__Line *xl, **xlp;
-	size_t n = *loc->build_id ? pprof_lines(pprof_lines_arg, loc, c->lines_deadline, fl,
-						 PPROF_MAX_INLINE) : 0;
-	int64_t file;
 	int r;
 
-	if (!n)
-		return 0;
-	file = pprof_clean_string(&c->strs, fl[n - 1].file, &c->tmp);
-	if (file < 0)
-		return (int)file;
-	fn->filename = file;
-	l->line[0]->line = fl[n - 1].line;
-	if (n == 1)
-		return 0;
-	xf = calloc(n - 1, sizeof(*xf));
-	r = pprof_keep_block(c, xf);
-	xl = r < 0 ? NULL : calloc(n, sizeof(*xl));
-	r = r < 0 ? r : pprof_keep_block(c, xl);
+	xl = calloc(n, sizeof(*xl));
+	r = pprof_keep_block(c, xl);
 	xlp = r < 0 ? NULL : calloc(n, sizeof(*xlp));
 	r = r < 0 ? r : pprof_keep_block(c, xlp);
 	if (r < 0)
 		return r;
-	if (c->nxfuncs + n > c->xfuncs_cap) {
-		size_t cap = (c->xfuncs_cap + n) * 2;
-		Perftools__Profiles__Function **p = realloc(c->xfuncp, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		c->xfuncp = p;
-		c->xfuncs_cap = cap;
-	}
 	for (size_t i = 0; i + 1 < n; i++) {
 		int64_t name = pprof_clean_string(&c->strs, *fl[i].function ? fl[i].function : "??",
 						  &c->tmp);
 		int64_t ifile = name < 0 ? name : pprof_clean_string(&c->strs, fl[i].file, &c->tmp);
+		uint64_t fid;
 
-		if (ifile < 0)
-			return (int)ifile;
-		perftools__profiles__function__init(&xf[i]);
-		xf[i].id = ++c->next_xfunc_id;
-		xf[i].name = name;
-		xf[i].system_name = name;
-		xf[i].filename = ifile;
-		c->xfuncp[c->nxfuncs++] = &xf[i];
+		r = ifile < 0 ? (int)ifile : pprof_function(c, name, name, ifile, &fid);
+		if (r < 0)
+			return r;
 		perftools__profiles__line__init(&xl[i]);
-		xl[i].function_id = xf[i].id;
+		xl[i].function_id = fid;
 		xl[i].line = fl[i].line;
 		xlp[i] = &xl[i];
 	}
@@ -346,7 +361,7 @@ size_t pprof_lines_prefetch(const struct store *st, size_t from)
 /* Queues the lookup of every user frame's line not asked for yet (answers
  * already given are cached), then sets how long the rendering may wait for
  * them. */
-static void pprof_lines_start(struct pprof_ctx *c, size_t nframes)
+static void pprof_lines_start(struct pprof_ctx *c)
 {
 	struct timespec ts;
 
@@ -361,14 +376,18 @@ static void pprof_lines_start(struct pprof_ctx *c, size_t nframes)
 			    (uint64_t)pprof_lines_budget_ms * 1000000ull;
 }
 
-/* Location (and function) for a frame; f NULL = the "[no_stack]" marker. */
+/* Location (and function) for a frame; f NULL = the "[no_stack]" marker.
+ * A frame with a location is one sampled address (of a store that keeps
+ * them, store_frame_ref_at) or the function's first one: the location has
+ * that address and its source line; the function is shared by name. */
 static int pprof_location(struct pprof_ctx *c, const struct store_frame *f, uint64_t *loc)
 {
-	Perftools__Profiles__Function *fn = &c->funcs[c->nfuncs];
-	Perftools__Profiles__Location *l = &c->locs[c->nfuncs];
-	Perftools__Profiles__Line *line = &c->lines[c->nfuncs];
-	uint64_t map = 0, address = 0;
+	Perftools__Profiles__Location *l = &c->locs[c->nlocs];
+	Perftools__Profiles__Line *line = &c->lines[c->nlocs];
+	struct frame_line fl[PPROF_MAX_INLINE];
+	uint64_t map = 0, address = 0, fid;
 	int64_t name, sysname, file = 0;
+	size_t nfl = 0;
 	int r;
 
 	buf_reset(&c->tmp);
@@ -414,27 +433,32 @@ static int pprof_location(struct pprof_ctx *c, const struct store_frame *f, uint
 	}
 	if (r < 0)
 		return r;
-	perftools__profiles__function__init(fn);
-	fn->id = c->nfuncs + 1;
-	fn->name = name;
-	fn->system_name = sysname;
-	fn->filename = file;
+	/* Debug info's file and line of the address: the function keeps its
+	 * symbol name and gets the source file. */
+	if (f && f->kind == FRAME_NATIVE && f->loc && c->lines_on && *f->loc->build_id)
+		nfl = pprof_lines(pprof_lines_arg, f->loc, c->lines_deadline, fl, PPROF_MAX_INLINE);
+	if (nfl) {
+		file = pprof_clean_string(&c->strs, fl[nfl - 1].file, &c->tmp);
+		if (file < 0)
+			return (int)file;
+	}
+	r = pprof_function(c, name, sysname, file, &fid);
+	if (r < 0)
+		return r;
 	perftools__profiles__line__init(line);
-	line->function_id = fn->id;
+	line->function_id = fid;
+	line->line = nfl ? fl[nfl - 1].line : 0;
 	perftools__profiles__location__init(l);
-	l->id = fn->id;
+	l->id = c->nlocs + 1;
 	l->mapping_id = map;
 	l->address = address;
 	l->n_line = 1;
-	l->line = &c->linep[c->nfuncs];
-	c->linep[c->nfuncs] = line;
-	c->funcp[c->nfuncs] = fn;
-	c->locp[c->nfuncs] = l;
+	l->line = &c->linep[c->nlocs];
+	c->linep[c->nlocs] = line;
+	c->locp[c->nlocs] = l;
 	*loc = l->id;
-	c->nfuncs++;
-	if (f && f->kind == FRAME_NATIVE && f->loc && c->lines_on)
-		return pprof_source_lines(c, f->loc, fn, l);
-	return 0;
+	c->nlocs++;
+	return nfl > 1 ? pprof_inline_lines(c, l, fl, nfl) : 0;
 }
 
 /* Labels a sample may carry: thread, java_frame_type, tid, pid, comm,
@@ -558,8 +582,6 @@ int pprof_render(const struct export_job *job, struct buf *out)
 	for (i = 0; i < nstacks; i++)
 		nlocids += store_stack_get(st, i)->nframes ? store_stack_get(st, i)->nframes : 1;
 	slots = nframes + 1;
-	c.funcs = calloc(slots, sizeof(*c.funcs));
-	c.funcp = calloc(slots, sizeof(*c.funcp));
 	c.locs = calloc(slots, sizeof(*c.locs));
 	c.locp = calloc(slots, sizeof(*c.locp));
 	c.lines = calloc(slots, sizeof(*c.lines));
@@ -571,7 +593,7 @@ int pprof_render(const struct export_job *job, struct buf *out)
 	c.labelp = calloc(nstacks * PPROF_MAX_LABELS + 1, sizeof(*c.labelp));
 	c.locids = calloc(nlocids + 1, sizeof(*c.locids));
 	c.values = calloc(nstacks * nv + 1, sizeof(*c.values));
-	if (!c.funcs || !c.funcp || !c.locs || !c.locp || !c.lines || !c.linep || !c.loc_of_frame ||
+	if (!c.locs || !c.locp || !c.lines || !c.linep || !c.loc_of_frame ||
 	    !c.samples || !c.samplep || !c.labels || !c.labelp || !c.locids || !c.values) {
 		r = -ENOMEM;
 		goto out;
@@ -586,9 +608,7 @@ int pprof_render(const struct export_job *job, struct buf *out)
 		r = pprof_value_type(&c, &types[nv], meta->period_type.type, meta->period_type.unit);
 	if (r < 0)
 		goto out;
-	/* Inlined functions' ids follow the one-per-location ones. */
-	c.next_xfunc_id = slots;
-	pprof_lines_start(&c, nframes);
+	pprof_lines_start(&c);
 
 	nlocids = 0;
 	for (i = 0; i < nstacks; i++) {
@@ -662,19 +682,13 @@ int pprof_render(const struct export_job *job, struct buf *out)
 	}
 	for (i = 0; i < c.nmaps; i++)
 		c.mapp[i] = &c.maps[i];
-	if (c.nxfuncs) {
-		/* Every function in one list: the locations' own, then inlined. */
-		Perftools__Profiles__Function **all = calloc(c.nfuncs + c.nxfuncs, sizeof(*all));
-
-		r = pprof_keep_block(&c, all);
-		if (r < 0)
-			goto out;
-		memcpy(all, c.funcp, c.nfuncs * sizeof(*all));
-		memcpy(all + c.nfuncs, c.xfuncp, c.nxfuncs * sizeof(*all));
-		free(c.funcp);
-		c.funcp = all;
-		c.nxblocks--;   /* now owned as funcp */
+	c.funcp = calloc(c.nfns + 1, sizeof(*c.funcp));
+	if (!c.funcp) {
+		r = -ENOMEM;
+		goto out;
 	}
+	for (i = 0; i < c.nfns; i++)
+		c.funcp[i] = &c.fns[i];
 
 	buf_reset(&c.tmp);
 	r = buf_printf(&c.tmp, "jprofd %s profile, status %s",
@@ -708,9 +722,9 @@ int pprof_render(const struct export_job *job, struct buf *out)
 	prof.sample = c.samplep;
 	prof.n_mapping = c.nmaps;
 	prof.mapping = c.mapp;
-	prof.n_location = c.nfuncs;
+	prof.n_location = c.nlocs;
 	prof.location = c.locp;
-	prof.n_function = c.nfuncs + c.nxfuncs;
+	prof.n_function = c.nfns;
 	prof.function = c.funcp;
 	prof.n_string_table = c.strs.n;
 	prof.string_table = c.strtab;
@@ -739,8 +753,9 @@ int pprof_render(const struct export_job *job, struct buf *out)
 out:
 	free(packed);
 	free(c.strtab);
-	free(c.funcs);
+	free(c.fns);
 	free(c.funcp);
+	htab_index_release(&c.fn_idx);
 	free(c.locs);
 	free(c.locp);
 	free(c.lines);
@@ -749,7 +764,6 @@ out:
 	for (i = 0; i < c.nxblocks; i++)
 		free(c.xblocks[i]);
 	free(c.xblocks);
-	free(c.xfuncp);
 	free(c.maps);
 	free(c.mapp);
 	free(c.map_of_string);

@@ -541,6 +541,12 @@ const char *jvm_join_stub_marker(uint64_t kind)
 		[JPRING_STUB_ARRAYCOPY] = "[arraycopy stub]",
 		[JPRING_STUB_RESOLVE] = "[resolve stub]",
 		[JPRING_STUB_DISPATCH] = "[vtable/itable stub]",
+		[JPRING_STUB_INVOKE_BASIC] = "[MethodHandle.invokeBasic]",
+		[JPRING_STUB_LINK_TO_VIRTUAL] = "[MethodHandle.linkToVirtual]",
+		[JPRING_STUB_LINK_TO_STATIC] = "[MethodHandle.linkToStatic]",
+		[JPRING_STUB_LINK_TO_SPECIAL] = "[MethodHandle.linkToSpecial]",
+		[JPRING_STUB_LINK_TO_INTERFACE] = "[MethodHandle.linkToInterface]",
+		[JPRING_STUB_LINK_TO_NATIVE] = "[MethodHandle.linkToNative]",
 	};
 
 	return kind < JPRING_STUB_KINDS ? names[kind] : names[JPRING_STUB_UNKNOWN];

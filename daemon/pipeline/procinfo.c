@@ -267,7 +267,10 @@ static int pi_proc_fill(struct pi_proc *p, pid_t pid, uint64_t start_ns, uint64_
 	char comm[sizeof(p->comm)], *labels = NULL;
 	int r = -ESRCH;
 
-	if (!pi_same_process(pid, start_ns, &seen))
+	/* With the process's start known, one check after the reads tells
+	 * whether they were all of it (a pid taken over before or between them
+	 * shows another start); an unknown start needs the one before too. */
+	if (!start_ns && !pi_same_process(pid, start_ns, &seen))
 		goto out;
 	if (proc_read_comm(pid, 0, comm, sizeof(comm)) < 0)
 		goto out;

@@ -223,7 +223,9 @@ int hostview_tap_open(struct hostview *hv, const struct hostview_filter *filter,
 	if (!t)
 		return -ENOMEM;
 	/* A tap is bounded like the buckets: by the host view's memory cap. */
-	t->st = store_new(&(struct store_limits){ .max_bytes = hv->cfg.max_bytes }, NULL, 0);
+	/* Taps serve pprof scrapes: addresses kept (store_limits.max_addrs). */
+	t->st = store_new(&(struct store_limits){ .max_bytes = hv->cfg.max_bytes,
+						  .max_addrs = STORE_PPROF_ADDRS }, NULL, 0);
 	if (!t->st) {
 		free(t);
 		return -ENOMEM;

@@ -10,10 +10,7 @@
 
 static uint32_t intern(struct store *st, const struct sample_frame *f)
 {
-	uint32_t id = store_frame_ref(st, f->kind, f->name, f->module ? f->module : "");
-
-	store_frame_set_loc(st, id, f->loc);
-	return id;
+	return store_frame_ref_at(st, f->kind, f->name, f->module ? f->module : "", f->loc);
 }
 
 static void set_names(struct store *st, const struct built_sample *bs)

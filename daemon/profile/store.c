@@ -191,6 +191,17 @@ static long store_frame_find(const struct store *st, uint32_t hash, enum frame_k
 	return -1;
 }
 
+/* Room for one more frame whose own data takes need bytes: -ENOSPC past
+ * the frame or memory limit, else the frame array has a free slot. */
+static int store_frame_room(struct store *st, size_t need)
+{
+	need += store_array_growth(st->nframes, st->frames_cap, sizeof(*st->frames));
+	if (st->nframes >= st->lim.max_frames || st->nframes >= INT32_MAX || !store_fits(st, need))
+		return -ENOSPC;
+	return store_array_reserve(st, (void **)&st->frames, st->nframes, &st->frames_cap,
+				   sizeof(*st->frames));
+}
+
 int store_frame_intern(struct store *st, enum frame_kind kind, const char *name,
 		       const char *module)
 {
@@ -210,25 +221,18 @@ int store_frame_intern(struct store *st, enum frame_kind kind, const char *name,
 		return (int)found;
 
 	need = strlen(name) + strlen(module) + 2;
-	need += arena_growth(st, need) + htab_index_insert_cost(&st->frame_idx) +
-	       store_array_growth(st->nframes, st->frames_cap, sizeof(*st->frames));
+	need += arena_growth(st, need) + htab_index_insert_cost(&st->frame_idx);
 	/* The marker frame itself is interned by store_new, before any limit. */
-	if (st->nframes && (st->nframes >= st->lim.max_frames || !store_fits(st, need))) {
+	r = st->nframes ? store_frame_room(st, need) :
+	    store_array_reserve(st, (void **)&st->frames, 0, &st->frames_cap, sizeof(*st->frames));
+	if (r == -ENOSPC)
 		st->truncated = true;
-		r = -ENOSPC;
-		goto out;
-	}
-	if (st->nframes >= INT32_MAX) {
-		r = -ENOSPC;
-		goto out;
-	}
-	r = store_array_reserve(st, (void **)&st->frames, st->nframes, &st->frames_cap,
-			  sizeof(*st->frames));
 	if (r < 0)
 		goto out;
 	f = &st->frames[st->nframes];
 	f->kind = kind;
 	f->loc = NULL;
+	f->function = (uint32_t)st->nframes;
 	f->name = store_arena_strdup(st, name);
 	/* Most frames have no module: share one static "" for them. */
 	f->module = *module ? store_arena_strdup(st, module) : "";
@@ -244,24 +248,141 @@ out:
 	return r;
 }
 
-void store_frame_set_loc(struct store *st, uint32_t id, const struct frame_loc *loc)
+/* A path or build-id of a location: the copy a recent location kept when
+ * equal (a binary's addresses share one), else a new one. NULL: no memory. */
+static const char *store_loc_str(struct store *st, const char *s)
+{
+	const unsigned n = sizeof(st->loc_strs) / sizeof(st->loc_strs[0]);
+	char *p;
+
+	if (!*s)
+		return "";
+	for (unsigned i = 0; i < n; i++)
+		if (st->loc_strs[i] && !strcmp(st->loc_strs[i], s))
+			return st->loc_strs[i];
+	p = store_arena_strdup(st, s);
+	if (p)
+		st->loc_strs[st->loc_strs_next++ % n] = p;
+	return p;
+}
+
+/* Bytes a copy of loc may take (its strings counted even when shared). */
+static size_t store_loc_cost(const struct store *st, const struct frame_loc *loc)
+{
+	size_t need = sizeof(*loc) + strlen(loc->path) + strlen(loc->build_id) + 2;
+
+	return need + arena_growth(st, need);
+}
+
+/* loc copied into the arena; NULL when it does not fit or no memory. */
+static const struct frame_loc *store_loc_copy(struct store *st, const struct frame_loc *loc)
 {
 	struct frame_loc *l;
-	size_t need;
 
-	if (!st || !loc || id >= st->nframes || id == st->trunc_frame || st->frames[id].loc)
-		return;
-	need = sizeof(*l) + strlen(loc->path) + strlen(loc->build_id) + 2;
-	if (!store_fits(st, need + arena_growth(st, need)))
-		return;
+	if (!store_fits(st, store_loc_cost(st, loc)))
+		return NULL;
 	l = store_arena_alloc(st, sizeof(*l), _Alignof(struct frame_loc));
 	if (!l)
-		return;
+		return NULL;
 	*l = *loc;
-	l->path = store_arena_strdup(st, loc->path);
-	l->build_id = *loc->build_id ? store_arena_strdup(st, loc->build_id) : "";
-	if (l->path && l->build_id)
-		st->frames[id].loc = l;
+	l->path = store_loc_str(st, loc->path);
+	l->build_id = store_loc_str(st, loc->build_id);
+	return l->path && l->build_id ? l : NULL;
+}
+
+void store_frame_set_loc(struct store *st, uint32_t id, const struct frame_loc *loc)
+{
+	if (!st || !loc || id >= st->nframes || id == st->trunc_frame || st->frames[id].loc)
+		return;
+	st->frames[id].loc = store_loc_copy(st, loc);
+}
+
+/* ---- address frames -------------------------------------------------------- */
+
+static uint32_t store_hash_addr(uint32_t fn, uint32_t pid, uint64_t addr)
+{
+	return (uint32_t)htab_mix64(((uint64_t)fn << 32 | pid) * 0x9e3779b97f4a7c15ULL ^ addr);
+}
+
+static long store_addr_find(const struct store *st, uint32_t hash, uint32_t fn,
+			    const struct frame_loc *loc)
+{
+	struct htab_probe p;
+	uint32_t i;
+
+	for (i = htab_index_first(&st->addr_idx, hash, &p); i != HTAB_NONE;
+	     i = htab_index_next(&st->addr_idx, &p)) {
+		const struct store_frame *f = &st->frames[i];
+
+		if (f->function == fn && f->loc->pid == loc->pid && f->loc->addr == loc->addr)
+			return (long)i;
+	}
+	return -1;
+}
+
+/* A new frame for one address of function fn (name and module shared with
+ * it); -ENOSPC past a limit, -ENOMEM. */
+static int store_addr_new(struct store *st, uint32_t hash, uint32_t fn, const struct frame_loc *loc)
+{
+	const struct frame_loc *l;
+	struct store_frame *f;
+	int r;
+
+	r = store_frame_room(st, store_loc_cost(st, loc) + htab_index_insert_cost(&st->addr_idx));
+	if (r < 0)
+		goto out;
+	l = store_loc_copy(st, loc);
+	if (!l) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = htab_index_insert(&st->addr_idx, hash, (uint32_t)st->nframes);
+	if (r < 0)
+		goto out;
+	f = &st->frames[st->nframes];
+	*f = st->frames[fn];
+	f->loc = l;
+	f->function = fn;
+	r = (int)st->nframes++;
+out:
+	return r;
+}
+
+uint32_t store_frame_ref_at(struct store *st, enum frame_kind kind, const char *name,
+			    const char *module, const struct frame_loc *loc)
+{
+	int fn = store_frame_intern(st, kind, name, module), r;
+	uint64_t *count;
+	uint32_t hash;
+	long found;
+
+	if (fn < 0)
+		return store_truncated_frame(st);
+	if (!loc || !st->lim.max_addrs || (uint32_t)fn == st->trunc_frame) {
+		r = fn;
+		goto out;
+	}
+	hash = store_hash_addr((uint32_t)fn, loc->pid, loc->addr);
+	found = store_addr_find(st, hash, (uint32_t)fn, loc);
+	if (found >= 0)
+		return (uint32_t)found;
+	/* Past max_addrs of this function in this process (code that is hot
+	 * all over), or past a limit, the function's own frame takes the
+	 * sample: one address fewer is better than a truncated stack. */
+	r = store_fits(st, htab_map_insert_cost(&st->addr_counts)) ?
+	    htab_map_upsert(&st->addr_counts, (uint64_t)fn << 32 | loc->pid, &count) : -ENOSPC;
+	if (r >= 0 && *count < st->lim.max_addrs)
+		r = store_addr_new(st, hash, (uint32_t)fn, loc);
+	else
+		r = -ENOSPC;
+	if (r >= 0) {
+		(*count)++;   /* addr_counts untouched since the upsert */
+		return (uint32_t)r;
+	}
+	r = fn;
+out:
+	store_frame_set_loc(st, (uint32_t)r, loc);
+	return (uint32_t)r;
 }
 
 uint32_t store_frame_ref(struct store *st, enum frame_kind kind, const char *name,
@@ -570,6 +691,8 @@ struct store *store_new(const struct store_limits *lim, const struct sample_type
 		st->lim.max_bytes = STORE_DEFAULT_MAX_BYTES;
 	st->bytes = sizeof(*st);
 	st->frame_idx.bytes = &st->bytes;
+	st->addr_idx.bytes = &st->bytes;
+	st->addr_counts.bytes = &st->bytes;
 	st->stack_idx.bytes = &st->bytes;
 	st->threads.idx.bytes = &st->bytes;
 	st->procs.idx.bytes = &st->bytes;
@@ -603,6 +726,8 @@ void store_free(struct store *st)
 	}
 	free(st->frames);
 	htab_index_release(&st->frame_idx);
+	htab_index_release(&st->addr_idx);
+	htab_map_release(&st->addr_counts);
 	free(st->stacks);
 	htab_index_release(&st->stack_idx);
 	store_names_release(st);

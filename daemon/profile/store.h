@@ -23,7 +23,20 @@ struct store_limits {
 	size_t max_stacks;  /* distinct stacks; default 200000 */
 	size_t max_frames;  /* distinct frames; default 200000 */
 	size_t max_bytes;   /* approximate heap bytes; default 256 MiB */
+	/* User frames with a location are kept per sampled address (one
+	 * frame per process and address, store_frame_ref_at) up to this many
+	 * addresses per function and process, the rest on the function's own
+	 * frame; 0 (default): per function only. For pprof, whose locations
+	 * then say which lines of a function are hot. */
+	size_t max_addrs;
 };
+
+/* What a pprof store keeps per function and process (store_limits.max_addrs):
+ * enough for the hot spots of a big function, bounded for one that is all
+ * hot (docs/benchmarks.md). */
+#ifndef STORE_PPROF_ADDRS
+#define STORE_PPROF_ADDRS 64
+#endif
 
 struct store_frame {
 	enum frame_kind kind;
@@ -34,6 +47,10 @@ struct store_frame {
 	 * name, so this is one address of that function, not every one.
 	 * store_merge copies it only with a stack of the process it is from. */
 	const struct frame_loc *loc;
+	/* The frame of the function as a whole: its own id, unless this frame
+	 * is one address of that function (store_frame_ref_at), whose loc then
+	 * is that address's. Formats without addresses aggregate by it. */
+	uint32_t function;
 };
 
 struct store_stack {
@@ -78,6 +95,13 @@ int store_frame_intern(struct store *st, enum frame_kind kind, const char *name,
 /* Gives frame id its location (copied) unless it has one: pprof's address
  * and mapping. Within the memory limit, else it stays without. */
 void store_frame_set_loc(struct store *st, uint32_t id, const struct frame_loc *loc);
+/* The frame for code at loc: with a store that keeps addresses
+ * (store_limits.max_addrs) and loc set, one frame per (loc->pid, loc->addr),
+ * sharing the function's name; past max_addrs of that function and process,
+ * or past a limit, the function's own frame. Otherwise store_frame_ref and
+ * store_frame_set_loc. loc is copied. */
+uint32_t store_frame_ref_at(struct store *st, enum frame_kind kind, const char *name,
+			    const char *module, const struct frame_loc *loc);
 /* Id of the "[truncated]" marker frame (always present). */
 uint32_t store_truncated_frame(const struct store *st);
 /* store_frame_intern, or the "[truncated]" marker when the frame does not

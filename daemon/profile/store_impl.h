@@ -52,6 +52,12 @@ struct store {
 	size_t nframes;
 	size_t frames_cap;
 	struct htab_index frame_idx;
+	struct htab_index addr_idx;  /* address frames, by (function, pid, addr) */
+	struct htab_map addr_counts; /* (function << 32 | pid) -> address frames */
+	/* Paths and build-ids of recent locations: address frames of one
+	 * binary share one copy instead of one per address. */
+	const char *loc_strs[8];
+	unsigned loc_strs_next;
 
 	struct stack_ent *stacks;
 	size_t nstacks;

@@ -96,14 +96,29 @@ int store_merge(struct store *dst, const struct store *src, store_merge_fn filte
 		for (uint32_t j = 0; j < s->nframes; j++) {
 			uint32_t fid = s->frames[j];
 
-			if (fmap[fid] == HTAB_NONE)
-				fmap[fid] = store_frame_ref(dst, src->frames[fid].kind, src->frames[fid].name,
-							    src->frames[fid].module);
+			const struct store_frame *f = &src->frames[fid];
 			/* A frame's address is from one process: it goes only
 			 * with a stack of that process, so a profile filtered to
 			 * one process never shows where another mapped its code. */
-			if (src->frames[fid].loc && src->frames[fid].loc->pid == s->pid)
-				store_frame_set_loc(dst, fmap[fid], src->frames[fid].loc);
+			bool own = f->loc && f->loc->pid == s->pid;
+
+			/* One address of a function: the same address in dst
+			 * (which keeps it per address or gives it to the
+			 * function's frame, as store_frame_ref_at decides). */
+			if (f->function != fid && own) {
+				if (fmap[fid] == HTAB_NONE)
+					fmap[fid] = store_frame_ref_at(dst, f->kind, f->name, f->module, f->loc);
+				ids[n++] = fmap[fid];
+				continue;
+			}
+			if (f->function != fid) {
+				ids[n++] = store_frame_ref(dst, f->kind, f->name, f->module);
+				continue;
+			}
+			if (fmap[fid] == HTAB_NONE)
+				fmap[fid] = store_frame_ref(dst, f->kind, f->name, f->module);
+			if (own)
+				store_frame_set_loc(dst, fmap[fid], f->loc);
 			ids[n++] = fmap[fid];
 		}
 		store_copy_names(dst, src, s->pid, s->tid);

@@ -2,9 +2,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -269,14 +271,11 @@ bool procmaps_is_anon(const struct procmaps_entry *e)
 	return e->path[0] == '[' && strcmp(e->path, "[vdso]") != 0;
 }
 
-size_t procmaps_fuse_devices(const char *mountinfo_path, unsigned *devs, size_t max)
+static size_t procmaps_fuse_parse(FILE *f, unsigned *devs, size_t max)
 {
 	char line[4096];
 	size_t n = 0;
-	FILE *f = fopen(mountinfo_path, "re");
 
-	if (!f)
-		return 0;
 	while (n < max && fgets(line, sizeof(line), f)) {
 		unsigned maj, min;
 		const char *sep = strstr(line, " - ");
@@ -286,8 +285,81 @@ size_t procmaps_fuse_devices(const char *mountinfo_path, unsigned *devs, size_t 
 		    sscanf(line, "%*u %*u %u:%u", &maj, &min) == 2)
 			devs[n++] = maj << 20 | min;
 	}
+	return n;
+}
+
+size_t procmaps_fuse_devices(const char *mountinfo_path, unsigned *devs, size_t max)
+{
+	size_t n;
+	FILE *f = fopen(mountinfo_path, "re");
+
+	if (!f)
+		return 0;
+	n = procmaps_fuse_parse(f, devs, max);
 	fclose(f);
 	return n;
+}
+
+void procmaps_fuse_cache_init(struct procmaps_fuse_cache *c)
+{
+	memset(c, 0, sizeof(*c));
+}
+
+void procmaps_fuse_cache_release(struct procmaps_fuse_cache *c)
+{
+	if (c && c->self)
+		fclose(c->self);
+	if (c)
+		procmaps_fuse_cache_init(c);
+}
+
+/* The daemon's own list, read again when its mount table changed since. */
+static bool procmaps_fuse_self(struct procmaps_fuse_cache *c)
+{
+	struct pollfd pfd;
+	struct stat sb;
+
+	if (c->self) {
+		pfd = (struct pollfd){ .fd = fileno(c->self), .events = POLLPRI };
+		if (poll(&pfd, 1, 0) == 0)
+			return true;
+		/* Changed (or poll failed): read it afresh. */
+		fclose(c->self);
+		c->self = NULL;
+	}
+	if (stat("/proc/self/ns/mnt", &sb) < 0)
+		return false;
+	c->self = fopen("/proc/self/mountinfo", "re");
+	if (!c->self)
+		return false;
+	c->ns_dev = sb.st_dev;
+	c->ns_ino = sb.st_ino;
+	/* The open fixes the point poll reports changes from: what is read
+	 * now is at least as new. */
+	c->n = procmaps_fuse_parse(c->self, c->devs, sizeof(c->devs) / sizeof(c->devs[0]));
+	return true;
+}
+
+size_t procmaps_fuse_devices_of(struct procmaps_fuse_cache *c, const char *proc_root, int pid,
+				unsigned *devs, size_t max, bool *fuse_free)
+{
+	char path[4096];
+	struct stat sb;
+	size_t n;
+
+	if (fuse_free)
+		*fuse_free = false;
+	snprintf(path, sizeof(path), "%s/%d/ns/mnt", proc_root, pid);
+	if (stat(path, &sb) == 0 && procmaps_fuse_self(c) && sb.st_dev == c->ns_dev &&
+	    sb.st_ino == c->ns_ino) {
+		n = c->n < max ? c->n : max;
+		memcpy(devs, c->devs, n * sizeof(*devs));
+		if (fuse_free)
+			*fuse_free = c->n == 0;
+		return n;
+	}
+	snprintf(path, sizeof(path), "%s/%d/mountinfo", proc_root, pid);
+	return procmaps_fuse_devices(path, devs, max);
 }
 
 bool procmaps_on_devices(const struct procmaps_entry *e, const unsigned *devs, size_t n)

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define PROCMAPS_READ 0x1u
 #define PROCMAPS_WRITE 0x2u
@@ -53,6 +54,24 @@ void procmaps_free(struct procmaps *m);
  * root daemon must not open or read files on one. Returns how many (at most
  * max); 0 when none or unreadable. */
 size_t procmaps_fuse_devices(const char *mountinfo_path, unsigned *devs, size_t max);
+/* The same list for process pid (under proc_root, e.g. "/proc"), with the
+ * daemon's own mount namespace remembered: most processes share it, and
+ * the kernel reports every change of a namespace's mount table by poll
+ * (POLLPRI) on its mountinfo, so the daemon's list is read again only after
+ * a change rather than once per process. A process in another namespace
+ * (or whose namespace cannot be told) has its own mountinfo read. One cache
+ * per thread; init/release NULL-safe. fuse_free (may be NULL): set to true
+ * when pid shares the daemon's namespace and it has no FUSE mount at all. */
+struct procmaps_fuse_cache {
+	FILE *self;          /* the daemon's mountinfo, kept open to poll; NULL: not read */
+	uint64_t ns_dev, ns_ino;
+	unsigned devs[64];
+	size_t n;
+};
+void procmaps_fuse_cache_init(struct procmaps_fuse_cache *c);
+void procmaps_fuse_cache_release(struct procmaps_fuse_cache *c);
+size_t procmaps_fuse_devices_of(struct procmaps_fuse_cache *c, const char *proc_root, int pid,
+				unsigned *devs, size_t max, bool *fuse_free);
 /* True when mapping e's file is on one of those devices. */
 bool procmaps_on_devices(const struct procmaps_entry *e, const unsigned *devs, size_t n);
 

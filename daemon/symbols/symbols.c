@@ -28,6 +28,12 @@
 /* Kernel modules and BPF programs come and go: a miss reloads kallsyms at
  * most this often. */
 #define SYM_KALLSYMS_RELOAD_MS 30000
+/* Kernel pages that missed even in a fresh kallsyms (code without a symbol,
+ * e.g. BPF trampolines) trigger no reload until this long has passed: a
+ * stack that keeps hitting one would otherwise reload it every 30 s (tens
+ * of ms of reading and sorting each time). */
+#define SYM_KALLSYMS_MISSED_MS 600000
+#define SYM_KALLSYMS_MISSED_MAX 64
 
 /* Identifies a file without a build-id (and lets a second pid mapping the
  * same file find the cached table without parsing it again). */
@@ -47,6 +53,7 @@ struct sym_elf {
 	struct sym_file_key *keys;       /* every file seen holding this ELF */
 	size_t nkeys;
 	unsigned refcnt;                 /* mappings pointing here */
+	uint64_t idle_since_ms;          /* refcnt 0 since (seen by a sweep); 0: in use */
 };
 
 enum sym_map_type { SYM_MAP_FILE, SYM_MAP_ANON, SYM_MAP_VDSO, SYM_MAP_VSYSCALL };
@@ -63,6 +70,7 @@ struct sym_map {
 };
 
 #define SYM_DEAD_GRACE_MS 2000
+#define SYM_ELF_KEEP_MS 30000            /* unreferenced ELF tables */
 
 struct sym_proc {
 	pid_t pid;
@@ -85,6 +93,9 @@ struct symbols {
 	size_t nelfs;
 	struct kallsyms *ksyms;
 	uint64_t ksyms_load_ms;
+	uint64_t ksyms_missed[SYM_KALLSYMS_MISSED_MAX];  /* addr >> 12 */
+	size_t nksyms_missed;
+	uint64_t ksyms_missed_since;
 	bool ksyms_tried;
 	bool ksyms_warned;
 	struct elfsym *vdso;
@@ -93,6 +104,7 @@ struct symbols {
 	struct dbginfod *dbg;            /* NULL: no DEBUGINFOD_URLS */
 	struct lines *lines;             /* borrowed; NULL: no file:line */
 	struct symbols_stats stats;
+	struct procmaps_fuse_cache fuse;
 };
 
 static uint64_t symbols_now_ms(void)
@@ -109,6 +121,7 @@ struct symbols *symbols_new(const char *kallsyms_path, const char *proc_root)
 
 	if (!s)
 		return NULL;
+	procmaps_fuse_cache_init(&s->fuse);
 	s->proc_root = strdup(proc_root ? proc_root : "/proc");
 	s->kallsyms_path = kallsyms_path ? strdup(kallsyms_path) : NULL;
 	if (!s->proc_root || (kallsyms_path && !s->kallsyms_path)) {
@@ -175,15 +188,22 @@ static void symbols_elf_free(struct sym_elf *e)
 	free(e);
 }
 
-/* Frees ELF tables no mapping refers to any more. */
-static void symbols_elf_sweep(struct symbols *s)
+/* Frees ELF tables no mapping has referred to for keep_ms. Kept a while:
+ * on a host that runs the same programs over and over (a compiler per
+ * file), each new process would otherwise read and sort the same symbol
+ * table again. */
+static void symbols_elf_sweep(struct symbols *s, uint64_t now, uint64_t keep_ms)
 {
 	struct sym_elf **pp = &s->elfs;
 
 	while (*pp) {
 		struct sym_elf *e = *pp;
 
-		if (e->refcnt == 0) {
+		if (e->refcnt == 0 && !e->idle_since_ms)
+			e->idle_since_ms = now;
+		if (e->refcnt)
+			e->idle_since_ms = 0;
+		if (e->refcnt == 0 && now - e->idle_since_ms >= keep_ms) {
 			*pp = e->next;
 			symbols_elf_free(e);
 			s->nelfs--;
@@ -213,6 +233,7 @@ void symbols_free(struct symbols *s)
 	}
 	dbginfod_free(s->dbg);
 	kallsyms_free(s->ksyms);
+	procmaps_fuse_cache_release(&s->fuse);
 	elfsym_free(s->vdso);
 	free(s->kallsyms_path);
 	free(s->proc_root);
@@ -288,10 +309,6 @@ static int symbols_read_maps(struct symbols *s, struct sym_proc *p, uint64_t now
 	int ret;
 
 	p->last_read_ms = now;
-	/* Files on FUSE are not read on the event loop: their server could
-	 * make the read wait forever. They keep module+offset names. */
-	snprintf(path, sizeof(path), "%s/%d/mountinfo", s->proc_root, (int)p->pid);
-	nfuse = procmaps_fuse_devices(path, fuse, sizeof(fuse) / sizeof(fuse[0]));
 	snprintf(path, sizeof(path), "%s/%d/maps", s->proc_root, (int)p->pid);
 	ret = procmaps_read(path, &pm);
 	if (ret < 0) {
@@ -299,6 +316,11 @@ static int symbols_read_maps(struct symbols *s, struct sym_proc *p, uint64_t now
 		ret = ret == -ENOMEM ? ret : 0;
 		goto out;
 	}
+	/* Files on FUSE are not read on the event loop: their server could
+	 * make the read wait forever. They keep module+offset names. (After
+	 * the maps: a process gone already costs no more reads.) */
+	nfuse = procmaps_fuse_devices_of(&s->fuse, s->proc_root, (int)p->pid, fuse,
+					 sizeof(fuse) / sizeof(fuse[0]), NULL);
 	s->stats.maps_reads++;
 	maps = calloc(pm->count ? pm->count : 1, sizeof(*maps));
 	if (!maps) {
@@ -394,7 +416,11 @@ static int symbols_get_proc(struct symbols *s, pid_t pid, uint64_t start, uint64
 			ret = -ESRCH;
 			goto out;
 		}
-		if (other || now - p->last_check_ms >= SYM_PID_CHECK_MS) {
+		/* A sample that names its process's start (all BPF samples do)
+		 * tells by itself whether the cached process is its own: /proc
+		 * is asked only when they differ or the start is unknown. */
+		if (other || ((!start || !p->start_time) &&
+			      now - p->last_check_ms >= SYM_PID_CHECK_MS)) {
 			uint64_t st = symbols_read_start_time(s, pid);
 
 			p->last_check_ms = now;
@@ -798,6 +824,19 @@ bool symbols_kernel_available(struct symbols *s)
 	return kallsyms_available(s->ksyms);
 }
 
+/* addr's page missed in a kallsyms read after it was first seen. */
+static bool symbols_kernel_missed(struct symbols *s, uint64_t addr, uint64_t now)
+{
+	if (now - s->ksyms_missed_since >= SYM_KALLSYMS_MISSED_MS) {
+		s->nksyms_missed = 0;
+		s->ksyms_missed_since = now;
+	}
+	for (size_t i = 0; i < s->nksyms_missed; i++)
+		if (s->ksyms_missed[i] == addr >> 12)
+			return true;
+	return false;
+}
+
 int symbols_resolve_kernel(struct symbols *s, uint64_t addr, struct sym_result *out)
 {
 	const char *name, *module;
@@ -811,9 +850,12 @@ int symbols_resolve_kernel(struct symbols *s, uint64_t addr, struct sym_result *
 	if (!s->ksyms_tried)
 		symbols_load_kallsyms(s, now);
 	r = kallsyms_lookup(s->ksyms, addr, &name, &module, NULL);
-	if (r < 0 && now - s->ksyms_load_ms >= SYM_KALLSYMS_RELOAD_MS) {
+	if (r < 0 && now - s->ksyms_load_ms >= SYM_KALLSYMS_RELOAD_MS &&
+	    !symbols_kernel_missed(s, addr, now)) {
 		symbols_load_kallsyms(s, now);
 		r = kallsyms_lookup(s->ksyms, addr, &name, &module, NULL);
+		if (r < 0 && s->nksyms_missed < SYM_KALLSYMS_MISSED_MAX)
+			s->ksyms_missed[s->nksyms_missed++] = addr >> 12;
 	}
 	if (r == 0) {
 		out->kind = FRAME_KERNEL;
@@ -863,7 +905,7 @@ void symbols_expire(struct symbols *s, unsigned max_idle_s)
 		return;
 	now = symbols_now_ms();
 	htab_map_retain(&s->procs, symbols_keep_proc, &(struct sym_expire){ now, idle_ms });
-	symbols_elf_sweep(s);
+	symbols_elf_sweep(s, now, idle_ms < SYM_ELF_KEEP_MS ? idle_ms : SYM_ELF_KEEP_MS);
 }
 
 void symbols_get_stats(const struct symbols *s, struct symbols_stats *out)

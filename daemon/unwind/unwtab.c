@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,6 +45,9 @@ struct table {
 	uint32_t owner;           /* euid of the process it was built for: its share */
 	uint32_t refs;
 	uint64_t last_used;
+	uint8_t *spill;           /* evicted rows, encoded (spill_encode); NULL: none */
+	size_t spill_len;
+	uint32_t spill_rows;
 };
 
 struct proc {
@@ -87,6 +91,15 @@ struct unwtab {
 	uint64_t last_sweep;
 	uint64_t full_until;       /* unwind_procs was full: no loads before then */
 	struct jp_unwind_proc entry;
+	struct procmaps_fuse_cache fuse;
+	size_t spill_max;          /* bytes of evicted rows kept encoded */
+};
+
+/* What load_proc learns of one process, read only when needed. */
+struct proc_view {
+	uint32_t tgid;
+	int64_t uid;               /* effective; -1: not read yet */
+	bool fuse_free;            /* in the daemon's mount namespace, which has no FUSE mount */
 };
 
 /* ---- row allocator ---- */
@@ -140,6 +153,110 @@ static int rows_take(struct unwtab *u, uint32_t count, uint32_t *first)
 	return -ENOSPC;
 }
 
+/* ---- evicted rows kept encoded ---- */
+
+/* Rows are sorted by pc and neighbours look alike: each is the pc's
+ * distance from the previous one, then the CFA and rbp offsets as zigzag
+ * varints (most fit one byte), then the kind. */
+static size_t spill_put(uint8_t *o, uint64_t v)
+{
+	size_t n = 0;
+
+	do {
+		o[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+		v >>= 7;
+	} while (v);
+	return n;
+}
+
+static bool spill_get(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	uint64_t r = 0;
+
+	for (unsigned sh = 0; *p < end && sh < 64; sh += 7) {
+		uint8_t b = *(*p)++;
+
+		r |= (uint64_t)(b & 0x7f) << sh;
+		if (!(b & 0x80)) {
+			*v = r;
+			return true;
+		}
+	}
+	return false;
+}
+
+static uint64_t zz(int64_t v)
+{
+	return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+static int64_t unzz(uint64_t v)
+{
+	return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
+/* Encodes n rows; NULL on ENOMEM. */
+static uint8_t *spill_encode(const struct jp_unwind_row *rows, size_t n, size_t *len)
+{
+	uint8_t *o = malloc(n * 21 + 1), *fit;  /* 5 + 10 + 5 + 1 bytes at worst */
+	uint32_t pc = 0;
+	size_t k = 0;
+
+	if (!o)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		k += spill_put(o + k, rows[i].pc - pc);
+		k += spill_put(o + k, zz(rows[i].cfa_off));
+		k += spill_put(o + k, zz(rows[i].rbp_off));
+		o[k++] = rows[i].kind;
+		pc = rows[i].pc;
+	}
+	fit = realloc(o, k ? k : 1);
+	*len = k;
+	return fit ? fit : o;
+}
+
+/* Decodes n rows into out; -EINVAL if the encoding does not hold n. */
+static int spill_decode(const uint8_t *p, size_t len, struct jp_unwind_row *out, size_t n)
+{
+	const uint8_t *end = p + len;
+	uint64_t d, c, b;
+	uint32_t pc = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!spill_get(&p, end, &d) || !spill_get(&p, end, &c) || !spill_get(&p, end, &b) ||
+		    p >= end)
+			return -EINVAL;
+		pc += (uint32_t)d;
+		out[i] = (struct jp_unwind_row){ .pc = pc, .cfa_off = (int32_t)unzz(c),
+						 .rbp_off = (int16_t)unzz(b), .kind = *p++ };
+	}
+	return p == end ? 0 : -EINVAL;
+}
+
+/* Reads rows [first, first + n) back from the BPF array. */
+static int rows_read(struct unwtab *u, uint32_t first, struct jp_unwind_row *rows, size_t n)
+{
+	uint32_t keys[UPLOAD_CHUNK], in, out;
+	int r = 0;
+
+	for (size_t done = 0; done < n && r == 0;) {
+		__u32 cnt = (__u32)(n - done < UPLOAD_CHUNK ? n - done : UPLOAD_CHUNK);
+
+		/* An array's batch starts after in_batch: the key before. */
+		in = first + (uint32_t)done - 1;
+		r = bpf_map_lookup_batch(u->rows_fd, first + done ? &in : NULL, &out, keys,
+					 rows + done, &cnt, NULL);
+		if ((r == 0 || r == -ENOENT) && cnt > 0 && keys[0] == first + done) {
+			done += cnt;
+			r = 0;
+		} else if (r == 0) {
+			r = -EIO;
+		}
+	}
+	return r;
+}
+
 /* ---- tables ---- */
 
 static void table_drop(struct unwtab *u, size_t i)
@@ -149,27 +266,82 @@ static void table_drop(struct unwtab *u, size_t i)
 	rows_release(u, t->first, t->count);
 	u->st.rows_used -= t->count;
 	u->st.tables -= t->count ? 1 : 0;
+	u->st.spill_bytes -= t->spill_len;
+	free(t->spill);
 	free(t);
 	u->tables[i] = u->tables[--u->ntables];
 }
 
-/* Drops the least recently used unreferenced table; false if none. */
-static bool evict_one(struct unwtab *u, bool with_rows_only)
+/* The least recently used unreferenced table (with rows in BPF, or with
+ * rows kept encoded), or SIZE_MAX. */
+static size_t lru_idle(const struct unwtab *u, bool with_rows, bool spilled)
 {
 	size_t best = SIZE_MAX;
 
 	for (size_t i = 0; i < u->ntables; i++) {
 		const struct table *t = u->tables[i];
 
-		if (t->refs || (with_rows_only && !t->count))
+		if (t->refs || (with_rows && !t->count) || (spilled && !t->spill))
 			continue;
 		if (best == SIZE_MAX || t->last_used < u->tables[best]->last_used)
 			best = i;
 	}
+	return best;
+}
+
+/* Takes t's rows out of BPF, keeping them encoded when they fit the
+ * budget (older copies go first); false when t has to go altogether. */
+static bool table_spill(struct unwtab *u, struct table *t)
+{
+	struct jp_unwind_row *rows = malloc((size_t)t->count * sizeof(*rows));
+	size_t len = 0;
+	uint8_t *enc = NULL;
+
+	if (rows && rows_read(u, t->first, rows, t->count) == 0)
+		enc = spill_encode(rows, t->count, &len);
+	free(rows);
+	if (!enc || len > u->spill_max) {
+		free(enc);
+		return false;
+	}
+	while (u->st.spill_bytes + len > u->spill_max) {
+		size_t old = lru_idle(u, false, true);
+
+		if (old == SIZE_MAX || u->tables[old] == t) {
+			free(enc);
+			return false;
+		}
+		table_drop(u, old);
+	}
+	rows_release(u, t->first, t->count);
+	u->st.rows_used -= t->count;
+	u->st.tables--;
+	t->spill = enc;
+	t->spill_len = len;
+	t->spill_rows = t->count;
+	t->first = t->count = 0;
+	u->st.spill_bytes += len;
+	return true;
+}
+
+/* Evicts the least recently used unreferenced table; with_rows_only (room
+ * is needed): one with rows in BPF, whose rows are kept encoded if they
+ * can be. false if none. */
+static bool evict_one(struct unwtab *u, bool with_rows_only)
+{
+	size_t best = lru_idle(u, with_rows_only, false);
+	struct table *t;
+
 	if (best == SIZE_MAX)
 		return false;
-	u->st.evicted += u->tables[best]->count ? 1 : 0;
-	table_drop(u, best);
+	t = u->tables[best];
+	u->st.evicted += t->count ? 1 : 0;
+	if (!with_rows_only || !table_spill(u, t)) {
+		/* table_spill may have dropped others: find it again. */
+		for (best = 0; best < u->ntables && u->tables[best] != t; best++)
+			;
+		table_drop(u, best);
+	}
 	return true;
 }
 
@@ -209,6 +381,31 @@ static void table_load(struct unwtab *u, struct table *t, const struct cfi_table
 	return;
 full:
 	u->st.rows_full++;
+}
+
+/* An evicted table needed again: its kept rows back into BPF. */
+static void table_unspill(struct unwtab *u, struct table *t)
+{
+	struct cfi_table ct = { .n = t->spill_rows };
+
+	ct.rows = malloc((size_t)t->spill_rows * sizeof(*ct.rows));
+	if (ct.rows && spill_decode(t->spill, t->spill_len, ct.rows, ct.n) == 0) {
+		/* Referenced meanwhile, so making room never drops t itself. */
+		t->refs++;
+		table_load(u, t, &ct);
+		t->refs--;
+	}
+	free(ct.rows);
+	/* No room even after evicting every idle table: like a new table that
+	 * does not fit, it stays without rows (frame pointers), not retried at
+	 * every load of a process that maps it (each try would evict all
+	 * idle tables again). */
+	u->st.reloads += t->count ? 1 : 0;
+	u->st.spill_bytes -= t->spill_len;
+	free(t->spill);
+	t->spill = NULL;
+	t->spill_len = 0;
+	t->spill_rows = 0;
 }
 
 static bool same_file(const struct table *t, const struct stat *sb)
@@ -293,8 +490,38 @@ static int open_debug_file(const uint8_t *bid, size_t len)
 
 /* The table of the binary behind one mapping of tgid, built if new; NULL
  * when the file cannot be read. */
-static struct table *table_for(struct unwtab *u, uint32_t tgid, uint32_t uid,
-				const struct procmaps_entry *e)
+static bool proc_uid(struct proc_view *pv)
+{
+	uid_t uids[4];
+
+	if (pv->uid < 0 && proc_read_uids((pid_t)pv->tgid, uids) == 0)
+		pv->uid = uids[1];  /* effective: whose process it is now */
+	return pv->uid >= 0;
+}
+
+/* The table already built from the file a mapping shows, found by its path
+ * rather than through /proc/PID/map_files (whose lookup costs several times
+ * more, once per mapping of every new process). Only where the path names
+ * the mapped file: the process in the daemon's mount namespace, which has
+ * no FUSE mount the lookup could wait on, and the file at that path has
+ * the device and inode the mapping shows. NULL: look it up the usual way. */
+static struct table *table_by_path(struct unwtab *u, const struct proc_view *pv,
+				   const struct procmaps_entry *e)
+{
+	struct stat sb;
+
+	if (!pv->fuse_free || e->deleted || e->path[0] != '/' || stat(e->path, &sb) < 0 ||
+	    !S_ISREG(sb.st_mode) || sb.st_ino != e->inode ||
+	    major(sb.st_dev) != e->dev_major || minor(sb.st_dev) != e->dev_minor)
+		return NULL;
+	return table_find_file(u, &sb);
+}
+
+/* build false: only a table already known (*need_build set when the file
+ * has none yet), so that building one never evicts a table another mapping
+ * of the same process is about to use. */
+static struct table *table_for(struct unwtab *u, struct proc_view *pv,
+				const struct procmaps_entry *e, bool build, bool *need_build)
 {
 	char path[96];
 	uint8_t bid[64];
@@ -303,15 +530,19 @@ static struct table *table_for(struct unwtab *u, uint32_t tgid, uint32_t uid,
 	struct cfi_table *ct = NULL;
 	enum cfi_error why = CFI_OK;
 	uint64_t t0;
+	uint32_t tgid = pv->tgid, uid;
 	int fd, dfd, len, r;
 
+	fd = -1;
+	t = table_by_path(u, pv, e);
+	if (t)
+		goto out;
 	/* map_files: the file as mapped, whatever its path now says (replaced,
 	 * deleted, another mount namespace). */
 	snprintf(path, sizeof(path), "/proc/%u/map_files/%llx-%llx", tgid,
 		 (unsigned long long)e->start, (unsigned long long)e->end);
 	/* Only regular files: opening a device a process mapped could have
 	 * side effects. */
-	fd = -1;
 	if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
 		t = table_find_file(u, &sb);
 		if (t)
@@ -328,7 +559,12 @@ static struct table *table_for(struct unwtab *u, uint32_t tgid, uint32_t uid,
 		goto out;
 	}
 	t = table_find(u, &sb, bid, (size_t)len);
-	if (t || over_share(u, uid, 0))
+	if (!t && !build)
+		*need_build = true;
+	if (t || !build || !proc_uid(pv))
+		goto out;
+	uid = (uint32_t)pv->uid;
+	if (over_share(u, uid, 0))
 		goto out;
 	tabs = realloc(u->tables, (u->ntables + 1) * sizeof(*tabs));
 	t = calloc(1, sizeof(*t));
@@ -374,6 +610,8 @@ static struct table *table_for(struct unwtab *u, uint32_t tgid, uint32_t uid,
 	cfi_table_free(ct);
 	u->tables[u->ntables++] = t;
 out:
+	if (t && !t->count && t->spill)
+		table_unspill(u, t);
 	if (fd >= 0)
 		close(fd);
 	return t;
@@ -426,16 +664,19 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 	struct jp_unwind_proc *ent = &u->entry;
 	struct procmaps *m = NULL;
 	struct proc *p, np = { .tgid = tgid };
+	struct proc_view pv = { .tgid = tgid, .uid = -1 };
+	/* Per entry of ent->maps: its mapping when it may have a table, and
+	 * the table. */
+	const struct procmaps_entry *src[JP_UNWIND_MAX_MAPS];
+	struct table *tabs[JP_UNWIND_MAX_MAPS];
 	char path[64];
 	unsigned fuse[64];
-	uid_t uids[4], uid;
 	size_t nfuse;
 	uint64_t start, now = clock_mono_ns(), h;
 
-	if (proc_read_start_boottime((pid_t)tgid, &start) < 0 ||
-	    proc_read_uids((pid_t)tgid, uids) < 0)
+	/* Its uid only if a table is to be built for it (its share). */
+	if (proc_read_start_boottime((pid_t)tgid, &start) < 0)
 		return;  /* gone */
-	uid = uids[1];  /* effective: whose process it is now */
 	start -= start % TICK_NS;
 	if (want_start && want_start - want_start % TICK_NS != start)
 		return;  /* the pid is another process's now */
@@ -452,8 +693,8 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 		p->loaded_ns = now;  /* nothing new mapped */
 		goto out;
 	}
-	snprintf(path, sizeof(path), "/proc/%u/mountinfo", tgid);
-	nfuse = procmaps_fuse_devices(path, fuse, sizeof(fuse) / sizeof(fuse[0]));
+	nfuse = procmaps_fuse_devices_of(&u->fuse, "/proc", (int)tgid, fuse,
+					 sizeof(fuse) / sizeof(fuse[0]), &pv.fuse_free);
 	memset(ent, 0, sizeof(*ent));
 	ent->start_ns = start;
 	np.refs = calloc(JP_UNWIND_MAX_MAPS, sizeof(*np.refs));
@@ -462,8 +703,6 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 	for (size_t i = 0; i < m->count; i++) {
 		const struct procmaps_entry *e = &m->entries[i];
 		struct jp_unwind_map *mm;
-		struct table *t;
-		uint64_t vaddr;
 
 		if (!(e->perms & PROCMAPS_EXEC))
 			continue;
@@ -471,6 +710,8 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 			u->st.too_many_maps++;
 			break;
 		}
+		src[ent->n] = NULL;
+		tabs[ent->n] = NULL;
 		mm = &ent->maps[ent->n++];
 		mm->start = e->start;
 		mm->end = e->end;
@@ -480,21 +721,42 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 			u->st.untrusted_fs++;
 			continue;
 		}
-		t = table_for(u, tgid, uid, e);
-		if (!t)
-			continue;
-		t->refs++;
-		t->last_used = now;
-		np.refs[np.nrefs++] = t;
-		if (t->count) {
-			struct cfi_table view = { .nsegs = t->nsegs };
+		src[ent->n - 1] = e;
+	}
+	/* The tables known already first, referenced at once: the builds
+	 * after them may evict idle tables for room, never these. */
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t i = 0; i < ent->n; i++) {
+			bool need = false;
+			struct table *t;
 
-			memcpy(view.segs, t->segs, sizeof(view.segs));
-			if (cfi_offset_to_vaddr(&view, e->offset, &vaddr) == 0) {
-				mm->bias = e->start - vaddr;
-				mm->row_first = t->first;
-				mm->row_count = t->count;
-			}
+			if (!src[i] || tabs[i])
+				continue;
+			t = table_for(u, &pv, src[i], pass == 1, &need);
+			if (!need)
+				src[i] = t ? src[i] : NULL;
+			if (!t)
+				continue;
+			t->refs++;
+			t->last_used = now;
+			np.refs[np.nrefs++] = t;
+			tabs[i] = t;
+		}
+	}
+	for (uint32_t i = 0; i < ent->n; i++) {
+		struct jp_unwind_map *mm = &ent->maps[i];
+		struct table *t = tabs[i];
+		struct cfi_table view;
+		uint64_t vaddr;
+
+		if (!t || !t->count)
+			continue;
+		view = (struct cfi_table){ .nsegs = t->nsegs };
+		memcpy(view.segs, t->segs, sizeof(view.segs));
+		if (cfi_offset_to_vaddr(&view, src[i]->offset, &vaddr) == 0) {
+			mm->bias = src[i]->start - vaddr;
+			mm->row_first = t->first;
+			mm->row_count = t->count;
 		}
 	}
 	/* Kept for every process until it exits: only as many as it uses. */
@@ -631,6 +893,8 @@ int unwtab_new(int rows_fd, int procs_fd, uint32_t rows_capacity, struct unwtab 
 	u->procs_fd = procs_fd;
 	u->cap = rows_capacity;
 	u->st.rows_capacity = rows_capacity;
+	/* Half the array's size: at about 4 bytes a row, 1.5 times its rows. */
+	u->spill_max = (size_t)rows_capacity * sizeof(struct jp_unwind_row) / 2;
 	u->shared = u->st;
 	u->free = calloc(1, sizeof(*u->free));
 	u->queue = calloc(MAX_QUEUE, sizeof(*u->queue));
@@ -641,6 +905,7 @@ int unwtab_new(int rows_fd, int procs_fd, uint32_t rows_capacity, struct unwtab 
 	u->free[0] = (struct range){ 0, rows_capacity };
 	u->nfree = rows_capacity ? 1 : 0;
 	u->last_sweep = clock_mono_ns();
+	procmaps_fuse_cache_init(&u->fuse);
 	pthread_mutex_init(&u->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_cond_init(&u->wake, &ca);
@@ -650,6 +915,8 @@ int unwtab_new(int rows_fd, int procs_fd, uint32_t rows_capacity, struct unwtab 
 	if (r < 0)
 		goto fail;
 	u->started = true;
+	/* Its CPU time apart from the event loop's (top -H, bench/). */
+	pthread_setname_np(u->thread, "jprofd-unwind");
 	*out = u;
 	return 0;
 fail:
@@ -673,12 +940,15 @@ void unwtab_free(struct unwtab *u)
 	}
 	while (u->nprocs)
 		proc_drop(u, u->nprocs - 1);
-	for (size_t i = 0; i < u->ntables; i++)
+	for (size_t i = 0; i < u->ntables; i++) {
+		free(u->tables[i]->spill);
 		free(u->tables[i]);
+	}
 	free(u->tables);
 	free(u->procs);
 	free(u->free);
 	free(u->queue);
+	procmaps_fuse_cache_release(&u->fuse);
 	free(u);
 }
 

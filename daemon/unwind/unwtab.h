@@ -3,7 +3,11 @@
  * or a recording that starts), shared by every process that maps the same
  * binary (same build-id, or same file), refreshed when a process maps new
  * code (dlopen), released when no live process maps them any more, and
- * evicted least recently used when the row array is full.
+ * evicted least recently used when the row array is full. An evicted
+ * table's rows are kept in the daemon, encoded (about 4 bytes a row, at
+ * most half the array's size in all), so a binary that runs again (a
+ * compiler per file) is loaded again in milliseconds rather than rebuilt
+ * from its CFI (half a second for cc1).
  *
  * The event loop only queues requests (unwtab_request never blocks on a
  * build); reading ELF files, building, and writing the BPF maps
@@ -28,6 +32,8 @@ struct unwtab_stats {
 	uint64_t build_ns_max;    /* longest build of one binary */
 	uint64_t build_ns_total;
 	uint64_t evicted;         /* tables evicted to make room */
+	uint64_t reloads;         /* evicted tables loaded again from the daemon's copy, not rebuilt */
+	uint64_t spill_bytes;     /* memory of those copies (bounded) */
 	uint64_t rows_full;       /* tables not loaded: no room even after evicting */
 	uint64_t open_failed;     /* mapped files that could not be opened */
 	uint64_t untrusted_fs;    /* mappings of files on FUSE: not read (they could stall) */

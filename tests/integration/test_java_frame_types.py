@@ -13,6 +13,11 @@ import jproftest as jt
 import jvmtest as jv
 
 RECORD_S = 3
+# The JVMs run until stop_alive; recordings repeat (RECORD_S each) until a
+# case has its samples: the event counts CPU time, which a loaded machine
+# hands out slowly.
+JVM_S = 120
+ROUNDS_MAX = 8
 SUFFIX = re.compile(r"^(Inlining\.(?:hot|mix|main))(_\[[0ji1]\])?$")
 
 
@@ -24,6 +29,27 @@ def record(t, d, jvm, fmt, extra=()):
     jt.check_eq(r.returncode, 0, "jprofctl exit code (stderr: %s)" % r.stderr)
     with open(path) as f:
         return f.read()
+
+
+def collapsed_until(t, d, jvm, extra, enough):
+    """Collapsed stacks of consecutive recordings, summed, until enough(stacks)."""
+    stacks = {}
+    for _ in range(ROUNDS_MAX):
+        for s, n in jt.parse_collapsed(record(t, d, jvm, "collapsed", extra)).items():
+            stacks[s] = stacks.get(s, 0) + n
+        if enough(stacks):
+            break
+    return stacks
+
+
+def method_samples(stacks, method):
+    """Samples with a frame of method (any type suffix)."""
+    return jt.samples_matching(stacks, lambda frames: any(
+        f == method or f.startswith(method + "_[") for f in frames))
+
+
+def hot_samples(stacks):
+    return method_samples(stacks, "Inlining.hot")
 
 
 def type_counts(stacks):
@@ -61,9 +87,10 @@ def main(t):
     d = t.start_daemon(*jv.agent_args())
     for jdk, _ in jv.jdks():
         with t.case("JDK %s: -Xint: Java frames are interpreted" % jdk):
-            jvm = jv.Jvm(t, jdk, "Inlining", RECORD_S + 12, opts=["-Xint"], settle=0.2)
+            jvm = jv.Jvm(t, jdk, "Inlining", JVM_S, opts=["-Xint"], settle=0.2)
             jt.wait_until(lambda: "ready" in jvm.output(), 30, what="Inlining to warm up")
-            c = type_counts(jt.parse_collapsed(record(t, d, jvm, "collapsed", ["--java-types"])))
+            c = type_counts(collapsed_until(t, d, jvm, ["--java-types"],
+                                            lambda s: hot_samples(s) >= 300))
             jt.log("JDK %s -Xint frame types: %s" % (jdk, sorted(c.items())))
             hit, total = share(c, "Inlining.hot", ("_[0]",))
             jt.check(total >= 300 and hit == total,
@@ -71,16 +98,21 @@ def main(t):
             jvm.stop_alive()
 
         with t.case("JDK %s: C1 only: the hot method is C1-compiled" % jdk):
-            jvm = jv.Jvm(t, jdk, "Inlining", RECORD_S + 12, opts=["-XX:TieredStopAtLevel=1"],
-                         settle=0.2)
+            jvm = jv.Jvm(t, jdk, "Inlining", JVM_S, opts=["-XX:TieredStopAtLevel=1"], settle=0.2)
             jt.wait_until(lambda: "ready" in jvm.output(), 30, what="Inlining to warm up")
             # C1 may not inline mix(): then mix is the leaf, the one frame
             # typed from the pc, and hot() its caller of unknown type.
-            doc = json.loads(record(t, d, jvm, "json"))
-            kinds = {m: json_kinds(doc, m) for m in ("Inlining.hot", "Inlining.mix")}
-            jt.log("JDK %s C1 only: JSON kinds: %s" % (jdk, kinds))
-            c1 = sum(k.get("java_c1", 0) for k in kinds.values())
-            c2 = sum(k.get("java_jit", 0) for k in kinds.values())
+            c1 = c2 = 0
+            kinds = []
+            for _ in range(ROUNDS_MAX):
+                doc = json.loads(record(t, d, jvm, "json"))
+                k = {m: json_kinds(doc, m) for m in ("Inlining.hot", "Inlining.mix")}
+                kinds.append(k)
+                c1 += sum(v.get("java_c1", 0) for v in k.values())
+                c2 += sum(v.get("java_jit", 0) for v in k.values())
+                if c1 >= 300:
+                    break
+            jt.log("JDK %s C1 only: JSON kinds per recording: %s" % (jdk, kinds))
             jt.check(c1 >= 300 and c2 <= 0.05 * c1,
                      "hot/mix C1-compiled in %d samples, C2 in %d: %s" % (c1, c2, kinds))
             jvm.stop_alive()
@@ -89,9 +121,11 @@ def main(t):
             # mix() kept interpreted: its callers' types come from the
             # interpreter frame chain (hot() compiled, by its return address).
             excl = ["-XX:CompileCommand=quiet", "-XX:CompileCommand=exclude,Inlining::mix"]
-            jvm = jv.Jvm(t, jdk, "Inlining", RECORD_S + 12, opts=excl, settle=0.2)
+            jvm = jv.Jvm(t, jdk, "Inlining", JVM_S, opts=excl, settle=0.2)
             jt.wait_until(lambda: "ready" in jvm.output(), 30, what="Inlining to warm up")
-            c = type_counts(jt.parse_collapsed(record(t, d, jvm, "collapsed", ["--java-types"])))
+            c = type_counts(collapsed_until(
+                t, d, jvm, ["--java-types"],
+                lambda s: min(hot_samples(s), method_samples(s, "Inlining.mix")) >= 300))
             jt.log("JDK %s mix excluded: frame types: %s" % (jdk, sorted(c.items())))
             hit, total = share(c, "Inlining.mix", ("_[0]",))
             jt.check(total >= 300 and hit >= 0.9 * total,
@@ -102,9 +136,10 @@ def main(t):
             jvm.stop_alive()
 
         with t.case("JDK %s: warmed up: hot method compiled, its callee inlined" % jdk):
-            jvm = jv.Jvm(t, jdk, "Inlining", 3 * RECORD_S + 16, settle=0.2)
+            jvm = jv.Jvm(t, jdk, "Inlining", JVM_S, settle=0.2)
             jt.wait_until(lambda: "ready" in jvm.output(), 30, what="Inlining to warm up")
-            c = type_counts(jt.parse_collapsed(record(t, d, jvm, "collapsed", ["--java-types"])))
+            c = type_counts(collapsed_until(t, d, jvm, ["--java-types"],
+                                            lambda s: hot_samples(s) >= 300))
             jt.log("JDK %s warm frame types: %s" % (jdk, sorted(c.items())))
             # C2 (_[j]): a C1 tier (_[1]) only before the C2 code is in.
             hit, total = share(c, "Inlining.hot", ("_[j]", "_[i]"))
@@ -118,7 +153,7 @@ def main(t):
             jt.check(inl >= 10 and inl >= 0.8 * mix,
                      "Inlining.mix inlined in %d of %d samples: %s" % (inl, mix, c))
             # Plain collapsed: no Java suffix, the same methods.
-            plain = jt.parse_collapsed(record(t, d, jvm, "collapsed"))
+            plain = collapsed_until(t, d, jvm, [], lambda s: hot_samples(s) >= 300)
             jt.check(not any(re.search(r"^Inlining\..*_\[[0ji1]\]$", f)
                              for s in plain for f in jt.frames_of(s)),
                      "Java type suffixes without --java-types:\n%s" % jt.top_stacks(plain))

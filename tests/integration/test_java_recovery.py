@@ -4,15 +4,17 @@ time in method entries and exits, where ASGCT cannot start a walk (about a
 third of the samples are bare [unknown_java] without the agent's retry,
 agent/ring.c); megamorphic interface and virtual calls go through itable and
 vtable stubs; lambdas and MethodHandle chains (invokeExact) go through
-method handle adapters and lambda forms; exceptions thrown in a hot loop
-spend their time in the VM filling stack traces. With the retry, bare [unknown_java] stays at or under 2 % of
-the samples (JDK 25's recursion: 15 %; lambdas and method handles, and JDK
-25's exceptions, far more: see BARE_MAX), and the leaf the agent
-stepped over is named: the compiled method whose entry or exit it was (the
-recursion), or the stub; at most LEAF_MAX of the samples end in
+method handle adapters, lambda forms and MethodHandle.invokeBasic;
+exceptions thrown in a hot loop spend their time in the VM filling stack
+traces. With the retry, bare [unknown_java] stays at or under 2 % of the
+samples on both JDKs, every sample of the workload hangs from
+HardWalks.main, and the leaf the agent stepped over is named: the compiled
+method whose entry or exit it was (the recursion), the stub, or the
+MethodHandle intrinsic; at most LEAF_MAX of the samples end in
 [unknown_java_leaf] (31-36 % of the recursion's did before leaves were
-named). JPROF_TEST_AGENT_ENV="JPROF_AGENT_RECOVER=0" shows the failure this
-guards against."""
+named, 19 % of "indirect"'s before invokeBasic was).
+JPROF_TEST_AGENT_ENV="JPROF_AGENT_RECOVER=0" shows the failure this guards
+against."""
 import os
 import sys
 
@@ -20,41 +22,48 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jproftest as jt  # noqa: E402
 import jvmtest as jv  # noqa: E402
 
-RECORD_S = 5
-# Largest share of bare [unknown_java] per JDK and workload. JDK 25's compiled
-# methods build their frame differently (about 8 % of the recursion's samples
-# stay bare: the return address is not next to sp, and finding it needs the
-# method's frame size from the code cache, which the agent does not read);
-# without the retry both JDKs have 35-40 %.
-#
-# NOT the issue's target (<= 2 % each) yet on JDK 25, and bounded here at
-# about 1.5-2x what was measured (2026-11-26) so that a regression still
-# fails. The lambdas' failures were compiled methods stopped between `sub
-# rsp` and the store of rbp (19 % on JDK 17, 0 % since the agent recognises
-# that instruction); what is left on JDK 25 ("indirect" 5 %, "throw" 9-29 %,
-# "recurse" 7 %) is a pc on the method-entry check JDK 25 puts after the
-# frame is built, where the return address is at sp + frame size: the
-# agent would need each nmethod's frame size (VMStructs) to retry there.
-# [unknown_java_leaf] in "indirect" (19 %) is MethodHandle.invokeBasic's
-# frameless intrinsic, which the code map does not know.
-BARE_MAX = {("25", "recurse"): 0.15, ("25", "indirect"): 0.10, ("25", "throw"): 0.45}
+# The stress run (issue 13): JPROF_RECOVERY_SECONDS=60 JPROF_RECOVERY_INTERVAL=1ms
+# JPROF_RECOVERY_MODES="recurse indirect throw", run directly (ctest's
+# timeout is 300 s), see docs/benchmarks.md.
+RECORD_S = int(os.environ.get("JPROF_RECOVERY_SECONDS", "5"))
+INTERVAL = os.environ.get("JPROF_RECOVERY_INTERVAL", "5ms")
+MODES = os.environ.get("JPROF_RECOVERY_MODES", "").split()
+# Largest share of bare [unknown_java] (the issue's target; without the retry
+# both JDKs have 35-40 %). Measured 2026-11-26: 0 % in every case on JDK 17
+# and 25 but one run's JDK 25 "indirect" (1 of 237 samples). The last were
+# JDK 25's: a pc on the nmethod entry barrier that C1 and C2 put after the
+# frame is built (recurse 7 %, indirect 5 %, throw 9-29 % until the agent
+# retried there from the frame size).
+BARE_MAX = 0.02
 # Largest share of samples ending in [unknown_java_leaf] (a leaf the agent
-# stepped over but could not name), 5 % but for "indirect" (see above).
-LEAF_MAX = 0.05
-LEAF_MAX_MODE = {"indirect": 0.27}
+# stepped over but could not name): measured 0-1 %.
+LEAF_MAX = 0.03
+# A leaf each case must name (share of all samples): "indirect"'s
+# MethodHandle.invokeBasic (measured 13-26 %), as the agent's marker or, in
+# runs where ASGCT walked it by itself (JDK 25, now and then), as a frame.
+LEAF_NAMED_MIN = {"indirect": (("[MethodHandle.invokeBasic]",
+                                "java.lang.invoke.MethodHandle.invokeBasic"), 0.03)}
 
 
 def record(t, d, jdk, mode, env):
     jvm = jv.Jvm(t, jdk, "HardWalks", RECORD_S + 8, mode, settle=0.1, env=env)
     jt.wait_until(lambda: "ready" in jvm.output(), 20, what="HardWalks to print ready")
     path = os.path.join(t.outdir(), "%s-%s.collapsed" % (mode, jdk))
-    r = t.ctl(["record", "--pid", str(jvm.pid), "-d", "%ds" % RECORD_S, "-i", "5ms", "-o", path,
+    r = t.ctl(["record", "--pid", str(jvm.pid), "-d", "%ds" % RECORD_S, "-i", INTERVAL, "-o", path,
                "--java", "require", "--no-progress"], user="nobody", socket_path=d.socket,
               timeout=RECORD_S + 60)
     jt.check_eq(r.returncode, 0, "jprofctl exit code (stderr: %s)" % r.stderr)
     with open(path) as f:
         stacks = jt.parse_collapsed(f.read())
+    try:
+        cwd = os.readlink("/proc/%d/cwd" % jvm.pid)
+    except OSError:
+        cwd = "/tmp"   # gone: stop_alive says so
     jvm.stop_alive()
+    # HotSpot writes its crash log to the working directory, else /tmp.
+    for where in (cwd, "/tmp"):
+        hs_err = os.path.join(where, "hs_err_pid%d.log" % jvm.pid)
+        jt.check(not os.path.exists(hs_err), "the JVM crashed: %s" % hs_err)
     return stacks
 
 
@@ -77,21 +86,32 @@ def check_walks(jdk, mode, stacks, hot):
     bare = jt.samples_matching(stacks, lambda fr: "[unknown_java]" in fr)
     leaves = named_leaves(stacks)
     unknown_leaf = leaves.get("[unknown_java_leaf]", 0)
-    jt.log("JDK %s %s: %d samples, %d in %s, %d bare [unknown_java], stepped-over leaves %s"
-           % (jdk, mode, total, in_hot, hot, bare, sorted(leaves.items())))
-    # 5 s at 5 ms on a busy 2-CPU host: several hundred samples.
-    jt.check(in_hot >= 300, "too few samples in %s (%d of %d):\n%s"
+    # A walk retried from a wrong return address would end early: the
+    # workload's Java frames must all hang from HardWalks.main.
+    cut = jt.samples_matching(stacks, lambda fr: hot in fr and fr[0] != "HardWalks.main")
+    jt.log("JDK %s %s: %d samples, %d in %s (%d not from HardWalks.main), %d bare "
+           "[unknown_java], stepped-over leaves %s"
+           % (jdk, mode, total, in_hot, hot, cut, bare, sorted(leaves.items())))
+    jt.log("top stacks:\n%s" % jt.top_stacks(stacks, 8))
+    # 5 s at 5 ms: several hundred samples on an idle 2-CPU host, fewer
+    # when other work shares it (the event counts CPU time).
+    jt.check(in_hot >= 100, "too few samples in %s (%d of %d):\n%s"
              % (hot, in_hot, total, jt.top_stacks(stacks)))
-    limit = BARE_MAX.get((jdk, mode), 0.02)
-    jt.check(bare <= limit * total, "bare [unknown_java] in %d of %d samples (> %d %%):\n%s"
-             % (bare, total, limit * 100, jt.top_stacks(stacks)))
+    jt.check(cut <= 0.01 * total, "%d of %d samples in %s not under HardWalks.main:\n%s"
+             % (cut, total, hot, jt.top_stacks(stacks)))
+    jt.check(bare <= BARE_MAX * total, "bare [unknown_java] in %d of %d samples (> %d %%):\n%s"
+             % (bare, total, BARE_MAX * 100, jt.top_stacks(stacks)))
     # The leaf the agent stepped over is named (the compiled method whose
     # entry or exit it was, or the stub); before it was, 20-35 % of these
     # samples ended in [unknown_java_leaf].
-    leaf_max = LEAF_MAX_MODE.get(mode, LEAF_MAX)
-    jt.check(unknown_leaf <= leaf_max * total,
+    jt.check(unknown_leaf <= LEAF_MAX * total,
              "[unknown_java_leaf] in %d of %d samples (> %d %%):\n%s"
-             % (unknown_leaf, total, leaf_max * 100, jt.top_stacks(stacks)))
+             % (unknown_leaf, total, LEAF_MAX * 100, jt.top_stacks(stacks)))
+    if mode in LEAF_NAMED_MIN:
+        names, share = LEAF_NAMED_MIN[mode]
+        named = jt.samples_matching(stacks, lambda fr: any(n in fr for n in names))
+        jt.check(named >= share * total, "%s in %d of %d samples (< %d %%):\n%s"
+                 % (" or ".join(names), named, total, share * 100, jt.top_stacks(stacks)))
     return leaves
 
 # HardWalks mode, its hot method, what the case is about.
@@ -107,6 +127,8 @@ def main(t):
                if "=" in kv)
     for jdk, _ in jv.jdks():
         for mode, hot, what in CASES:
+            if MODES and mode not in MODES:
+                continue
             with t.case("JDK %s: %s keep their Java frames" % (jdk, what)):
                 stacks = record(t, d, jdk, mode, env)
                 check_walks(jdk, mode, stacks, hot)

@@ -33,9 +33,13 @@ def main(t):
             # Recorded in 8 s parts until alpha and beta have SPLIT_SAMPLES
             # (one part on an idle machine; a loaded one gives the JVM a
             # fraction of a CPU), then the workload is told to stop.
-            stop = os.path.join(t.mkdtemp("stop-"), "stop")
-            jvm = jv.Jvm(t, jdk, "CpuSplit", 60, stop, settle=2.0)
+            # The truth counts from the START file on, made just before the
+            # first part (CpuSplit: its split moves with the machine's load).
+            ctl = t.mkdtemp("split-")
+            stop, start = os.path.join(ctl, "stop"), os.path.join(ctl, "start")
+            jvm = jv.Jvm(t, jdk, "CpuSplit", 60, stop, start, settle=2.0)
             stacks = {}
+            open(start, "w").close()
             for _ in range(4):
                 part, _ = record(t, d, jvm.pid, 8, interval="5ms")
                 for s, n in part.items():

@@ -3,7 +3,11 @@ sampled address, in a mapping with the path as mapped, start, limit, file
 offset and the ELF build-id; `addr2line` on that file at the address the
 mapping implies names the same function jprofd did; kernel locations carry
 no address; `go tool pprof -top` shows the same names as the collapsed
-output of the same recording."""
+output of the same recording. A function whose time goes to a helper it
+calls from two lines, in turns, has a location per sampled (return)
+address: both lines show, each with a sizeable share, and addr2line of
+each location's address gives its line; a
+whole-host pprof opens in go tool pprof."""
 import os
 import re
 import subprocess
@@ -26,9 +30,11 @@ def go_pprof(args, env):
     return r.stdout
 
 
-def parse_raw(text):
+def parse_raw(text, lines=None):
     """Locations {id: (address, mapping id, [function names])} and mappings
-    {id: (start, limit, offset, path, build-id)} of `go tool pprof -raw`."""
+    {id: (start, limit, offset, path, build-id)} of `go tool pprof -raw`;
+    with a dict lines, the source line of each location's last (own)
+    function goes to lines[id] (0: none)."""
     locs, maps, sect, cur = {}, {}, None, None
     for ln in text.splitlines():
         if ln.startswith("Locations"):
@@ -39,11 +45,16 @@ def parse_raw(text):
             continue
         if sect == "loc":
             m = re.match(r"\s*(\d+):\s+(0x[0-9a-f]+)\s+M=(\d+)\s+(.*)$", ln)
+            text = m.group(4) if m else ln.strip()
             if m:
                 cur = int(m.group(1))
-                locs[cur] = (int(m.group(2), 16), int(m.group(3)), [m.group(4).split(" ")[0]])
-            elif cur is not None and ln.strip():
-                locs[cur][2].append(ln.strip().split(" ")[0])
+                locs[cur] = (int(m.group(2), 16), int(m.group(3)), [text.split(" ")[0]])
+            elif cur is not None and text:
+                locs[cur][2].append(text.split(" ")[0])
+            if cur is not None and text and lines is not None:
+                # "name file:line s=0"
+                ml = re.search(r":(\d+) s=\d+", text)
+                lines[cur] = int(ml.group(1)) if ml else 0
         elif sect == "map":
             # "1: 0x5581a000/0x5581b000/0x1000 /path/to/file 4c2f... [FN]"
             m = re.match(r"\s*(\d+):\s+(0x[0-9a-f]+)/(0x[0-9a-f]+)/(0x[0-9a-f]+)\s+(\S+)\s*(\S*)", ln)
@@ -72,16 +83,48 @@ def file_offset_to_vaddr(path, off):
     return None
 
 
-def addr2line(path, vaddr):
+def addr2line(path, vaddr, what=0):
+    """Function name (what 0) or "file:line" (what 1) of vaddr in path."""
     r = subprocess.run(["addr2line", "-f", "-e", path, "0x%x" % vaddr], capture_output=True,
                        text=True, timeout=30)
-    return r.stdout.splitlines()[0] if r.returncode == 0 and r.stdout else None
+    out = r.stdout.splitlines() if r.returncode == 0 else []
+    return out[what] if len(out) > what else None
 
 
-def record_raw(t, c, pid, env):
+def marker_line(path, marker):
+    with open(path) as f:
+        for i, ln in enumerate(f, 1):
+            if marker in ln:
+                return i
+    raise jt.TestFailure("marker %s not in %s" % (marker, path))
+
+
+def sample_leaves(raw, mine=None):
+    """{location id: samples} of the leaf locations of `go tool pprof -raw`'s
+    samples ("  count  nanoseconds: loc loc ..."); with a set mine, of the
+    first location in it (a sample interrupted in the kernel has kernel
+    frames at its leaf)."""
+    leaves, sect = {}, False
+    for ln in raw.splitlines():
+        if ln.startswith("Samples"):
+            sect = True
+            continue
+        if sect and (ln.startswith("Locations") or ln.startswith("Mappings")):
+            break
+        m = re.match(r"\s*(\d+)\s+\d+:\s+([\d ]+)$", ln) if sect else None
+        if m:
+            ids = [int(x) for x in m.group(2).split()]
+            leaf = next((i for i in ids if i in mine), None) if mine is not None else ids[0]
+            if leaf is not None:
+                leaves[leaf] = leaves.get(leaf, 0) + int(m.group(1))
+    return leaves
+
+
+def record_raw(t, c, pid, env, interval_us=5000):
     """Records pid for 1.5 s as pprof: (file, `go tool pprof -raw` text,
     locations, mappings)."""
-    rec = c.record(pid=pid, duration_ms=1500, interval_us=5000, format="pprof", progress=False)
+    rec = c.record(pid=pid, duration_ms=1500, interval_us=interval_us, format="pprof",
+                   progress=False)
     path = os.path.join(t.mkdtemp("pp-"), "%d.pb.gz" % pid)
     with open(path, "wb") as f:
         f.write(rec.data())
@@ -140,6 +183,55 @@ def main(t):
                  "kernel locations with an address: %r" % [locs[lid] for lid in kern if locs[lid][0]])
         user = [l for l in locs.values() if l[0]]
         jt.check(user, "no user location with an address in read_zero's profile")
+
+    with t.case("one function, two hot call sites: a location per address, each with its line"):
+        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "progs", "line_spin.c")
+        want = {marker_line(src, "LINES_TWO_A"), marker_line(src, "LINES_TWO_B")}
+        prog = t.prog("line_spin")
+        two = t.spawn([prog, "60", "two"], what="line_spin two")
+        path, raw, locs, maps = record_raw(t, c, two.pid, env, interval_us=1000)
+        lines = {}
+        parse_raw(raw, lines)
+        ours = {lid: l for lid, l in locs.items() if l[2][-1] == "line_two" and
+                maps.get(l[1], (0, 0, 0, ""))[3] == prog}
+        leaves = sample_leaves(raw, set(ours))
+        total = sum(leaves.values())
+        share = {}
+        for lid, (addr, mid, _) in ours.items():
+            m = maps[mid]
+            if not lines[lid]:
+                # Its line was not read yet when the recording ended
+                # (a frame first seen in the last drain): nothing to check.
+                share[0] = share.get(0, 0) + leaves.get(lid, 0)
+                continue
+            vaddr = file_offset_to_vaddr(prog, addr - m[0] + m[2])
+            got = addr2line(prog, vaddr, 1) if vaddr is not None else None
+            gl = re.search(r":(\d+)", got or "")
+            jt.check(gl and int(gl.group(1)) == lines[lid],
+                     "location %d (0x%x, line %d): addr2line says %r" % (lid, addr, lines[lid], got))
+            share[lines[lid]] = share.get(lines[lid], 0) + leaves.get(lid, 0)
+        jt.log("line_two: %d locations, samples per line (0: none yet) %r of %d"
+               % (len(ours), share, total))
+        jt.check(total >= 40, "only %d samples" % total)
+        for ln in sorted(want):
+            jt.check(share.get(ln, 0) >= 0.2 * total,
+                     "line %d has %d of %d samples in line_two (lines %r):\n%s"
+                     % (ln, share.get(ln, 0), total, share,
+                        "\n".join("%r %d" % (l, leaves.get(i, 0)) for i, l in ours.items())))
+        top = go_pprof(["-lines", "-top", path], env)
+        for ln in sorted(want):
+            jt.check(re.search(r"line_two \S*line_spin\.c:%d\b" % ln, top),
+                     "go tool pprof -lines -top lacks line_two at line %d:\n%s" % (ln, top))
+
+    with t.case("a whole-host pprof (locations per process and address) opens in go tool pprof"):
+        rec = c.record(all=True, duration_ms=1000, interval_us=10000, format="pprof", progress=False)
+        path = os.path.join(t.mkdtemp("pp-"), "host.pb.gz")
+        with open(path, "wb") as f:
+            f.write(rec.data())
+        top = go_pprof(["-lines", "-top", "-cum", "-focus=line_two", path], env)
+        jt.check(re.search(r"line_two \S*line_spin\.c:\d+", top),
+                 "line_two with a line missing from the whole host's -lines -top:\n%s" % top)
+    two.kill()
 
     w.kill()
     rz.kill()

@@ -4,9 +4,11 @@
 // fixed interval that divides it (10 ms rounds, 5 ms samples) puts every
 // sample at the same phase of the round, and the profiled split then
 // depends on that phase, not on where the time goes.
-// Usage: java CpuSplit SECONDS [STOP]
+// Usage: java CpuSplit SECONDS [STOP [START]]
 // (ends early once the file STOP exists: a test that has recorded enough
-// need not wait for the rest)
+// need not wait for the rest; with START, the counts begin when that file
+// appears, so that the truth covers the recorded seconds, not the warm-up:
+// on a machine whose load changes, the split of wall-clock targets moves)
 // Prints {"alpha_ns":..,"beta_ns":..,"alpha_cpu_ns":..,"beta_cpu_ns":..,
 // "rounds":..,"work":..,"cpu_ns":..}: wall time (System.nanoTime) and thread
 // CPU time around each call. A CPU profiler measures CPU time; on a busy
@@ -60,13 +62,18 @@ public class CpuSplit {
     public static void main(String[] args) {
         long seconds = args.length > 0 ? Long.parseLong(args[0]) : 10;
         java.io.File stop = args.length > 1 ? new java.io.File(args[1]) : null;
+        java.io.File start = args.length > 2 ? new java.io.File(args[2]) : null;
         long end = System.nanoTime() + seconds * 1_000_000_000L;
         java.lang.management.ThreadMXBean tmx = ManagementFactory.getThreadMXBean();
         long alphaNs = 0, betaNs = 0, alphaCpu = 0, betaCpu = 0, rounds = 0, work = 0;
         long aIters = 100_000, bIters = 100_000;
         java.util.Random rnd = new java.util.Random(42);
 
-        while (System.nanoTime() < end && (stop == null || (rounds & 15) != 0 || !stop.exists())) {
+        while (System.nanoTime() < end && (stop == null || !stop.exists())) {
+            if (start != null && start.exists()) {
+                alphaNs = betaNs = alphaCpu = betaCpu = rounds = work = 0;
+                start = null;
+            }
             long c0 = tmx.getCurrentThreadCpuTime();
             long t0 = System.nanoTime();
             work += alpha(aIters);

@@ -30,7 +30,7 @@ static char *render(const struct store *st, const struct export_meta *meta,
 static char *frame_text(enum frame_kind kind, const char *name, const char *module,
 			bool java_types)
 {
-	struct store_frame f = { kind, name, module, NULL };
+	struct store_frame f = { .kind = kind, .name = name, .module = module };
 	struct buf b = BUF_INIT;
 
 	ck_assert_int_eq(export_collapsed_frame(&f, java_types, &b), 0);

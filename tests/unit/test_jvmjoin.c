@@ -674,6 +674,8 @@ START_TEST(test_stub_kinds_are_named)
 	}
 	ck_assert_str_eq(jvm_join_stub_marker(JPRING_STUB_CALL), "[call_stub]");
 	ck_assert_str_eq(jvm_join_stub_marker(JPRING_STUB_DISPATCH), "[vtable/itable stub]");
+	ck_assert_str_eq(jvm_join_stub_marker(JPRING_STUB_INVOKE_BASIC), "[MethodHandle.invokeBasic]");
+	ck_assert_str_eq(jvm_join_stub_marker(JPRING_STUB_LINK_TO_NATIVE), "[MethodHandle.linkToNative]");
 	jvm_join_free(j);
 }
 END_TEST

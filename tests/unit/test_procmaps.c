@@ -3,7 +3,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <sys/auxv.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "procmaps.h"
@@ -196,6 +201,95 @@ START_TEST(test_fuse_devices)
 }
 END_TEST
 
+/* A process outside the daemon's namespace (here: a fake proc root without
+ * ns/mnt) has its own mountinfo read; one in it gets the daemon's list. */
+START_TEST(test_fuse_cache_other_root)
+{
+	char root[] = "/tmp/test_procmaps_root_XXXXXX", path[256];
+	struct procmaps_fuse_cache c;
+	unsigned devs[8], self[8];
+	size_t nself;
+	bool fuse_free = true;
+	FILE *f;
+
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	snprintf(path, sizeof(path), "%s/77", root);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/77/mountinfo", root);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("42 27 0:39 / /mnt/a rw - fuse /src rw\n44 27 8:1 / / rw - ext4 /dev/sda1 rw\n", f);
+	fclose(f);
+	procmaps_fuse_cache_init(&c);
+	ck_assert_uint_eq(procmaps_fuse_devices_of(&c, root, 77, devs, 8, &fuse_free), 1);
+	ck_assert_uint_eq(devs[0], 0u << 20 | 39);
+	ck_assert(!fuse_free);
+	nself = procmaps_fuse_devices("/proc/self/mountinfo", self, 8);
+	ck_assert_uint_eq(procmaps_fuse_devices_of(&c, "/proc", getpid(), devs, 8, &fuse_free), nself);
+	ck_assert(fuse_free == (nself == 0));
+	ck_assert_mem_eq(devs, self, nself * sizeof(*devs));
+	procmaps_fuse_cache_release(&c);
+	procmaps_fuse_cache_release(&c);  /* twice: harmless */
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/77", root);
+	rmdir(path);
+	rmdir(root);
+}
+END_TEST
+
+/* In a child with its own mount namespace: a FUSE mount made after the list
+ * was cached is seen at the next call (the kernel's poll notice), so no file
+ * on it is ever read. The mount needs no server: nothing touches it. */
+static int fuse_cache_child(void)
+{
+	struct procmaps_fuse_cache c;
+	unsigned devs[8];
+	char dir[] = "/tmp/test_procmaps_fuse_XXXXXX", opts[128];
+	bool fuse_free = false;
+	size_t before, after;
+	int fd;
+
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return 77;
+	fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+	if (fd < 0 || !mkdtemp(dir))
+		return 77;
+	procmaps_fuse_cache_init(&c);
+	before = procmaps_fuse_devices_of(&c, "/proc", getpid(), devs, 8, &fuse_free);
+	/* Cached: the same answer without a change. */
+	if (procmaps_fuse_devices_of(&c, "/proc", getpid(), devs, 8, NULL) != before)
+		return 1;
+	snprintf(opts, sizeof(opts), "fd=%d,rootmode=40000,user_id=0,group_id=0", fd);
+	if (mount("jprof-test", dir, "fuse", MS_NOSUID | MS_NODEV, opts) < 0) {
+		rmdir(dir);
+		return 77;
+	}
+	after = procmaps_fuse_devices_of(&c, "/proc", getpid(), devs, 8, &fuse_free);
+	umount2(dir, MNT_DETACH);
+	rmdir(dir);
+	procmaps_fuse_cache_release(&c);
+	return after == before + 1 && !fuse_free ? 0 : 2;
+}
+
+START_TEST(test_fuse_cache_sees_new_mount)
+{
+	int st;
+	pid_t pid;
+
+	if (geteuid() != 0 || access("/dev/fuse", R_OK | W_OK) < 0)
+		return;  /* needs root and /dev/fuse: checked by the root CI run */
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(fuse_cache_child());
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 77)
+		return;  /* no mount namespace or FUSE mount here */
+	ck_assert_int_eq(WEXITSTATUS(st), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("procmaps");
@@ -204,6 +298,8 @@ int main(void)
 	int failed;
 
 	tcase_add_test(tc, test_fuse_devices);
+	tcase_add_test(tc, test_fuse_cache_other_root);
+	tcase_add_test(tc, test_fuse_cache_sees_new_mount);
 	tcase_add_test(tc, test_self_maps);
 	tcase_add_test(tc, test_tricky_lines);
 	tcase_add_test(tc, test_garbage);

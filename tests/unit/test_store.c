@@ -773,6 +773,79 @@ START_TEST(test_frame_ref)
 }
 END_TEST
 
+/* A store with max_addrs keeps one frame per (process, address) of a
+ * function, up to max_addrs, the rest on the function's own frame; a merge
+ * into a store without addresses gives the stacks a per-function store has. */
+START_TEST(test_address_frames)
+{
+	struct store *st = store_new(&(struct store_limits){ .max_addrs = 2 }, NULL, 0);
+	struct store *fn = store_new(NULL, NULL, 0), *byname = store_new(NULL, NULL, 0);
+	struct store *again = store_new(&(struct store_limits){ .max_addrs = 2 }, NULL, 0);
+	struct frame_loc loc = { .addr = 0x1000, .map_start = 0x1000, .map_limit = 0x2000,
+				 .path = "/bin/prog", .build_id = "ab", .pid = 7 };
+	uint32_t a, b, a2, c, d, other, f[2];
+	const struct store_frame *fr;
+	struct store_totals t;
+
+	a = store_frame_ref_at(st, FRAME_NATIVE, "hot", "prog", &loc);
+	loc.addr = 0x1010;
+	b = store_frame_ref_at(st, FRAME_NATIVE, "hot", "prog", &loc);
+	loc.addr = 0x1000;
+	a2 = store_frame_ref_at(st, FRAME_NATIVE, "hot", "prog", &loc);
+	ck_assert_uint_ne(a, b);
+	ck_assert_uint_eq(a, a2);
+	fr = store_frame_get(st, b);
+	ck_assert_str_eq(fr->name, "hot");
+	ck_assert_str_eq(fr->module, "prog");
+	ck_assert_uint_eq(fr->loc->addr, 0x1010);
+	ck_assert_str_eq(fr->loc->path, "/bin/prog");
+	ck_assert_uint_eq(fr->function, store_frame_get(st, a)->function);
+	ck_assert_uint_ne(fr->function, b);
+	ck_assert_ptr_null(store_frame_get(st, fr->function)->loc);
+	/* A third address: the function's own frame, with that location. */
+	loc.addr = 0x1020;
+	c = store_frame_ref_at(st, FRAME_NATIVE, "hot", "prog", &loc);
+	ck_assert_uint_eq(c, store_frame_get(st, a)->function);
+	ck_assert_uint_eq(store_frame_get(st, c)->loc->addr, 0x1020);
+	/* The cap is per process: another one has its own addresses. */
+	loc.pid = 8;
+	d = store_frame_ref_at(st, FRAME_NATIVE, "hot", "prog", &loc);
+	ck_assert_uint_ne(d, c);
+	ck_assert_uint_eq(store_frame_get(st, d)->loc->pid, 8);
+	/* No location, or a store without addresses: per function. */
+	other = store_frame_ref_at(st, FRAME_NATIVE, "hot", "prog", NULL);
+	ck_assert_uint_eq(other, c);
+	ck_assert_uint_eq(store_frame_ref_at(fn, FRAME_NATIVE, "hot", "prog", &loc),
+			  store_frame_ref(fn, FRAME_NATIVE, "hot", "prog"));
+	ck_assert_uint_eq(store_frame_get(fn, 1)->loc->pid, 8);
+
+	/* Two stacks that differ only by the address of their leaf... */
+	f[0] = (uint32_t)intern(st, FRAME_NATIVE, "main", "prog");
+	f[1] = a;
+	ck_assert_int_eq(store_add(st, &(struct store_sample){ 7, 7, f, 2, (const uint64_t[]){ 2, 20 }, 0 }), 0);
+	f[1] = b;
+	ck_assert_int_eq(store_add(st, &(struct store_sample){ 7, 7, f, 2, (const uint64_t[]){ 3, 30 }, 0 }), 0);
+	store_get_totals(st, &t);
+	ck_assert_uint_eq(t.stacks, 2);
+	/* ...are one stack by name, and stay two where addresses are kept. */
+	ck_assert_int_eq(store_merge(byname, st, NULL, NULL), 0);
+	store_get_totals(byname, &t);
+	ck_assert_uint_eq(t.stacks, 1);
+	ck_assert_uint_eq(store_stack_get(byname, 0)->values[0], 5);
+	ck_assert_uint_eq(store_frame_get(byname, store_stack_get(byname, 0)->frames[1])->loc->addr,
+			  0x1000);
+	ck_assert_int_eq(store_merge(again, st, NULL, NULL), 0);
+	store_get_totals(again, &t);
+	ck_assert_uint_eq(t.stacks, 2);
+	ck_assert_uint_eq(store_frame_get(again, store_stack_get(again, 1)->frames[1])->loc->addr,
+			  0x1010);
+	store_free(st);
+	store_free(fn);
+	store_free(byname);
+	store_free(again);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *s = suite_create("store");
@@ -798,6 +871,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_event_union);
 	tcase_add_test(tc, test_merge);
 	tcase_add_test(tc, test_frame_ref);
+	tcase_add_test(tc, test_address_frames);
 	suite_add_tcase(s, tc);
 	return s;
 }

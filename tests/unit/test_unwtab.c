@@ -235,6 +235,149 @@ START_TEST(test_rows_full)
 }
 END_TEST
 
+static pid_t spawn_prog(const char *path, const char *a1, const char *a2)
+{
+	pid_t p = fork();
+
+	ck_assert_int_ge(p, 0);
+	if (p == 0) {
+		execl(path, path, a1, a2, (char *)NULL);
+		_exit(127);
+	}
+	return p;
+}
+
+/* Loads pid once its loader has mapped libc and its own binary (name). */
+static void load_when_mapped(struct unwtab *u, pid_t pid, const char *name)
+{
+	struct timespec ts = { 0, 20 * 1000 * 1000 };
+
+	for (int i = 0; i < 500 && !(maps_have((int)pid, "libc.so") && maps_have((int)pid, name));
+	     i++)
+		nanosleep(&ts, NULL);
+	ck_assert(maps_have((int)pid, "libc.so") && maps_have((int)pid, name));
+	unwtab_request(u, (uint32_t)pid, 0, false);
+	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
+}
+
+/* Ends pid and waits for the sweep (every 5 s) to release its tables. */
+static void end_and_sweep(struct unwtab *u, pid_t pid)
+{
+	struct jp_unwind_proc *e = calloc(1, sizeof(*e));
+	struct timespec ts = { 0, 50 * 1000 * 1000 };
+	uint32_t k = (uint32_t)pid;
+	int i;
+
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	for (i = 0; i < 400 && bpf_map_lookup_elem(procs_fd, &k, e) == 0; i++)
+		nanosleep(&ts, NULL);
+	ck_assert_int_lt(bpf_map_lookup_elem(procs_fd, &k, e), 0);
+	free(e);
+	(void)u;
+}
+
+/* pid's mapping of its executable: the first executable one naming name. */
+static uint64_t exe_addr(pid_t pid, const char *name)
+{
+	char path[64], line[4096];
+	unsigned long long start = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, " r-xp ") && strstr(line, name) &&
+		    sscanf(line, "%llx-", &start) == 1)
+			break;
+	fclose(f);
+	ck_assert_uint_ne(start, 0);
+	return start;
+}
+
+/* The rows of pid's mapping of its executable, copied out of BPF. */
+static struct jp_unwind_row *exe_rows(pid_t pid, const char *name, uint32_t *n)
+{
+	struct jp_unwind_proc *e = calloc(1, sizeof(*e));
+	uint32_t k = (uint32_t)pid;
+	const struct jp_unwind_map *m;
+	struct jp_unwind_row *rows;
+
+	ck_assert_int_eq(bpf_map_lookup_elem(procs_fd, &k, e), 0);
+	m = map_of(e, exe_addr(pid, name));
+	ck_assert_ptr_nonnull(m);
+	ck_assert_uint_gt(m->row_count, 0);
+	*n = m->row_count;
+	rows = calloc(*n, sizeof(*rows));
+	for (uint32_t i = 0; i < *n; i++) {
+		k = m->row_first + i;
+		ck_assert_int_eq(bpf_map_lookup_elem(rows_fd, &k, &rows[i]), 0);
+	}
+	free(e);
+	return rows;
+}
+
+/* A binary that runs again after its table was evicted for another one is
+ * loaded from the daemon's encoded copy, not rebuilt, with the same rows:
+ * sleep, then tail (which needs sleep's room), then sleep again, in an
+ * array one row too small for both. */
+START_TEST(test_evicted_reloaded)
+{
+	struct unwtab *u;
+	struct unwtab_stats a, b, c;
+	struct jp_unwind_row *orig, *again;
+	uint32_t n_orig, n_again, cap;
+	pid_t p;
+
+	/* How many rows each needs, in an array with room for all. */
+	make_maps(1u << 20);
+	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 1u << 20, &u), 0);
+	p = spawn_sleeper();
+	load_when_mapped(u, p, "sleep");
+	unwtab_get_stats(u, &a);
+	kill(p, SIGKILL);
+	waitpid(p, NULL, 0);
+	p = spawn_prog("/usr/bin/tail", "-f", "/dev/null");
+	load_when_mapped(u, p, "tail");
+	unwtab_get_stats(u, &b);
+	kill(p, SIGKILL);
+	waitpid(p, NULL, 0);
+	unwtab_free(u);
+	close_maps();
+	ck_assert_uint_gt(b.rows_used, a.rows_used);  /* tail's own rows */
+	cap = (uint32_t)b.rows_used - 1;
+
+	make_maps(cap);
+	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, cap, &u), 0);
+	p = spawn_sleeper();
+	load_when_mapped(u, p, "sleep");
+	orig = exe_rows(p, "sleep", &n_orig);
+	end_and_sweep(u, p);
+	p = spawn_prog("/usr/bin/tail", "-f", "/dev/null");
+	load_when_mapped(u, p, "tail");
+	unwtab_get_stats(u, &a);
+	ck_assert_uint_ge(a.evicted, 1);
+	ck_assert_uint_gt(a.spill_bytes, 0);
+	ck_assert_uint_eq(a.reloads, 0);
+	end_and_sweep(u, p);
+	p = spawn_sleeper();
+	load_when_mapped(u, p, "sleep");
+	unwtab_get_stats(u, &c);
+	ck_assert_uint_ge(c.reloads, 1);
+	ck_assert_uint_eq(c.builds, a.builds);  /* nothing built again */
+	again = exe_rows(p, "sleep", &n_again);
+	ck_assert_uint_eq(n_again, n_orig);
+	ck_assert_int_eq(memcmp(again, orig, n_orig * sizeof(*orig)), 0);
+	kill(p, SIGKILL);
+	waitpid(p, NULL, 0);
+	free(orig);
+	free(again);
+	unwtab_free(u);
+	close_maps();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("unwtab");
@@ -255,6 +398,7 @@ int main(void)
 	tcase_add_test(tc, test_own_process);
 	tcase_add_test(tc, test_shared_and_released);
 	tcase_add_test(tc, test_rows_full);
+	tcase_add_test(tc, test_evicted_reloaded);
 	suite_add_tcase(s, tc);
 	return jprof_check_run(s);
 }

@@ -1,0 +1,661 @@
+#include "javawalk.h"
+
+#include "agent.h"
+#include "codemap.h"
+#include "vmstructs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jvmticmlr.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define W sizeof(uintptr_t)
+
+/* HotSpot's JavaThreadState values (VMStructs' int constants on JDK 17 and
+ * 25). A thread in Java code cannot be on CPU in a stop-the-world pause
+ * (it would be at a safepoint): only these are walked. */
+enum {
+	JW_IN_NATIVE = 4, JW_IN_NATIVE_TRANS = 5, JW_IN_VM = 6, JW_IN_VM_TRANS = 7,
+	JW_BLOCKED = 10, JW_BLOCKED_TRANS = 11,
+};
+#define JW_ACC_NATIVE 0x0100     /* JVM_ACC_NATIVE in Method::_access_flags */
+
+/* x86_64 interpreter frame (frame_x86.hpp): the saved rbp at fp, the
+ * return address above it, the sender's sp (before a c2i adapter extended
+ * it) one word below, Method* three, bcp seven. */
+#define JW_INTERP_SENDER_SP (-1)
+#define JW_INTERP_METHOD (-3)
+#define JW_INTERP_BCP (-7)
+#define JW_FRAME_WORDS_MAX 65536 /* larger compiled frames: not believed */
+#define JW_INLINE_MAX 32         /* scopes at one pc (MaxInlineLevel 15) */
+
+/* The inline records of one nmethod: the call sites' pcs (offsets from its
+ * code, ascending), for each the index of its first scope, then the scopes
+ * (innermost first). One malloc'd block, read by the handler only through
+ * agent_peek (it may be freed at any time) and under the slot's seq. */
+struct jw_scope {
+	uint64_t method;
+	int32_t bci;
+	int32_t reserved;
+};
+struct jw_rec {
+	uint32_t npcs, nscopes;
+	size_t bytes;
+	/* uint32_t pc_off[npcs]; uint32_t first[npcs + 1]; struct jw_scope scopes[nscopes] */
+};
+
+#define JW_SLOTS (1u << 15)
+#define JW_PROBES 32
+#define JW_ENV_TRIES 64
+#define JW_BYTES_MAX (64u << 20) /* all records together; more are not kept */
+
+struct jw_slot {
+	uint64_t key;            /* code address; 0 = free; once set, never changes */
+	uint32_t seq;            /* odd while a writer changes the slot */
+	uint32_t reserved;
+	uintptr_t end;           /* code end; 0 = no live nmethod here */
+	uintptr_t rec;           /* struct jw_rec *, or 0 */
+};
+
+static struct {
+	pthread_once_t once;
+	bool on;                 /* offsets read and the env offset known; set once */
+	struct vmstructs_walk o;
+	long env_off;            /* JNIEnv - JavaThread */
+	unsigned env_tries;
+	struct jw_slot *slots;
+	pthread_mutex_t lock;
+	size_t bytes;            /* of all records kept */
+	unsigned long dropped;   /* nmethods whose records were not kept */
+} jw = { .once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* Measurement only (JPROF_AGENT_WALK_STATS=path: written at exit): why
+ * GC-active samples were or were not walked. */
+enum jw_stat {
+	JW_ST_OK, JW_ST_STATE_JAVA, JW_ST_STATE_OTHER, JW_ST_NO_JAVA, JW_ST_BAD_READ,
+	JW_ST_NO_METHOD, JW_ST_UNKNOWN_PC, JW_ST_NO_RECORD, JW_ST_BAD_FRAME, JW_ST_OFF, JW_ST_N,
+};
+static const char *const jw_stat_names[JW_ST_N] = {
+	"walked", "state_in_java", "state_other", "no_java_frames", "bad_read", "no_method_id",
+	"unknown_pc", "no_inline_record", "bad_frame", "walker_off",
+};
+static unsigned long jw_stats[JW_ST_N];
+static unsigned long jw_states[16];     /* _thread_state of the samples (15: other) */
+static char jw_stats_path[256];
+
+static void jw_count(enum jw_stat s)
+{
+	__atomic_add_fetch(&jw_stats[s], 1, __ATOMIC_RELAXED);
+}
+
+__attribute__((destructor)) static void jw_write_stats(void)
+{
+	int fd;
+
+	if (!jw_stats_path[0])
+		return;
+	fd = open(jw_stats_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	dprintf(fd, "pid %d", (int)getpid());
+	for (int i = 0; i < JW_ST_N; i++)
+		dprintf(fd, " %s=%lu", jw_stat_names[i], jw_stats[i]);
+	for (int i = 0; i < 16; i++)
+		if (jw_states[i])
+			dprintf(fd, " state%d=%lu", i, jw_states[i]);
+	dprintf(fd, " record_bytes=%zu nmethods_without_records=%lu", jw.bytes, jw.dropped);
+	dprintf(fd, "\n");
+	close(fd);
+}
+
+static uint32_t jw_hash(uint64_t key)
+{
+	key ^= key >> 33;
+	key *= 0xff51afd7ed558ccdull;
+	key ^= key >> 33;
+	return (uint32_t)key & (JW_SLOTS - 1);
+}
+
+/* The JavaThread of a JNIEnv lies at a fixed offset before it, which
+ * VMStructs does not export (JavaThread::_jni_environment): learnt from
+ * the current thread, whose JavaThread* java.lang.Thread keeps in its eetop
+ * field, and checked: a thread in a JVMTI callback is _thread_in_native. */
+static long jw_env_offset(jvmtiEnv *jvmti)
+{
+	JNIEnv *env = NULL;
+	jthread thread = NULL;
+	jclass klass = NULL;
+	jfieldID eetop;
+	uintptr_t jt;
+	int32_t state = 0;
+	long off = -1;
+
+	if ((*agent_vm)->GetEnv(agent_vm, (void **)&env, JNI_VERSION_1_6) != JNI_OK ||
+	    (*jvmti)->GetCurrentThread(jvmti, &thread) != JVMTI_ERROR_NONE || !thread)
+		goto out;
+	klass = (*env)->GetObjectClass(env, thread);
+	eetop = klass ? (*env)->GetFieldID(env, klass, "eetop", "J") : NULL;
+	if (!eetop) {
+		(*env)->ExceptionClear(env);
+		goto out;
+	}
+	jt = (uintptr_t)(*env)->GetLongField(env, thread, eetop);
+	if (jt && (uintptr_t)env > jt && (uintptr_t)env - jt < 65536 &&
+	    agent_peek(jt + (uintptr_t)jw.o.thread_state, &state, sizeof(state)) &&
+	    state == JW_IN_NATIVE)
+		off = (long)((uintptr_t)env - jt);
+out:
+	if (klass)
+		(*env)->DeleteLocalRef(env, klass);
+	if (thread)
+		(*env)->DeleteLocalRef(env, thread);
+	return off;
+}
+
+static void jw_init(void)
+{
+	const char *stats = getenv("JPROF_AGENT_WALK_STATS");
+	const char *rec = getenv("JPROF_AGENT_RECOVER");
+	const char *gc = getenv("JPROF_AGENT_GC_WALK");
+	const char *missing = "";
+	void *p;
+
+	if (stats)
+		snprintf(jw_stats_path, sizeof(jw_stats_path), "%s", stats);
+	/* As ring.c's retry: off only for measuring what it gains
+	 * (JPROF_AGENT_GC_WALK=0: this walk alone). */
+	if ((rec && !strcmp(rec, "0")) || (gc && !strcmp(gc, "0")))
+		return;
+#if defined(__x86_64__)
+	if (vmstructs_walk_init(&jw.o, &missing) < 0) {
+		agent_warn("VMStructs lack %s: samples taken in GC pauses keep [gc_active]", missing);
+		return;
+	}
+	p = mmap(NULL, JW_SLOTS * sizeof(struct jw_slot), PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED) {
+		agent_warn("no memory for inline records: samples taken in GC pauses keep "
+			   "[gc_active]");
+		return;
+	}
+	jw.slots = p;
+#else
+	(void)p;
+	(void)missing;
+#endif
+}
+
+/* The slot of key, or NULL; with create, a free one is claimed for it
+ * (writers, under jw.lock). The handler looks up too: a slot's key, once
+ * set, never changes. */
+static struct jw_slot *jw_find(uint64_t key, bool create)
+{
+	uint32_t h = jw_hash(key);
+	struct jw_slot *s = NULL;
+	uint64_t k = 0;
+
+	for (unsigned i = 0; i < JW_PROBES; i++) {
+		s = &jw.slots[(h + i) & (JW_SLOTS - 1)];
+		k = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
+		if (k == key || !k)
+			break;
+	}
+	if (k == key)
+		return s;
+	if (k || !create)
+		return NULL;
+	__atomic_store_n(&s->key, key, __ATOMIC_RELEASE);
+	return s;
+}
+
+/* Replaces the slot's record (NULL: none) and end; frees the old record
+ * after the seq says it changed. Writers only. */
+static void jw_slot_set(struct jw_slot *s, uintptr_t end, struct jw_rec *rec)
+{
+	struct jw_rec *old = (struct jw_rec *)s->rec;
+
+	__atomic_store_n(&s->seq, s->seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	__atomic_store_n(&s->end, end, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->rec, (uintptr_t)rec, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->seq, s->seq + 1, __ATOMIC_RELEASE);
+	if (old) {
+		jw.bytes -= old->bytes;
+		free(old);
+	}
+}
+
+/* The inline records of compile_info as one block, or NULL (none, or over
+ * the bound). */
+static struct jw_rec *jw_rec_build(uintptr_t code, uintptr_t end, const void *compile_info)
+{
+	const jvmtiCompiledMethodLoadRecordHeader *h = compile_info;
+	const jvmtiCompiledMethodLoadInlineRecord *ir = NULL;
+	uint32_t npcs = 0, nscopes = 0, *pc_off, *first;
+	struct jw_scope *scopes;
+	struct jw_rec *rec;
+	uintptr_t last = 0;
+	size_t bytes;
+
+	for (unsigned i = 0; h && i < 16; h = h->next, i++)
+		if (h->kind == JVMTI_CMLR_INLINE_INFO)
+			ir = (const jvmtiCompiledMethodLoadInlineRecord *)h;
+	if (!ir || ir->numpcs <= 0 || !ir->pcinfo)
+		return NULL;
+	for (jint i = 0; i < ir->numpcs; i++) {
+		const PCStackInfo *pi = &ir->pcinfo[i];
+
+		/* Ascending pcs inside the code, a sane scope count: else the
+		 * whole method's records are not trusted. */
+		if ((uintptr_t)pi->pc < code || (uintptr_t)pi->pc >= end ||
+		    (npcs && (uintptr_t)pi->pc < last) || pi->numstackframes <= 0 ||
+		    pi->numstackframes > JW_INLINE_MAX)
+			return NULL;
+		/* Several descriptors at one pc: the last one stands. */
+		if (!npcs || (uintptr_t)pi->pc != last)
+			npcs++;
+		last = (uintptr_t)pi->pc;
+		nscopes += (uint32_t)pi->numstackframes;
+	}
+	bytes = sizeof(*rec) + 2 * sizeof(uint32_t) * npcs + sizeof(uint32_t) +
+		sizeof(struct jw_scope) * nscopes;
+	bytes = (bytes + 7) & ~(size_t)7;
+	if (jw.bytes + bytes > JW_BYTES_MAX)
+		return NULL;
+	rec = calloc(1, bytes);
+	if (!rec)
+		return NULL;
+	pc_off = (uint32_t *)(rec + 1);
+	first = pc_off + npcs;
+	scopes = (struct jw_scope *)(((uintptr_t)(first + npcs + 1) + 7) & ~(uintptr_t)7);
+	npcs = 0;
+	nscopes = 0;
+	for (jint i = 0; i < ir->numpcs; i++) {
+		const PCStackInfo *pi = &ir->pcinfo[i];
+		uint32_t off = (uint32_t)((uintptr_t)pi->pc - code);
+
+		if (npcs && pc_off[npcs - 1] == off)
+			nscopes = first[--npcs];
+		pc_off[npcs] = off;
+		first[npcs++] = nscopes;
+		for (jint j = 0; j < pi->numstackframes; j++) {
+			scopes[nscopes].method = (uint64_t)(uintptr_t)pi->methods[j];
+			scopes[nscopes++].bci = pi->bcis[j];
+		}
+	}
+	first[npcs] = nscopes;
+	rec->npcs = npcs;
+	rec->nscopes = nscopes;
+	rec->bytes = bytes;
+	jw.bytes += bytes;
+	return rec;
+}
+
+void javawalk_method_load(jvmtiEnv *jvmti, const void *code_addr, jint code_size,
+			  const void *compile_info)
+{
+	uintptr_t code = (uintptr_t)code_addr, end = code + (uintptr_t)(code_size > 0 ? code_size : 0);
+	struct jw_slot *s;
+	struct jw_rec *rec;
+
+	pthread_once(&jw.once, jw_init);
+	if (!jw.slots || !code || end == code)
+		return;
+	pthread_mutex_lock(&jw.lock);
+	/* A thread hidden from JVMTI (a compiler's) may not tell: the next
+	 * loads try again, a few times. */
+	if (!jw.on && jw.env_tries < JW_ENV_TRIES) {
+		jw.env_off = jw_env_offset(jvmti);
+		if (jw.env_off > 0)
+			__atomic_store_n(&jw.on, true, __ATOMIC_RELEASE);
+		else if (++jw.env_tries == JW_ENV_TRIES)
+			agent_warn("JavaThread not found from JNIEnv: samples taken in GC pauses "
+				   "keep [gc_active]");
+	}
+	s = jw_find(code, true);
+	if (!s) {
+		jw.dropped++;
+		goto out;
+	}
+	rec = jw_rec_build(code, end, compile_info);
+	if (!rec)
+		jw.dropped++;
+	jw_slot_set(s, end, rec);
+out:
+	pthread_mutex_unlock(&jw.lock);
+}
+
+void javawalk_method_unload(const void *code_addr)
+{
+	struct jw_slot *s;
+
+	if (!jw.slots)
+		return;
+	pthread_mutex_lock(&jw.lock);
+	s = jw_find((uintptr_t)code_addr, false);
+	if (s)
+		jw_slot_set(s, 0, NULL);
+	pthread_mutex_unlock(&jw.lock);
+}
+
+#if defined(__x86_64__)
+/* The walked thread's stack, [lo, hi). */
+struct jw_stack {
+	uintptr_t lo, hi;
+};
+
+static bool jw_stack_word(const struct jw_stack *st, uintptr_t addr, uintptr_t *out)
+{
+	if (addr % W || addr < st->lo || addr + W > st->hi)
+		return false;
+	return agent_peek(addr, out, W);
+}
+
+/* Method* -> jmethodID through its class's jmethodID cache
+ * (InstanceKlass::_methods_jmethod_ids: [0] the length, [1 + idnum] the
+ * id), checked (a jmethodID points at its Method*); 0 when there is none
+ * (no id was made: the agent makes every method's at class load). */
+static uint64_t jw_method_id(uintptr_t m, uintptr_t *cm_out)
+{
+	const struct vmstructs_walk *o = &jw.o;
+	uintptr_t cm, cp, ik, ids, len, id, back;
+	uint16_t idnum;
+
+	if (!agent_peek(m + (uintptr_t)o->method_const, &cm, W) ||
+	    !agent_peek(cm + (uintptr_t)o->const_constants, &cp, W) ||
+	    !agent_peek(cp + (uintptr_t)o->cp_holder, &ik, W) ||
+	    !agent_peek(ik + (uintptr_t)o->ik_jmethod_ids, &ids, W) ||
+	    !agent_peek(cm + (uintptr_t)o->const_idnum, &idnum, sizeof(idnum)) ||
+	    !agent_peek(ids, &len, W) || (uintptr_t)idnum + 1 > len ||
+	    !agent_peek(ids + ((uintptr_t)idnum + 1) * W, &id, W) ||
+	    !agent_peek(id, &back, W) || back != m)
+		return 0;
+	*cm_out = cm;
+	return id;
+}
+
+static bool jw_is_native(uintptr_t m)
+{
+	uint16_t flags = 0;
+
+	/* u4 on JDK 17, u2 on 25: the native bit is in the low half. */
+	return agent_peek(m + (uintptr_t)jw.o.method_flags, &flags, sizeof(flags)) &&
+	       (flags & JW_ACC_NATIVE);
+}
+
+/* The scopes at a return address pc of the compiled code at code: 0 and
+ * *n set, or -ENOENT (no record at pc), -EAGAIN (changed meanwhile). */
+static int jw_scopes_at(uintptr_t code, uintptr_t pc, struct jw_scope *out, uint32_t *n)
+{
+	const struct jw_slot *s = jw_find(code, false);
+	uint32_t seq, lo, hi, off, first[2], npcs, nscopes;
+	struct jw_rec rec;
+	uintptr_t r, end, pcs, scopes;
+
+	if (!s)
+		return -ENOENT;
+	seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
+	if (seq & 1)
+		return -EAGAIN;
+	end = __atomic_load_n(&s->end, __ATOMIC_RELAXED);
+	r = __atomic_load_n(&s->rec, __ATOMIC_RELAXED);
+	if (!r || pc < code || pc >= end || !agent_peek(r, &rec, sizeof(rec)))
+		return -ENOENT;
+	npcs = rec.npcs;
+	nscopes = rec.nscopes;
+	pcs = r + sizeof(rec);
+	scopes = ((pcs + 2 * sizeof(uint32_t) * npcs + sizeof(uint32_t)) + 7) & ~(uintptr_t)7;
+	off = (uint32_t)(pc - code);
+	/* Binary search: at most 32 steps of one read each. */
+	lo = 0;
+	hi = npcs;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2, v;
+
+		if (!agent_peek(pcs + mid * sizeof(uint32_t), &v, sizeof(v)))
+			return -EAGAIN;
+		if (v < off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo >= npcs || !agent_peek(pcs + lo * sizeof(uint32_t), &off, sizeof(off)) ||
+	    off != (uint32_t)(pc - code) ||
+	    !agent_peek(pcs + (npcs + lo) * sizeof(uint32_t), first, sizeof(first)))
+		return -ENOENT;
+	if (first[1] <= first[0] || first[1] > nscopes || first[1] - first[0] > JW_INLINE_MAX ||
+	    !agent_peek(scopes + first[0] * sizeof(struct jw_scope), out,
+			(first[1] - first[0]) * sizeof(struct jw_scope)))
+		return -EAGAIN;
+	*n = first[1] - first[0];
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return __atomic_load_n(&s->seq, __ATOMIC_RELAXED) == seq ? 0 : -EAGAIN;
+}
+
+/* The address of a blob's code (the address JVMTI announced). */
+static bool jw_blob_code(uintptr_t blob, uintptr_t *code)
+{
+	int32_t off;
+
+	if (jw.o.blob_code_begin >= 0)
+		return agent_peek(blob + (uintptr_t)jw.o.blob_code_begin, code, W);
+	if (!agent_peek(blob + (uintptr_t)jw.o.blob_code_offset, &off, sizeof(off)) || off <= 0)
+		return false;
+	*code = blob + (uintptr_t)off;
+	return true;
+}
+
+struct jw_walk {
+	struct jw_stack st;
+	uintptr_t sp, fp, pc;
+	struct jpring_frame *f;
+	int32_t n, max;
+};
+
+static void jw_put(struct jw_walk *w, uint64_t method, int32_t bci, int32_t type)
+{
+	if (w->n < w->max)
+		w->f[w->n++] = (struct jpring_frame){ .bci = bci, .type = type, .method_id = method };
+}
+
+/* One interpreted frame at w->fp; steps to its caller. */
+static enum jw_stat jw_interpreted(struct jw_walk *w)
+{
+	uintptr_t m, bcp, cm, ra, caller_fp, sender_sp;
+	uint16_t code_size;
+	uint64_t id;
+	int32_t bci = -1;
+
+	if (w->fp <= w->sp || !jw_stack_word(&w->st, w->fp + JW_INTERP_METHOD * (long)W, &m) ||
+	    !jw_stack_word(&w->st, w->fp + JW_INTERP_BCP * (long)W, &bcp) ||
+	    !jw_stack_word(&w->st, w->fp + JW_INTERP_SENDER_SP * (long)W, &sender_sp) ||
+	    !jw_stack_word(&w->st, w->fp, &caller_fp) ||
+	    !jw_stack_word(&w->st, w->fp + W, &ra))
+		return JW_ST_BAD_READ;
+	id = jw_method_id(m, &cm);
+	if (!id)
+		return JW_ST_NO_METHOD;
+	/* The bytecodes follow the ConstMethod. */
+	if (jw_is_native(m))
+		bci = -3;
+	else if (bcp >= cm + jw.o.const_size &&
+		 agent_peek(cm + (uintptr_t)jw.o.const_code_size, &code_size, sizeof(code_size)) &&
+		 bcp - (cm + jw.o.const_size) < code_size)
+		bci = (int32_t)(bcp - (cm + jw.o.const_size));
+	jw_put(w, id, bci, JPRING_TYPE_INTERPRETED);
+	/* The caller: an interpreted one by its saved rbp, a compiled one from
+	 * the sp it had before calling (a c2i adapter may have grown it). */
+	if (sender_sp < w->fp + 2 * W || caller_fp <= w->fp)
+		return JW_ST_BAD_FRAME;
+	w->sp = sender_sp;
+	w->fp = caller_fp;
+	w->pc = ra;
+	return JW_ST_OK;
+}
+
+/* One compiled frame (with the methods inlined at w->pc) of the nmethod
+ * of method at blob; steps to its caller. */
+static enum jw_stat jw_compiled(struct jw_walk *w, uintptr_t blob, uint64_t method)
+{
+	struct jw_scope sc[JW_INLINE_MAX];
+	uintptr_t code, m, sender_sp, ra, saved_fp;
+	uint32_t ns = 0;
+	int32_t words, type;
+	int ret;
+
+	if (!agent_peek(blob + (uintptr_t)jw.o.blob_frame_size, &words, sizeof(words)) ||
+	    words <= 0 || words > JW_FRAME_WORDS_MAX || !jw_blob_code(blob, &code) ||
+	    !agent_peek(method, &m, W))
+		return JW_ST_BAD_READ;
+	sender_sp = w->sp + (uintptr_t)words * W;
+	if (!jw_stack_word(&w->st, sender_sp - W, &ra) ||
+	    !jw_stack_word(&w->st, sender_sp - 2 * W, &saved_fp))
+		return JW_ST_BAD_READ;
+	type = codemap_in_method(method, w->pc);
+	if (!type)
+		type = JPRING_TYPE_COMPILED;
+	ret = jw_scopes_at(code, w->pc, sc, &ns);
+	if (ret == -EAGAIN)
+		return JW_ST_NO_RECORD;
+	if (ret < 0) {
+		/* No call site there: only a native method's wrapper, which
+		 * inlines nothing, is its own method without a record. */
+		if (!jw_is_native(m))
+			return JW_ST_NO_RECORD;
+		jw_put(w, method, -3, type);
+	} else {
+		/* The outermost scope is the compiled method itself. */
+		if (sc[ns - 1].method != method)
+			return JW_ST_BAD_FRAME;
+		for (uint32_t i = 0; i < ns; i++)
+			jw_put(w, sc[i].method, sc[i].bci, i + 1 < ns ? JPRING_TYPE_INLINED : type);
+	}
+	w->sp = sender_sp;
+	w->fp = saved_fp;
+	w->pc = ra;
+	return JW_ST_OK;
+}
+
+/* HotSpot's x86_64 entry frame: the call stub's rbp, its JavaCallWrapper*
+ * six words below. The wrapper keeps the anchor of the Java frames the
+ * thread had before this call into Java (none: the bottom of its Java
+ * stack), which the walk goes on from, as AsyncGetCallTrace does. */
+#define JW_ENTRY_WRAPPER (-6)
+
+static enum jw_stat jw_entry(struct jw_walk *w, bool *done)
+{
+	uintptr_t wrapper, anchor, sp, pc, fp;
+
+	if (!jw_stack_word(&w->st, w->fp + JW_ENTRY_WRAPPER * (long)W, &wrapper))
+		return JW_ST_BAD_READ;
+	anchor = wrapper + (uintptr_t)jw.o.wrapper_anchor;
+	if (anchor < w->st.lo || anchor >= w->st.hi ||
+	    !agent_peek(anchor + (uintptr_t)jw.o.anchor_sp, &sp, W))
+		return JW_ST_BAD_READ;
+	if (!sp) {
+		*done = true;
+		return JW_ST_OK;
+	}
+	if (!agent_peek(anchor + (uintptr_t)jw.o.anchor_pc, &pc, W) ||
+	    !agent_peek(anchor + (uintptr_t)jw.o.anchor_fp, &fp, W) ||
+	    (!pc && !jw_stack_word(&w->st, sp - W, &pc)))
+		return JW_ST_BAD_READ;
+	w->sp = sp;
+	w->pc = pc;
+	w->fp = fp;
+	return JW_ST_OK;
+}
+
+static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, int32_t *n)
+{
+	const struct vmstructs_walk *o = &jw.o;
+	uintptr_t jt = (uintptr_t)env - (uintptr_t)jw.env_off, anchor, base, size, call_stub_ra;
+	struct jw_walk w = { .f = f, .max = max };
+	int32_t state;
+
+	if (!agent_peek(jt + (uintptr_t)o->thread_state, &state, sizeof(state)))
+		return JW_ST_BAD_READ;
+	__atomic_add_fetch(&jw_states[state >= 0 && state < 15 ? state : 15], 1, __ATOMIC_RELAXED);
+	switch (state) {
+	case JW_IN_NATIVE: case JW_IN_NATIVE_TRANS: case JW_IN_VM: case JW_IN_VM_TRANS:
+	case JW_BLOCKED: case JW_BLOCKED_TRANS:
+		break;
+	case 8: case 9:
+		return JW_ST_STATE_JAVA;
+	default:
+		return JW_ST_STATE_OTHER;
+	}
+	anchor = jt + (uintptr_t)o->anchor;
+	if (!agent_peek(anchor + (uintptr_t)o->anchor_sp, &w.sp, W) ||
+	    !agent_peek(anchor + (uintptr_t)o->anchor_pc, &w.pc, W) ||
+	    !agent_peek(anchor + (uintptr_t)o->anchor_fp, &w.fp, W) ||
+	    !agent_peek(jt + (uintptr_t)o->stack_base, &base, W) ||
+	    !agent_peek(jt + (uintptr_t)o->stack_size, &size, W) || size > base)
+		return JW_ST_BAD_READ;
+	/* No Java frame at all (a compiler thread compiling, a thread
+	 * attached from native code): what AsyncGetCallTrace says of such a
+	 * thread outside a pause (ticks_unknown_not_Java). */
+	if (!w.sp)
+		return JW_ST_NO_JAVA;
+	w.st = (struct jw_stack){ .lo = base - size, .hi = base };
+	/* No pc recorded: the return address just below sp (HotSpot's own
+	 * rule, JavaFrameAnchor::capture_last_Java_pc). */
+	if (!w.pc && !jw_stack_word(&w.st, w.sp - W, &w.pc))
+		return JW_ST_BAD_READ;
+	/* Set when the stubs were made, before any Java code ran. */
+	if (!agent_peek(o->call_stub_ra, &call_stub_ra, W) || !call_stub_ra)
+		return JW_ST_BAD_READ;
+	for (int32_t i = 0; i < JPRING_MAX_FRAMES && w.n < max; i++) {
+		uintptr_t prev_sp = w.sp, blob;
+		bool done = false;
+		uint64_t tag;
+		enum jw_stat st;
+
+		if (w.pc == call_stub_ra) {
+			/* Called from the VM (JavaCalls): done, or on from
+			 * the Java frames before that call. */
+			st = jw_entry(&w, &done);
+			if (st == JW_ST_OK && done)
+				break;
+		} else if (codemap_in_interpreter(w.pc)) {
+			st = jw_interpreted(&w);
+		} else {
+			tag = codemap_leaf(w.pc);
+			if (tag < JPRING_STUB_KINDS)
+				return JW_ST_UNKNOWN_PC;
+			blob = vmstructs_blob_at(w.pc);
+			if (!blob)
+				return JW_ST_UNKNOWN_PC;
+			st = jw_compiled(&w, blob, tag);
+		}
+		if (st != JW_ST_OK)
+			return st;
+		/* Every caller is higher up the stack. */
+		if (w.sp <= prev_sp || w.sp >= w.st.hi)
+			return JW_ST_BAD_FRAME;
+	}
+	*n = w.n;
+	return w.n ? JW_ST_OK : JW_ST_BAD_FRAME;
+}
+#endif
+
+int32_t javawalk_gc_active(JNIEnv *env, struct jpring_frame *f, int32_t max, int32_t failed)
+{
+	enum jw_stat st = JW_ST_OFF;
+	int32_t n = 0;
+
+#if defined(__x86_64__)
+	if (__atomic_load_n(&jw.on, __ATOMIC_ACQUIRE) && env)
+		st = jw_walk(env, f, max, &n);
+#endif
+	jw_count(st);
+	if (st == JW_ST_NO_JAVA)
+		return JPRING_UNKNOWN_NOT_JAVA;
+	return st == JW_ST_OK ? n : failed;
+}

@@ -1,0 +1,35 @@
+/* Java frames of a thread sampled while the JVM is in a garbage collection
+ * pause, where AsyncGetCallTrace refuses every walk (-2, ticks_GC_active).
+ * A thread on CPU then is not in Java code: it is in native code (zlib
+ * through JNI), in the VM or on its way to block, and its last Java frame
+ * is recorded in its frame anchor (JavaThread::_anchor). javawalk walks the
+ * Java frames from there with HotSpot's own structures: interpreted frames
+ * by their frame pointer, compiled ones by their blob's frame size, the
+ * methods inlined at each call site from JVMTI CompiledMethodLoad's inline
+ * records (kept here). x86_64 only; a JVM whose VMStructs lack a field
+ * keeps [gc_active] (logged once). */
+#ifndef JPROF_AGENT_JAVAWALK_H
+#define JPROF_AGENT_JAVAWALK_H
+
+#include <jvmti.h>
+#include <stdint.h>
+
+#include "jprof_agent.h"
+
+/* From codemap.c's CompiledMethodLoad / CompiledMethodUnload handlers (any
+ * JVMTI thread): keeps or drops the nmethod's inline records. The first
+ * load also reads the VMStructs offsets. */
+void javawalk_method_load(jvmtiEnv *jvmti, const void *code_addr, jint code_size,
+			  const void *compile_info);
+void javawalk_method_unload(const void *code_addr);
+
+/* Async-signal-safe. For the current thread (env its JNIEnv), writes its
+ * Java frames (leaf first, typed) into f (at most max) and returns how
+ * many; JPRING_UNKNOWN_NOT_JAVA for a thread without any Java frame (its
+ * anchor empty: a compiler thread), as AsyncGetCallTrace outside a pause;
+ * failed (f's contents then undefined) when the thread runs Java code or
+ * anything on the way is not as expected: a walk is complete or not
+ * used. */
+int32_t javawalk_gc_active(JNIEnv *env, struct jpring_frame *f, int32_t max, int32_t failed);
+
+#endif
