@@ -126,6 +126,7 @@ import collections, glob, json, os, sys
 LOST = {"[unknown_java]", "[not_walkable_java]", "[java_stack_missing]", "[gc_active]",
         "[safepoint]", "[deoptimization]", "[thread_exit]", "[no_class_load]",
         "[unknown_state]", "[unknown_java_method]"}
+NO_MARKER = "(no marker, native [jit] frames)"
 rows = []
 for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.raw.json"))):
     prog, rnd = os.path.basename(path).split(".")[:2]
@@ -146,8 +147,14 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.raw.json"))):
         if nj:
             java += n
             depths += [nj] * n
-        elif not any(m in LOST for m in markers):
-            continue
+        elif not any(m in LOST for m in markers) and any(
+                f["name"] == "[jit]" or f["name"].startswith("JavaCalls::call_helper")
+                for f in fr):
+            # A Java thread's sample without Java frames and without a
+            # marker: taken on the thread's own event before the agent had
+            # its fd, or an AsyncGetCallTrace "not Java" answer for a Java
+            # thread in the VM (a runtime stub): lost all the same.
+            lost[NO_MARKER] += n
     jt = java + sum(c for m, c in lost.items() if m != "[unknown_java_method]")
     depths.sort()
     # The join's and the ring's counters (summary.java of the profile event):

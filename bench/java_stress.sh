@@ -127,7 +127,10 @@ for s in p["stacks"]:
         java += n
         continue
     names = [f["name"] for f in fr if f["kind"] == "marker"]
-    if any(m in LOST for m in names):
+    # Lost: a marker in place of the Java frames, or a Java thread's native
+    # frames ([jit], JavaCalls) with neither (java_stacks.sh says when).
+    if any(m in LOST for m in names) or any(
+            f["name"] == "[jit]" or f["name"].startswith("JavaCalls::call_helper") for f in fr):
         lost += n
     if "[unknown_java]" in names:
         unk += n
