@@ -194,6 +194,28 @@ static bool ring_entry_barrier(uintptr_t pc)
 	return false;
 }
 
+/* ASGCT again from a caller's frame: the interrupted context with pc = ra,
+ * sp and, if fp is given, rbp replaced (a copy: the real context is never
+ * changed). The caller's frames count plus the stepped-over leaf's, with
+ * *caller_pc = ra; 0 if ASGCT found nothing there. */
+static int32_t ring_walk_from(struct asgct_trace *caller, const ucontext_t *uc, uintptr_t ra,
+			      uintptr_t sp, const uintptr_t *fp, uintptr_t *caller_pc)
+{
+	ucontext_t c = *uc;
+
+	c.uc_mcontext.gregs[REG_RIP] = (greg_t)ra;
+	c.uc_mcontext.gregs[REG_RSP] = (greg_t)sp;
+	if (fp)
+		c.uc_mcontext.gregs[REG_RBP] = (greg_t)*fp;
+	ring_asgct(caller, JPRING_MAX_FRAMES - 1, &c);
+	if (caller->num_frames <= 0) {
+		caller->num_frames = 0;
+		return 0;
+	}
+	*caller_pc = ra;
+	return caller->num_frames + 1;
+}
+
 /* The walk from the caller of a compiled method whose frame is built: the
  * return address at sp + frame size - 8 (HotSpot's frame size counts it),
  * the caller's rbp right below it (the prologue's push), the caller's sp
@@ -204,20 +226,11 @@ static int32_t ring_retry_frame(struct asgct_trace *caller, const ucontext_t *uc
 	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
 	uintptr_t top = sp + (uintptr_t)words * sizeof(uintptr_t);
 	uintptr_t ra, saved_fp;
-	ucontext_t c;
 
 	if (!ring_read_stack(top - sizeof(uintptr_t), &ra) ||
 	    !ring_read_stack(top - 2 * sizeof(uintptr_t), &saved_fp))
 		return 0;
-	c = *uc;
-	c.uc_mcontext.gregs[REG_RIP] = (greg_t)ra;
-	c.uc_mcontext.gregs[REG_RSP] = (greg_t)top;
-	c.uc_mcontext.gregs[REG_RBP] = (greg_t)saved_fp;
-	ring_asgct(caller, JPRING_MAX_FRAMES - 1, &c);
-	if (caller->num_frames <= 0)
-		return 0;
-	*caller_pc = ra;
-	return caller->num_frames + 1;
+	return ring_walk_from(caller, uc, ra, top, &saved_fp, caller_pc);
 }
 
 static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32_t failed,
@@ -230,7 +243,6 @@ static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32
 	uintptr_t ra, saved_fp, disp;
 	unsigned words;
 	int32_t n;
-	ucontext_t c;
 
 	*leaf_tag = leaf;
 	caller.frames = trace->frames + 1;
@@ -240,15 +252,10 @@ static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32
 	 * code map), where the prologue is HotSpot's. */
 	if (leaf >= JPRING_STUB_KINDS && ring_rbp_spill(pc, &disp) &&
 	    ring_read_stack(sp + disp + sizeof(uintptr_t), &ra)) {
-		c = *uc;
-		c.uc_mcontext.gregs[REG_RIP] = (greg_t)ra;
-		c.uc_mcontext.gregs[REG_RSP] = (greg_t)(sp + disp + 2 * sizeof(uintptr_t));
-		ring_asgct(&caller, JPRING_MAX_FRAMES - 1, &c);
-		if (caller.num_frames > 0) {
-			*caller_pc = ra;
-			return caller.num_frames + 1;
-		}
-		caller.num_frames = 0;
+		n = ring_walk_from(&caller, uc, ra, sp + disp + 2 * sizeof(uintptr_t), NULL,
+				   caller_pc);
+		if (n > 0)
+			return n;
 	}
 	/* On the entry barrier the frame is complete but for HotSpot's own
 	 * bookkeeping: the words at sp are the new frame's stale slots, so
@@ -264,16 +271,10 @@ static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32
 
 		if (!ring_read_stack(at, &ra) || (pushed && !ring_read_stack(sp, &saved_fp)))
 			return failed;
-		c = *uc;
-		c.uc_mcontext.gregs[REG_RIP] = (greg_t)ra;
-		c.uc_mcontext.gregs[REG_RSP] = (greg_t)(at + sizeof(uintptr_t));
-		if (pushed)
-			c.uc_mcontext.gregs[REG_RBP] = (greg_t)saved_fp;
-		ring_asgct(&caller, JPRING_MAX_FRAMES - 1, &c);
-		if (caller.num_frames > 0) {
-			*caller_pc = ra;
-			return caller.num_frames + 1;
-		}
+		n = ring_walk_from(&caller, uc, ra, at + sizeof(uintptr_t),
+				   pushed ? &saved_fp : NULL, caller_pc);
+		if (n > 0)
+			return n;
 	}
 	return failed;
 }
