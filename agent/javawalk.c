@@ -76,7 +76,9 @@ static struct {
 } jw = { .once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* Measurement only (JPROF_AGENT_WALK_STATS=path: written at exit): why
- * GC-active samples were or were not walked. */
+ * samples were or were not walked, for each of the two walks (GC pauses,
+ * "not Java" answers), and how many frames came from code JVMTI had not
+ * announced yet or stepped over a runtime stub. */
 enum jw_stat {
 	JW_ST_OK, JW_ST_STATE_JAVA, JW_ST_STATE_OTHER, JW_ST_NO_JAVA, JW_ST_BAD_READ,
 	JW_ST_NO_METHOD, JW_ST_UNKNOWN_PC, JW_ST_NO_RECORD, JW_ST_BAD_FRAME, JW_ST_OFF, JW_ST_N,
@@ -85,13 +87,16 @@ static const char *const jw_stat_names[JW_ST_N] = {
 	"walked", "state_in_java", "state_other", "no_java_frames", "bad_read", "no_method_id",
 	"unknown_pc", "no_inline_record", "bad_frame", "walker_off",
 };
-static unsigned long jw_stats[JW_ST_N];
+enum jw_kind { JW_GC, JW_VM, JW_KINDS };
+static unsigned long jw_stats[JW_KINDS][JW_ST_N];
 static unsigned long jw_states[16];     /* _thread_state of the samples (15: other) */
+static unsigned long jw_unannounced_n;   /* frames of nmethods JVMTI had not announced */
+static unsigned long jw_stubs;          /* runtime stubs stepped over */
 static char jw_stats_path[256];
 
-static void jw_count(enum jw_stat s)
+static void jw_count(enum jw_kind k, enum jw_stat s)
 {
-	__atomic_add_fetch(&jw_stats[s], 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&jw_stats[k][s], 1, __ATOMIC_RELAXED);
 }
 
 __attribute__((destructor)) static void jw_write_stats(void)
@@ -104,11 +109,15 @@ __attribute__((destructor)) static void jw_write_stats(void)
 	if (fd < 0)
 		return;
 	dprintf(fd, "pid %d", (int)getpid());
-	for (int i = 0; i < JW_ST_N; i++)
-		dprintf(fd, " %s=%lu", jw_stat_names[i], jw_stats[i]);
+	/* The GC walk's counts keep their old names. */
+	for (int k = 0; k < JW_KINDS; k++)
+		for (int i = 0; i < JW_ST_N; i++)
+			dprintf(fd, " %s%s=%lu", k == JW_GC ? "" : "vm_", jw_stat_names[i],
+				jw_stats[k][i]);
 	for (int i = 0; i < 16; i++)
 		if (jw_states[i])
 			dprintf(fd, " state%d=%lu", i, jw_states[i]);
+	dprintf(fd, " unannounced_frames=%lu stubs_stepped=%lu", jw_unannounced_n, jw_stubs);
 	dprintf(fd, " record_bytes=%zu nmethods_without_records=%lu", jw.bytes, jw.dropped);
 	dprintf(fd, "\n");
 	close(fd);
@@ -542,6 +551,79 @@ static enum jw_stat jw_compiled(struct jw_walk *w, uintptr_t blob, uint64_t meth
 	return JW_ST_OK;
 }
 
+/* A compiled frame of an nmethod JVMTI has not announced yet (installed,
+ * its CompiledMethodLoad still queued on the service thread): its method
+ * from the blob (nmethod::_method, checked through its jmethodID), with no
+ * inline record, so neither inlined frames nor a bci; steps to its caller
+ * by the blob's frame size. */
+static enum jw_stat jw_unannounced(struct jw_walk *w, uintptr_t blob, uintptr_t m)
+{
+	uintptr_t cm, sender_sp, ra, saved_fp;
+	int32_t words;
+	uint64_t id;
+
+	id = jw_method_id(m, &cm);
+	if (!id)
+		return JW_ST_NO_METHOD;
+	if (!agent_peek(blob + (uintptr_t)jw.o.blob_frame_size, &words, sizeof(words)) ||
+	    words < 2 || words > JW_FRAME_WORDS_MAX)
+		return JW_ST_BAD_READ;
+	sender_sp = w->sp + (uintptr_t)words * W;
+	if (!jw_stack_word(&w->st, sender_sp - W, &ra) ||
+	    !jw_stack_word(&w->st, sender_sp - 2 * W, &saved_fp))
+		return JW_ST_BAD_READ;
+	jw_put(w, id, jw_is_native(m) ? -3 : -1, JPRING_TYPE_COMPILED);
+	__atomic_add_fetch(&jw_unannounced_n, 1, __ATOMIC_RELAXED);
+	w->sp = sender_sp;
+	w->fp = saved_fp;
+	w->pc = ra;
+	return JW_ST_OK;
+}
+
+/* Whether pc is where a Java frame's code can be: the interpreter, the
+ * call stub's return, or an nmethod (announced or not). */
+static bool jw_java_pc(uintptr_t pc, uintptr_t call_stub_ra)
+{
+	uintptr_t blob;
+
+	if (pc == call_stub_ra || codemap_in_interpreter(pc) ||
+	    codemap_leaf(pc) >= JPRING_STUB_KINDS)
+		return true;
+	blob = vmstructs_blob_at(pc);
+	return blob && vmstructs_nmethod_method(blob);
+}
+
+/* The runtime stub the thread called the VM from (Runtime1's and
+ * OptoRuntime's: counter_overflow, new_type_array, _new_instance_Java,
+ * ...), at the top of its Java frames: stepped over to the Java frame that
+ * called it. By the blob's frame size (C2's stubs, whose rbp is a general
+ * register), or else by rbp (C1's stubs push it and pass it in the
+ * anchor). Either is taken only if it leads to Java code, with the
+ * caller's sp above the stub's. */
+static enum jw_stat jw_stub(struct jw_walk *w, uintptr_t blob, uintptr_t call_stub_ra)
+{
+	uintptr_t sender_sp[2] = { 0, 0 }, ra, saved_fp;
+	int32_t words = 0;
+
+	if (agent_peek(blob + (uintptr_t)jw.o.blob_frame_size, &words, sizeof(words)) &&
+	    words >= 2 && words <= JW_FRAME_WORDS_MAX)
+		sender_sp[0] = w->sp + (uintptr_t)words * W;
+	if (w->fp > w->sp && w->fp < w->st.hi)
+		sender_sp[1] = w->fp + 2 * W;
+	for (int i = 0; i < 2; i++) {
+		if (!sender_sp[i] || !jw_stack_word(&w->st, sender_sp[i] - W, &ra) ||
+		    !jw_stack_word(&w->st, sender_sp[i] - 2 * W, &saved_fp) ||
+		    !jw_java_pc(ra, call_stub_ra))
+			continue;
+		__atomic_add_fetch(&jw_stubs, 1, __ATOMIC_RELAXED);
+		w->sp = sender_sp[i];
+		w->fp = saved_fp;
+		w->pc = ra;
+		return JW_ST_OK;
+	}
+	return JW_ST_BAD_FRAME;
+}
+
 /* HotSpot's x86_64 entry frame: the call stub's rbp, its JavaCallWrapper*
  * six words below. The wrapper keeps the anchor of the Java frames the
  * thread had before this call into Java (none: the bottom of its Java
@@ -572,7 +654,8 @@ static enum jw_stat jw_entry(struct jw_walk *w, bool *done)
 	return JW_ST_OK;
 }
 
-static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, int32_t *n)
+static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, int32_t *n,
+			    enum jw_kind kind)
 {
 	const struct vmstructs_walk *o = &jw.o;
 	uintptr_t jt = (uintptr_t)env - (uintptr_t)jw.env_off, anchor, base, size, call_stub_ra;
@@ -612,7 +695,7 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 	if (!agent_peek(o->call_stub_ra, &call_stub_ra, W) || !call_stub_ra)
 		return JW_ST_BAD_READ;
 	for (int32_t i = 0; i < JPRING_MAX_FRAMES && w.n < max; i++) {
-		uintptr_t prev_sp = w.sp, blob;
+		uintptr_t prev_sp = w.sp, blob, m;
 		bool done = false;
 		uint64_t tag;
 		enum jw_stat st;
@@ -627,12 +710,20 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 			st = jw_interpreted(&w);
 		} else {
 			tag = codemap_leaf(w.pc);
-			if (tag < JPRING_STUB_KINDS)
-				return JW_ST_UNKNOWN_PC;
 			blob = vmstructs_blob_at(w.pc);
 			if (!blob)
 				return JW_ST_UNKNOWN_PC;
-			st = jw_compiled(&w, blob, tag);
+			if (tag >= JPRING_STUB_KINDS)
+				st = jw_compiled(&w, blob, tag);
+			else if ((m = vmstructs_nmethod_method(blob)))
+				st = jw_unannounced(&w, blob, m);
+			else if (i == 0 && kind == JW_VM)
+				/* Only the top frame: a stub below a Java
+				 * frame is a deoptimization or a patched
+				 * return, not walked. */
+				st = jw_stub(&w, blob, call_stub_ra);
+			else
+				return JW_ST_UNKNOWN_PC;
 		}
 		if (st != JW_ST_OK)
 			return st;
@@ -652,10 +743,34 @@ int32_t javawalk_gc_active(JNIEnv *env, struct jpring_frame *f, int32_t max, int
 
 #if defined(__x86_64__)
 	if (__atomic_load_n(&jw.on, __ATOMIC_ACQUIRE) && env)
-		st = jw_walk(env, f, max, &n);
+		st = jw_walk(env, f, max, &n, JW_GC);
 #endif
-	jw_count(st);
+	jw_count(JW_GC, st);
 	if (st == JW_ST_NO_JAVA)
 		return JPRING_UNKNOWN_NOT_JAVA;
 	return st == JW_ST_OK ? n : failed;
+}
+
+int32_t javawalk_not_java(JNIEnv *env, struct jpring_frame *f, int32_t max, int32_t code)
+{
+	enum jw_stat st = JW_ST_OFF;
+	int32_t n = 0;
+
+#if defined(__x86_64__)
+	if (__atomic_load_n(&jw.on, __ATOMIC_ACQUIRE) && env)
+		st = jw_walk(env, f, max, &n, JW_VM);
+#endif
+	jw_count(JW_VM, st);
+	switch (st) {
+	case JW_ST_OK:
+		return n;
+	case JW_ST_OFF: case JW_ST_NO_JAVA: case JW_ST_STATE_JAVA: case JW_ST_STATE_OTHER:
+		/* No Java frame (a compiler thread), or not a state the walk
+		 * knows: AsyncGetCallTrace's answer stands. */
+		return code;
+	default:
+		/* A Java thread whose Java frames are there but could not be
+		 * walked: counted as such, not shown as a native thread. */
+		return JPRING_UNKNOWN_JAVA;
+	}
 }

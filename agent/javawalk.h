@@ -32,4 +32,16 @@ void javawalk_method_unload(const void *code_addr);
  * used. */
 int32_t javawalk_gc_active(JNIEnv *env, struct jpring_frame *f, int32_t max, int32_t failed);
 
+/* Async-signal-safe. For the current thread (env its JNIEnv), when
+ * AsyncGetCallTrace answered code (JPRING_UNKNOWN_NOT_JAVA or
+ * JPRING_NOT_WALKABLE_NOT_JAVA, "not Java") for a thread that is in the VM
+ * or in native code with Java frames below (a runtime call from a Runtime1
+ * or OptoRuntime stub, the interpreter): as javawalk_gc_active, with the
+ * runtime stub at the top stepped over and nmethods not announced yet named
+ * by their method (no inlined frames, no bci). Returns the frames' count;
+ * code itself for a thread without Java frames (compiler threads) or with
+ * the walker off; JPRING_UNKNOWN_JAVA when the Java frames are there but
+ * a step failed. */
+int32_t javawalk_not_java(JNIEnv *env, struct jpring_frame *f, int32_t max, int32_t code);
+
 #endif

@@ -301,6 +301,20 @@ static bool vmstructs_blob_named(uintptr_t blob, const char *name)
 	return !memcmp(got, name, len);
 }
 
+uintptr_t vmstructs_nmethod_method(uintptr_t blob)
+{
+	uintptr_t m = 0;
+
+	/* HotSpot names every nmethod so (JDK 17 and 25); a runtime stub, an
+	 * adapter or a buffer blob never. */
+	if (vms.nm_method < 0 || vms.blob_name < 0 ||
+	    (!vmstructs_blob_named(blob, "nmethod") &&
+	     !vmstructs_blob_named(blob, "native nmethod")) ||
+	    !agent_peek(blob + (uintptr_t)vms.nm_method, &m, sizeof(m)))
+		return 0;
+	return m;
+}
+
 bool vmstructs_in_blob(uintptr_t pc, const char *name)
 {
 	return vmstructs_blob_named(vmstructs_blob_at(pc), name);

@@ -82,5 +82,10 @@ int vmstructs_walk_init(struct vmstructs_walk *w, const char **missing);
  * yet). Async-signal-safe: every byte through agent_peek. (vmstructs.c's
  * own lookup, shared.) */
 uintptr_t vmstructs_blob_at(uintptr_t pc);
+/* The Method* of the nmethod whose CodeBlob is at blob (vmstructs_blob_at),
+ * also one JVMTI has not announced yet; 0 when blob is no nmethod (by its
+ * CodeBlob::_name: "nmethod", "native nmethod") or the fields are not known.
+ * Async-signal-safe. */
+uintptr_t vmstructs_nmethod_method(uintptr_t blob);
 
 #endif
