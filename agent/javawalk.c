@@ -66,6 +66,7 @@ struct jw_slot {
 static struct {
 	pthread_once_t once;
 	bool on;                 /* offsets read and the env offset known; set once */
+	bool vm_off;             /* JPROF_AGENT_VM_WALK=0: "not Java" answers stand */
 	struct vmstructs_walk o;
 	long env_off;            /* JNIEnv - JavaThread */
 	unsigned env_tries;
@@ -172,6 +173,7 @@ static void jw_init(void)
 	const char *stats = getenv("JPROF_AGENT_WALK_STATS");
 	const char *rec = getenv("JPROF_AGENT_RECOVER");
 	const char *gc = getenv("JPROF_AGENT_GC_WALK");
+	const char *vm = getenv("JPROF_AGENT_VM_WALK");
 	const char *missing = "";
 	void *p;
 
@@ -181,6 +183,9 @@ static void jw_init(void)
 	 * (JPROF_AGENT_GC_WALK=0: this walk alone). */
 	if ((rec && !strcmp(rec, "0")) || (gc && !strcmp(gc, "0")))
 		return;
+	/* JPROF_AGENT_VM_WALK=0: the GC walk alone, as before the "not
+	 * Java" walk. */
+	jw.vm_off = vm && !strcmp(vm, "0");
 #if defined(__x86_64__)
 	if (vmstructs_walk_init(&jw.o, &missing) < 0) {
 		agent_warn("VMStructs lack %s: samples taken in GC pauses keep [gc_active]", missing);
@@ -757,7 +762,7 @@ int32_t javawalk_not_java(JNIEnv *env, struct jpring_frame *f, int32_t max, int3
 	int32_t n = 0;
 
 #if defined(__x86_64__)
-	if (__atomic_load_n(&jw.on, __ATOMIC_ACQUIRE) && env)
+	if (__atomic_load_n(&jw.on, __ATOMIC_ACQUIRE) && !jw.vm_off && env)
 		st = jw_walk(env, f, max, &n, JW_VM);
 #endif
 	jw_count(JW_VM, st);
