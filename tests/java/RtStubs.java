@@ -6,7 +6,7 @@
 // answers "not Java" for many of these samples; the agent walks them from
 // the thread's frame anchor (agent/javawalk.c).
 // Usage: java RtStubs SECONDS
-// Prints "ready" once every thread has run its loop a while.
+// Prints "ready" once every thread has run its loop for 300 ms.
 import java.util.concurrent.CountDownLatch;
 
 public class RtStubs {
@@ -15,30 +15,42 @@ public class RtStubs {
     static long counter;
     static final CountDownLatch started = new CountDownLatch(3);
 
+    // Counted down once per thread, 300 ms into its loop (by time: under
+    // contention on a loaded host a count of rounds took seconds).
+    static boolean warm(boolean done, long startNs) {
+        if (!done && System.nanoTime() - startNs > 300_000_000L) {
+            started.countDown();
+            return true;
+        }
+        return done;
+    }
+
     static long allocLoop(long endNs) {
-        long rounds = 0;
+        long rounds = 0, startNs = System.nanoTime();
+        boolean done = false;
         while (System.nanoTime() < endNs) {
             // 512 KiB: larger than a TLAB's free part most of the time,
             // smaller than a G1 region's half (not humongous).
             long[] a = new long[1 << 16];
             a[(int) (rounds & 0xffff)] = rounds;
             sink += a[(int) ((rounds * 7) & 0xffff)];
-            if (rounds++ == 20000)
-                started.countDown();
+            rounds++;
+            done = warm(done, startNs);
         }
         return rounds;
     }
 
     static long lockLoop(long endNs) {
-        long rounds = 0;
+        long rounds = 0, startNs = System.nanoTime();
+        boolean done = false;
         while (System.nanoTime() < endNs) {
             synchronized (LOCK) {
                 // Long enough inside that the other thread finds it held.
                 for (int i = 0; i < 2000; i++)
                     counter += i ^ rounds;
             }
-            if (rounds++ == 20000)
-                started.countDown();
+            rounds++;
+            done = warm(done, startNs);
         }
         return rounds;
     }
