@@ -34,7 +34,9 @@ static struct {
 /* A code heap as the handler sees it: read once on the agent's thread
  * (vmstructs_load_heaps), published by vms_nheaps (release). */
 struct vms_heap {
-	uintptr_t low, high;        /* its memory */
+	uintptr_t low, high;        /* its memory, committed when read */
+	uintptr_t high_addr;        /* &_memory._high: the heap commits more as
+				       code is added (a recording's later nmethods) */
 	uintptr_t segmap;           /* one byte per segment */
 	unsigned log2_seg;
 };
@@ -230,6 +232,7 @@ void vmstructs_load_heaps(void)
 			goto out;
 		mem = heap + (uintptr_t)vms.heap_memory;
 		seg = heap + (uintptr_t)vms.heap_segmap;
+		h->high_addr = mem + (uintptr_t)vms.vs_high;
 		if (!agent_peek(mem + (uintptr_t)vms.vs_low, &h->low, sizeof(h->low)) ||
 		    !agent_peek(mem + (uintptr_t)vms.vs_high, &h->high, sizeof(h->high)) ||
 		    !agent_peek(seg + (uintptr_t)vms.vs_low, &h->segmap, sizeof(h->segmap)) ||
@@ -264,11 +267,14 @@ uintptr_t vmstructs_blob_at(uintptr_t pc)
 
 	for (unsigned i = 0; i < n; i++) {
 		const struct vms_heap *h = &vms_heaps[i];
-		uintptr_t idx, blob;
+		uintptr_t idx, blob, high = h->high;
 		unsigned char b = 0;
 		bool used = false;
 
-		if (pc < h->low || pc >= h->high)
+		/* Past the end read at the start: the heap's end now. */
+		if (pc >= high && !agent_peek(h->high_addr, &high, sizeof(high)))
+			continue;
+		if (pc < h->low || pc >= high)
 			continue;
 		idx = (pc - h->low) >> h->log2_seg;
 		for (unsigned step = 0;; step++) {
