@@ -504,8 +504,11 @@ static enum jw_stat jw_interpreted(struct jw_walk *w)
 		bci = (int32_t)(bcp - (cm + jw.o.const_size));
 	jw_put(w, id, bci, JPRING_TYPE_INTERPRETED);
 	/* The caller: an interpreted one by its saved rbp, a compiled one from
-	 * the sp it had before calling (a c2i adapter may have grown it). */
-	if (sender_sp < w->fp + 2 * W || caller_fp <= w->fp)
+	 * the sp it had before calling (a c2i adapter may have grown it). C2
+	 * code uses rbp as any register: only an interpreted caller's saved
+	 * rbp must lie above. */
+	if (sender_sp < w->fp + 2 * W ||
+	    (caller_fp <= w->fp && codemap_in_interpreter(ra)))
 		return JW_ST_BAD_FRAME;
 	w->sp = sender_sp;
 	w->fp = caller_fp;
