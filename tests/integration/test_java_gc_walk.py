@@ -116,12 +116,12 @@ def check_rtstubs(jdk, stacks):
     # the VM (Runtime1::new_type_array, InterpreterRuntime::newarray). Without
     # the walk (JPROF_AGENT_VM_WALK=0) none of those samples carries a Java
     # frame ([jit] frames, no marker: 0 of 94 and 1 of 262 seen); with it
-    # 86-99 %. The rest are native only with no marker too, as the lock
+    # 95-98 % in 6 runs. The rest are native only with no marker too, as the lock
     # threads' few [jit]-only samples in Java code: the recording's first
     # samples, taken on the plain per-thread events before the agent's fd
     # replaced them (docs/benchmarks.md), not the walk's.
     jt.check(vm >= 20 and vm >= 0.3 * total, "alloc thread: %d of %d samples in the VM" % (vm, total))
-    jt.check(whole >= 0.8 * vm, "alloc thread: Java frames in %d of its %d samples in the VM"
+    jt.check(whole >= 0.85 * vm, "alloc thread: Java frames in %d of its %d samples in the VM"
              % (whole, vm))
     # The contended monitor: a few samples in complete_monitor_locking_C.
     vm = counts["lock-1"][1] + counts["lock-2"][1]
