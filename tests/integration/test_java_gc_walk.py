@@ -5,7 +5,11 @@ JNI here, while another thread allocates and collects a large graph: pauses
 take most of the time) is walked by the agent from its frame anchor
 (agent/javawalk.c). Its Java frames are then there in nearly all its
 samples, pauses or not: without the walk 35-65 % of them are [gc_active]
-(JPROF_TEST_AGENT_ENV="JPROF_AGENT_RECOVER=0" shows that failure)."""
+(JPROF_TEST_AGENT_ENV="JPROF_AGENT_RECOVER=0" shows that failure).
+Also from the anchor: Java threads in the VM called from a runtime stub or
+the interpreter (RtStubs: large arrays allocated and zeroed in the VM), for
+which AsyncGetCallTrace answers "not Java" (-3/-4): without that walk
+(JPROF_AGENT_VM_WALK=0) their samples have no Java frame and no marker."""
 import os
 import sys
 
@@ -20,10 +24,11 @@ OPTS = ["-Xmx128m", "-XX:+UseSerialGC"]
 HOT = "GcNative.zlibLoop"
 
 
-def record(t, d, jdk, env):
-    jvm = jv.Jvm(t, jdk, "GcNative", RECORD_S + 8, opts=OPTS, env=env, settle=0.1)
-    jt.wait_until(lambda: "ready" in jvm.output(), 20, what="GcNative to print ready")
-    path = os.path.join(t.outdir(), "gcnative-%s.collapsed" % jdk)
+def record(t, d, jdk, cls, env, opts=()):
+    """Records the workload cls RECORD_S seconds from its "ready" line."""
+    jvm = jv.Jvm(t, jdk, cls, RECORD_S + 8, opts=opts, env=env, settle=0.1)
+    jt.wait_until(lambda: "ready" in jvm.output(), 20, what="%s to print ready" % cls)
+    path = os.path.join(t.outdir(), "%s-%s.collapsed" % (cls.lower(), jdk))
     r = t.ctl(["record", "--pid", str(jvm.pid), "-d", "%ds" % RECORD_S, "-i", "5ms", "-o", path,
                "--threads", "--java", "require", "--no-progress"], user="nobody",
               socket_path=d.socket, timeout=RECORD_S + 60)
@@ -71,20 +76,6 @@ def check_zlib(jdk, stacks):
              % (HOT, hot, total, jt.top_stacks(zlib)))
     jt.check(whole >= 0.9 * hot, "%s under its caller in %d of %d samples:\n%s"
              % (HOT, whole, hot, jt.top_stacks(zlib)))
-
-def record_rtstubs(t, d, jdk, env):
-    jvm = jv.Jvm(t, jdk, "RtStubs", RECORD_S + 8, env=env, settle=0.1)
-    jt.wait_until(lambda: "ready" in jvm.output(), 20, what="RtStubs to print ready")
-    path = os.path.join(t.outdir(), "rtstubs-%s.collapsed" % jdk)
-    r = t.ctl(["record", "--pid", str(jvm.pid), "-d", "%ds" % RECORD_S, "-i", "5ms", "-o", path,
-               "--threads", "--java", "require", "--no-progress"], user="nobody",
-              socket_path=d.socket, timeout=RECORD_S + 60)
-    jt.check_eq(r.returncode, 0, "jprofctl exit code (stderr: %s)" % r.stderr)
-    with open(path) as f:
-        stacks = jt.parse_collapsed(f.read())
-    jvm.stop_alive()
-    return stacks
-
 
 # Native frames of the VM entered from Java code through a runtime stub or
 # the interpreter: the samples AsyncGetCallTrace answers "not Java" for.
@@ -136,9 +127,9 @@ def main(t):
                if "=" in kv)
     for jdk, _ in jv.jdks():
         with t.case("JDK %s: a thread in native code keeps its Java frames in GC pauses" % jdk):
-            check_zlib(jdk, record(t, d, jdk, env))
+            check_zlib(jdk, record(t, d, jdk, "GcNative", env, OPTS))
         with t.case("JDK %s: threads in the VM called from runtime stubs keep their Java frames"
                     % jdk):
-            check_rtstubs(jdk, record_rtstubs(t, d, jdk, env))
+            check_rtstubs(jdk, record(t, d, jdk, "RtStubs", env))
 
 jt.run(main)
