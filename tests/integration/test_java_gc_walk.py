@@ -107,7 +107,7 @@ def check_rtstubs(jdk, stacks):
     # the VM (Runtime1::new_type_array, InterpreterRuntime::newarray). Without
     # the walk (JPROF_AGENT_VM_WALK=0) none of those samples carries a Java
     # frame ([jit] frames, no marker: 0 of 94 and 1 of 262 seen); with it
-    # 95-98 % in 6 runs. The rest are native only with no marker too, as the lock
+    # 94-98 % in 12 runs. The rest are native only with no marker too, as the lock
     # threads' few [jit]-only samples in Java code: the recording's first
     # samples, taken on the plain per-thread events before the agent's fd
     # replaced them (docs/benchmarks.md), not the walk's.
