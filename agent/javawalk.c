@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #define W sizeof(uintptr_t)
@@ -34,6 +35,10 @@ enum {
 #define JW_INTERP_BCP (-7)
 #define JW_FRAME_WORDS_MAX 65536 /* larger compiled frames: not believed */
 #define JW_INLINE_MAX 32         /* scopes at one pc (MaxInlineLevel 15) */
+/* A walk's time in the handler: each read is a syscall, and a deep stack
+ * (javac's 150 frames) took milliseconds, longer than a 1 ms interval, so
+ * the thread's next signals were lost. Over this, the walk gives up. */
+#define JW_WALK_NS_MAX 500000
 
 /* The inline records of one nmethod: the call sites' pcs (offsets from its
  * code, ascending), for each the index of its first scope, then the scopes
@@ -82,11 +87,12 @@ static struct {
  * announced yet or stepped over a runtime stub. */
 enum jw_stat {
 	JW_ST_OK, JW_ST_STATE_JAVA, JW_ST_STATE_OTHER, JW_ST_NO_JAVA, JW_ST_BAD_READ,
-	JW_ST_NO_METHOD, JW_ST_UNKNOWN_PC, JW_ST_NO_RECORD, JW_ST_BAD_FRAME, JW_ST_OFF, JW_ST_N,
+	JW_ST_NO_METHOD, JW_ST_UNKNOWN_PC, JW_ST_NO_RECORD, JW_ST_BAD_FRAME, JW_ST_OFF,
+	JW_ST_SLOW, JW_ST_N,
 };
 static const char *const jw_stat_names[JW_ST_N] = {
 	"walked", "state_in_java", "state_other", "no_java_frames", "bad_read", "no_method_id",
-	"unknown_pc", "no_inline_record", "bad_frame", "walker_off",
+	"unknown_pc", "no_inline_record", "bad_frame", "walker_off", "over_time",
 };
 enum jw_kind { JW_GC, JW_VM, JW_KINDS };
 static unsigned long jw_stats[JW_KINDS][JW_ST_N];
@@ -366,9 +372,25 @@ struct jw_stack {
 
 static bool jw_stack_word(const struct jw_stack *st, uintptr_t addr, uintptr_t *out)
 {
+	uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+
 	if (addr % W || addr < st->lo || addr + W > st->hi)
 		return false;
+	/* Above the handler's own frame on the walked thread's stack (not an
+	 * alternate signal stack): live, mapped memory, read directly. */
+	if (here >= st->lo && here < addr) {
+		*out = *(const volatile uintptr_t *)addr;
+		return true;
+	}
 	return agent_peek(addr, out, W);
+}
+
+static uint64_t jw_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* Method* -> jmethodID through its class's jmethodID cache
@@ -668,6 +690,7 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 	const struct vmstructs_walk *o = &jw.o;
 	uintptr_t jt = (uintptr_t)env - (uintptr_t)jw.env_off, anchor, base, size, call_stub_ra;
 	struct jw_walk w = { .f = f, .max = max };
+	uint64_t start_ns;
 	int32_t state;
 
 	if (!agent_peek(jt + (uintptr_t)o->thread_state, &state, sizeof(state)))
@@ -702,6 +725,7 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 	/* Set when the stubs were made, before any Java code ran. */
 	if (!agent_peek(o->call_stub_ra, &call_stub_ra, W) || !call_stub_ra)
 		return JW_ST_BAD_READ;
+	start_ns = jw_now_ns();
 	for (int32_t i = 0; i < JPRING_MAX_FRAMES && w.n < max; i++) {
 		uintptr_t prev_sp = w.sp, blob, m;
 		bool done = false;
@@ -738,6 +762,8 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 		/* Every caller is higher up the stack. */
 		if (w.sp <= prev_sp || w.sp >= w.st.hi)
 			return JW_ST_BAD_FRAME;
+		if ((i & 7) == 7 && jw_now_ns() - start_ns > JW_WALK_NS_MAX)
+			return JW_ST_SLOW;
 	}
 	*n = w.n;
 	return w.n ? JW_ST_OK : JW_ST_BAD_FRAME;
