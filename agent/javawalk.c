@@ -36,9 +36,16 @@ enum {
 #define JW_FRAME_WORDS_MAX 65536 /* larger compiled frames: not believed */
 #define JW_INLINE_MAX 32         /* scopes at one pc (MaxInlineLevel 15) */
 /* A walk's time in the handler: each read is a syscall, and a deep stack
- * (javac's 150 frames) took milliseconds, longer than a 1 ms interval, so
- * the thread's next signals were lost. Over this, the walk gives up. */
-#define JW_WALK_NS_MAX 500000
+ * (javac's 150 frames) takes 0.5-3 ms. At a 1 ms interval that was longer
+ * than the interval: the thread's next signals were lost (68 % of javac's
+ * samples without an agent record) and the next sample found the thread
+ * still in the VM, to walk again. So one walk gives up after
+ * JW_WALK_NS_MAX, and the "not Java" walks of all threads together take at
+ * most 1/JW_SHARE of the time since the first one (plus JW_SLACK_NS): past
+ * that, a Java thread's sample gets [unknown_java] without a walk. */
+#define JW_WALK_NS_MAX 2000000
+#define JW_SHARE 50
+#define JW_SLACK_NS 20000000ull
 
 /* The inline records of one nmethod: the call sites' pcs (offsets from its
  * code, ascending), for each the index of its first scope, then the scopes
@@ -92,13 +99,14 @@ enum jw_stat {
 };
 static const char *const jw_stat_names[JW_ST_N] = {
 	"walked", "state_in_java", "state_other", "no_java_frames", "bad_read", "no_method_id",
-	"unknown_pc", "no_inline_record", "bad_frame", "walker_off", "over_time",
+	"unknown_pc", "no_inline_record", "bad_frame", "walker_off", "over_time_or_budget",
 };
 enum jw_kind { JW_GC, JW_VM, JW_KINDS };
 static unsigned long jw_stats[JW_KINDS][JW_ST_N];
 static unsigned long jw_states[16];     /* _thread_state of the samples (15: other) */
 static unsigned long jw_unannounced_n;   /* frames of nmethods JVMTI had not announced */
 static unsigned long jw_stubs;          /* runtime stubs stepped over */
+static uint64_t jw_vm_t0, jw_vm_spent;  /* the "not Java" walks' budget (ns) */
 static char jw_stats_path[256];
 
 static void jw_count(enum jw_kind k, enum jw_stat s)
@@ -717,6 +725,19 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 	 * thread outside a pause (ticks_unknown_not_Java). */
 	if (!w.sp)
 		return JW_ST_NO_JAVA;
+	start_ns = jw_now_ns();
+	if (kind == JW_VM) {
+		uint64_t t0 = __atomic_load_n(&jw_vm_t0, __ATOMIC_RELAXED);
+
+		if (!t0 && !__atomic_compare_exchange_n(&jw_vm_t0, &t0, start_ns, false,
+							__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			t0 = __atomic_load_n(&jw_vm_t0, __ATOMIC_RELAXED);
+		if (!t0)
+			t0 = start_ns;
+		if (__atomic_load_n(&jw_vm_spent, __ATOMIC_RELAXED) >
+		    (start_ns - t0) / JW_SHARE + JW_SLACK_NS)
+			return JW_ST_SLOW;
+	}
 	w.st = (struct jw_stack){ .lo = base - size, .hi = base };
 	/* No pc recorded: the return address just below sp (HotSpot's own
 	 * rule, JavaFrameAnchor::capture_last_Java_pc). */
@@ -725,7 +746,6 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 	/* Set when the stubs were made, before any Java code ran. */
 	if (!agent_peek(o->call_stub_ra, &call_stub_ra, W) || !call_stub_ra)
 		return JW_ST_BAD_READ;
-	start_ns = jw_now_ns();
 	for (int32_t i = 0; i < JPRING_MAX_FRAMES && w.n < max; i++) {
 		uintptr_t prev_sp = w.sp, blob, m;
 		bool done = false;
@@ -791,8 +811,12 @@ int32_t javawalk_not_java(JNIEnv *env, struct jpring_frame *f, int32_t max, int3
 	int32_t n = 0;
 
 #if defined(__x86_64__)
-	if (__atomic_load_n(&jw.on, __ATOMIC_ACQUIRE) && !jw.vm_off && env)
+	if (__atomic_load_n(&jw.on, __ATOMIC_ACQUIRE) && !jw.vm_off && env) {
+		uint64_t t = jw_now_ns();
+
 		st = jw_walk(env, f, max, &n, JW_VM);
+		__atomic_add_fetch(&jw_vm_spent, jw_now_ns() - t, __ATOMIC_RELAXED);
+	}
 #endif
 	jw_count(JW_VM, st);
 	switch (st) {
