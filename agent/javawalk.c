@@ -44,7 +44,7 @@ enum {
  * most 1/JW_SHARE of the time since the first one (plus JW_SLACK_NS): past
  * that, a Java thread's sample gets [unknown_java] without a walk. */
 #define JW_WALK_NS_MAX 2000000
-#define JW_SHARE 50
+#define JW_SHARE 10
 #define JW_SLACK_NS 20000000ull
 
 /* The inline records of one nmethod: the call sites' pcs (offsets from its
@@ -782,7 +782,10 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 		/* Every caller is higher up the stack. */
 		if (w.sp <= prev_sp || w.sp >= w.st.hi)
 			return JW_ST_BAD_FRAME;
-		if ((i & 7) == 7 && jw_now_ns() - start_ns > JW_WALK_NS_MAX)
+		/* The GC walk is not capped: its reads are slow in a pause
+		 * (the collector holds the address space's lock) and it is
+		 * what the sample has. */
+		if (kind == JW_VM && (i & 7) == 7 && jw_now_ns() - start_ns > JW_WALK_NS_MAX)
 			return JW_ST_SLOW;
 	}
 	*n = w.n;
