@@ -39,10 +39,11 @@ enum {
  * (javac's 150 frames) takes 0.5-3 ms. At a 1 ms interval that was longer
  * than the interval: the thread's next signals were lost (68 % of javac's
  * samples without an agent record) and the next sample found the thread
- * still in the VM, to walk again. So one walk gives up after
- * JW_WALK_NS_MAX, and the "not Java" walks of all threads together take at
- * most 1/JW_SHARE of the time since the first one (plus JW_SLACK_NS): past
- * that, a Java thread's sample gets [unknown_java] without a walk. */
+ * still in the VM, to walk again. So one walk gives up after half the
+ * recording's interval (JW_WALK_NS_MAX when not known), and the "not Java"
+ * walks of all threads together take at most 1/JW_SHARE of the time since
+ * the first one (plus JW_SLACK_NS): past that, a Java thread's sample gets
+ * [unknown_java] without a walk. */
 #define JW_WALK_NS_MAX 2000000
 #define JW_SHARE 10
 #define JW_SLACK_NS 20000000ull
@@ -693,7 +694,7 @@ static enum jw_stat jw_entry(struct jw_walk *w, bool *done)
 }
 
 static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, int32_t *n,
-			    enum jw_kind kind)
+			    enum jw_kind kind, uint64_t cap_ns)
 {
 	const struct vmstructs_walk *o = &jw.o;
 	uintptr_t jt = (uintptr_t)env - (uintptr_t)jw.env_off, anchor, base, size, call_stub_ra;
@@ -785,7 +786,7 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 		/* The GC walk is not capped: its reads are slow in a pause
 		 * (the collector holds the address space's lock) and it is
 		 * what the sample has. */
-		if (kind == JW_VM && (i & 7) == 7 && jw_now_ns() - start_ns > JW_WALK_NS_MAX)
+		if (kind == JW_VM && (i & 7) == 7 && jw_now_ns() - start_ns > cap_ns)
 			return JW_ST_SLOW;
 	}
 	*n = w.n;
@@ -800,7 +801,7 @@ int32_t javawalk_gc_active(JNIEnv *env, struct jpring_frame *f, int32_t max, int
 
 #if defined(__x86_64__)
 	if (__atomic_load_n(&jw.on, __ATOMIC_ACQUIRE) && env)
-		st = jw_walk(env, f, max, &n, JW_GC);
+		st = jw_walk(env, f, max, &n, JW_GC, 0);
 #endif
 	jw_count(JW_GC, st);
 	if (st == JW_ST_NO_JAVA)
@@ -808,7 +809,8 @@ int32_t javawalk_gc_active(JNIEnv *env, struct jpring_frame *f, int32_t max, int
 	return st == JW_ST_OK ? n : failed;
 }
 
-int32_t javawalk_not_java(JNIEnv *env, struct jpring_frame *f, int32_t max, int32_t code)
+int32_t javawalk_not_java(JNIEnv *env, struct jpring_frame *f, int32_t max, int32_t code,
+			  uint64_t interval_ns)
 {
 	enum jw_stat st = JW_ST_OFF;
 	int32_t n = 0;
@@ -817,7 +819,8 @@ int32_t javawalk_not_java(JNIEnv *env, struct jpring_frame *f, int32_t max, int3
 	if (__atomic_load_n(&jw.on, __ATOMIC_ACQUIRE) && !jw.vm_off && env) {
 		uint64_t t = jw_now_ns();
 
-		st = jw_walk(env, f, max, &n, JW_VM);
+		st = jw_walk(env, f, max, &n, JW_VM,
+			     interval_ns ? interval_ns / 2 : JW_WALK_NS_MAX);
 		__atomic_add_fetch(&jw_vm_spent, jw_now_ns() - t, __ATOMIC_RELAXED);
 	}
 #endif

@@ -41,7 +41,9 @@ int32_t javawalk_gc_active(JNIEnv *env, struct jpring_frame *f, int32_t max, int
  * by their method (no inlined frames, no bci). Returns the frames' count;
  * code itself for a thread without Java frames (compiler threads) or with
  * the walker off; JPRING_UNKNOWN_JAVA when the Java frames are there but
- * a step failed. */
-int32_t javawalk_not_java(JNIEnv *env, struct jpring_frame *f, int32_t max, int32_t code);
+ * a step failed or the walk would take over half of interval_ns (the
+ * recording's; 0: 2 ms) or over the walks' share of time. */
+int32_t javawalk_not_java(JNIEnv *env, struct jpring_frame *f, int32_t max, int32_t code,
+			  uint64_t interval_ns);
 
 #endif
