@@ -12,9 +12,13 @@
 #include "codemap.h"
 #include "javawalk.h"
 #include "jprof_agent.h"
+#include "vmstructs.h"
 #include "wall.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
@@ -67,13 +71,123 @@ static uint64_t ring_interval_ns;               /* the recording's period, for r
 static struct sigaction ring_prev[_NSIG];
 static pthread_mutex_t ring_install_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Measurement only (JPROF_AGENT_RETRY_STATS=FILE, appended at the JVM's
+ * exit): per failed ASGCT answer (-5, -6) and where the pc was, how the
+ * retry ended (enum ring_how), and the first RING_KEEP walks that stayed
+ * failed: pc, the code bytes at it, the words at sp, the blob holding pc.
+ * Counters and a fixed array claimed by an atomic index: signal-safe. */
+enum ring_how {
+	RING_HOW_FAILED, RING_HOW_SPILL, RING_HOW_BARRIER, RING_HOW_SP, RING_HOW_SP1,
+	RING_HOW_OFF, RING_HOW_N,
+};
+/* Where: a stub kind (below JPRING_STUB_KINDS), compiled code, an unknown
+ * pc in the code cache, in libjvm, elsewhere. */
+enum {
+	RING_AT_COMPILED = JPRING_STUB_KINDS, RING_AT_BLOB, RING_AT_LIBJVM, RING_AT_OTHER,
+	RING_AT_N,
+};
+#define RING_KEEP 512
+struct ring_failed {
+	int32_t code, retry_code;
+	uint32_t at;
+	uint32_t frame_words;
+	uintptr_t pc, blob;
+	unsigned char bytes[16];
+	uintptr_t sp_words[4];
+};
+static char ring_stats_path[256];
+static unsigned long ring_stats[2][RING_AT_N][RING_HOW_N];
+static struct ring_failed ring_kept[RING_KEEP];
+static unsigned ring_nkept;
+static uintptr_t ring_jvm_lo, ring_jvm_hi;     /* libjvm's mapping, roughly */
+
+static const char *ring_at_name(unsigned at)
+{
+	static const char *const names[] = {
+		"unknown", "stub", "vtable", "itable", "mh_adapter", "call_stub", "i2c_c2i",
+		"interpreter", "arraycopy", "resolve", "vtable_itable", "invokeBasic",
+		"linkToVirtual", "linkToStatic", "linkToSpecial", "linkToInterface",
+		"linkToNative", "compiled", "blob_unannounced", "libjvm", "other",
+	};
+	_Static_assert(sizeof(names) / sizeof(names[0]) == RING_AT_N, "names");
+	return at < RING_AT_N ? names[at] : "?";
+}
+
+__attribute__((destructor)) static void ring_write_stats(void)
+{
+	static const char *const how[RING_HOW_N] = {
+		"failed", "spill", "barrier", "sp", "sp+1", "recover_off",
+	};
+	unsigned n = __atomic_load_n(&ring_nkept, __ATOMIC_ACQUIRE);
+	int fd;
+
+	if (!ring_stats_path[0])
+		return;
+	fd = open(ring_stats_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	for (int c = 0; c < 2; c++)
+		for (unsigned at = 0; at < RING_AT_N; at++)
+			for (int h = 0; h < RING_HOW_N; h++)
+				if (ring_stats[c][at][h])
+					dprintf(fd, "pid %d code %d at %s how %s n %lu\n", (int)getpid(),
+						c ? JPRING_NOT_WALKABLE_JAVA : JPRING_UNKNOWN_JAVA,
+						ring_at_name(at), how[h], ring_stats[c][at][h]);
+	for (unsigned i = 0; i < n && i < RING_KEEP; i++) {
+		const struct ring_failed *f = &ring_kept[i];
+		Dl_info di = { 0 };
+		char name[64] = "";
+
+		/* CodeBlob::_name: the first word of the blob's header that
+		 * points at a printable string (diagnostic: a guess is fine). */
+		for (unsigned w = 1; f->blob && w < 12 && !name[0]; w++) {
+			uintptr_t p = 0;
+			char got[sizeof(name)];
+
+			if (!agent_peek(f->blob + w * sizeof(uintptr_t), &p, sizeof(p)) ||
+			    !agent_peek(p, got, sizeof(got)))
+				continue;
+			got[sizeof(got) - 1] = 0;
+			size_t len = strlen(got);
+			bool ok = len >= 3;
+
+			for (size_t k = 0; k < len; k++)
+				ok = ok && got[k] >= 0x20 && got[k] < 0x7f;
+			if (ok)
+				memcpy(name, got, len + 1);
+		}
+		if (f->at == RING_AT_LIBJVM)
+			dladdr((void *)f->pc, &di);
+		dprintf(fd, "pid %d failed code %d retry %d at %s pc %#lx frame %u blob %#lx '%s' sym %s+%#lx bytes",
+			(int)getpid(), f->code, f->retry_code, ring_at_name(f->at),
+			(unsigned long)f->pc, f->frame_words, (unsigned long)f->blob, name,
+			di.dli_sname ? di.dli_sname : "-",
+			di.dli_saddr ? (unsigned long)(f->pc - (uintptr_t)di.dli_saddr) : 0ul);
+		for (unsigned k = 0; k < sizeof(f->bytes); k++)
+			dprintf(fd, " %02x", f->bytes[k]);
+		dprintf(fd, " sp");
+		for (unsigned k = 0; k < 4; k++)
+			dprintf(fd, " %#lx", (unsigned long)f->sp_words[k]);
+		dprintf(fd, "\n");
+	}
+	close(fd);
+}
+
 int ring_init(void)
 {
 	const char *rec = getenv("JPROF_AGENT_RECOVER");
+	const char *stats = getenv("JPROF_AGENT_RETRY_STATS");
+	Dl_info di;
 
 	/* Off only for measuring what the retry gains (bench/java_stacks.sh). */
 	ring_recover = !(rec && !strcmp(rec, "0"));
 	ring_asgct = (asgct_fn)agent_jvm_sym("AsyncGetCallTrace");
+	if (stats && ring_asgct && dladdr((void *)ring_asgct, &di) && di.dli_fbase) {
+		snprintf(ring_stats_path, sizeof(ring_stats_path), "%s", stats);
+		/* libjvm.so's text is well under 64 MiB. */
+		ring_jvm_lo = (uintptr_t)di.dli_fbase;
+		ring_jvm_hi = ring_jvm_lo + (64u << 20);
+	}
 	return ring_asgct ? 0 : -ENOENT;
 }
 
@@ -234,7 +348,7 @@ static int32_t ring_retry_frame(struct asgct_trace *caller, const ucontext_t *uc
 }
 
 static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32_t failed,
-			  uintptr_t *caller_pc, uint64_t *leaf_tag)
+			  uintptr_t *caller_pc, uint64_t *leaf_tag, unsigned *how)
 {
 	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
 	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
@@ -254,8 +368,10 @@ static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32
 	    ring_read_stack(sp + disp + sizeof(uintptr_t), &ra)) {
 		n = ring_walk_from(&caller, uc, ra, sp + disp + 2 * sizeof(uintptr_t), NULL,
 				   caller_pc);
-		if (n > 0)
+		if (n > 0) {
+			*how = RING_HOW_SPILL;
 			return n;
+		}
 	}
 	/* On the entry barrier the frame is complete but for HotSpot's own
 	 * bookkeeping: the words at sp are the new frame's stale slots, so
@@ -264,6 +380,7 @@ static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32
 	if (leaf >= JPRING_STUB_KINDS && ring_entry_barrier(pc)) {
 		words = codemap_frame_words(leaf, pc);
 		n = words ? ring_retry_frame(&caller, uc, words, caller_pc) : 0;
+		*how = n > 0 ? RING_HOW_BARRIER : RING_HOW_FAILED;
 		return n > 0 ? n : failed;
 	}
 	for (unsigned pushed = 0; pushed < 2; pushed++) {
@@ -273,8 +390,10 @@ static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32
 			return failed;
 		n = ring_walk_from(&caller, uc, ra, at + sizeof(uintptr_t),
 				   pushed ? &saved_fp : NULL, caller_pc);
-		if (n > 0)
+		if (n > 0) {
+			*how = pushed ? RING_HOW_SP1 : RING_HOW_SP;
 			return n;
+		}
 	}
 	return failed;
 }
@@ -291,7 +410,7 @@ static void ring_leaf(struct asgct_frame *leaf, uint64_t tag)
 }
 #else
 static int32_t ring_retry(struct asgct_trace *trace, const void *uc, int32_t failed,
-			  uintptr_t *caller_pc, uint64_t *leaf_tag)
+			  uintptr_t *caller_pc, uint64_t *leaf_tag, unsigned *how)
 {
 	return failed;
 }
@@ -448,6 +567,53 @@ static void ring_commit(struct jpring_slot *slot, uint64_t idx, int32_t n)
 	__atomic_store_n(&slot->seq, idx + 1, __ATOMIC_RELEASE);
 }
 
+/* JPROF_AGENT_RETRY_STATS: counts a failed walk by where its pc was and how
+ * the retry ended; keeps the first RING_KEEP that stayed failed. */
+static void ring_note(const void *ucv, int32_t code, uint64_t tag, unsigned how, int32_t n)
+{
+#if defined(__x86_64__)
+	const ucontext_t *uc = ucv;
+	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+	uintptr_t blob = 0;
+	unsigned at;
+
+	if (!ring_recover)
+		tag = codemap_leaf(pc);
+	if (tag >= JPRING_STUB_KINDS)
+		at = RING_AT_COMPILED;
+	else if (tag)
+		at = (unsigned)tag;
+	else if ((blob = vmstructs_blob_at(pc)))
+		at = RING_AT_BLOB;
+	else if (pc >= ring_jvm_lo && pc < ring_jvm_hi)
+		at = RING_AT_LIBJVM;
+	else
+		at = RING_AT_OTHER;
+	__atomic_add_fetch(&ring_stats[code == JPRING_NOT_WALKABLE_JAVA][at][how], 1,
+			   __ATOMIC_RELAXED);
+	if (n > 0)
+		return;
+	unsigned i = __atomic_fetch_add(&ring_nkept, 1, __ATOMIC_ACQ_REL);
+
+	if (i >= RING_KEEP)
+		return;
+	struct ring_failed *f = &ring_kept[i];
+
+	f->code = code;
+	f->retry_code = n;
+	f->at = at;
+	f->pc = pc;
+	f->blob = blob ? blob : vmstructs_blob_at(pc);
+	f->frame_words = tag >= JPRING_STUB_KINDS ? codemap_frame_words(tag, pc) : 0;
+	agent_peek(pc, f->bytes, sizeof(f->bytes));
+	for (unsigned k = 0; k < 4; k++)
+		ring_read_stack(sp + k * sizeof(uintptr_t), &f->sp_words[k]);
+#else
+	(void)ucv; (void)code; (void)tag; (void)how; (void)n;
+#endif
+}
+
 static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc,
 					    const struct ring_kind *k)
 {
@@ -473,12 +639,20 @@ static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc
 		};
 		uintptr_t caller_pc = 0;
 		uint64_t leaf_tag = 0;
+		unsigned how = RING_HOW_OFF;
 
 		ring_asgct(&trace, JPRING_MAX_FRAMES, uc);
 		n = trace.num_frames;
-		if ((n == JPRING_UNKNOWN_JAVA || n == JPRING_NOT_WALKABLE_JAVA) && uc &&
-		    ring_recover)
-			n = ring_retry(&trace, uc, n, &caller_pc, &leaf_tag);
+		if ((n == JPRING_UNKNOWN_JAVA || n == JPRING_NOT_WALKABLE_JAVA) && uc) {
+			int32_t failed = n;
+
+			if (ring_recover) {
+				how = RING_HOW_FAILED;
+				n = ring_retry(&trace, uc, n, &caller_pc, &leaf_tag, &how);
+			}
+			if (ring_stats_path[0])
+				ring_note(uc, failed, leaf_tag, how, n);
+		}
 		if (n > JPRING_MAX_FRAMES)
 			n = JPRING_MAX_FRAMES;
 		/* ASGCT leaves the padding alone. */
