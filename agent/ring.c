@@ -78,7 +78,7 @@ static pthread_mutex_t ring_install_lock = PTHREAD_MUTEX_INITIALIZER;
  * Counters and a fixed array claimed by an atomic index: signal-safe. */
 enum ring_how {
 	RING_HOW_FAILED, RING_HOW_SPILL, RING_HOW_BARRIER, RING_HOW_SP, RING_HOW_SP1,
-	RING_HOW_OFF, RING_HOW_N,
+	RING_HOW_PUSHED, RING_HOW_OFF, RING_HOW_N,
 };
 /* Where: a stub kind (below JPRING_STUB_KINDS), compiled code, an unknown
  * pc in the code cache, in libjvm, elsewhere. */
@@ -94,6 +94,8 @@ struct ring_failed {
 	uintptr_t pc, blob;
 	unsigned char bytes[16];
 	uintptr_t sp_words[4];
+	uintptr_t frame_ra;
+	uint64_t frame_ra_tag;
 };
 static char ring_stats_path[256];
 static unsigned long ring_stats[2][RING_AT_N][RING_HOW_N];
@@ -116,7 +118,7 @@ static const char *ring_at_name(unsigned at)
 __attribute__((destructor)) static void ring_write_stats(void)
 {
 	static const char *const how[RING_HOW_N] = {
-		"failed", "spill", "barrier", "sp", "sp+1", "recover_off",
+		"failed", "spill", "barrier", "sp", "sp+1", "pushed", "recover_off",
 	};
 	unsigned n = __atomic_load_n(&ring_nkept, __ATOMIC_ACQUIRE);
 	int fd;
@@ -168,6 +170,9 @@ __attribute__((destructor)) static void ring_write_stats(void)
 		dprintf(fd, " sp");
 		for (unsigned k = 0; k < 4; k++)
 			dprintf(fd, " %#lx", (unsigned long)f->sp_words[k]);
+		dprintf(fd, " frame_ra %#lx at %s", (unsigned long)f->frame_ra,
+			f->frame_ra_tag >= JPRING_STUB_KINDS ? "compiled" : ring_at_name(
+				(unsigned)f->frame_ra_tag));
 		dprintf(fd, "\n");
 	}
 	close(fd);
@@ -395,6 +400,23 @@ static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32
 			return n;
 		}
 	}
+	/* In a compiled method's body with a word pushed on top of its frame:
+	 * C2's string intrinsics (compareTo, equals, indexOf: TreeMap and
+	 * HashMap keys) save a register around their loops (push ... pop), so
+	 * the frame and its return address lie one word higher than the frame
+	 * size says from sp, and ASGCT refuses the frame. ASGCT again at the
+	 * same pc with sp past that word: the whole walk, leaf scopes included,
+	 * or nothing (ASGCT checks the return address it finds there). */
+	if (leaf >= JPRING_STUB_KINDS && codemap_frame_words(leaf, pc)) {
+		ucontext_t c = *uc;
+
+		c.uc_mcontext.gregs[REG_RSP] = (greg_t)(sp + sizeof(uintptr_t));
+		ring_asgct(trace, JPRING_MAX_FRAMES, &c);
+		if (trace->num_frames > 0) {
+			*how = RING_HOW_PUSHED;
+			return trace->num_frames;
+		}
+	}
 	return failed;
 }
 
@@ -606,6 +628,9 @@ static void ring_note(const void *ucv, int32_t code, uint64_t tag, unsigned how,
 	f->pc = pc;
 	f->blob = blob ? blob : vmstructs_blob_at(pc);
 	f->frame_words = tag >= JPRING_STUB_KINDS ? codemap_frame_words(tag, pc) : 0;
+	if (f->frame_words &&
+	    ring_read_stack(sp + f->frame_words * sizeof(uintptr_t) - sizeof(uintptr_t), &f->frame_ra))
+		f->frame_ra_tag = codemap_leaf(f->frame_ra);
 	agent_peek(pc, f->bytes, sizeof(f->bytes));
 	for (unsigned k = 0; k < 4; k++)
 		ring_read_stack(sp + k * sizeof(uintptr_t), &f->sp_words[k]);
