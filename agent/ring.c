@@ -63,6 +63,19 @@ struct ring_state {
 
 static asgct_fn ring_asgct;
 static bool ring_recover;        /* retry failed walks; set once before any handler */
+
+/* Each thread's root: the outermost method of its last whole ASGCT walk
+ * (not retried, not cut at JPRING_MAX_FRAMES), which a retried walk must
+ * reach (ring_root_ok). One slot per tid modulo RING_ROOTS, overwritten by
+ * whichever thread of that residue walked last: a slot holds a root only
+ * for the tid it names. No TLS (see above): a static table, lock-free. */
+#define RING_ROOTS 16384u
+struct ring_root {
+	uint32_t tid;
+	uint32_t seq;            /* odd while written */
+	uint64_t method;
+};
+static struct ring_root ring_roots[RING_ROOTS];
 static struct ring_state ring_slot_state;       /* owned by the activating thread */
 static struct ring_state *ring_active;          /* what handlers see; NULL = off */
 static unsigned long ring_inflight;             /* handlers inside the ring */
@@ -78,7 +91,7 @@ static pthread_mutex_t ring_install_lock = PTHREAD_MUTEX_INITIALIZER;
  * Counters and a fixed array claimed by an atomic index: signal-safe. */
 enum ring_how {
 	RING_HOW_FAILED, RING_HOW_SPILL, RING_HOW_BARRIER, RING_HOW_SP, RING_HOW_SP1,
-	RING_HOW_PUSHED, RING_HOW_OFF, RING_HOW_N,
+	RING_HOW_PUSHED, RING_HOW_NOT_ROOT, RING_HOW_OFF, RING_HOW_N,
 };
 /* Where: a stub kind (below JPRING_STUB_KINDS), compiled code, an unknown
  * pc in the code cache, in libjvm, elsewhere. */
@@ -99,6 +112,8 @@ struct ring_failed {
 };
 static char ring_stats_path[256];
 static unsigned long ring_stats[2][RING_AT_N][RING_HOW_N];
+static unsigned long ring_short[2][RING_AT_N][RING_HOW_N];   /* recovered, 2 frames or fewer */
+static unsigned long ring_root_changed;   /* whole ASGCT walks not ending at the thread's root */
 static struct ring_failed ring_kept[RING_KEEP];
 static unsigned ring_nkept;
 static uintptr_t ring_jvm_lo, ring_jvm_hi;     /* libjvm's mapping, roughly */
@@ -118,7 +133,7 @@ static const char *ring_at_name(unsigned at)
 __attribute__((destructor)) static void ring_write_stats(void)
 {
 	static const char *const how[RING_HOW_N] = {
-		"failed", "spill", "barrier", "sp", "sp+1", "pushed", "recover_off",
+		"failed", "spill", "barrier", "sp", "sp+1", "pushed", "not_root", "recover_off",
 	};
 	unsigned n = __atomic_load_n(&ring_nkept, __ATOMIC_ACQUIRE);
 	int fd;
@@ -132,9 +147,12 @@ __attribute__((destructor)) static void ring_write_stats(void)
 		for (unsigned at = 0; at < RING_AT_N; at++)
 			for (int h = 0; h < RING_HOW_N; h++)
 				if (ring_stats[c][at][h])
-					dprintf(fd, "pid %d code %d at %s how %s n %lu\n", (int)getpid(),
+					dprintf(fd, "pid %d code %d at %s how %s n %lu short %lu\n",
+						(int)getpid(),
 						c ? JPRING_NOT_WALKABLE_JAVA : JPRING_UNKNOWN_JAVA,
-						ring_at_name(at), how[h], ring_stats[c][at][h]);
+						ring_at_name(at), how[h], ring_stats[c][at][h],
+						ring_short[c][at][h]);
+	dprintf(fd, "pid %d whole walks with another root %lu\n", (int)getpid(), ring_root_changed);
 	for (unsigned i = 0; i < n && i < RING_KEEP; i++) {
 		const struct ring_failed *f = &ring_kept[i];
 		Dl_info di = { 0 };
@@ -589,6 +607,48 @@ static void ring_commit(struct jpring_slot *slot, uint64_t idx, int32_t n)
 	__atomic_store_n(&slot->seq, idx + 1, __ATOMIC_RELEASE);
 }
 
+static void ring_root_set(uint32_t tid, uint64_t method)
+{
+	struct ring_root *r = &ring_roots[tid % RING_ROOTS];
+	uint32_t seq = __atomic_load_n(&r->seq, __ATOMIC_RELAXED);
+
+	/* Unchanged (the common case): no write. Another writer of this slot
+	 * right now (two threads of one residue, or a handler nested in a
+	 * handler of the same thread): leave it to that one. */
+	if (seq & 1 || (__atomic_load_n(&r->tid, __ATOMIC_RELAXED) == tid &&
+			__atomic_load_n(&r->method, __ATOMIC_RELAXED) == method))
+		return;
+	if (!__atomic_compare_exchange_n(&r->seq, &seq, seq + 1, false, __ATOMIC_ACQUIRE,
+					 __ATOMIC_RELAXED))
+		return;
+	__atomic_store_n(&r->tid, tid, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->method, method, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+/* True unless tid's root is known and the walk's outermost frame (f[n-1],
+ * n > 0) is another method: then the walk started from a stale return
+ * address and ASGCT stopped where the garbage ran out (deep recursion
+ * leaves return addresses into the same method all over the stack; on
+ * JDK 25 such walks ended at `fib;fib` without reaching main). A walk as
+ * deep as the ring keeps cannot show its root and is taken. */
+static bool ring_root_ok(uint32_t tid, const struct jpring_frame *f, int32_t n)
+{
+	const struct ring_root *r = &ring_roots[tid % RING_ROOTS];
+	uint32_t seq = __atomic_load_n(&r->seq, __ATOMIC_ACQUIRE);
+	uint64_t method;
+	uint32_t owner;
+
+	if (n >= JPRING_MAX_FRAMES || seq & 1)
+		return true;
+	owner = __atomic_load_n(&r->tid, __ATOMIC_RELAXED);
+	method = __atomic_load_n(&r->method, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if (__atomic_load_n(&r->seq, __ATOMIC_RELAXED) != seq || owner != tid || !method)
+		return true;
+	return f[n - 1].method_id == method;
+}
+
 /* JPROF_AGENT_RETRY_STATS: counts a failed walk by where its pc was and how
  * the retry ended; keeps the first RING_KEEP that stayed failed. */
 static void ring_note(const void *ucv, int32_t code, uint64_t tag, unsigned how, int32_t n)
@@ -614,6 +674,9 @@ static void ring_note(const void *ucv, int32_t code, uint64_t tag, unsigned how,
 		at = RING_AT_OTHER;
 	__atomic_add_fetch(&ring_stats[code == JPRING_NOT_WALKABLE_JAVA][at][how], 1,
 			   __ATOMIC_RELAXED);
+	if (n > 0 && n <= 2)
+		__atomic_add_fetch(&ring_short[code == JPRING_NOT_WALKABLE_JAVA][at][how], 1,
+				   __ATOMIC_RELAXED);
 	if (n > 0)
 		return;
 	unsigned i = __atomic_fetch_add(&ring_nkept, 1, __ATOMIC_ACQ_REL);
@@ -674,9 +737,18 @@ static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc
 			if (ring_recover) {
 				how = RING_HOW_FAILED;
 				n = ring_retry(&trace, uc, n, &caller_pc, &leaf_tag, &how);
+				if (n > 0 && !ring_root_ok(slot->tid, slot->frames, n)) {
+					how = RING_HOW_NOT_ROOT;
+					n = failed;
+					caller_pc = 0;
+				}
 			}
 			if (ring_stats_path[0])
 				ring_note(uc, failed, leaf_tag, how, n);
+		} else if (n > 0 && n < JPRING_MAX_FRAMES) {
+			if (ring_stats_path[0] && !ring_root_ok(slot->tid, slot->frames, n))
+				__atomic_add_fetch(&ring_root_changed, 1, __ATOMIC_RELAXED);
+			ring_root_set(slot->tid, slot->frames[n - 1].method_id);
 		}
 		if (n > JPRING_MAX_FRAMES)
 			n = JPRING_MAX_FRAMES;
