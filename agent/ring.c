@@ -93,15 +93,15 @@ enum ring_how {
 	RING_HOW_FAILED, RING_HOW_SPILL, RING_HOW_BARRIER, RING_HOW_SP, RING_HOW_SP1,
 	RING_HOW_PUSHED, RING_HOW_NOT_ROOT, RING_HOW_OFF, RING_HOW_N,
 };
-/* Where: a stub kind (below JPRING_STUB_KINDS), compiled code, an unknown
- * pc in the code cache, in libjvm, elsewhere. */
+/* Where: a stub kind (below JPRING_STUB_KINDS), compiled code, a blob of
+ * the code cache the code map does not know, outside the code cache (libjvm,
+ * libc: named at exit with dladdr). */
 enum {
-	RING_AT_COMPILED = JPRING_STUB_KINDS, RING_AT_BLOB, RING_AT_LIBJVM, RING_AT_OTHER,
-	RING_AT_N,
+	RING_AT_COMPILED = JPRING_STUB_KINDS, RING_AT_BLOB, RING_AT_NATIVE, RING_AT_N,
 };
 #define RING_KEEP 512
 struct ring_failed {
-	int32_t code, retry_code;
+	int32_t code;
 	uint32_t at;
 	uint32_t frame_words;
 	uintptr_t pc, blob;
@@ -116,7 +116,6 @@ static unsigned long ring_short[2][RING_AT_N][RING_HOW_N];   /* recovered, 2 fra
 static unsigned long ring_root_changed;   /* whole ASGCT walks not ending at the thread's root */
 static struct ring_failed ring_kept[RING_KEEP];
 static unsigned ring_nkept;
-static uintptr_t ring_jvm_lo, ring_jvm_hi;     /* libjvm's mapping, roughly */
 
 static const char *ring_at_name(unsigned at)
 {
@@ -124,7 +123,7 @@ static const char *ring_at_name(unsigned at)
 		"unknown", "stub", "vtable", "itable", "mh_adapter", "call_stub", "i2c_c2i",
 		"interpreter", "arraycopy", "resolve", "vtable_itable", "invokeBasic",
 		"linkToVirtual", "linkToStatic", "linkToSpecial", "linkToInterface",
-		"linkToNative", "compiled", "blob_unannounced", "libjvm", "other",
+		"linkToNative", "compiled", "blob_unannounced", "native",
 	};
 	_Static_assert(sizeof(names) / sizeof(names[0]) == RING_AT_N, "names");
 	return at < RING_AT_N ? names[at] : "?";
@@ -176,10 +175,10 @@ __attribute__((destructor)) static void ring_write_stats(void)
 			if (ok)
 				memcpy(name, got, len + 1);
 		}
-		if (f->at == RING_AT_LIBJVM)
+		if (f->at == RING_AT_NATIVE)
 			dladdr((void *)f->pc, &di);
-		dprintf(fd, "pid %d failed code %d retry %d at %s pc %#lx frame %u blob %#lx '%s' sym %s+%#lx bytes",
-			(int)getpid(), f->code, f->retry_code, ring_at_name(f->at),
+		dprintf(fd, "pid %d failed code %d at %s pc %#lx frame %u blob %#lx '%s' sym %s+%#lx bytes",
+			(int)getpid(), f->code, ring_at_name(f->at),
 			(unsigned long)f->pc, f->frame_words, (unsigned long)f->blob, name,
 			di.dli_sname ? di.dli_sname : "-",
 			di.dli_saddr ? (unsigned long)(f->pc - (uintptr_t)di.dli_saddr) : 0ul);
@@ -200,17 +199,12 @@ int ring_init(void)
 {
 	const char *rec = getenv("JPROF_AGENT_RECOVER");
 	const char *stats = getenv("JPROF_AGENT_RETRY_STATS");
-	Dl_info di;
 
 	/* Off only for measuring what the retry gains (bench/java_stacks.sh). */
 	ring_recover = !(rec && !strcmp(rec, "0"));
 	ring_asgct = (asgct_fn)agent_jvm_sym("AsyncGetCallTrace");
-	if (stats && ring_asgct && dladdr((void *)ring_asgct, &di) && di.dli_fbase) {
+	if (stats)
 		snprintf(ring_stats_path, sizeof(ring_stats_path), "%s", stats);
-		/* libjvm.so's text is well under 64 MiB. */
-		ring_jvm_lo = (uintptr_t)di.dli_fbase;
-		ring_jvm_hi = ring_jvm_lo + (64u << 20);
-	}
 	return ring_asgct ? 0 : -ENOENT;
 }
 
@@ -668,10 +662,8 @@ static void ring_note(const void *ucv, int32_t code, uint64_t tag, unsigned how,
 		at = (unsigned)tag;
 	else if ((blob = vmstructs_blob_at(pc)))
 		at = RING_AT_BLOB;
-	else if (pc >= ring_jvm_lo && pc < ring_jvm_hi)
-		at = RING_AT_LIBJVM;
 	else
-		at = RING_AT_OTHER;
+		at = RING_AT_NATIVE;
 	__atomic_add_fetch(&ring_stats[code == JPRING_NOT_WALKABLE_JAVA][at][how], 1,
 			   __ATOMIC_RELAXED);
 	if (n > 0 && n <= 2)
@@ -686,7 +678,6 @@ static void ring_note(const void *ucv, int32_t code, uint64_t tag, unsigned how,
 	struct ring_failed *f = &ring_kept[i];
 
 	f->code = code;
-	f->retry_code = n;
 	f->at = at;
 	f->pc = pc;
 	f->blob = blob ? blob : vmstructs_blob_at(pc);
