@@ -17,7 +17,6 @@
 
 #include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <pthread.h>
 #include <signal.h>
@@ -135,23 +134,21 @@ __attribute__((destructor)) static void ring_write_stats(void)
 		"failed", "spill", "barrier", "sp", "sp+1", "pushed", "not_root", "recover_off",
 	};
 	unsigned n = __atomic_load_n(&ring_nkept, __ATOMIC_ACQUIRE);
-	int fd;
+	/* Appended: every JVM of a bench run writes to the same file. */
+	FILE *out = ring_stats_path[0] ? fopen(ring_stats_path, "ae") : NULL;
 
-	if (!ring_stats_path[0])
-		return;
-	fd = open(ring_stats_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	if (fd < 0)
+	if (!out)
 		return;
 	for (int c = 0; c < 2; c++)
 		for (unsigned at = 0; at < RING_AT_N; at++)
 			for (int h = 0; h < RING_HOW_N; h++)
 				if (ring_stats[c][at][h])
-					dprintf(fd, "pid %d code %d at %s how %s n %lu short %lu\n",
+					fprintf(out, "pid %d code %d at %s how %s n %lu short %lu\n",
 						(int)getpid(),
 						c ? JPRING_NOT_WALKABLE_JAVA : JPRING_UNKNOWN_JAVA,
 						ring_at_name(at), how[h], ring_stats[c][at][h],
 						ring_short[c][at][h]);
-	dprintf(fd, "pid %d whole walks with another root %lu\n", (int)getpid(), ring_root_changed);
+	fprintf(out, "pid %d whole walks with another root %lu\n", (int)getpid(), ring_root_changed);
 	for (unsigned i = 0; i < n && i < RING_KEEP; i++) {
 		const struct ring_failed *f = &ring_kept[i];
 		Dl_info di = { 0 };
@@ -177,22 +174,22 @@ __attribute__((destructor)) static void ring_write_stats(void)
 		}
 		if (f->at == RING_AT_NATIVE)
 			dladdr((void *)f->pc, &di);
-		dprintf(fd, "pid %d failed code %d at %s pc %#lx frame %u blob %#lx '%s' sym %s+%#lx bytes",
+		fprintf(out, "pid %d failed code %d at %s pc %#lx frame %u blob %#lx '%s' sym %s+%#lx bytes",
 			(int)getpid(), f->code, ring_at_name(f->at),
 			(unsigned long)f->pc, f->frame_words, (unsigned long)f->blob, name,
 			di.dli_sname ? di.dli_sname : "-",
 			di.dli_saddr ? (unsigned long)(f->pc - (uintptr_t)di.dli_saddr) : 0ul);
 		for (unsigned k = 0; k < sizeof(f->bytes); k++)
-			dprintf(fd, " %02x", f->bytes[k]);
-		dprintf(fd, " sp");
+			fprintf(out, " %02x", f->bytes[k]);
+		fprintf(out, " sp");
 		for (unsigned k = 0; k < 4; k++)
-			dprintf(fd, " %#lx", (unsigned long)f->sp_words[k]);
-		dprintf(fd, " frame_ra %#lx at %s", (unsigned long)f->frame_ra,
+			fprintf(out, " %#lx", (unsigned long)f->sp_words[k]);
+		fprintf(out, " frame_ra %#lx at %s", (unsigned long)f->frame_ra,
 			f->frame_ra_tag >= JPRING_STUB_KINDS ? "compiled" : ring_at_name(
 				(unsigned)f->frame_ra_tag));
-		dprintf(fd, "\n");
+		fprintf(out, "\n");
 	}
-	close(fd);
+	fclose(out);
 }
 
 int ring_init(void)
