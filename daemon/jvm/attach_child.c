@@ -354,10 +354,12 @@ static int parse_reply(char *reply, struct attach_result *res)
 	}
 	r = -EIO;
 	flatten(rest);
-	if (end != line2 && (*end == '\n' || *end == '\0'))
+	if (end != line2 && (*end == '\n' || *end == '\0')) {
 		attach_res_set(res, r, "agent_load_failed", "Agent_OnAttach failed: %s", rest);
-	else
+		res->onattach_failed = true;
+	} else {
 		attach_res_set(res, r, "agent_load_failed", "the JVM could not load the agent: %s", rest);
+	}
 out:
 	return r;
 }

@@ -46,6 +46,23 @@ def main(t):
         jt.check(jvm.proc.running(), "the JVM died")
         jvm.proc.kill()
 
+    for run in range(1, 6):
+        with t.case("a JVM recorded as soon as it maps libjvm.so (run %d): Java frames" % run):
+            # No settle time: the attach meets the JVM in its start-up
+            # (SIGQUIT not handled yet, or JVMTI not live: Agent_OnAttach
+            # fails), and the daemon retries until the JVM can take it.
+            jvm = jv.Jvm(t, "17", "CpuSplit", 30, settle=0)
+            c = d.client(user="nobody")
+            rec = c.record(pid=jvm.pid, duration_ms=6000, java="require")
+            jt.check(rec.profile is not None, "no profile: %s" % rec.describe())
+            java = rec.summary().get("java") or {}
+            jt.log("java summary %r; warnings %r" % (
+                java, [m for m in rec.messages if m.get("type") == "warning"]))
+            stacks = rec.stacks()
+            jt.check(jt.samples_matching(stacks, lambda fr: "CpuSplit.alpha" in fr) > 0,
+                     "no Java frames:\n%s" % jt.top_stacks(stacks))
+            jvm.stop_alive()
+
     with t.case("the JVM killed mid-recording: partial profile, status process_exited"):
         jvm = jv.Jvm(t, "17", "CpuSplit", 30, settle=2.0)
         c = d.client(user="nobody")
