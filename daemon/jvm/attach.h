@@ -18,6 +18,10 @@
 struct loop;
 struct attach_req;
 
+/* JNI_EDETACHED: what GetEnv answers before JVMTI's live phase, and the
+ * agent then returns from Agent_OnAttach. */
+#define ATTACH_RC_NOT_LIVE (-2)
+
 struct attach_result {
 	int status;            /* 0 when the agent loaded, else -errno */
 	/* "", or why it failed: "not_a_jvm", "not_hotspot", "attach_disabled",
@@ -25,10 +29,10 @@ struct attach_result {
 	 * "agent_load_failed", "timeout", "no_such_process", "internal" */
 	char code[32];
 	char message[512];     /* for people; includes the JVM's own text if any */
-	/* The agent loaded and its Agent_OnAttach returned an error (with
-	 * "agent_load_failed"): a JVM in its start-up, before JVMTI is live,
-	 * gives that. */
-	bool onattach_failed;
+	/* With "agent_load_failed": what Agent_OnAttach returned when it ran
+	 * and failed, else 0. ATTACH_RC_NOT_LIVE: the JVM gave the agent no
+	 * JVMTI environment yet (in its start-up). */
+	int onattach_rc;
 };
 
 /* Cheap synchronous check from /proc only (no signal is sent): is pid a

@@ -356,7 +356,7 @@ static int parse_reply(char *reply, struct attach_result *res)
 	flatten(rest);
 	if (end != line2 && (*end == '\n' || *end == '\0')) {
 		attach_res_set(res, r, "agent_load_failed", "Agent_OnAttach failed: %s", rest);
-		res->onattach_failed = true;
+		res->onattach_rc = rc > INT_MAX || rc < INT_MIN ? INT_MIN : (int)rc;
 	} else {
 		attach_res_set(res, r, "agent_load_failed", "the JVM could not load the agent: %s", rest);
 	}

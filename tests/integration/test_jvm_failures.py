@@ -58,6 +58,8 @@ def main(t):
             java = rec.summary().get("java") or {}
             jt.log("java summary %r; warnings %r" % (
                 java, [m for m in rec.messages if m.get("type") == "warning"]))
+            jt.log("tries the JVM refused: %r" % [ln for ln in jvm.output().splitlines()
+                                                   if "JVMTI" in ln])
             stacks = rec.stacks()
             jt.check(jt.samples_matching(stacks, lambda fr: "CpuSplit.alpha" in fr) > 0,
                      "no Java frames:\n%s" % jt.top_stacks(stacks))
