@@ -377,25 +377,31 @@ static void on_retry(struct loop_source *src, void *arg)
 static int try_later(struct attach_req *req)
 {
 	char msg[sizeof(req->res.message) + 160];
+	uint64_t waited;
+	attach_slow_fn tell = NULL;
+	void *tell_arg = req->slow_arg;
 	int r;
 
 	req_end_try(req);
-	if (!req->slow_told && attach_now_ms() - req->first_ms >= ATTACH_SLOW_MS) {
+	waited = attach_now_ms() - req->first_ms;
+	if (!req->slow_told && waited >= ATTACH_SLOW_MS) {
 		req->slow_told = true;
-		log_info("attach: pid %d is still starting up after %u tries (%s); trying until it is %d s "
-			 "old", (int)req->pid, req->tries, req->res.message, ATTACH_YOUNG_MS / 1000);
-		if (req->slow) {
-			snprintf(msg, sizeof(msg), "JVM %d is still starting up (%s); trying again until it "
-				 "is %d s old", (int)req->pid, req->res.message, ATTACH_YOUNG_MS / 1000);
-			req->slow(msg, req->slow_arg);
-		}
+		tell = req->slow;
+		log_info("attach: pid %d is still starting up after %" PRIu64 " ms (%s); trying until it "
+			 "is %d s old", (int)req->pid, waited, req->res.message, ATTACH_YOUNG_MS / 1000);
+		snprintf(msg, sizeof(msg), "JVM %d is still starting up (%s); trying again until it is %d s "
+			 "old", (int)req->pid, req->res.message, ATTACH_YOUNG_MS / 1000);
 	}
-	log_debug("attach: pid %d not ready after %u tries (%s); again in %u ms", (int)req->pid,
-		  req->tries, req->res.message, req->wait_ms);
+	log_debug("attach: pid %d not ready (%s; %u agent loads tried); again in %u ms", (int)req->pid,
+		  req->res.message, req->tries, req->wait_ms);
 	r = loop_add_timer(req->loop, req->wait_ms, 0, on_retry, req, &req->timer);
-	if (r >= 0)
-		req->wait_ms = req->wait_ms * 2 > ATTACH_RETRY_MAX_MS ? ATTACH_RETRY_MAX_MS : req->wait_ms * 2;
-	return r;
+	if (r < 0)
+		return r;
+	req->wait_ms = req->wait_ms * 2 > ATTACH_RETRY_MAX_MS ? ATTACH_RETRY_MAX_MS : req->wait_ms * 2;
+	/* Last: the callback may cancel the request. */
+	if (tell)
+		tell(msg, tell_arg);
+	return 0;
 }
 
 void attach_on_slow(struct attach_req *req, attach_slow_fn slow, void *arg)

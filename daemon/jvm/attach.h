@@ -65,7 +65,8 @@ int attach_start(struct loop *loop, pid_t pid, const char *agent_path, const cha
 		 unsigned timeout_ms, attach_done_fn done, void *arg, struct attach_req **out);
 
 /* slow runs once (from the loop) when tries of a starting JVM have taken
- * more than a second, with a message for the user: the attach goes on. */
+ * more than a second, with a message for the user: the attach goes on
+ * (slow may attach_cancel it). */
 typedef void (*attach_slow_fn)(const char *message, void *arg);
 void attach_on_slow(struct attach_req *req, attach_slow_fn slow, void *arg);
 
