@@ -1,6 +1,7 @@
-"""JVM recordings when things go wrong: not a JVM, attach disabled, the JVM
-killed mid-recording, the daemon killed mid-recording. Each gives a clear
-result and nothing else is disturbed."""
+"""JVM recordings when things go wrong: not a JVM, attach disabled, a JVM
+recorded while it is still starting up (the daemon waits for it: Java
+frames), the JVM killed mid-recording, the daemon killed mid-recording.
+Each gives a clear result and nothing else is disturbed."""
 
 import signal
 import time
