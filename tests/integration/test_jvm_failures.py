@@ -47,12 +47,15 @@ def main(t):
         jt.check(jvm.proc.running(), "the JVM died")
         jvm.proc.kill()
 
+    jdks = [v for v, _ in jv.jdks()]
     for run in range(1, 6):
-        with t.case("a JVM recorded as soon as it maps libjvm.so (run %d): Java frames" % run):
+        jdk = jdks[(run - 1) % len(jdks)]
+        with t.case("a JDK %s JVM recorded as soon as it maps libjvm.so (run %d): Java frames"
+                    % (jdk, run)):
             # No settle time: the attach meets the JVM in its start-up
             # (SIGQUIT not handled yet, or JVMTI not live: Agent_OnAttach
             # fails), and the daemon retries until the JVM can take it.
-            jvm = jv.Jvm(t, "17", "CpuSplit", 30, settle=0)
+            jvm = jv.Jvm(t, jdk, "CpuSplit", 30, settle=0)
             c = d.client(user="nobody")
             rec = c.record(pid=jvm.pid, duration_ms=6000, java="require")
             jt.check(rec.profile is not None, "no profile: %s" % rec.describe())
