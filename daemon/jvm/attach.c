@@ -272,7 +272,7 @@ static bool req_may_retry(const struct attach_req *req)
 {
 	const struct attach_result *res = &req->res;
 
-	if (res->status >= 0 || (res->status != -EAGAIN && res->onattach_rc != ATTACH_RC_NOT_LIVE))
+	if (res->status >= 0 || (res->status != -EAGAIN && !res->not_live))
 		return false;
 	return proc_pidfd_running(req->target_fd) == 1 && attach_jvm_young(req->pid);
 }

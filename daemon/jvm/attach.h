@@ -29,10 +29,11 @@ struct attach_result {
 	 * "agent_load_failed", "timeout", "no_such_process", "internal" */
 	char code[32];
 	char message[512];     /* for people; includes the JVM's own text if any */
-	/* With "agent_load_failed": what Agent_OnAttach returned when it ran
-	 * and failed, else 0. ATTACH_RC_NOT_LIVE: the JVM gave the agent no
-	 * JVMTI environment yet (in its start-up). */
-	int onattach_rc;
+	/* With "agent_load_failed": the JVM was not in JVMTI's live phase yet
+	 * (in its start-up). JDK 17 runs Agent_OnAttach, whose GetEnv fails,
+	 * and the agent returns ATTACH_RC_NOT_LIVE; JDK 21+ refuses the load
+	 * ("only permitted in the live phase"). */
+	bool not_live;
 };
 
 /* Cheap synchronous check from /proc only (no signal is sent): is pid a

@@ -341,6 +341,7 @@ static int parse_reply(char *reply, struct attach_result *res)
 		flatten(rest);
 		attach_res_set(res, r, "agent_load_failed", "the JVM could not load the agent (status %ld): %s",
 			status, rest);
+		res->not_live = strstr(rest, ATTACH_NOT_LIVE_TEXT) != NULL;
 		goto out;
 	}
 	line2 = rest;
@@ -356,9 +357,10 @@ static int parse_reply(char *reply, struct attach_result *res)
 	flatten(rest);
 	if (end != line2 && (*end == '\n' || *end == '\0')) {
 		attach_res_set(res, r, "agent_load_failed", "Agent_OnAttach failed: %s", rest);
-		res->onattach_rc = rc > INT_MAX || rc < INT_MIN ? INT_MIN : (int)rc;
+		res->not_live = rc == ATTACH_RC_NOT_LIVE;
 	} else {
 		attach_res_set(res, r, "agent_load_failed", "the JVM could not load the agent: %s", rest);
+		res->not_live = strstr(rest, ATTACH_NOT_LIVE_TEXT) != NULL;
 	}
 out:
 	return r;

@@ -26,6 +26,9 @@
  * attach is tried again until then (issue 13: a loaded machine took more
  * than a second after libjvm.so was mapped). */
 #define ATTACH_YOUNG_MS 15000
+/* What JDK 21+ answers a load before JVMTI's live phase ("Dynamic agent
+ * loading is only permitted in the live phase"). */
+#define ATTACH_NOT_LIVE_TEXT "only permitted in the live phase"
 /* Waits between those tries: doubling from the first to the last. */
 #define ATTACH_RETRY_FIRST_MS 50
 #define ATTACH_RETRY_MAX_MS 800
