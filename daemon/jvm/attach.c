@@ -65,7 +65,8 @@ struct attach_req {
 	/* Tries of a JVM in its start-up (see attach_start). */
 	char agent_path[ATTACH_ARG_MAX], options[ATTACH_ARG_MAX];
 	unsigned timeout_ms;
-	unsigned tries;
+	unsigned tries;      /* helpers started */
+	unsigned waits;      /* waits for the JVM so far */
 	unsigned wait_ms;    /* before the next try */
 	uint64_t first_ms;   /* when the first try started */
 	bool slow_told;
@@ -387,13 +388,14 @@ static int try_later(struct attach_req *req)
 	if (!req->slow_told && waited >= ATTACH_SLOW_MS) {
 		req->slow_told = true;
 		tell = req->slow;
-		log_info("attach: pid %d is still starting up after %" PRIu64 " ms (%s); trying until it "
-			 "is %d s old", (int)req->pid, waited, req->res.message, ATTACH_YOUNG_MS / 1000);
 		snprintf(msg, sizeof(msg), "JVM %d is still starting up (%s); trying again until it is %d s "
 			 "old", (int)req->pid, req->res.message, ATTACH_YOUNG_MS / 1000);
 	}
-	log_debug("attach: pid %d not ready (%s; %u agent loads tried); again in %u ms", (int)req->pid,
-		  req->res.message, req->tries, req->wait_ms);
+	/* Once per attach at info level (why it waits), then debug. */
+	log_msg(req->waits++ ? LOG_LVL_DEBUG : LOG_LVL_INFO,
+		"attach: pid %d is starting up (%s; %" PRIu64 " ms, %u agent loads so far); trying "
+		"again in %u ms until it is %d s old", (int)req->pid, req->res.message, waited,
+		req->tries, req->wait_ms, ATTACH_YOUNG_MS / 1000);
 	r = loop_add_timer(req->loop, req->wait_ms, 0, on_retry, req, &req->timer);
 	if (r < 0)
 		return r;
