@@ -62,8 +62,10 @@ def main(t):
             java = rec.summary().get("java") or {}
             jt.log("java summary %r; warnings %r" % (
                 java, [m for m in rec.messages if m.get("type") == "warning"]))
-            jt.log("tries the JVM refused: %r" % [ln for ln in jvm.output().splitlines()
-                                                   if "JVMTI" in ln])
+            jt.log("tries the JVM refused: %r; the daemon waited: %r" % (
+                [ln for ln in jvm.output().splitlines() if "JVMTI" in ln],
+                [ln for ln in d.stderr_text().splitlines()
+                 if "pid %d is starting up" % jvm.pid in ln]))
             stacks = rec.stacks()
             jt.check(jt.samples_matching(stacks, lambda fr: "CpuSplit.alpha" in fr) > 0,
                      "no Java frames:\n%s" % jt.top_stacks(stacks))
