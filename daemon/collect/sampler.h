@@ -110,10 +110,17 @@ int sampler_thread_event_open(struct sampler *s, uint32_t source, pid_t tid, uin
 int sampler_events_fd(const struct sampler_events *ev);
 /* Detaches the program and closes the fds; NULL-safe. */
 void sampler_events_close(struct sampler_events *ev);
+/* Stops (false) or starts (true) counting on every event of the set; an
+ * agent's copy of an event (the same open file) follows. A stopped
+ * cpu-clock event keeps the rest of its period. 0 or the first -errno. */
+int sampler_events_enable(struct sampler_events *ev, bool on);
 
 /* Builds tgid's unwind tables now (a recording starts) rather than on its
  * first sample; never blocks. */
 void sampler_unwind_prepare(struct sampler *s, uint32_t tgid);
+/* True while tgid's tables are queued or being built (a recording's start
+ * gate waits for them); never blocks on a build. */
+bool sampler_unwind_pending(struct sampler *s, uint32_t tgid);
 /* Waits (up to timeout_ns) until every requested table is built (tests). */
 int sampler_unwind_wait(struct sampler *s, uint64_t timeout_ns);
 
