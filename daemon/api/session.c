@@ -66,6 +66,10 @@ static void on_sample(const struct built_sample *bs, void *arg)
 	struct session *s = arg;
 	struct built_sample wall;
 
+	/* Before the start gate opened (an off-CPU interval, a record of an
+	 * event libbpf ran for an instant): outside the recording's time. */
+	if (bs->time_ns && (s->gated || bs->time_ns < s->start_mono_ns))
+		return;
 	/* A wall-clock recording's CPU samples and off-CPU intervals are both
 	 * wall time: their values (count, nanoseconds) under its own types.
 	 * Samples of the other events (alloc, lock) keep theirs: the store
@@ -80,10 +84,6 @@ static void on_sample(const struct built_sample *bs, void *arg)
 	}
 	if (s->access_lost)
 		return;  /* taken after the requester lost the right to them */
-	/* Before the start gate opened (an off-CPU interval, a record of an
-	 * event libbpf ran for an instant): outside the recording's time. */
-	if (bs->time_ns && (s->gated || bs->time_ns < s->start_mono_ns))
-		return;
 	if (s->pending) {
 		sample_store_add(s->pending, bs, NULL);
 		s->pending_samples += bs->values[0];
