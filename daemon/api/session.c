@@ -410,16 +410,18 @@ static void gate_open(struct session *s)
 	log_info("session %u: sampling pid %d %llu ms after the request%s", s->id, (int)s->p.pid,
 		 (unsigned long long)s->gate_wait_ms,
 		 s->gate_deadline_hit ? " (the gate's deadline)" : "");
+	if (s->gate_deadline_hit) {
+		bool java = session_jvm_ready(s);
+
+		snprintf(msg, sizeof(msg), "pid %d was not ready after %llu ms (%s); sampling "
+			 "started anyway: its first samples may lack %s", (int)s->p.pid,
+			 (unsigned long long)s->gate_wait_ms,
+			 !java ? "the JVM agent had not armed its threads' events"
+			 : "its unwind tables were still being built",
+			 !java ? "Java frames" : "frames of code without frame pointers");
+		session_send_warning(s, "sampling_not_ready", msg);
+	}
 	send_sampling(s);
-	if (!s->gate_deadline_hit)
-		return;
-	snprintf(msg, sizeof(msg), "pid %d was not ready after %llu ms (%s); sampling started "
-		 "anyway: its first samples may lack %s", (int)s->p.pid,
-		 (unsigned long long)s->gate_wait_ms,
-		 !session_jvm_ready(s) ? "the JVM agent had not armed its threads' events"
-		 : "its unwind tables were still being built",
-		 !session_jvm_ready(s) ? "Java frames" : "frames of code without frame pointers");
-	session_send_warning(s, "sampling_not_ready", msg);
 }
 
 void session_gate_check(struct session *s)
