@@ -303,6 +303,19 @@ def main(t):
         jt.check(warn, "no sampling_not_ready warning")
         jt.check(took >= 3.0, "the recording took %.2f s: -d did not count from the deadline" % took)
 
+    with t.case("a client that leaves while its recording waits at the gate: nothing left behind"):
+        agent = FakeAgent(d.socket)
+        agent.hello()
+        c = d.client()
+        c.start_record(pid=os.getpid(), duration_ms=1000, interval_us=10000)
+        agent.recv_type(START)
+        c.close()
+        agent.recv_type(STOP, timeout=5)
+        agent.s.close()
+        st = d.client().status()
+        jt.check_eq(st["sessions"]["active"], 0, "sessions after the client left")
+        jt.check_eq(st["sampler"]["thread_events"], 0, "per-thread events after the client left")
+
     with t.case("THREADS_ARMED with a payload cuts the connection"):
         agent = FakeAgent(d.socket)
         agent.hello()
