@@ -68,7 +68,7 @@ static void on_sample(const struct built_sample *bs, void *arg)
 
 	/* Before the start gate opened (an off-CPU interval, a record of an
 	 * event libbpf ran for an instant): outside the recording's time. */
-	if (bs->time_ns && (s->gated || bs->time_ns < s->start_mono_ns))
+	if (s->gated || (bs->time_ns && bs->time_ns < s->start_mono_ns))
 		return;
 	/* A wall-clock recording's CPU samples and off-CPU intervals are both
 	 * wall time: their values (count, nanoseconds) under its own types.
@@ -395,6 +395,10 @@ static void gate_open(struct session *s)
 	s->gated = false;
 	s->gate_deadline_hit = now >= s->gate_deadline_ns;
 	s->gate_wait_ms = (now - s->request_mono_ns) / 1000000ull;
+	/* Off-CPU intervals begun while gated would count time before the
+	 * recording's start. */
+	if (s->offcpu_target)
+		sampler_offcpu_restart(s->mgr->sampler, s->id);
 	r = threadset_open_gate(s->threads);
 	if (r < 0)
 		log_warn("session %u: starting the events of pid %d: %s", s->id, (int)s->p.pid,

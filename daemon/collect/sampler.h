@@ -144,6 +144,9 @@ int sampler_set_min_gap(struct sampler *s, uint32_t source, uint64_t gap_ns);
  * time (-EBUSY); a tgid target takes precedence over the whole-host one.
  * An interval still open when the target is removed is not counted. */
 int sampler_offcpu_add(struct sampler *s, uint32_t source, uint32_t tgid, uint64_t threshold_ns);
+/* Forgets when source's tasks blocked: intervals count from their next
+ * switch-out (a recording whose time starts now). */
+void sampler_offcpu_restart(struct sampler *s, uint32_t source);
 /* Removes the target of source (NULL-safe on none); waits one grace period. */
 void sampler_offcpu_remove(struct sampler *s, uint32_t source, uint32_t tgid);
 
