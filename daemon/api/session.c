@@ -392,13 +392,16 @@ static void gate_open(struct session *s)
 
 	loop_remove(s->gate_timer);
 	s->gate_timer = NULL;
-	s->gated = false;
 	s->gate_deadline_hit = now >= s->gate_deadline_ns;
 	s->gate_wait_ms = (now - s->request_mono_ns) / 1000000ull;
-	/* Off-CPU intervals begun while gated would count time before the
-	 * recording's start. */
-	if (s->offcpu_target)
+	/* Off-CPU intervals (counts without a time) of the gated wait are
+	 * outside the recording: those still open are forgotten, and those
+	 * ended are drained now, while on_sample still drops them. */
+	if (s->offcpu_target) {
 		sampler_offcpu_restart(s->mgr->sampler, s->id);
+		pipeline_drain(s->mgr->pipeline);
+	}
+	s->gated = false;
 	r = threadset_open_gate(s->threads);
 	if (r < 0)
 		log_warn("session %u: starting the events of pid %d: %s", s->id, (int)s->p.pid,
