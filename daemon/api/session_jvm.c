@@ -783,6 +783,12 @@ static void on_attach_done(const struct attach_result *res, void *arg)
 	loop_add_timer(s->mgr->loop, JVM_CONNECT_WAIT_MS, 0, on_connect_timeout, s, &s->java_timer);
 }
 
+/* A JVM in its start-up that the attach keeps trying (attach_on_slow). */
+static void on_attach_slow(const char *msg, void *arg)
+{
+	session_send_warning(arg, "jvm_starting", msg);
+}
+
 /* Decides, before anything starts, whether a JVM recording can go ahead.
  * Returns 0 (s->java set) or -errno with the client's error filled in. */
 /* A JVM recorded off-CPU: its Java frames would need the agent's stack at
@@ -877,6 +883,7 @@ static void java_begin(struct session *s)
 		snprintf(opts, sizeof(opts), "socket=%s", m->agent_socket);
 		r = attach_start(m->loop, s->p.pid, m->agent_path, opts, JVM_ATTACH_TIMEOUT_MS,
 				 on_attach_done, s, &s->attach);
+		attach_on_slow(s->attach, on_attach_slow, s);
 		if (r < 0) {
 			char msg[256];
 
