@@ -238,10 +238,14 @@ static jint agent_init(JavaVM *vm, const char *options, bool live)
 	}
 	agent_verbose = o.verbose;
 	agent_vm = vm;
-	if ((*vm)->GetEnv(vm, (void **)&agent_jvmti, JVMTI_VERSION_1_2) != JNI_OK) {
-		agent_warn("no JVMTI environment");
+	ret = (*vm)->GetEnv(vm, (void **)&agent_jvmti, JVMTI_VERSION_1_2);
+	if (ret != JNI_OK) {
+		/* Its code is ours: JNI_EDETACHED from a JVM still starting
+		 * (JVMTI not live yet) tells the daemon to try again later. */
+		agent_warn("no JVMTI environment (GetEnv: %d)", (int)ret);
 		goto out;
 	}
+	ret = JNI_ERR;
 	if (ring_init() < 0)
 		agent_warn("AsyncGetCallTrace not found: samples will have no Java frames");
 	if (codemap_init() < 0)

@@ -77,6 +77,12 @@ static uint32_t link_features;           /* the daemon's JPAG_FEATURE_* */
 static uint64_t link_interval_ns;        /* the recording's */
 static bool link_phase;                  /* random first period per fd */
 static uint32_t link_self_tid;           /* this thread: never sampled */
+/* This recording's perf fd requests sent and answers received (answers come
+ * in request order), and how many answers arm the threads known at START:
+ * then JPAG_THREADS_ARMED tells the daemon it may start the events. */
+static uint64_t link_fd_asked, link_fd_answered;
+static uint64_t link_armed_at;
+static bool link_armed_due;
 static bool link_refusal_logged;
 static struct map link_tids;             /* tid -> packed fd/state */
 static unsigned char link_rx[JPAG_MAX_PAYLOAD] __attribute__((aligned(16)));
@@ -421,7 +427,24 @@ static int link_request_tid(int sock, uint32_t tid)
 	ret = map_put(&link_tids, tid, link_pack(-1, TID_REQUESTED));
 	if (ret < 0)
 		return 0;   /* no memory: this thread goes unsampled */
-	return link_send(sock, JPAG_PERF_FD_REQ, &req, sizeof(req));
+	ret = link_send(sock, JPAG_PERF_FD_REQ, &req, sizeof(req));
+	if (ret == 0)
+		link_fd_asked++;
+	return ret;
+}
+
+/* Once the answers to START's requests are in (armed or refused): the
+ * daemon keeps the events stopped until then, so no sample of a Java
+ * thread goes without its Java frames. */
+static int link_send_armed(int sock)
+{
+	if (!link_armed_due || link_fd_answered < link_armed_at)
+		return 0;
+	link_armed_due = false;
+	if (!(link_features & JPAG_FEATURE_ARMED))
+		return 0;
+	agent_debug("threads armed: %llu fd answers", (unsigned long long)link_fd_answered);
+	return link_send(sock, JPAG_THREADS_ARMED, NULL, 0);
 }
 
 /* Uniform in [1, interval]: the phase of a thread's samples within its CPU
@@ -513,6 +536,10 @@ static void link_on_perf_fd(const struct jpag_perf_fd *pf, int fd)
 	 * starting threads need not wait for the answer. */
 	if (pf->status == -EOPNOTSUPP)
 		__atomic_store_n(&link_start_wait, 0, __ATOMIC_SEQ_CST);
+	/* An answer of the recording before a restarted one may count here:
+	 * THREADS_ARMED then leaves one answer early, no worse. */
+	if (link_rec_on)
+		link_fd_answered++;
 	link_arm_answer(pf, fd);
 	link_answer(pf->tid);
 }
@@ -608,6 +635,7 @@ static void link_stop_recording(void)
 {
 	if (!link_rec_on)
 		return;
+	link_armed_due = false;
 	__atomic_store_n(&link_recording, 0, __ATOMIC_SEQ_CST);
 	link_release_waiters();
 	/* Disarm first (the wall timer's signals too), so no new signal
@@ -693,6 +721,7 @@ static int link_on_start(int sock, const struct jpag_start *st, int memfd)
 	ring_set_interval(st->interval_ns);
 	__atomic_store_n(&link_start_wait, link_phase, __ATOMIC_SEQ_CST);
 	map_init(&link_tids, true);
+	link_fd_asked = link_fd_answered = 0;
 	/* Before the scan: a thread starting now is either listed or queued. */
 	__atomic_store_n(&link_recording, 1, __ATOMIC_SEQ_CST);
 	agent_debug("recording: signal %d, interval %llu ns, %u slots", sig,
@@ -712,6 +741,11 @@ static int link_on_start(int sock, const struct jpag_start *st, int memfd)
 	 * ones come with ThreadStart. */
 	if (ret == 0)
 		ret = threads_each(agent_jvmti, link_jni, link_send_name, &sock);
+	if (ret == 0) {
+		link_armed_at = link_fd_asked;
+		link_armed_due = true;
+		ret = link_send_armed(sock);
+	}
 	return ret;
 
 refuse:
@@ -811,6 +845,7 @@ static int link_dispatch(int sock, const struct jpag_hdr *hdr, int fd)
 		}
 		link_on_perf_fd((const struct jpag_perf_fd *)link_rx, fd);
 		fd = -1;
+		ret = link_send_armed(sock);
 		break;
 	case JPAG_RESOLVE:
 		ret = link_on_resolve(sock, (const struct jpag_resolve *)link_rx, hdr->len);

@@ -12,9 +12,12 @@
 #include "codemap.h"
 #include "javawalk.h"
 #include "jprof_agent.h"
+#include "vmstructs.h"
 #include "wall.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
@@ -59,6 +62,19 @@ struct ring_state {
 
 static asgct_fn ring_asgct;
 static bool ring_recover;        /* retry failed walks; set once before any handler */
+
+/* Each thread's root: the outermost method of its last whole ASGCT walk
+ * (not retried, not cut at JPRING_MAX_FRAMES), which a retried walk must
+ * reach (ring_root_ok). One slot per tid modulo RING_ROOTS, overwritten by
+ * whichever thread of that residue walked last: a slot holds a root only
+ * for the tid it names. No TLS (see above): a static table, lock-free. */
+#define RING_ROOTS 16384u
+struct ring_root {
+	uint32_t tid;
+	uint32_t seq;            /* odd while written */
+	uint64_t method;
+};
+static struct ring_root ring_roots[RING_ROOTS];
 static struct ring_state ring_slot_state;       /* owned by the activating thread */
 static struct ring_state *ring_active;          /* what handlers see; NULL = off */
 static unsigned long ring_inflight;             /* handlers inside the ring */
@@ -67,13 +83,125 @@ static uint64_t ring_interval_ns;               /* the recording's period, for r
 static struct sigaction ring_prev[_NSIG];
 static pthread_mutex_t ring_install_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Measurement only (JPROF_AGENT_RETRY_STATS=FILE, appended at the JVM's
+ * exit): per failed ASGCT answer (-5, -6) and where the pc was, how the
+ * retry ended (enum ring_how), and the first RING_KEEP walks that stayed
+ * failed: pc, the code bytes at it, the words at sp, the blob holding pc.
+ * Counters and a fixed array claimed by an atomic index: signal-safe. */
+enum ring_how {
+	RING_HOW_FAILED, RING_HOW_SPILL, RING_HOW_BARRIER, RING_HOW_SP, RING_HOW_SP1,
+	RING_HOW_PUSHED, RING_HOW_NOT_ROOT, RING_HOW_OFF, RING_HOW_N,
+};
+/* Where: a stub kind (below JPRING_STUB_KINDS), compiled code, a blob of
+ * the code cache the code map does not know, outside the code cache (libjvm,
+ * libc: named at exit with dladdr). */
+enum {
+	RING_AT_COMPILED = JPRING_STUB_KINDS, RING_AT_BLOB, RING_AT_NATIVE, RING_AT_N,
+};
+#define RING_KEEP 512
+struct ring_failed {
+	int32_t code;
+	uint32_t at;
+	uint32_t frame_words;
+	uintptr_t pc, blob;
+	unsigned char bytes[16];
+	uintptr_t sp_words[4];
+	uintptr_t frame_ra;
+	uint64_t frame_ra_tag;
+};
+static char ring_stats_path[256];
+static unsigned long ring_stats[2][RING_AT_N][RING_HOW_N];
+static unsigned long ring_short[2][RING_AT_N][RING_HOW_N];   /* recovered, 2 frames or fewer */
+static unsigned long ring_root_changed;   /* whole ASGCT walks not ending at the thread's root */
+static struct ring_failed ring_kept[RING_KEEP];
+static unsigned ring_nkept;
+
+static const char *ring_at_name(unsigned at)
+{
+	static const char *const names[] = {
+		"unknown", "stub", "vtable", "itable", "mh_adapter", "call_stub", "i2c_c2i",
+		"interpreter", "arraycopy", "resolve", "vtable_itable", "invokeBasic",
+		"linkToVirtual", "linkToStatic", "linkToSpecial", "linkToInterface",
+		"linkToNative", "compiled", "blob_unannounced", "native",
+	};
+	_Static_assert(sizeof(names) / sizeof(names[0]) == RING_AT_N, "names");
+	return at < RING_AT_N ? names[at] : "?";
+}
+
+__attribute__((destructor)) static void ring_write_stats(void)
+{
+	static const char *const how[RING_HOW_N] = {
+		"failed", "spill", "barrier", "sp", "sp+1", "pushed", "not_root", "recover_off",
+	};
+	unsigned n = __atomic_load_n(&ring_nkept, __ATOMIC_ACQUIRE);
+	/* Appended: every JVM of a bench run writes to the same file. */
+	FILE *out = ring_stats_path[0] ? fopen(ring_stats_path, "ae") : NULL;
+
+	if (!out)
+		return;
+	for (int c = 0; c < 2; c++)
+		for (unsigned at = 0; at < RING_AT_N; at++)
+			for (int h = 0; h < RING_HOW_N; h++)
+				if (ring_stats[c][at][h])
+					fprintf(out, "pid %d code %d at %s how %s n %lu short %lu\n",
+						(int)getpid(),
+						c ? JPRING_NOT_WALKABLE_JAVA : JPRING_UNKNOWN_JAVA,
+						ring_at_name(at), how[h], ring_stats[c][at][h],
+						ring_short[c][at][h]);
+	fprintf(out, "pid %d whole walks with another root %lu\n", (int)getpid(), ring_root_changed);
+	for (unsigned i = 0; i < n && i < RING_KEEP; i++) {
+		const struct ring_failed *f = &ring_kept[i];
+		Dl_info di = { 0 };
+		char name[64] = "";
+
+		/* CodeBlob::_name: the first word of the blob's header that
+		 * points at a printable string (diagnostic: a guess is fine). */
+		for (unsigned w = 1; f->blob && w < 12 && !name[0]; w++) {
+			uintptr_t p = 0;
+			char got[sizeof(name)];
+
+			if (!agent_peek(f->blob + w * sizeof(uintptr_t), &p, sizeof(p)) ||
+			    !agent_peek(p, got, sizeof(got)))
+				continue;
+			got[sizeof(got) - 1] = 0;
+			size_t len = strlen(got);
+			bool ok = len >= 3;
+
+			for (size_t k = 0; k < len; k++)
+				ok = ok && got[k] >= 0x20 && got[k] < 0x7f;
+			if (ok)
+				memcpy(name, got, len + 1);
+		}
+		if (f->at == RING_AT_NATIVE)
+			dladdr((void *)f->pc, &di);
+		fprintf(out, "pid %d failed code %d at %s pc %#lx frame %u blob %#lx '%s' sym %s+%#lx bytes",
+			(int)getpid(), f->code, ring_at_name(f->at),
+			(unsigned long)f->pc, f->frame_words, (unsigned long)f->blob, name,
+			di.dli_sname ? di.dli_sname : "-",
+			di.dli_saddr ? (unsigned long)(f->pc - (uintptr_t)di.dli_saddr) : 0ul);
+		for (unsigned k = 0; k < sizeof(f->bytes); k++)
+			fprintf(out, " %02x", f->bytes[k]);
+		fprintf(out, " sp");
+		for (unsigned k = 0; k < 4; k++)
+			fprintf(out, " %#lx", (unsigned long)f->sp_words[k]);
+		fprintf(out, " frame_ra %#lx at %s", (unsigned long)f->frame_ra,
+			f->frame_ra_tag >= JPRING_STUB_KINDS ? "compiled" : ring_at_name(
+				(unsigned)f->frame_ra_tag));
+		fprintf(out, "\n");
+	}
+	fclose(out);
+}
+
 int ring_init(void)
 {
 	const char *rec = getenv("JPROF_AGENT_RECOVER");
+	const char *stats = getenv("JPROF_AGENT_RETRY_STATS");
 
 	/* Off only for measuring what the retry gains (bench/java_stacks.sh). */
 	ring_recover = !(rec && !strcmp(rec, "0"));
 	ring_asgct = (asgct_fn)agent_jvm_sym("AsyncGetCallTrace");
+	if (stats)
+		snprintf(ring_stats_path, sizeof(ring_stats_path), "%s", stats);
 	return ring_asgct ? 0 : -ENOENT;
 }
 
@@ -234,7 +362,7 @@ static int32_t ring_retry_frame(struct asgct_trace *caller, const ucontext_t *uc
 }
 
 static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32_t failed,
-			  uintptr_t *caller_pc, uint64_t *leaf_tag)
+			  uintptr_t *caller_pc, uint64_t *leaf_tag, unsigned *how)
 {
 	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
 	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
@@ -254,8 +382,10 @@ static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32
 	    ring_read_stack(sp + disp + sizeof(uintptr_t), &ra)) {
 		n = ring_walk_from(&caller, uc, ra, sp + disp + 2 * sizeof(uintptr_t), NULL,
 				   caller_pc);
-		if (n > 0)
+		if (n > 0) {
+			*how = RING_HOW_SPILL;
 			return n;
+		}
 	}
 	/* On the entry barrier the frame is complete but for HotSpot's own
 	 * bookkeeping: the words at sp are the new frame's stale slots, so
@@ -264,6 +394,7 @@ static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32
 	if (leaf >= JPRING_STUB_KINDS && ring_entry_barrier(pc)) {
 		words = codemap_frame_words(leaf, pc);
 		n = words ? ring_retry_frame(&caller, uc, words, caller_pc) : 0;
+		*how = n > 0 ? RING_HOW_BARRIER : RING_HOW_FAILED;
 		return n > 0 ? n : failed;
 	}
 	for (unsigned pushed = 0; pushed < 2; pushed++) {
@@ -273,8 +404,27 @@ static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32
 			return failed;
 		n = ring_walk_from(&caller, uc, ra, at + sizeof(uintptr_t),
 				   pushed ? &saved_fp : NULL, caller_pc);
-		if (n > 0)
+		if (n > 0) {
+			*how = pushed ? RING_HOW_SP1 : RING_HOW_SP;
 			return n;
+		}
+	}
+	/* In a compiled method's body with a word pushed on top of its frame:
+	 * C2's string intrinsics (compareTo, equals, indexOf: TreeMap and
+	 * HashMap keys) save a register around their loops (push ... pop), so
+	 * the frame and its return address lie one word higher than the frame
+	 * size says from sp, and ASGCT refuses the frame. ASGCT again at the
+	 * same pc with sp past that word: the whole walk, leaf scopes included,
+	 * or nothing (ASGCT checks the return address it finds there). */
+	if (leaf >= JPRING_STUB_KINDS && codemap_frame_words(leaf, pc)) {
+		ucontext_t c = *uc;
+
+		c.uc_mcontext.gregs[REG_RSP] = (greg_t)(sp + sizeof(uintptr_t));
+		ring_asgct(trace, JPRING_MAX_FRAMES, &c);
+		if (trace->num_frames > 0) {
+			*how = RING_HOW_PUSHED;
+			return trace->num_frames;
+		}
 	}
 	return failed;
 }
@@ -291,7 +441,7 @@ static void ring_leaf(struct asgct_frame *leaf, uint64_t tag)
 }
 #else
 static int32_t ring_retry(struct asgct_trace *trace, const void *uc, int32_t failed,
-			  uintptr_t *caller_pc, uint64_t *leaf_tag)
+			  uintptr_t *caller_pc, uint64_t *leaf_tag, unsigned *how)
 {
 	return failed;
 }
@@ -448,6 +598,98 @@ static void ring_commit(struct jpring_slot *slot, uint64_t idx, int32_t n)
 	__atomic_store_n(&slot->seq, idx + 1, __ATOMIC_RELEASE);
 }
 
+static void ring_root_set(uint32_t tid, uint64_t method)
+{
+	struct ring_root *r = &ring_roots[tid % RING_ROOTS];
+	uint32_t seq = __atomic_load_n(&r->seq, __ATOMIC_RELAXED);
+
+	/* Unchanged (the common case): no write. Another writer of this slot
+	 * right now (two threads of one residue, or a handler nested in a
+	 * handler of the same thread): leave it to that one. */
+	if (seq & 1 || (__atomic_load_n(&r->tid, __ATOMIC_RELAXED) == tid &&
+			__atomic_load_n(&r->method, __ATOMIC_RELAXED) == method))
+		return;
+	if (!__atomic_compare_exchange_n(&r->seq, &seq, seq + 1, false, __ATOMIC_ACQUIRE,
+					 __ATOMIC_RELAXED))
+		return;
+	__atomic_store_n(&r->tid, tid, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->method, method, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+/* True unless tid's root is known and the walk's outermost frame (f[n-1],
+ * n > 0) is another method: then the walk started from a stale return
+ * address and ASGCT stopped where the garbage ran out (deep recursion
+ * leaves return addresses into the same method all over the stack; on
+ * JDK 25 such walks ended at `fib;fib` without reaching main). A walk as
+ * deep as the ring keeps cannot show its root and is taken. */
+static bool ring_root_ok(uint32_t tid, const struct jpring_frame *f, int32_t n)
+{
+	const struct ring_root *r = &ring_roots[tid % RING_ROOTS];
+	uint32_t seq = __atomic_load_n(&r->seq, __ATOMIC_ACQUIRE);
+	uint64_t method;
+	uint32_t owner;
+
+	if (n >= JPRING_MAX_FRAMES || seq & 1)
+		return true;
+	owner = __atomic_load_n(&r->tid, __ATOMIC_RELAXED);
+	method = __atomic_load_n(&r->method, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if (__atomic_load_n(&r->seq, __ATOMIC_RELAXED) != seq || owner != tid || !method)
+		return true;
+	return f[n - 1].method_id == method;
+}
+
+/* JPROF_AGENT_RETRY_STATS: counts a failed walk by where its pc was and how
+ * the retry ended; keeps the first RING_KEEP that stayed failed. */
+static void ring_note(const void *ucv, int32_t code, uint64_t tag, unsigned how, int32_t n)
+{
+#if defined(__x86_64__)
+	const ucontext_t *uc = ucv;
+	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+	uintptr_t blob = 0;
+	unsigned at;
+
+	if (!ring_recover)
+		tag = codemap_leaf(pc);
+	if (tag >= JPRING_STUB_KINDS)
+		at = RING_AT_COMPILED;
+	else if (tag)
+		at = (unsigned)tag;
+	else if ((blob = vmstructs_blob_at(pc)))
+		at = RING_AT_BLOB;
+	else
+		at = RING_AT_NATIVE;
+	__atomic_add_fetch(&ring_stats[code == JPRING_NOT_WALKABLE_JAVA][at][how], 1,
+			   __ATOMIC_RELAXED);
+	if (n > 0 && n <= 2)
+		__atomic_add_fetch(&ring_short[code == JPRING_NOT_WALKABLE_JAVA][at][how], 1,
+				   __ATOMIC_RELAXED);
+	if (n > 0)
+		return;
+	unsigned i = __atomic_fetch_add(&ring_nkept, 1, __ATOMIC_ACQ_REL);
+
+	if (i >= RING_KEEP)
+		return;
+	struct ring_failed *f = &ring_kept[i];
+
+	f->code = code;
+	f->at = at;
+	f->pc = pc;
+	f->blob = blob ? blob : vmstructs_blob_at(pc);
+	f->frame_words = tag >= JPRING_STUB_KINDS ? codemap_frame_words(tag, pc) : 0;
+	if (f->frame_words &&
+	    ring_read_stack(sp + f->frame_words * sizeof(uintptr_t) - sizeof(uintptr_t), &f->frame_ra))
+		f->frame_ra_tag = codemap_leaf(f->frame_ra);
+	agent_peek(pc, f->bytes, sizeof(f->bytes));
+	for (unsigned k = 0; k < 4; k++)
+		ring_read_stack(sp + k * sizeof(uintptr_t), &f->sp_words[k]);
+#else
+	(void)ucv; (void)code; (void)tag; (void)how; (void)n;
+#endif
+}
+
 static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc,
 					    const struct ring_kind *k)
 {
@@ -473,12 +715,29 @@ static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc
 		};
 		uintptr_t caller_pc = 0;
 		uint64_t leaf_tag = 0;
+		unsigned how = RING_HOW_OFF;
 
 		ring_asgct(&trace, JPRING_MAX_FRAMES, uc);
 		n = trace.num_frames;
-		if ((n == JPRING_UNKNOWN_JAVA || n == JPRING_NOT_WALKABLE_JAVA) && uc &&
-		    ring_recover)
-			n = ring_retry(&trace, uc, n, &caller_pc, &leaf_tag);
+		if ((n == JPRING_UNKNOWN_JAVA || n == JPRING_NOT_WALKABLE_JAVA) && uc) {
+			int32_t failed = n;
+
+			if (ring_recover) {
+				how = RING_HOW_FAILED;
+				n = ring_retry(&trace, uc, n, &caller_pc, &leaf_tag, &how);
+				if (n > 0 && !ring_root_ok(slot->tid, slot->frames, n)) {
+					how = RING_HOW_NOT_ROOT;
+					n = failed;
+					caller_pc = 0;
+				}
+			}
+			if (ring_stats_path[0])
+				ring_note(uc, failed, leaf_tag, how, n);
+		} else if (n > 0 && n < JPRING_MAX_FRAMES) {
+			if (ring_stats_path[0] && !ring_root_ok(slot->tid, slot->frames, n))
+				__atomic_add_fetch(&ring_root_changed, 1, __ATOMIC_RELAXED);
+			ring_root_set(slot->tid, slot->frames[n - 1].method_id);
+		}
 		if (n > JPRING_MAX_FRAMES)
 			n = JPRING_MAX_FRAMES;
 		/* ASGCT leaves the padding alone. */

@@ -178,25 +178,15 @@ jw_wait_jvm() {
 
 # Record pid $2 as user $1 with jprofctl's record options "${@:3}", its
 # events (JSON lines) in the file $jw_events, under `timeout $jw_timeout` (0:
-# none). An attach while the JVM is still starting (before JVMTI's live
-# phase: the agent gets no JVMTI environment, "Agent_OnAttach failed",
-# seen with jruby on the loaded machine 1 s after libjvm.so was mapped) is
-# tried again for up to 10 s.
+# none). A JVM still starting up (no JVMTI yet) is jprofd's to wait for:
+# its attach tries again until the JVM is 15 s old (docs/attach.md).
 jw_timeout=0
 jw_record() {
-	local user=$1 pid=$2 rc
+	local user=$1 pid=$2 rc=0
 	shift 2
-	for _ in $(seq 20); do
-		rc=0
-		timeout "$jw_timeout" setpriv --reuid="$user" --regid="$(id -gn "$user")" --clear-groups -- \
-			"$tmp/jprofctl" --socket "$tmp/jprofd.sock" record --pid "$pid" "$@" \
-			2>"$jw_events" || rc=$?
-		if [ "$rc" -eq 0 ] || ! grep -q '"attach_failed"' "$jw_events" || ! kill -0 "$pid" 2>/dev/null; then
-			return "$rc"
-		fi
-		cp "$jw_events" "$jw_events.attach_failed"
-		sleep 0.5
-	done
+	timeout "$jw_timeout" setpriv --reuid="$user" --regid="$(id -gn "$user")" --clear-groups -- \
+		"$tmp/jprofctl" --socket "$tmp/jprofd.sock" record --pid "$pid" "$@" \
+		2>"$jw_events" || rc=$?
 	return "$rc"
 }
 

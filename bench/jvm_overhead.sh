@@ -3,7 +3,10 @@
 # jprofd at 100 Hz and at 1 kHz (agent attached at run time), and with the
 # JDK's own JFR (profile settings), in interleaved rounds so the machine's
 # noise hits every configuration alike. Also reports attach latency: from the
-# record request to the first sample with Java frames (summary.java).
+# record request to the first sample with Java frames (summary.java), and
+# accuracy: the share of CpuSplit.alpha among the alpha and beta samples
+# against the split of CPU time CpuSplit measures itself from the moment the
+# recording is requested (its START file).
 # Not a pass/fail test. Run as root after building (build/).
 #   BENCH_SECONDS=20  length of one workload run
 #   BENCH_ROUNDS=3    interleaved rounds
@@ -26,7 +29,8 @@ run() {
 	# Not through as_nobody: a backgrounded function is a subshell, and $!
 	# would be that root shell, not the JVM.
 	setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
-		"$java" "${opts[@]}" -cp "$tmp/classes" CpuSplit "$secs" >"$out.stdout" 2>&1 &
+		"$java" "${opts[@]}" -cp "$tmp/classes" CpuSplit "$secs" "$out.stop" "$out.start" \
+		>"$out.stdout" 2>&1 &
 	pid=$!
 	jvm_pid=$pid
 	if [ -n "$interval" ]; then
@@ -35,6 +39,8 @@ run() {
 		# signal handlers exist it cannot be attached; -agentpath is the
 		# way to profile startup).
 		sleep 1
+		# CpuSplit's own split counts from here (the truth for accuracy).
+		touch "$out.start"
 		# Record the whole run: it ends when the JVM exits.
 		as_nobody "$tmp/jprofctl" --socket "$tmp/jprofd.sock" record --pid "$pid" \
 			-d $((secs + 10))s -i "$interval" --java require --no-progress --json-events \
@@ -49,10 +55,24 @@ run() {
 	fi
 	wait "$pid"
 	jvm_pid=""
-	python3 - "$cfg" "$out.stdout" "$out.events" <<'PY'
+	python3 - "$cfg" "$out.stdout" "$out.events" "$tmp/out/p.$cfg.$r.collapsed" <<'PY'
 import json, re, sys
-cfg, stdout, events = sys.argv[1:4]
+cfg, stdout, events, collapsed = sys.argv[1:5]
 res = json.loads([l for l in open(stdout) if l.startswith("{")][-1])
+# Accuracy: samples whose stack holds alpha (or beta), against the CPU time
+# CpuSplit measured around its alpha and beta calls since START.
+acc = "-"
+try:
+    a = b = 0
+    for line in open(collapsed):
+        stack, _, n = line.rstrip("\n").rpartition(" ")
+        a += int(n) if "CpuSplit.alpha" in stack else 0
+        b += int(n) if "CpuSplit.beta" in stack else 0
+    truth = res["alpha_cpu_ns"] / (res["alpha_cpu_ns"] + res["beta_cpu_ns"])
+    if a + b:
+        acc = "%.2f" % ((a / (a + b) - truth) * 100)
+except OSError:
+    pass
 att = first = "-"
 try:
     for line in open(events):
@@ -61,7 +81,7 @@ try:
             att, first = j.get("attach_ms", "-"), j.get("first_java_sample_ms", "-")
 except OSError:
     pass
-print(cfg, res["work"] / res["cpu_ns"], att, first)
+print(cfg, res["work"] / res["cpu_ns"], att, first, acc)
 PY
 }
 
@@ -71,16 +91,18 @@ python3 - "$tmp/results" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 by = {}
-for cfg, thr, att, first in rows:
-    by.setdefault(cfg, []).append((float(thr), att, first))
-base = statistics.median(t for t, _, _ in by["none"])
+for cfg, thr, att, first, acc in rows:
+    by.setdefault(cfg, []).append((float(thr), att, first, acc))
+base = statistics.median(t for t, _, _, _ in by["none"])
 print()
-print("%-14s %14s %10s %s" % ("config", "work/cpu-ns", "vs none", "attach ms / first Java sample ms"))
+print("%-14s %14s %10s %-28s %s" % ("config", "work/cpu-ns", "vs none",
+      "alpha share - truth (pp)", "attach ms / first Java sample ms"))
 for cfg in ("none", "jprofd-100hz", "jprofd-1khz", "jfr"):
     vals = by.get(cfg, [])
     if not vals:
         continue
-    med = statistics.median(t for t, _, _ in vals)
-    lat = ", ".join("%s/%s" % (a, f) for _, a, f in vals if a != "-")
-    print("%-14s %14.4f %9.2f%% %s" % (cfg, med, (med / base - 1) * 100, lat))
+    med = statistics.median(t for t, _, _, _ in vals)
+    lat = ", ".join("%s/%s" % (a, f) for _, a, f, _ in vals if a != "-")
+    acc = ", ".join(x for _, _, _, x in vals if x != "-")
+    print("%-14s %14.4f %9.2f%% %-28s %s" % (cfg, med, (med / base - 1) * 100, acc, lat))
 PY

@@ -9,7 +9,19 @@ store_addrs). The cap of the daemon that records is its own
 STORE_PPROF_ADDRS: build it with -DSTORE_PPROF_ADDRS=1000000 in CFLAGS to
 see how many addresses an unbounded store keeps.
 
-Usage (root): bench/store_addrs.py BUILD_DIR [SECONDS]"""
+Usage (root): bench/store_addrs.py BUILD_DIR [SECONDS]
+
+--hostview: the host view's buckets, which keep addresses too (hostview.c
+HOSTVIEW_ADDRS), side by side with a daemon built without them: both
+daemons sample the host at 99 Hz under the same load (the gcc loop and the
+Python loop) for SECONDS; every 30 s each one's `status` hostview bytes,
+buckets and samples and its VmRSS are printed, then each one's `profile
+--last` as pprof (locations, bytes) and as collapsed (lines).
+
+Usage (root): bench/store_addrs.py --hostview BUILD_DIR BUILD_DIR_NOADDRS [SECONDS]
+(BUILD_DIR_NOADDRS: cmake ... -DCMAKE_C_FLAGS=-DHOSTVIEW_ADDRS=0; its
+jprofd only)"""
+import contextlib
 import os
 import re
 import shutil
@@ -76,34 +88,110 @@ def convert(raw, out):
     return sum(s[0] for s in samples)
 
 
-def main():
-    build = sys.argv[1]
-    secs = int(sys.argv[2]) if len(sys.argv) > 2 else 20
-    nfuncs = int(os.environ.get("BENCH_FUNCS", "3000"))
+@contextlib.contextmanager
+def bench_dir():
+    """A temporary directory and a list of processes, ended and removed
+    afterwards (kept with BENCH_KEEP set)."""
     d = tempfile.mkdtemp(prefix="jprof-bench-")
     os.chmod(d, 0o755)
     procs = []
     try:
-        sock = os.path.join(d, "sock")
-        procs.append(subprocess.Popen([os.path.join(build, "jprofd"), "--socket", sock,
-                                       "--rate", "99"], stderr=open(os.path.join(d, "log"), "w")))
-        for _ in range(600):   # up to 60 s on a loaded machine
-            if os.path.exists(sock):
+        yield d, procs
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            p.wait()
+        if not os.environ.get("BENCH_KEEP"):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def go_env(d):
+    return dict(os.environ, HOME=d, PPROF_TMPDIR=d, GOTOOLCHAIN="local", GOPROXY="off",
+                GOTELEMETRY="off")
+
+
+def start_daemon(build, d, name, *args):
+    sock = os.path.join(d, name + ".sock")
+    p = subprocess.Popen([os.path.join(build, "jprofd"), "--socket", sock, "--rate", "99"] +
+                         list(args), stderr=open(os.path.join(d, name + ".log"), "w"))
+    for _ in range(600):   # up to 60 s on a loaded machine
+        if os.path.exists(sock):
+            break
+        time.sleep(0.1)
+    return p, sock
+
+
+def start_load(d, nfuncs):
+    src = os.path.join(d, "gen.c")
+    gen_c(src, nfuncs)
+    return [subprocess.Popen(["sh", "-c", "while :; do gcc -O2 -c -o %s/gen.o %s; done"
+                              % (d, src)]),
+            subprocess.Popen(["python3", "-c", "while True: sum(i * i for i in range(1000))"])]
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(re.search(r"^VmRSS:\s+(\d+)", f.read(), re.M).group(1))
+
+
+def hostview_main(build, build_no, secs, nfuncs):
+    import json
+    daemons = []
+    ctl = os.path.join(build, "jprofctl")
+    with bench_dir() as (d, procs):
+        for name, b in (("addrs", build), ("noaddrs", build_no)):
+            p, sock = start_daemon(b, d, name)
+            procs.append(p)
+            daemons.append((name, p, sock))
+        procs += start_load(d, nfuncs)
+        print("%8s %8s %12s %8s %9s %10s" % ("t_s", "daemon", "hv_bytes", "buckets", "samples",
+                                             "rss_kib"))
+        t0 = time.monotonic()
+        while True:
+            time.sleep(min(30, max(0, secs - (time.monotonic() - t0))))
+            for name, p, sock in daemons:
+                st = json.loads(subprocess.run([ctl, "--socket", sock, "status", "--json"],
+                                               capture_output=True, text=True, check=True).stdout)
+                hv = st["status"]["hostview"]
+                print("%8.0f %8s %12d %8d %9d %10d" % (time.monotonic() - t0, name, hv["bytes"],
+                                                      hv["buckets"], hv["samples"], rss_kib(p.pid)))
+            sys.stdout.flush()
+            if time.monotonic() - t0 >= secs:
                 break
-            time.sleep(0.1)
-        src = os.path.join(d, "gen.c")
-        gen_c(src, nfuncs)
-        procs.append(subprocess.Popen(["sh", "-c", "while :; do gcc -O2 -c -o %s/gen.o %s; done"
-                                       % (d, src)]))
-        procs.append(subprocess.Popen(["python3", "-c",
-                                       "while True: sum(i * i for i in range(1000))"]))
+        env = go_env(d)
+        for name, p, sock in daemons:
+            pb = os.path.join(d, name + ".pb.gz")
+            subprocess.run([ctl, "--socket", sock, "profile", "--last", "%ds" % secs, "-f",
+                            "pprof", "-o", pb], check=True)
+            # -symbolize=none: pprof would run addr2line over every binary.
+            raw = subprocess.run(["go", "tool", "pprof", "-symbolize=none", "-raw", pb],
+                                 capture_output=True, text=True, env=env, check=True).stdout
+            nlocs = len(re.findall(r"^\s*\d+: 0x", raw.split("Locations", 1)[-1], re.M))
+            col = subprocess.run([ctl, "--socket", sock, "profile", "--last", "%ds" % secs, "-f",
+                                  "collapsed"], capture_output=True, text=True, check=True).stdout
+            print("%s: profile --last %ds: pprof %d bytes, %d locations; collapsed %d stacks"
+                  % (name, secs, os.path.getsize(pb), nlocs, len(col.splitlines())))
+
+
+def main():
+    if sys.argv[1] == "--hostview":
+        hostview_main(sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else 300,
+                      int(os.environ.get("BENCH_FUNCS", "3000")))
+        return
+    build = sys.argv[1]
+    secs = int(sys.argv[2]) if len(sys.argv) > 2 else 20
+    nfuncs = int(os.environ.get("BENCH_FUNCS", "3000"))
+    with bench_dir() as (d, procs):
+        p, sock = start_daemon(build, d, "jprofd")
+        procs.append(p)
+        procs += start_load(d, nfuncs)
         time.sleep(2)
         pb = os.path.join(d, "host.pb.gz")
         subprocess.run([os.path.join(build, "jprofctl"), "--socket", sock, "record", "--all",
                         "-d", "%ds" % secs, "-i", "10ms", "-o", pb], check=True,
                        stdout=subprocess.DEVNULL)
-        env = dict(os.environ, HOME=d, PPROF_TMPDIR=d, GOTOOLCHAIN="local", GOPROXY="off",
-                   GOTELEMETRY="off")
+        env = go_env(d)
         raw = subprocess.run(["go", "tool", "pprof", "-raw", pb], capture_output=True, text=True,
                              env=env, check=True).stdout
         top = subprocess.run(["go", "tool", "pprof", "-top", "-nodecount=5", pb],
@@ -117,13 +205,6 @@ def main():
         print("\n".join(top.splitlines()[:12]))
         sys.stdout.flush()
         subprocess.run([os.path.join(build, "bench", "store_addrs"), rep], check=True)
-    finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            p.wait()
-        if not os.environ.get("BENCH_KEEP"):
-            shutil.rmtree(d, ignore_errors=True)
 
 
 main()

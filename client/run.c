@@ -220,7 +220,7 @@ out:
 	return r;
 }
 
-/* A progress event of a stream: "started", "progress", "warning". */
+/* A progress event of a stream: "started", "sampling", "progress", "warning". */
 static void run_on_event(struct run *run, const struct jprof_response *resp)
 {
 	const char *type = resp->type;
@@ -237,6 +237,14 @@ static void run_on_event(struct run *run, const struct jprof_response *resp)
 	} else if (strcmp(type, "progress") == 0) {
 		run_show_progress(run, field_int(resp->root, "elapsed_ms"),
 				  field_int(resp->root, "duration_ms"), field_int(resp->root, "samples"));
+	} else if (strcmp(type, "sampling") == 0 && !run->json_events) {
+		/* The start gate: said only when one would notice the wait; a
+		 * deadline comes with its own warning. */
+		int64_t wait = field_int(resp->root, "wait_ms");
+
+		if (wait > 500 && field_bool(resp->root, "ready") == 1)
+			ctl_warn("sampling started %lld ms after the request (the process was getting "
+				 "ready); the duration counts from there", (long long)wait);
 	} else if (strcmp(type, "warning") == 0 && !run->json_events) {
 		const char *msg = field_str(resp->root, "message");
 

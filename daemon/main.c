@@ -347,6 +347,7 @@ int main(int argc, char **argv)
 	}
 	ccfg.max_clients = cfg.max_clients;
 	slim.max_sessions = cfg.max_sessions;
+	slim.gate_ms = cfg.start_gate_ms;
 	scfg.host_rate_hz = cfg.rate_hz;
 	scfg.no_unwind = cfg.unwind_fp_only;
 	scfg.unwind_rows = (unsigned)(cfg.unwind_max_memory / sizeof(struct jp_unwind_row));

@@ -45,6 +45,10 @@ enum jpag_type {
 				    to a START with JPAG_START_WALL (JPAG_EV_WALL) */
 	JPAG_EVENTS = 13,        /* struct jpag_events + records (alloc, lock samples) */
 	JPAG_EVENTS_DONE = 14,   /* no payload: the event is off, every record was sent */
+	JPAG_THREADS_ARMED = 15, /* no payload, once per START: the agent armed the event
+				    of every thread it asked for at START (answers
+				    received, failed ones included); only to a daemon
+				    whose WELCOME has JPAG_FEATURE_ARMED */
 
 	/* daemon -> agent */
 	JPAG_WELCOME = 64,       /* struct jpag_welcome */
@@ -70,6 +74,9 @@ struct jpag_welcome {
 #define JPAG_FEATURE_SIGNAL 1u   /* the daemon understands JPAG_SIGNAL */
 #define JPAG_FEATURE_WALL 2u     /* the daemon may set JPAG_START_WALL and reads wall
 				    records (jpring_slot.kind) */
+#define JPAG_FEATURE_ARMED 4u    /* the daemon understands JPAG_THREADS_ARMED: it keeps a
+				    recording's events stopped until it comes (or a
+				    deadline passes) */
 
 /* A recording of this process begins. The agent maps the ring (MAP_SHARED,
  * ring_bytes), installs its handler for `signal`, and asks for one perf fd per

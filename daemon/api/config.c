@@ -35,6 +35,7 @@ static const char *const key_names[CONFIG_NKEYS] = {
 	[CONFIG_LINES] = "lines",
 	[CONFIG_LINES_MAX_MEMORY] = "lines_max_memory",
 	[CONFIG_DEBUG_ROOT] = "debug_root",
+	[CONFIG_START_GATE_MS] = "start_gate_ms",
 };
 
 void config_defaults(struct config *c)
@@ -59,6 +60,7 @@ void config_defaults(struct config *c)
 	c->lines = true;
 	c->lines_max_memory = 512ull << 20;
 	snprintf(c->debug_root, sizeof(c->debug_root), "/usr/lib/debug");
+	c->start_gate_ms = 2000;
 }
 
 const char *config_key_name(enum config_key k)
@@ -266,6 +268,12 @@ int config_set(struct config *c, enum config_key k, const char *v, char *err, si
 		}
 		snprintf(c->debug_root, sizeof(c->debug_root), "%s", v);
 		break;
+	case CONFIG_START_GATE_MS:
+		if (config_parse_uint(v, 1, 60000, &c->start_gate_ms) < 0) {
+			snprintf(err, errlen, "start_gate_ms wants 1..60000, not \"%s\"", v);
+			return -EINVAL;
+		}
+		break;
 	case CONFIG_HTTP_TOKEN_FILE:
 	case CONFIG_HTTP_SOCKET: {
 		/* Optional absolute paths: empty means none (the token) or off. */
@@ -449,6 +457,7 @@ void config_format(const struct config *c, enum config_key k, char *buf, size_t 
 	case CONFIG_LINES: snprintf(buf, len, "%s", c->lines ? "on" : "off"); break;
 	case CONFIG_LINES_MAX_MEMORY: format_bytes(c->lines_max_memory, buf, len); break;
 	case CONFIG_DEBUG_ROOT: snprintf(buf, len, "%s", c->debug_root); break;
+	case CONFIG_START_GATE_MS: snprintf(buf, len, "%u", c->start_gate_ms); break;
 	default: snprintf(buf, len, "?"); break;
 	}
 }
@@ -501,6 +510,8 @@ void config_override(struct config *dst, const struct config *src)
 		dst->lines_max_memory = src->lines_max_memory;
 	if (src->set & (1u << CONFIG_DEBUG_ROOT))
 		memcpy(dst->debug_root, src->debug_root, sizeof(dst->debug_root));
+	if (src->set & (1u << CONFIG_START_GATE_MS))
+		dst->start_gate_ms = src->start_gate_ms;
 	for (int k = 0; k < CONFIG_NKEYS; k++)
 		if (src->set & (1u << k))
 			dst->line[k] = src->line[k];

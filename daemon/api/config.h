@@ -36,6 +36,7 @@ enum config_key {
 	CONFIG_LINES,
 	CONFIG_LINES_MAX_MEMORY,
 	CONFIG_DEBUG_ROOT,
+	CONFIG_START_GATE_MS,
 	CONFIG_NKEYS,
 };
 
@@ -63,6 +64,7 @@ struct config {
 	bool lines;                  /* file:line from DWARF in pprof (default on) */
 	unsigned long long lines_max_memory;   /* debug sections held open for lines */
 	char debug_root[256];        /* separate debug files (absolute path) */
+	unsigned start_gate_ms;      /* longest wait of a `record --pid` for its process to be ready */
 	unsigned set;                /* bit (1 << key) for every key given */
 	unsigned line[CONFIG_NKEYS]; /* file line a key came from; 0 = default or flag */
 };

@@ -145,8 +145,9 @@ void req_profile(const struct request *r)
 		goto out;
 	}
 	profile_window(r, now, f.start_ns, &from, &to);
-	ret = from <= to ? hostview_query_grouped(hv, from, to, &f, (enum hostview_group)group, &st,
-						  &span_from, &span_to) :
+	/* pprof gets a location per sampled address, as recordings do. */
+	ret = from <= to ? hostview_query_grouped(hv, from, to, &f, (enum hostview_group)group,
+						  fmt == JPROF_FMT_PPROF, &st, &span_from, &span_to) :
 			   -ENOENT;
 	if (ret == -ENOENT) {
 		/* Nothing retained there: a valid, empty profile. */

@@ -66,6 +66,10 @@ static void on_sample(const struct built_sample *bs, void *arg)
 	struct session *s = arg;
 	struct built_sample wall;
 
+	/* Before the start gate opened (an off-CPU interval, a record of an
+	 * event libbpf ran for an instant): outside the recording's time. */
+	if (s->gated || (bs->time_ns && bs->time_ns < s->start_mono_ns))
+		return;
 	/* A wall-clock recording's CPU samples and off-CPU intervals are both
 	 * wall time: their values (count, nanoseconds) under its own types.
 	 * Samples of the other events (alloc, lock) keep theirs: the store
@@ -91,10 +95,10 @@ static void on_sample(const struct built_sample *bs, void *arg)
 		if (bs->stack_lost)
 			s->stacks_lost += bs->values[0];
 	}
-	if (bs->has_java && bs->time_ns > s->start_mono_ns) {
+	if (bs->has_java && bs->time_ns > s->request_mono_ns) {
 		/* The earliest sample taken, not the first one emitted: samples
 		 * waiting for method names come out later than newer ones. */
-		uint64_t ms = (bs->time_ns - s->start_mono_ns + 999999) / 1000000;
+		uint64_t ms = (bs->time_ns - s->request_mono_ns + 999999) / 1000000;
 
 		if (!s->first_java_ms || ms < s->first_java_ms)
 			s->first_java_ms = ms;
@@ -358,6 +362,89 @@ static void send_started(struct session *s)
 	session_send_obj(s, o);
 }
 
+/* The start gate opened: sampling runs from now, for the whole duration. */
+static void send_sampling(struct session *s)
+{
+	struct json_object *o = jprof_response_new(s->p.req_id, "sampling");
+
+	if (!o)
+		return;
+	json_object_object_add(o, "wait_ms", json_object_new_int64((int64_t)s->gate_wait_ms));
+	json_object_object_add(o, "ready", json_object_new_boolean(!s->gate_deadline_hit));
+	session_send_obj(s, o);
+}
+
+/* ---- the start gate ----
+ * A `record --pid` opens its per-thread events stopped and starts them all
+ * at once when the process is ready: a JVM's agent has armed the events of
+ * the threads it knows (their samples carry Java frames from the first
+ * one), and the process's unwind tables are built (no frame-pointer-only
+ * stacks first). A deadline bounds the wait; the recording's time, and its
+ * duration, count from the opening. */
+
+static void on_end_timer(struct loop_source *src, void *arg);
+
+static void gate_open(struct session *s)
+{
+	uint64_t now = clock_ns(CLOCK_MONOTONIC);
+	char msg[256];
+	int r;
+
+	loop_remove(s->gate_timer);
+	s->gate_timer = NULL;
+	s->gate_deadline_hit = now >= s->gate_deadline_ns;
+	s->gate_wait_ms = (now - s->request_mono_ns) / 1000000ull;
+	/* Off-CPU intervals (counts without a time) of the gated wait are
+	 * outside the recording: those still open are forgotten, and those
+	 * ended are drained now, while on_sample still drops them. */
+	if (s->offcpu_target) {
+		sampler_offcpu_restart(s->mgr->sampler, s->id);
+		pipeline_drain(s->mgr->pipeline);
+	}
+	s->gated = false;
+	r = threadset_open_gate(s->threads);
+	if (r < 0)
+		log_warn("session %u: starting the events of pid %d: %s", s->id, (int)s->p.pid,
+			 strerror(-r));
+	s->start_mono_ns = now;
+	s->start_unix_ns = clock_ns(CLOCK_REALTIME);
+	r = loop_add_timer(s->mgr->loop, s->p.duration_ms, 0, on_end_timer, s, &s->end_timer);
+	if (r < 0) {
+		log_err("session %u: cannot time its end: %s", s->id, strerror(-r));
+		session_abort(s, JPROF_E_INTERNAL, "cannot start recording: no timer for its end");
+		return;
+	}
+	log_info("session %u: sampling pid %d %llu ms after the request%s", s->id, (int)s->p.pid,
+		 (unsigned long long)s->gate_wait_ms,
+		 s->gate_deadline_hit ? " (the gate's deadline)" : "");
+	if (s->gate_deadline_hit) {
+		bool java = session_jvm_ready(s);
+
+		snprintf(msg, sizeof(msg), "pid %d was not ready after %llu ms (%s); sampling "
+			 "started anyway: its first samples may lack %s", (int)s->p.pid,
+			 (unsigned long long)s->gate_wait_ms,
+			 !java ? "the JVM agent had not armed its threads' events"
+			 : "its unwind tables were still being built",
+			 !java ? "Java frames" : "frames of code without frame pointers");
+		session_send_warning(s, "sampling_not_ready", msg);
+	}
+	send_sampling(s);
+}
+
+void session_gate_check(struct session *s)
+{
+	if (!s->gated || s->finishing)
+		return;
+	if (clock_ns(CLOCK_MONOTONIC) < s->gate_deadline_ns &&
+	    (!session_jvm_ready(s) || sampler_unwind_pending(s->mgr->sampler, (uint32_t)s->p.pid)))
+		return;
+	gate_open(s);
+}
+
+static void on_gate_timer(struct loop_source *src, void *arg)
+{
+	session_gate_check(arg);
+}
 
 /* The sampling period of the recording: the first of its events that has
  * one (cpu's interval; the other events are not sampled at an interval). */
@@ -456,6 +543,7 @@ static void session_free(struct session *s)
 	loop_remove(s->agent_ev_timer);
 	jvm_join_free(s->join);
 	loop_remove(s->end_timer);
+	loop_remove(s->gate_timer);
 	loop_remove(s->access_timer);
 	loop_remove(s->pidfd_src);
 	if (s->p.pidfd >= 0)
@@ -499,6 +587,12 @@ static void finish(struct session *s, const char *status)
 		return;
 	s->finishing = true;
 	s->end_mono_ns = clock_ns(CLOCK_MONOTONIC);
+	if (s->gated) {  /* nothing was sampled: a recording of 0 ms */
+		s->gated = false;
+		s->start_mono_ns = s->end_mono_ns;
+		loop_remove(s->gate_timer);
+		s->gate_timer = NULL;
+	}
 	attach_cancel(s->attach);
 	s->attach = NULL;
 	/* Stop sampling first (this also silences the agent's copies of the
@@ -658,6 +752,7 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 	}
 	s->start_mono_ns = clock_ns(CLOCK_MONOTONIC);
 	s->start_unix_ns = clock_ns(CLOCK_REALTIME);
+	s->request_mono_ns = s->start_mono_ns;
 	if (p->all) {
 		/* wall: both collectors, off-CPU first (it can be refused). */
 		if (event_set_has(&p->events, EVENT_OFFCPU) || event_set_has(&p->events, EVENT_WALL)) {
@@ -687,13 +782,15 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 		r = 0;
 		if (session_has(s, EVENT_OFFCPU) || session_has(s, EVENT_WALL))
 			r = offcpu_start(s, err_code, err_msg, err_len);
-		/* alloc, lock: the agent's JVMTI events, no perf events */
-		if (r == 0 && (session_has(s, EVENT_CPU) || session_has(s, EVENT_WALL)))
+		/* alloc, lock: the agent's JVMTI events, no perf events (and
+		 * nothing to gate) */
+		s->gated = session_has(s, EVENT_CPU) || session_has(s, EVENT_WALL);
+		if (r == 0 && s->gated)
 			r = threadset_new(m->sampler, &(struct threadset_config){
 				.source = s->id, .pid = p->pid, .period_ns = interval_ns(s),
 				.max_threads = m->lim.max_threads, .quota = m->lim.quota,
-				.uid = p->uid, .event_flags = s->timed ? JP_COOKIE_RECORD : 0 },
-				&s->threads);
+				.uid = p->uid, .event_flags = s->timed ? JP_COOKIE_RECORD : 0,
+				.gated = true }, &s->threads);
 		if (r < 0 && r != -ESRCH && *err_code)
 			goto fail;
 		if (r < 0 && r != -ESRCH)
@@ -716,7 +813,13 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 		if (r < 0)
 			goto fail_internal;
 	}
-	r = loop_add_timer(m->loop, p->duration_ms, 0, on_end_timer, s, &s->end_timer);
+	if (s->gated) {
+		s->gate_deadline_ns = s->request_mono_ns + (uint64_t)m->lim.gate_ms * 1000000ull;
+		r = loop_add_timer(m->loop, SESSION_GATE_POLL_MS, SESSION_GATE_POLL_MS, on_gate_timer,
+				   s, &s->gate_timer);
+	} else {
+		r = loop_add_timer(m->loop, p->duration_ms, 0, on_end_timer, s, &s->end_timer);
+	}
 	if (r < 0)
 		goto fail_internal;
 	s->next = m->sessions;
@@ -798,6 +901,8 @@ int session_mgr_new(struct loop *loop, struct pipeline *pipeline, const struct s
 		m->lim.max_sessions = 64;
 	if (!m->lim.max_threads)
 		m->lim.max_threads = 8192;
+	if (!m->lim.gate_ms)
+		m->lim.gate_ms = SESSION_GATE_DEFAULT_MS;
 	*out = m;
 	return 0;
 }

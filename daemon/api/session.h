@@ -76,6 +76,7 @@ struct session_info {
 struct session_limits {
 	unsigned max_sessions;           /* total; default 64 */
 	unsigned max_threads;            /* per-thread events per session; default 8192 */
+	unsigned gate_ms;                /* longest start-gate wait of `record --pid`; default 2000 */
 	struct quota *quota;             /* per-thread events charged to the requester's uid */
 };
 

@@ -26,6 +26,10 @@ struct store;
 struct threadset;
 
 #define JVM_NAME_WAIT_MS 1000          /* at the end, for the last method names */
+/* The start gate: how often it looks whether the process is ready, and the
+ * deadline when session_limits.gate_ms is 0. */
+#define SESSION_GATE_POLL_MS 5
+#define SESSION_GATE_DEFAULT_MS 2000
 /* Sample times a recording in a time-ordered format keeps (about 40 bytes
  * each); later samples still count in the profile, and the output says
  * where its timeline was cut. */
@@ -47,8 +51,20 @@ struct session {
 	uint32_t id;                /* sampler source id */
 	struct session_params p;
 	struct session_sink sink;
+	/* When sampling began: the request, or, gated, the gate's opening (the
+	 * recording's time base: timeline, JFR, pprof duration, -d). */
 	uint64_t start_mono_ns;
 	uint64_t start_unix_ns;
+	uint64_t request_mono_ns;   /* the request: attach_ms and first_java_ms count from it */
+	/* The start gate of a `record --pid` with perf events: they stay
+	 * stopped until the agent armed its threads' fds (JVMs) and the unwind
+	 * tables are built, or until gate_deadline_ns. */
+	bool gated;
+	bool gate_deadline_hit;
+	uint64_t gate_deadline_ns;
+	uint64_t gate_wait_ms;      /* from the request to the gate's opening */
+	struct loop_source *gate_timer;
+	bool java_armed;            /* the bound agent sent JPAG_THREADS_ARMED */
 	uint64_t end_mono_ns;       /* set when finished */
 	struct loop_source *end_timer;
 	struct loop_source *pidfd_src;
@@ -137,11 +153,17 @@ static inline uint64_t interval_ns(const struct session *s)
 	return s->p.interval_us * 1000ull;
 }
 
+/* Of sampling: 0 while gated. */
 static inline uint64_t elapsed_ms(const struct session *s)
 {
 	uint64_t end = s->end_mono_ns ? s->end_mono_ns : clock_ns(CLOCK_MONOTONIC);
 
-	return (end - s->start_mono_ns) / 1000000ull;
+	return s->gated || end < s->start_mono_ns ? 0 : (end - s->start_mono_ns) / 1000000ull;
+}
+
+static inline uint64_t since_request_ms(const struct session *s)
+{
+	return (clock_ns(CLOCK_MONOTONIC) - s->request_mono_ns) / 1000000ull;
 }
 
 /* session.c */
@@ -152,12 +174,17 @@ void session_send_warning(struct session *s, const char *code, const char *msg);
 void session_complete(struct session *s, const char *status);
 /* Ends a recording with an error instead of a profile. */
 void session_abort(struct session *s, const char *code, const char *msg);
+/* Opens the start gate if the process is ready now (the agent's message). */
+void session_gate_check(struct session *s);
 
 /* session_jvm.c */
 /* Decides, before anything starts, whether a JVM recording can go ahead.
  * Returns 0 (s->java set) or -errno with the client's error filled in. */
 int session_jvm_check(struct session *s, struct attach_result *res, const char **code, char *msg,
 		      size_t len);
+/* The start gate's JVM side: false while an agent is expected (attaching,
+ * waiting for its connection) or bound but has not armed its threads. */
+bool session_jvm_ready(const struct session *s);
 /* Loop timer: bind, attach or warn as session_jvm_check decided. */
 void session_jvm_on_begin(struct loop_source *src, void *arg);
 /* After a drain: empty the ring, join up to horizon, ask for names. */

@@ -99,6 +99,10 @@ static void ring_record(const struct jring_record *rec, void *arg)
 	struct session *s = c->s;
 	uint64_t v[2];
 
+	/* Taken before the start gate opened (the wall timer runs from
+	 * START): outside the recording's time. */
+	if (s->gated || rec->time_ns < s->start_mono_ns)
+		return;
 	if (rec->kind == JPRING_KIND_CPU) {
 		jvm_join_add_agent(s->join, rec->tid, rec->time_ns, c->now, rec->num_frames,
 				   rec->frames);
@@ -526,14 +530,16 @@ static void jvm_event(void *ctx, const struct jpag_event_rec *rec, const char *c
 	if ((rec->event != JPAG_EV_ALLOC && rec->event != JPAG_EV_LOCK) ||
 	    !(s->agent_ev_on & rec->event) || !s->join)
 		return;
+	if (s->gated || rec->time_ns < s->start_mono_ns)
+		return;  /* before the start gate opened */
 	if (rec->event == JPAG_EV_ALLOC) {
 		if (rec->value == 0 || rec->value > JVM_ALLOC_MAX_BYTES)
 			return;
 		alloc_values(rec->value, s->p.alloc_bytes, v);
 	} else {
-		/* The event went on after the recording started: no real wait
-		 * is longer than the recording so far. */
-		if (rec->value > clock_ns(CLOCK_MONOTONIC) - s->start_mono_ns)
+		/* The event went on after the request: no real wait is longer
+		 * than the time since. */
+		if (rec->value > clock_ns(CLOCK_MONOTONIC) - s->request_mono_ns)
 			return;
 		v[0] = v[1] = 1;
 		v[2] = rec->value;
@@ -614,7 +620,37 @@ static void jvm_signal(void *ctx, uint32_t sig, uint32_t proposed, bool took_ove
 	session_send_warning(s, "java_signal_taken", msg);
 }
 
+/* The agent armed the events of every thread it knew at START: their
+ * samples carry Java frames from the first one. Believed once per binding
+ * (an agent that says it early only costs its own recording's first
+ * samples their Java frames). May free s (the gate's opening). */
+static void jvm_threads_armed(void *ctx)
+{
+	struct session *s = ctx;
+
+	if (s->java != JAVA_ACTIVE || s->java_armed)
+		return;
+	s->java_armed = true;
+	log_info("session %u: the agent of pid %d armed its threads' events %llu ms after the "
+		 "request", s->id, (int)s->p.pid, (unsigned long long)since_request_ms(s));
+	session_gate_check(s);
+}
+
+bool session_jvm_ready(const struct session *s)
+{
+	switch (s->java) {
+	case JAVA_ATTACHING:
+	case JAVA_WAIT_AGENT:
+		return false;
+	case JAVA_ACTIVE:
+		return s->java_armed;
+	default:
+		return true;  /* no agent to wait for */
+	}
+}
+
 static const struct agentlink_ops jvm_ops = {
+	.threads_armed = jvm_threads_armed,
 	.perf_fd = jvm_perf_fd,
 	.method = jvm_method,
 	.thread_name = jvm_thread_name,
@@ -661,6 +697,7 @@ static void bind_agent(struct session *s, struct agent *a)
 		}
 		pipeline_source_set_join(s->src, s->join, (uint32_t)s->p.pid, interval_ns(s));
 	}
+	s->java_armed = false;
 	s->java_signal = JVM_SIGNAL;
 	s->java_signal_foreign = false;
 	s->java_signal_moves = 0;
@@ -689,7 +726,7 @@ static void bind_agent(struct session *s, struct agent *a)
 		loop_add_timer(s->mgr->loop, JVM_RING_PERIOD_MS, JVM_RING_PERIOD_MS, on_ring_timer, s,
 			       &s->ring_timer);
 	log_info("session %u: bound to the agent of pid %d (%s) %llu ms after the request", s->id,
-		 (int)s->p.pid, agent_jvm(a), (unsigned long long)elapsed_ms(s));
+		 (int)s->p.pid, agent_jvm(a), (unsigned long long)since_request_ms(s));
 }
 
 void session_mgr_on_agent(struct agent *a, pid_t pid, void *arg)
@@ -729,7 +766,7 @@ static void on_attach_done(const struct attach_result *res, void *arg)
 	struct agent *a;
 
 	s->attach = NULL;
-	s->attach_ms = elapsed_ms(s);
+	s->attach_ms = since_request_ms(s);
 	if (s->java != JAVA_ATTACHING)
 		return;  /* the agent connected first */
 	if (res->status < 0) {
@@ -744,6 +781,12 @@ static void on_attach_done(const struct attach_result *res, void *arg)
 		return;
 	}
 	loop_add_timer(s->mgr->loop, JVM_CONNECT_WAIT_MS, 0, on_connect_timeout, s, &s->java_timer);
+}
+
+/* A JVM in its start-up that the attach keeps trying (attach_on_slow). */
+static void on_attach_slow(const char *msg, void *arg)
+{
+	session_send_warning(arg, "jvm_starting", msg);
 }
 
 /* Decides, before anything starts, whether a JVM recording can go ahead.
@@ -840,6 +883,7 @@ static void java_begin(struct session *s)
 		snprintf(opts, sizeof(opts), "socket=%s", m->agent_socket);
 		r = attach_start(m->loop, s->p.pid, m->agent_path, opts, JVM_ATTACH_TIMEOUT_MS,
 				 on_attach_done, s, &s->attach);
+		attach_on_slow(s->attach, on_attach_slow, s);
 		if (r < 0) {
 			char msg[256];
 

@@ -357,6 +357,11 @@ void sampler_unwind_prepare(struct sampler *s, uint32_t tgid)
 		unwtab_request(s->unwind, tgid, 0, true);
 }
 
+bool sampler_unwind_pending(struct sampler *s, uint32_t tgid)
+{
+	return s->unwind && unwtab_pending(s->unwind, tgid);
+}
+
 int sampler_unwind_wait(struct sampler *s, uint64_t timeout_ns)
 {
 	return s->unwind ? unwtab_wait_idle(s->unwind, timeout_ns) : 0;
@@ -934,6 +939,17 @@ void sampler_events_close(struct sampler_events *ev)
 	free(ev->fds);
 	free(ev->links);
 	free(ev);
+}
+
+int sampler_events_enable(struct sampler_events *ev, bool on)
+{
+	int r = 0;
+
+	for (unsigned i = 0; ev && i < ev->n; i++)
+		if (ioctl(ev->fds[i], on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0) < 0 &&
+		    r == 0)
+			r = -errno;
+	return r;
 }
 
 int sampler_watch_tgid(struct sampler *s, uint32_t tgid)

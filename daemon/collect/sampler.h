@@ -110,10 +110,17 @@ int sampler_thread_event_open(struct sampler *s, uint32_t source, pid_t tid, uin
 int sampler_events_fd(const struct sampler_events *ev);
 /* Detaches the program and closes the fds; NULL-safe. */
 void sampler_events_close(struct sampler_events *ev);
+/* Stops (false) or starts (true) counting on every event of the set; an
+ * agent's copy of an event (the same open file) follows. A stopped
+ * cpu-clock event keeps the rest of its period. 0 or the first -errno. */
+int sampler_events_enable(struct sampler_events *ev, bool on);
 
 /* Builds tgid's unwind tables now (a recording starts) rather than on its
  * first sample; never blocks. */
 void sampler_unwind_prepare(struct sampler *s, uint32_t tgid);
+/* True while tgid's tables are queued or being built (a recording's start
+ * gate waits for them); never blocks on a build. */
+bool sampler_unwind_pending(struct sampler *s, uint32_t tgid);
 /* Waits (up to timeout_ns) until every requested table is built (tests). */
 int sampler_unwind_wait(struct sampler *s, uint64_t timeout_ns);
 
@@ -137,6 +144,9 @@ int sampler_set_min_gap(struct sampler *s, uint32_t source, uint64_t gap_ns);
  * time (-EBUSY); a tgid target takes precedence over the whole-host one.
  * An interval still open when the target is removed is not counted. */
 int sampler_offcpu_add(struct sampler *s, uint32_t source, uint32_t tgid, uint64_t threshold_ns);
+/* Forgets when source's tasks blocked: intervals count from their next
+ * switch-out (a recording whose time starts now). */
+void sampler_offcpu_restart(struct sampler *s, uint32_t source);
 /* Removes the target of source (NULL-safe on none); waits one grace period. */
 void sampler_offcpu_remove(struct sampler *s, uint32_t source, uint32_t tgid);
 

@@ -219,6 +219,12 @@ static void forget_blocked(struct sampler *s, uint32_t source)
 		bpf_map_delete_elem(fd, &s->start_keys[i]);
 }
 
+void sampler_offcpu_restart(struct sampler *s, uint32_t source)
+{
+	if (source)
+		forget_blocked(s, source);
+}
+
 int sampler_offcpu_add(struct sampler *s, uint32_t source, uint32_t tgid, uint64_t threshold_ns)
 {
 	struct jp_offcpu_target t = { .source = source, .threshold_ns = threshold_ns };

@@ -69,14 +69,33 @@ static void close_thread(struct threadset *ts, struct ts_thread *t)
 	free(t);
 }
 
+/* Opens one event for tid, stopped while the set is gated. libbpf starts
+ * an event as it attaches the program, so it is stopped right after: a
+ * sample in between would need a period of the thread's CPU time within
+ * two system calls of the daemon. */
+static int thread_event_open(struct threadset *ts, pid_t tid, uint64_t flags,
+			     struct sampler_events **ev)
+{
+	int r = sampler_thread_event_open(ts->sampler, ts->cfg.source, tid, ts->cfg.period_ns, flags,
+					  ev);
+
+	if (r == 0 && ts->cfg.gated) {
+		r = sampler_events_enable(*ev, false);
+		if (r < 0) {
+			sampler_events_close(*ev);
+			*ev = NULL;
+		}
+	}
+	return r;
+}
+
 /* Opens one event for tid, charged to the requester's perf-event quota. */
 static int event_open(struct threadset *ts, pid_t tid, uint64_t flags, struct sampler_events **ev)
 {
 	int r = quota_take(ts->cfg.quota, ts->cfg.uid, QUOTA_PERF_EVENTS, 1);
 
 	if (r == 0) {
-		r = sampler_thread_event_open(ts->sampler, ts->cfg.source, tid, ts->cfg.period_ns, flags,
-					      ev);
+		r = thread_event_open(ts, tid, flags, ev);
 		if (r < 0)
 			quota_give(ts->cfg.quota, ts->cfg.uid, QUOTA_PERF_EVENTS, 1);
 	}
@@ -161,8 +180,7 @@ int threadset_agent_fd(struct threadset *ts, pid_t host_tid, int *fd)
 	if (!t && htab_map_count(&ts->tids) >= ts->cfg.max_threads)
 		return -EMFILE;
 	if (t)  /* replaces the plain event: still one event for this thread */
-		r = sampler_thread_event_open(ts->sampler, ts->cfg.source, host_tid, ts->cfg.period_ns,
-					      JP_COOKIE_RECORD | JP_COOKIE_SIGNAL, &ev);
+		r = thread_event_open(ts, host_tid, JP_COOKIE_RECORD | JP_COOKIE_SIGNAL, &ev);
 	else
 		r = event_open(ts, host_tid, JP_COOKIE_RECORD | JP_COOKIE_SIGNAL, &ev);
 	if (r < 0)
@@ -181,6 +199,29 @@ int threadset_agent_fd(struct threadset *ts, pid_t host_tid, int *fd)
 	}
 	*fd = sampler_events_fd(ev);
 	return 0;
+}
+
+static bool enable_one(uint64_t key, uint64_t *val, void *arg)
+{
+	struct ts_thread *t = (struct ts_thread *)(uintptr_t)*val;
+	int *first = arg;
+	int r = sampler_events_enable(t->ev, true);
+
+	if (r < 0 && *first == 0)
+		*first = r;
+	return true;
+}
+
+int threadset_open_gate(struct threadset *ts)
+{
+	int r = 0;
+
+	if (!ts || !ts->cfg.gated)
+		return 0;
+	ts->cfg.gated = false;
+	htab_map_retain(&ts->tids, enable_one, &r);
+	/* -ESRCH: a thread that ended before its rescan; nothing to sample. */
+	return r == -ESRCH ? 0 : r;
 }
 
 size_t threadset_count(const struct threadset *ts)

@@ -7,6 +7,7 @@
 #ifndef JPROF_THREADSET_H
 #define JPROF_THREADSET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -23,6 +24,7 @@ struct threadset_config {
 	struct quota *quota;       /* each event is charged to uid (QUOTA_PERF_EVENTS); NULL: none */
 	uid_t uid;                 /* who asked for the recording */
 	uint64_t event_flags;      /* JP_COOKIE_RECORD: a record per sample (times kept), else counts */
+	bool gated;                /* events opened stopped until threadset_open_gate */
 };
 
 /* Watches pid for new threads, then opens an event for every thread in
@@ -43,6 +45,11 @@ void threadset_rescan(struct threadset *ts);
  * already had it, -EMFILE (thread limit), -EDQUOT/-EUSERS (perf-event
  * quota), -errno. */
 int threadset_agent_fd(struct threadset *ts, pid_t host_tid, int *fd);
+
+/* A gated set (cfg.gated) starts every event it opened, and opens the
+ * later ones started, as an ungated set does. 0, or the first -errno (the
+ * other events are started all the same). */
+int threadset_open_gate(struct threadset *ts);
 
 size_t threadset_count(const struct threadset *ts);
 

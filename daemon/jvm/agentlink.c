@@ -202,7 +202,8 @@ static void on_hello(struct agent *a, const void *p, uint32_t len)
 {
 	struct agentlink *l = a->link;
 	struct jpag_hello hello;
-	struct jpag_welcome w = { .version = JPAG_VERSION, .features = JPAG_FEATURE_SIGNAL | JPAG_FEATURE_WALL };
+	struct jpag_welcome w = { .version = JPAG_VERSION, .features = JPAG_FEATURE_SIGNAL | JPAG_FEATURE_WALL |
+								    JPAG_FEATURE_ARMED };
 
 	if (a->hello || len != sizeof(hello)) {
 		agent_drop(a, "bad hello");
@@ -456,6 +457,14 @@ static void handle_frame(struct agent *a, const struct jpag_hdr *h, const char *
 	case JPAG_EVENTS_DONE:
 		if (a->ops && a->ops->events_done)
 			a->ops->events_done(a->ctx);
+		break;
+	case JPAG_THREADS_ARMED:
+		if (h->len) {
+			agent_drop(a, "bad threads-armed record");
+			break;
+		}
+		if (a->ops && a->ops->threads_armed)
+			a->ops->threads_armed(a->ctx);
 		break;
 	default:
 		send_error(a, -EPROTO, "unknown frame type");

@@ -70,6 +70,9 @@ struct agentlink_ops {
 		      const struct jpring_frame *frames);
 	/* EVENT_OFF is done: every record was sent. */
 	void (*events_done)(void *ctx);
+	/* JPAG_THREADS_ARMED: the agent says it armed the events of every
+	 * thread it knew at START (its word only; may come never or twice). */
+	void (*threads_armed)(void *ctx);
 	/* The agent disconnected or misbehaved; the binding is gone. */
 	void (*gone)(void *ctx, const char *why);
 };

@@ -51,14 +51,25 @@ struct attach_req {
 	struct loop *loop;
 	pid_t pid;           /* target (host pid) */
 	uid_t uid;           /* target euid, for the audit line */
+	int target_fd;       /* its pidfd, kept across tries: a recycled pid is never attached */
 	pid_t child;         /* the helper; -1 when none or reaped */
 	int child_fd;        /* its pidfd, -1 when none */
 	int rfd;             /* result pipe, read end; -1 when none */
 	struct loop_source *exit_src, *timer;
 	attach_done_fn done;
 	void *arg;
+	attach_slow_fn slow;
+	void *slow_arg;
 	struct attach_result res;
 	size_t got;          /* bytes of res read from the pipe */
+	/* Tries of a JVM in its start-up (see attach_start). */
+	char agent_path[ATTACH_ARG_MAX], options[ATTACH_ARG_MAX];
+	unsigned timeout_ms;
+	unsigned tries;      /* helpers started */
+	unsigned waits;      /* waits for the JVM so far */
+	unsigned wait_ms;    /* before the next try */
+	uint64_t first_ms;   /* when the first try started */
+	bool slow_told;
 };
 
 /* A helper whose request is gone, until the loop reaps it. */
@@ -183,7 +194,9 @@ void attach_get_stats(struct attach_stats *out)
 
 /* ---- parent --------------------------------------------------------------- */
 
-static void req_release(struct attach_req *req)
+/* Ends the current try: its helper (if still running) stopped and reaped
+ * in the background, its pipe and sources gone. */
+static void req_end_try(struct attach_req *req)
 {
 	loop_remove(req->exit_src);
 	loop_remove(req->timer);
@@ -192,10 +205,20 @@ static void req_release(struct attach_req *req)
 		orphan_adopt(req->loop, req->child, req->child_fd);
 		req->child_fd = -1;
 	}
+	req->child = -1;
 	if (req->rfd >= 0)
 		close(req->rfd);
 	if (req->child_fd >= 0)
 		close(req->child_fd);
+	req->rfd = req->child_fd = -1;
+	req->got = 0;
+}
+
+static void req_release(struct attach_req *req)
+{
+	req_end_try(req);
+	if (req->target_fd >= 0)
+		close(req->target_fd);
 	free(req);
 }
 
@@ -233,13 +256,42 @@ static void read_result(struct attach_req *req)
 	req->res.message[sizeof(req->res.message) - 1] = '\0';
 }
 
+static int try_later(struct attach_req *req);
+
+/* A try that could not start the next one: reported as this failure. */
+static void req_fail(struct attach_req *req, int r, const char *what)
+{
+	req_end_try(req);
+	attach_res_set(&req->res, r, "internal", "%s: %s", what, strerror(-r));
+	log_err("attach to pid %d: %s: %s", (int)req->pid, what, strerror(-r));
+	req_finish(req);
+}
+
+/* A JVM in its start-up that could not take the agent yet, still running
+ * and young enough to try again. */
+static bool req_may_retry(const struct attach_req *req)
+{
+	const struct attach_result *res = &req->res;
+
+	if (res->status >= 0 || (res->status != -EAGAIN && !res->not_live))
+		return false;
+	return proc_pidfd_running(req->target_fd) == 1 && attach_jvm_young(req->pid);
+}
+
 static void on_child_exit(struct loop_source *src, const siginfo_t *si, void *arg)
 {
 	struct attach_req *req = arg;
+	int r;
 
 	req->child = -1;  /* the loop reaps it once we return */
 	read_result(req);
-	req_finish(req);
+	if (!req_may_retry(req)) {
+		req_finish(req);
+		return;
+	}
+	r = try_later(req);
+	if (r < 0)
+		req_fail(req, r, "cannot wait for its start-up");
 }
 
 /* Without a helper (a failed probe) this reports the result. Otherwise the
@@ -255,54 +307,24 @@ static void on_timer(struct loop_source *src, void *arg)
 	req_finish(req);
 }
 
-int attach_start(struct loop *loop, pid_t pid, const char *agent_path, const char *options,
-		 unsigned timeout_ms, attach_done_fn done, void *arg, struct attach_req **out)
+/* One try: the helper forked, its exit and this try's timeout watched. */
+static int req_spawn(struct attach_req *req)
 {
-	struct attach_req *req = NULL;
 	struct child_ctx c;
-	uid_t uids[4];
-	int pipefd[2] = { -1, -1 }, pidfd = -1, r;
+	int pipefd[2] = { -1, -1 }, r;
 
-	*out = NULL;
-	if (!loop || !agent_path || agent_path[0] != '/' || strlen(agent_path) >= ATTACH_ARG_MAX ||
-	    (options && strlen(options) >= ATTACH_ARG_MAX) || timeout_ms == 0 || !done)
-		return -EINVAL;
-	req = calloc(1, sizeof(*req));
-	if (!req)
-		return -ENOMEM;
-	*req = (struct attach_req){ .loop = loop, .pid = pid, .uid = (uid_t)-1, .child = -1,
-				    .child_fd = -1, .rfd = -1, .done = done, .arg = arg };
-	if (pid > 0 && proc_read_uids(pid, uids) == 0)
-		req->uid = uids[1];
-	/* The pidfd pins the target before anything is checked: the child
-	 * signals through it, so a recycled pid is never signalled. */
-	pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
-	if (pid > 0 && pidfd < 0 && errno != ESRCH) {
-		r = -errno;
-		goto out;
-	}
-	if (pidfd < 0) {
-		r = -ESRCH;
-		attach_res_set(&req->res, r, "no_such_process", "no process %d", (int)pid);
-	} else {
-		r = attach_probe(pid, &req->res);
-	}
-	if (r < 0) {
-		/* Reported from the loop like every other result. */
-		r = loop_add_timer(loop, 0, 0, on_timer, req, &req->timer);
-		goto out;
-	}
+	memset(&req->res, 0, sizeof(req->res));
 	if (pipe2(pipefd, O_CLOEXEC | O_NONBLOCK) < 0) {
 		r = -errno;
 		goto out;
 	}
-	c = (struct child_ctx){ .pid = pid, .pidfd = pidfd, .agent_path = agent_path,
-				.options = options ? options : "",
-				.deadline = attach_now_ms() + (timeout_ms > 2 * ATTACH_CHILD_MARGIN_MS
-							? timeout_ms - ATTACH_CHILD_MARGIN_MS
-							: timeout_ms / 2) };
+	c = (struct child_ctx){ .pid = req->pid, .pidfd = req->target_fd, .agent_path = req->agent_path,
+				.options = req->options,
+				.deadline = attach_now_ms() + (req->timeout_ms > 2 * ATTACH_CHILD_MARGIN_MS
+							? req->timeout_ms - ATTACH_CHILD_MARGIN_MS
+							: req->timeout_ms / 2) };
 	req->rfd = pipefd[0];
-	r = loop_add_timer(loop, timeout_ms, 0, on_timer, req, &req->timer);
+	r = loop_add_timer(req->loop, req->timeout_ms, 0, on_timer, req, &req->timer);
 	if (r < 0)
 		goto out;
 	req->child = fork();
@@ -312,18 +334,132 @@ int attach_start(struct loop *loop, pid_t pid, const char *agent_path, const cha
 	}
 	if (req->child == 0)
 		attach_child_main(&c, pipefd[1]);
+	req->tries++;
 	/* Not reaped before we say so, so the pid is still this child's. */
 	req->child_fd = (int)syscall(SYS_pidfd_open, req->child, 0);
 	if (req->child_fd < 0) {
 		r = -errno;
 		goto out;
 	}
-	r = loop_add_child(loop, req->child_fd, on_child_exit, req, &req->exit_src);
+	r = loop_add_child(req->loop, req->child_fd, on_child_exit, req, &req->exit_src);
 out:
 	if (pipefd[1] >= 0)
 		close(pipefd[1]);
-	if (pidfd >= 0)
-		close(pidfd);
+	return r;
+}
+
+/* The next try of a starting JVM: probed again first, so a JVM that has
+ * still no SIGQUIT handler is never signalled. */
+static void on_retry(struct loop_source *src, void *arg)
+{
+	struct attach_req *req = arg;
+	int r;
+
+	loop_remove(req->timer);
+	req->timer = NULL;
+	if (proc_pidfd_running(req->target_fd) != 1) {
+		attach_res_set(&req->res, -ESRCH, "no_such_process", "process %d exited while starting up",
+			       (int)req->pid);
+		req_finish(req);
+		return;
+	}
+	r = attach_probe_now(req->pid, &req->res);
+	if (r < 0 && !req_may_retry(req)) {
+		req_finish(req);
+		return;
+	}
+	r = r < 0 ? try_later(req) : req_spawn(req);
+	if (r < 0)
+		req_fail(req, r, "cannot try again");
+}
+
+/* The JVM cannot take the agent yet (req->res says why): another try
+ * after a wait, from a loop timer. 0 or -errno. */
+static int try_later(struct attach_req *req)
+{
+	char msg[sizeof(req->res.message) + 160];
+	uint64_t waited;
+	attach_slow_fn tell = NULL;
+	void *tell_arg = req->slow_arg;
+	int r;
+
+	req_end_try(req);
+	waited = attach_now_ms() - req->first_ms;
+	if (!req->slow_told && waited >= ATTACH_SLOW_MS) {
+		req->slow_told = true;
+		tell = req->slow;
+		snprintf(msg, sizeof(msg), "JVM %d is still starting up (%s); trying again until it is %d s "
+			 "old", (int)req->pid, req->res.message, ATTACH_YOUNG_MS / 1000);
+	}
+	/* Once per attach at info level (why it waits), then debug. */
+	log_msg(req->waits++ ? LOG_LVL_DEBUG : LOG_LVL_INFO,
+		"attach: pid %d is starting up (%s; %" PRIu64 " ms, %u agent loads so far); trying "
+		"again in %u ms until it is %d s old", (int)req->pid, req->res.message, waited,
+		req->tries, req->wait_ms, ATTACH_YOUNG_MS / 1000);
+	r = loop_add_timer(req->loop, req->wait_ms, 0, on_retry, req, &req->timer);
+	if (r < 0)
+		return r;
+	req->wait_ms = req->wait_ms * 2 > ATTACH_RETRY_MAX_MS ? ATTACH_RETRY_MAX_MS : req->wait_ms * 2;
+	/* Last: the callback may cancel the request. */
+	if (tell)
+		tell(msg, tell_arg);
+	return 0;
+}
+
+void attach_on_slow(struct attach_req *req, attach_slow_fn slow, void *arg)
+{
+	if (!req)
+		return;
+	req->slow = slow;
+	req->slow_arg = arg;
+}
+
+int attach_start(struct loop *loop, pid_t pid, const char *agent_path, const char *options,
+		 unsigned timeout_ms, attach_done_fn done, void *arg, struct attach_req **out)
+{
+	struct attach_req *req = NULL;
+	uid_t uids[4];
+	int r;
+
+	*out = NULL;
+	if (!loop || !agent_path || agent_path[0] != '/' || strlen(agent_path) >= ATTACH_ARG_MAX ||
+	    (options && strlen(options) >= ATTACH_ARG_MAX) || timeout_ms == 0 || !done)
+		return -EINVAL;
+	req = calloc(1, sizeof(*req));
+	if (!req)
+		return -ENOMEM;
+	*req = (struct attach_req){ .loop = loop, .pid = pid, .uid = (uid_t)-1, .target_fd = -1,
+				    .child = -1, .child_fd = -1, .rfd = -1, .done = done, .arg = arg,
+				    .timeout_ms = timeout_ms, .wait_ms = ATTACH_RETRY_FIRST_MS,
+				    .first_ms = attach_now_ms() };
+	snprintf(req->agent_path, sizeof(req->agent_path), "%s", agent_path);
+	snprintf(req->options, sizeof(req->options), "%s", options ? options : "");
+	if (pid > 0 && proc_read_uids(pid, uids) == 0)
+		req->uid = uids[1];
+	/* The pidfd pins the target before anything is checked: the child
+	 * signals through it, so a recycled pid is never signalled. */
+	req->target_fd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+	if (pid > 0 && req->target_fd < 0 && errno != ESRCH) {
+		r = -errno;
+		goto out;
+	}
+	if (req->target_fd < 0) {
+		r = -ESRCH;
+		attach_res_set(&req->res, r, "no_such_process", "no process %d", (int)pid);
+	} else {
+		r = attach_probe_now(pid, &req->res);
+	}
+	if (r == -EAGAIN && req_may_retry(req)) {
+		r = try_later(req);
+		goto out;
+	}
+	if (r < 0) {
+		/* Reported from the loop like every other result. */
+		r = loop_add_timer(loop, 0, 0, on_timer, req, &req->timer);
+		goto out;
+	}
+	r = req_spawn(req);
+out:
 	if (r < 0) {
 		log_err("attach to pid %d: cannot start: %s", (int)pid, strerror(-r));
 		req_release(req);

@@ -18,6 +18,10 @@
 struct loop;
 struct attach_req;
 
+/* JNI_EDETACHED: what GetEnv answers before JVMTI's live phase, and the
+ * agent then returns from Agent_OnAttach. */
+#define ATTACH_RC_NOT_LIVE (-2)
+
 struct attach_result {
 	int status;            /* 0 when the agent loaded, else -errno */
 	/* "", or why it failed: "not_a_jvm", "not_hotspot", "attach_disabled",
@@ -25,13 +29,20 @@ struct attach_result {
 	 * "agent_load_failed", "timeout", "no_such_process", "internal" */
 	char code[32];
 	char message[512];     /* for people; includes the JVM's own text if any */
+	/* With "agent_load_failed": the JVM was not in JVMTI's live phase yet
+	 * (in its start-up). JDK 17 runs Agent_OnAttach, whose GetEnv fails,
+	 * and the agent returns ATTACH_RC_NOT_LIVE; JDK 21+ refuses the load
+	 * ("only permitted in the live phase"). */
+	bool not_live;
 };
 
 /* Cheap synchronous check from /proc only (no signal is sent): is pid a
  * HotSpot JVM (libjvm.so mapped) that can be attached (SIGQUIT caught, not
  * started with -XX:+DisableAttachMechanism or -Xrs, as far as its command
  * line and JAVA_TOOL_OPTIONS / JDK_JAVA_OPTIONS / _JAVA_OPTIONS show)?
- * Returns 0 when attaching should work, else -errno with *res filled. */
+ * Returns 0 when attaching should work, else -errno with *res filled. A
+ * JVM still starting up (younger than 15 s, SIGQUIT not handled yet, no
+ * -Xrs) counts as attachable: attach_start waits for it. */
 int attach_probe(pid_t pid, struct attach_result *res);
 
 /* True when pid maps libjvm.so (any HotSpot JVM, attachable or not). */
@@ -44,9 +55,21 @@ typedef void (*attach_done_fn)(const struct attach_result *res, void *arg);
  * namespace, it is copied into the target's /tmp first (owned by the target
  * user, named after its content so a second attach reuses it). done runs from
  * the loop exactly once, unless attach_cancel comes first. SIGCHLD must be
- * blocked (see loop_add_child). */
+ * blocked (see loop_add_child).
+ *
+ * A JVM in its start-up (younger than 15 s) cannot take the agent yet: no
+ * SIGQUIT handler, or Agent_OnAttach fails before JVMTI is live. Then the
+ * attach is tried again from loop timers (waits doubling from 50 ms to
+ * 800 ms, each try with its own timeout_ms) until it works, fails another
+ * way, the process exits or is 15 s old; attach_cancel stops it. */
 int attach_start(struct loop *loop, pid_t pid, const char *agent_path, const char *options,
 		 unsigned timeout_ms, attach_done_fn done, void *arg, struct attach_req **out);
+
+/* slow runs once (from the loop) when tries of a starting JVM have taken
+ * more than a second, with a message for the user: the attach goes on
+ * (slow may attach_cancel it). */
+typedef void (*attach_slow_fn)(const char *message, void *arg);
+void attach_on_slow(struct attach_req *req, attach_slow_fn slow, void *arg);
 
 /* Frees the request; done is not called. Never waits: a running helper
  * gets SIGTERM, SIGKILL 100 ms later, and is reaped from the loop whenever

@@ -341,6 +341,7 @@ static int parse_reply(char *reply, struct attach_result *res)
 		flatten(rest);
 		attach_res_set(res, r, "agent_load_failed", "the JVM could not load the agent (status %ld): %s",
 			status, rest);
+		res->not_live = strstr(rest, ATTACH_NOT_LIVE_TEXT) != NULL;
 		goto out;
 	}
 	line2 = rest;
@@ -354,10 +355,13 @@ static int parse_reply(char *reply, struct attach_result *res)
 	}
 	r = -EIO;
 	flatten(rest);
-	if (end != line2 && (*end == '\n' || *end == '\0'))
+	if (end != line2 && (*end == '\n' || *end == '\0')) {
 		attach_res_set(res, r, "agent_load_failed", "Agent_OnAttach failed: %s", rest);
-	else
+		res->not_live = rc == ATTACH_RC_NOT_LIVE;
+	} else {
 		attach_res_set(res, r, "agent_load_failed", "the JVM could not load the agent: %s", rest);
+		res->not_live = strstr(rest, ATTACH_NOT_LIVE_TEXT) != NULL;
+	}
 out:
 	return r;
 }

@@ -5,6 +5,7 @@
 #ifndef JPROF_ATTACH_INT_H
 #define JPROF_ATTACH_INT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -20,6 +21,19 @@
 /* A helper told to stop (SIGTERM) gets this long before SIGKILL, and as
  * long again before it counts as abandoned. */
 #define ATTACH_KILL_GRACE_MS 100
+/* A JVM this young (since its process started) may still be starting up:
+ * no SIGQUIT handler yet, or JVMTI not live so Agent_OnAttach fails. Its
+ * attach is tried again until then (issue 13: a loaded machine took more
+ * than a second after libjvm.so was mapped). */
+#define ATTACH_YOUNG_MS 15000
+/* What JDK 21+ answers a load before JVMTI's live phase ("Dynamic agent
+ * loading is only permitted in the live phase"). */
+#define ATTACH_NOT_LIVE_TEXT "only permitted in the live phase"
+/* Waits between those tries: doubling from the first to the last. */
+#define ATTACH_RETRY_FIRST_MS 50
+#define ATTACH_RETRY_MAX_MS 800
+/* Tries taking longer than this are reported (attach_on_slow). */
+#define ATTACH_SLOW_MS 1000
 /* Upper bound of /proc/PID/environ we look at. */
 #define ATTACH_ENVIRON_MAX (4u << 20)
 
@@ -31,6 +45,11 @@ struct child_ctx {
 	uint64_t deadline;    /* CLOCK_MONOTONIC ms */
 };
 
+/* attach_probe, but -EAGAIN (code "jvm_starting") for a JVM still starting
+ * up (young, SIGQUIT not handled yet, no -Xrs): try again later. */
+int attach_probe_now(pid_t pid, struct attach_result *res);
+/* True while pid is younger than ATTACH_YOUNG_MS. */
+bool attach_jvm_young(pid_t pid);
 void attach_res_set(struct attach_result *res, int status, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 uint64_t attach_now_ms(void);

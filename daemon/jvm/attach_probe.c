@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "proc.h"
 
@@ -231,14 +232,20 @@ bool attach_is_jvm(pid_t pid)
 }
 
 /* Applies one JVM option to the DisableAttachMechanism state. */
+/* ATTACH_OPT_* seen in the options so far (the last setting wins). */
+#define ATTACH_OPT_DISABLED 1   /* -XX:+DisableAttachMechanism */
+#define ATTACH_OPT_RS 2         /* -Xrs: the JVM never handles SIGQUIT */
+
 static void scan_option(const char *opt, size_t len, int *disabled)
 {
 	static const char on[] = "-XX:+DisableAttachMechanism", off[] = "-XX:-DisableAttachMechanism";
 
 	if (len == sizeof(on) - 1 && memcmp(opt, on, len) == 0)
-		*disabled = 1;
+		*disabled |= ATTACH_OPT_DISABLED;
 	else if (len == sizeof(off) - 1 && memcmp(opt, off, len) == 0)
-		*disabled = 0;
+		*disabled &= ~ATTACH_OPT_DISABLED;
+	else if (len == 4 && memcmp(opt, "-Xrs", 4) == 0)
+		*disabled |= ATTACH_OPT_RS;
 }
 
 /* Options in an environment variable: whitespace separated, as HotSpot and
@@ -286,8 +293,8 @@ static bool takes_value(const char *a)
 	return false;
 }
 
-/* 1 when the JVM's options as we can see them end with
- * -XX:+DisableAttachMechanism. HotSpot reads JAVA_TOOL_OPTIONS first, the
+/* ATTACH_OPT_DISABLED when the JVM's options as we can see them end with
+ * -XX:+DisableAttachMechanism, ATTACH_OPT_RS with -Xrs among them. HotSpot reads JAVA_TOOL_OPTIONS first, the
  * launcher puts JDK_JAVA_OPTIONS before the command line, and _JAVA_OPTIONS
  * comes last; the last setting wins. */
 static int attach_disabled(pid_t pid)
@@ -335,11 +342,31 @@ out:
 	return r == -ENOENT ? -ESRCH : r;
 }
 
+bool attach_jvm_young(pid_t pid)
+{
+	uint64_t start, now = clock_ns(CLOCK_BOOTTIME);
+
+	return proc_read_start_boottime(pid, &start) == 0 && now >= start &&
+	       now - start < ATTACH_YOUNG_MS * 1000000ull;
+}
+
 int attach_probe(pid_t pid, struct attach_result *res)
+{
+	int r = attach_probe_now(pid, res);
+
+	/* attach_start waits for a JVM that is still starting. */
+	if (r == -EAGAIN) {
+		memset(res, 0, sizeof(*res));
+		r = 0;
+	}
+	return r;
+}
+
+int attach_probe_now(pid_t pid, struct attach_result *res)
 {
 	char *status = NULL, val[64];
 	unsigned long long cgt;
-	int r, kind;
+	int r, kind, opts;
 
 	memset(res, 0, sizeof(*res));
 	if (pid <= 0) {
@@ -383,15 +410,9 @@ int attach_probe(pid_t pid, struct attach_result *res)
 		attach_res_set(res, r, "internal", "cannot parse SigCgt of /proc/%d/status", (int)pid);
 		goto out;
 	}
-	if (!(cgt & (1ull << (SIGQUIT - 1)))) {
-		r = -EPERM;
-		attach_res_set(res, r, "no_sigquit_handler",
-			"JVM %d does not handle SIGQUIT (started with -Xrs, or still starting up): attaching would need it",
-			(int)pid);
-		goto out;
-	}
-	r = attach_disabled(pid);
-	if (r < 0) {
+	opts = attach_disabled(pid);
+	if (opts < 0) {
+		r = opts;
 		if (r == -ESRCH)
 			attach_res_set(res, r, "no_such_process", "no process %d", (int)pid);
 		else
@@ -399,10 +420,25 @@ int attach_probe(pid_t pid, struct attach_result *res)
 				strerror(-r));
 		goto out;
 	}
-	if (r > 0) {
+	if (opts & ATTACH_OPT_DISABLED) {
 		r = -EPERM;
 		attach_res_set(res, r, "attach_disabled",
 			"JVM %d was started with -XX:+DisableAttachMechanism", (int)pid);
+		goto out;
+	}
+	/* A JVM installs its handler early in its start-up: a young one
+	 * without -Xrs is only not there yet. */
+	if (!(cgt & (1ull << (SIGQUIT - 1))) && !(opts & ATTACH_OPT_RS) && attach_jvm_young(pid)) {
+		r = -EAGAIN;
+		attach_res_set(res, r, "jvm_starting", "JVM %d is still starting up (SIGQUIT not handled yet)",
+			(int)pid);
+		goto out;
+	}
+	if (!(cgt & (1ull << (SIGQUIT - 1)))) {
+		r = -EPERM;
+		attach_res_set(res, r, "no_sigquit_handler",
+			"JVM %d does not handle SIGQUIT (started with -Xrs, or still starting up): attaching would need it",
+			(int)pid);
 		goto out;
 	}
 	r = 0;

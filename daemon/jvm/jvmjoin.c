@@ -247,7 +247,7 @@ struct jvm_join *jvm_join_new(const struct jvm_join_opts *opts)
 	if (!j->o.name_wait_ns)
 		j->o.name_wait_ns = 2000000000ull;
 	if (!j->o.late_ns)
-		j->o.late_ns = 50000000ull;
+		j->o.late_ns = 250000000ull;
 	if (!j->o.max_pending)
 		j->o.max_pending = 1000000;
 	if (!j->o.future_ns)

@@ -16,6 +16,14 @@
 #include "store.h"
 
 #define HV_MIN_BYTES ((size_t)1 << 20)
+/* User frames per sampled address in the buckets, as pprof recordings keep
+ * them, so a pprof `profile` query says which lines of a function are hot
+ * (other formats merge them back by function). Costs memory, within the
+ * cap (docs/benchmarks.md "host view per address"); bench builds set 0 to
+ * compare. */
+#ifndef HOSTVIEW_ADDRS
+#define HOSTVIEW_ADDRS STORE_PPROF_ADDRS
+#endif
 #define HV_CGROUP_MAX 1024
 
 struct hv_bucket {
@@ -120,6 +128,7 @@ static struct hv_bucket *hv_bucket_new(struct hostview *hv, uint64_t start)
 		return NULL;
 	/* One bucket alone may use all of the cap; the older ones go first. */
 	lim.max_bytes = hv->cfg.max_bytes;
+	lim.max_addrs = HOSTVIEW_ADDRS;
 	b->st = store_new(&lim, NULL, 0);
 	if (!b->st) {
 		free(b);
@@ -454,8 +463,11 @@ static bool hv_merge_stack(const struct store *src, const struct store_stack *s,
 
 int hostview_query_grouped(struct hostview *hv, uint64_t from_ns, uint64_t to_ns,
 			   const struct hostview_filter *filter, enum hostview_group group,
-			   struct store **out, uint64_t *span_from, uint64_t *span_to)
+			   bool addrs, struct store **out, uint64_t *span_from, uint64_t *span_to)
 {
+	/* Without addrs, store_merge gives each address frame of the buckets
+	 * to its function's frame: other formats see what they always did. */
+	struct store_limits lim = { .max_addrs = addrs ? STORE_PPROF_ADDRS : 0 };
 	struct store *st = NULL;
 	uint64_t sf = UINT64_MAX, stt = 0;
 	bool any = false;
@@ -470,7 +482,7 @@ int hostview_query_grouped(struct hostview *hv, uint64_t from_ns, uint64_t to_ns
 		if (b->from_ns > to_ns || end < from_ns)
 			continue;
 		if (!st) {
-			st = store_new(NULL, NULL, 0);
+			st = store_new(&lim, NULL, 0);
 			if (!st) {
 				r = -ENOMEM;
 				goto out;
@@ -506,8 +518,8 @@ int hostview_query(struct hostview *hv, uint64_t from_ns, uint64_t to_ns,
 		   const struct hostview_filter *filter, struct store **out,
 		   uint64_t *span_from, uint64_t *span_to)
 {
-	return hostview_query_grouped(hv, from_ns, to_ns, filter, HOSTVIEW_GROUP_NONE, out, span_from,
-				      span_to);
+	return hostview_query_grouped(hv, from_ns, to_ns, filter, HOSTVIEW_GROUP_NONE, false, out,
+				      span_from, span_to);
 }
 
 void hostview_get_stats(const struct hostview *hv, struct hostview_stats *out)

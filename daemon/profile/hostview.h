@@ -94,10 +94,12 @@ enum hostview_group {
 const char *hostview_group_name(enum hostview_group g);
 int hostview_group_parse(const char *name);  /* -EINVAL if unknown */
 
-/* hostview_query with a group frame at the root of every stack. */
+/* hostview_query with a group frame at the root of every stack. addrs: user
+ * frames stay per sampled address (store_limits.max_addrs, as the buckets
+ * keep them) for pprof's locations; false merges them by function. */
 int hostview_query_grouped(struct hostview *hv, uint64_t from_ns, uint64_t to_ns,
 			   const struct hostview_filter *filter, enum hostview_group group,
-			   struct store **out, uint64_t *span_from, uint64_t *span_to);
+			   bool addrs, struct store **out, uint64_t *span_from, uint64_t *span_to);
 
 /* The effective configuration (defaults filled in, max_bytes at least 1 MiB). */
 void hostview_get_config(const struct hostview *hv, struct hostview_config *out);

@@ -76,6 +76,7 @@ struct unwtab {
 	pthread_mutex_t mu;
 	pthread_cond_t wake, idle;
 	bool stop, busy;
+	uint32_t building;          /* the tgid the worker is loading, 0: none */
 	struct request *queue;     /* under mu */
 	size_t nq;
 	struct unwtab_stats shared;  /* under mu: copied from st after each batch */
@@ -855,6 +856,7 @@ static void *worker(void *arg)
 			u->nq--;
 		}
 		u->busy = true;
+		u->building = req.tgid;
 		pthread_mutex_unlock(&u->mu);
 
 		builds = u->st.builds;
@@ -871,6 +873,7 @@ static void *worker(void *arg)
 
 		pthread_mutex_lock(&u->mu);
 		u->busy = false;
+		u->building = 0;
 		u->st.requests = u->shared.requests;  /* counted by unwtab_request */
 		u->shared = u->st;
 		if (!u->nq)
@@ -979,6 +982,19 @@ void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns, bool urg
 		pthread_cond_signal(&u->wake);
 	}
 	pthread_mutex_unlock(&u->mu);
+}
+
+bool unwtab_pending(struct unwtab *u, uint32_t tgid)
+{
+	bool pending;
+	size_t i;
+
+	pthread_mutex_lock(&u->mu);
+	pending = tgid && u->building == tgid;
+	for (i = 0; i < u->nq && !pending; i++)
+		pending = u->queue[i].tgid == tgid;
+	pthread_mutex_unlock(&u->mu);
+	return pending;
 }
 
 int unwtab_wait_idle(struct unwtab *u, uint64_t timeout_ns)

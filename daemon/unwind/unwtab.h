@@ -56,6 +56,9 @@ void unwtab_free(struct unwtab *u);
  * requests, whose builds can take seconds in all on a busy host. */
 void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns, bool urgent);
 
+/* True while tgid is queued or being built (never waits for a build). */
+bool unwtab_pending(struct unwtab *u, uint32_t tgid);
+
 /* Waits until the worker has no queued request (tests, recordings that want
  * tables before they start); 0, or -ETIMEDOUT. */
 int unwtab_wait_idle(struct unwtab *u, uint64_t timeout_ns);

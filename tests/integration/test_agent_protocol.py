@@ -23,6 +23,8 @@ SIGNAL = 11
 THREAD_NAME = 10
 METHOD, RESOLVE = 3, 67
 EVENT_STATUS, EVENTS, EVENTS_DONE, EVENT_ON, EVENT_OFF = 12, 13, 14, 70, 71
+THREADS_ARMED = 15
+FEATURE_ARMED = 4
 RING_HDR = struct.Struct("<IIIIQQQ")
 RING_MAGIC = 0x474E5252
 
@@ -260,6 +262,65 @@ def main(t):
         jt.check("refused the lock event: AddCapabilities: JVMTI_ERROR_NOT_AVAILABLE" in
                  r.error.get("message", ""), "message %r" % (r.error,))
         agent.s.close()
+
+    with t.case("the start gate: THREADS_ARMED starts sampling at once (twice is harmless); "
+                "an agent that never sends it, at the 2 s deadline with a warning"):
+        def gated(send_armed):
+            agent = FakeAgent(d.socket)
+            agent.send(HELLO, struct.pack("<II64s", 1, os.getpid(), b"fake agent"))
+            payload, _ = agent.recv_type(WELCOME)
+            jt.check(struct.unpack("<II", payload)[1] & FEATURE_ARMED, "WELCOME without FEATURE_ARMED")
+            # Before any recording: nothing to start, and no reason to drop us.
+            agent.send(THREADS_ARMED)
+            c = d.client()
+            t0 = time.monotonic()
+            rid = c.start_record(pid=os.getpid(), duration_ms=1000, interval_us=10000)
+            agent.recv_type(START)
+            if send_armed:
+                agent.send(THREADS_ARMED)
+                agent.send(THREADS_ARMED)
+            rec = c.collect_record(rid, 20)
+            took = time.monotonic() - t0
+            jt.check(rec.profile is not None, "no profile: %s" % rec.describe())
+            agent.recv_type(STOP, timeout=5)   # still connected: nothing was refused
+            agent.s.close()
+            samp = [m for m in rec.messages if m.get("type") == "sampling"]
+            warn = [m for m in rec.messages if m.get("type") == "warning"
+                    and m.get("code") == "sampling_not_ready"]
+            jt.check_eq(len(samp), 1, "sampling messages")
+            jt.log("gate: sampling %r, %.2f s in all, profile duration %s ms"
+                   % (samp[0], took, rec.summary().get("duration_ms")))
+            # -d counts from the gate's opening, whenever that was.
+            jt.check(900 <= rec.summary().get("duration_ms", 0) <= 1500,
+                     "duration_ms %r" % rec.summary().get("duration_ms"))
+            return samp[0], warn, took
+
+        samp, warn, took = gated(True)
+        jt.check(samp["ready"] is True and samp["wait_ms"] < 1500, "sampling %r" % samp)
+        jt.check(not warn, "sampling_not_ready after THREADS_ARMED: %r" % warn)
+        samp, warn, took = gated(False)
+        jt.check(samp["ready"] is False and 2000 <= samp["wait_ms"] < 2500, "sampling %r" % samp)
+        jt.check(warn, "no sampling_not_ready warning")
+        jt.check(took >= 3.0, "the recording took %.2f s: -d did not count from the deadline" % took)
+
+    with t.case("a client that leaves while its recording waits at the gate: nothing left behind"):
+        agent = FakeAgent(d.socket)
+        agent.hello()
+        c = d.client()
+        c.start_record(pid=os.getpid(), duration_ms=1000, interval_us=10000)
+        agent.recv_type(START)
+        c.close()
+        agent.recv_type(STOP, timeout=5)
+        agent.s.close()
+        st = d.client().status()
+        jt.check_eq(st["sessions"]["active"], 0, "sessions after the client left")
+        jt.check_eq(st["sampler"]["thread_events"], 0, "per-thread events after the client left")
+
+    with t.case("THREADS_ARMED with a payload cuts the connection"):
+        agent = FakeAgent(d.socket)
+        agent.hello()
+        agent.send(THREADS_ARMED, b"x" * 8)
+        jt.check(agent.closed_by_peer(), "the daemon kept a connection that sent a bad THREADS_ARMED")
 
     with t.case("an agent that vanishes mid-recording: the recording still completes"):
         agent = FakeAgent(d.socket)

@@ -208,7 +208,13 @@ def main(t):
         ctl, _, ctl_err = t.ctl_popen(["record", "--pid", str(w.pid), "-d", "30s", "-o", out,
                                        "--format", "collapsed"],
                                       user="nobody", socket_path=d.socket)
-        time.sleep(2.5)
+        # Past 100 samples in the daemon (the recording samples from its
+        # start gate's opening, not from the request).
+        watch = d.client()
+        jt.wait_until(lambda: any(s.get("samples", 0) >= 130 for s in
+                                  watch.status()["sessions"].get("list", [])), 20, 0.2,
+                      "the recording to hold 130 samples")
+        watch.close()
         jt.check(ctl.running(), "jprofctl ended early (exit %r)" % ctl.returncode)
         t0 = time.monotonic()
         ctl.signal(signal.SIGINT)

@@ -46,12 +46,10 @@ def main(t):
     for kind in ("pie", "nopie", "dbgframe"):
         with t.case("%s without frame pointers: main;uw_a;uw_b;uw_c;__read in >= 90%%" % kind):
             w = t.workload("unwind_chain_" + kind, "chain", 60)
-            # The process's tables are built on first need, on the worker
-            # thread: samples taken before they are in have user stacks of
-            # frame pointers only (stacks_without_tables; 100-300 ms on a
-            # loaded machine, under ASan longer). A first short recording
-            # has them built; the second measures the unwinder.
-            record(t, d, w.pid, 1)
+            # The process's tables are built on the worker thread as the
+            # recording starts (100-300 ms on a loaded machine, under ASan
+            # longer); its start gate keeps the events stopped until they
+            # are in, so the first recording's first samples unwind too.
             stacks = record(t, d, w.pid, 3)
             good, total = chain_share(stacks, ["uw_a", "uw_b", "uw_c"])
             jt.check(total >= 50, "only %d samples" % total)

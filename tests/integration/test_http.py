@@ -7,7 +7,7 @@ set up as docs/operations.md says (a bearer token, also on loopback):
   accepts the exposition;
 - `go tool pprof -top http://jprof:TOKEN@127.0.0.1:PORT/debug/pprof/profile?seconds=3`
   (the real Go client of the pprof scrape contract; the token as the Basic
-  password) prints a profile whose top entry is the busy workload's `spin`;
+  password) prints a profile with the busy workload's `spin` at 99 Hz of its CPU;
   the pid filter keeps only it;
 - the contract's errors: text/plain with X-Go-Pprof: 1 (bad seconds, bad
   pid); 503 once 8 distinct profile windows are open, while identical
@@ -71,6 +71,13 @@ def go_env(t):
     home = t.mkdtemp("gohome-")
     return dict(os.environ, HOME=home, PPROF_TMPDIR=home, GOCACHE=os.path.join(home, "cache"),
                 GOTOOLCHAIN="local", GOFLAGS="", GOPROXY="off", GOTELEMETRY="off")
+
+
+def cpu_seconds(pid):
+    """User + system CPU time of pid so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def pprof_top(t, url, env):
@@ -199,14 +206,20 @@ def main(t):
         finally:
             prom.proc.kill()
 
-    with t.case("go tool pprof fetches /debug/pprof/profile?seconds=3: spin on top"):
+    with t.case("go tool pprof fetches /debug/pprof/profile?seconds=3: the spinner's samples"):
         t0 = time.monotonic()
+        cpu0 = cpu_seconds(w.pid)
         total, rows, out = pprof_top(t, gobase + "/debug/pprof/profile?seconds=3", env)
+        cpu_s = cpu_seconds(w.pid) - cpu0
         took = time.monotonic() - t0
-        jt.log("go tool pprof -top (%.1f s):\n%s" % (took, out))
+        jt.log("go tool pprof -top (%.1f s; the spinner had %.2f s of CPU):\n%s" % (took, cpu_s, out))
         jt.check(took >= 3, "the profile request returned after %.1f s, before its 3 s" % took)
-        jt.check_eq(rows[0][5] if len(rows[0]) > 5 else None, "spin", "top entry of the host profile")
-        jt.check(total >= 50, "only %d samples in a 3 s host profile at 99 Hz" % total)
+        # Not "on top": on a loaded machine other processes may outrank it.
+        # It gets 99 samples per second of its CPU time (some of its time
+        # falls outside the 3 s window: half at least).
+        spin = sum(int(r[0]) for r in rows if len(r) > 5 and r[5] == "spin")
+        jt.check(cpu_s > 0.5 and spin >= 0.5 * 99 * cpu_s,
+                 "%d samples in spin for %.2f s of the spinner's CPU at 99 Hz" % (spin, cpu_s))
 
     with t.case("pid filter: only the workload's samples"):
         status, hdr, body = get(base + "/debug/pprof/profile?seconds=1&pid=%d" % w.pid, auth)

@@ -119,11 +119,17 @@ def main(t):
         lines = jdk == "25"
         with t.case("JDK %s JVM%s: jdk.ExecutionSample events with CpuSplit.alpha on top"
                     % (jdk, " with --java-lines" if lines else "")):
-            jvm = jv.Jvm(t, jdk, "CpuSplit", 14, settle=2.0)
-            path, n = record(t, d, jvm.pid, "cpu.jfr", 4,
-                             ["--java", "require"] + (["--java-lines"] if lines else []))
-            evs = read_all(path, n)
-            execs = [e for e in evs if e["type"] == EXEC]
+            jvm = jv.Jvm(t, jdk, "CpuSplit", 40, settle=2.0)
+            # 4 s give 300+ samples on a quiet machine; a loaded one gives
+            # the JVM less CPU, so it is recorded longer until it has them.
+            for secs in (4, 8, 16):
+                path, n = record(t, d, jvm.pid, "cpu-%ds.jfr" % secs, secs,
+                                 ["--java", "require"] + (["--java-lines"] if lines else []))
+                evs = read_all(path, n)
+                execs = [e for e in evs if e["type"] == EXEC]
+                if len(execs) > 100:
+                    break
+                jt.log("%d %s events in %d s: recording longer" % (len(execs), EXEC, secs))
             jt.check(len(execs) > 100, "only %d %s events" % (len(execs), EXEC))
             tops = collections.Counter(frame_name(e["values"]["stackTrace"]["frames"][0]) for e in execs)
             jt.log("top frames: %s" % tops.most_common(5))

@@ -1,6 +1,7 @@
-"""JVM recordings when things go wrong: not a JVM, attach disabled, the JVM
-killed mid-recording, the daemon killed mid-recording. Each gives a clear
-result and nothing else is disturbed."""
+"""JVM recordings when things go wrong: not a JVM, attach disabled, a JVM
+recorded while it is still starting up (the daemon waits for it: Java
+frames), the JVM killed mid-recording, the daemon killed mid-recording.
+Each gives a clear result and nothing else is disturbed."""
 
 import signal
 import time
@@ -45,6 +46,30 @@ def main(t):
                  "the JVM printed a thread dump: it got SIGQUIT")
         jt.check(jvm.proc.running(), "the JVM died")
         jvm.proc.kill()
+
+    jdks = [v for v, _ in jv.jdks()]
+    for run in range(1, 6):
+        jdk = jdks[(run - 1) % len(jdks)]
+        with t.case("a JDK %s JVM recorded as soon as it maps libjvm.so (run %d): Java frames"
+                    % (jdk, run)):
+            # No settle time: the attach meets the JVM in its start-up
+            # (SIGQUIT not handled yet, or JVMTI not live: Agent_OnAttach
+            # fails), and the daemon retries until the JVM can take it.
+            jvm = jv.Jvm(t, jdk, "CpuSplit", 30, settle=0)
+            c = d.client(user="nobody")
+            rec = c.record(pid=jvm.pid, duration_ms=6000, java="require")
+            jt.check(rec.profile is not None, "no profile: %s" % rec.describe())
+            java = rec.summary().get("java") or {}
+            jt.log("java summary %r; warnings %r" % (
+                java, [m for m in rec.messages if m.get("type") == "warning"]))
+            jt.log("tries the JVM refused: %r; the daemon waited: %r" % (
+                [ln for ln in jvm.output().splitlines() if "JVMTI" in ln],
+                [ln for ln in d.stderr_text().splitlines()
+                 if "pid %d is starting up" % jvm.pid in ln]))
+            stacks = rec.stacks()
+            jt.check(jt.samples_matching(stacks, lambda fr: "CpuSplit.alpha" in fr) > 0,
+                     "no Java frames:\n%s" % jt.top_stacks(stacks))
+            jvm.stop_alive()
 
     with t.case("the JVM killed mid-recording: partial profile, status process_exited"):
         jvm = jv.Jvm(t, "17", "CpuSplit", 30, settle=2.0)

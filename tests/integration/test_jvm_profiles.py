@@ -1,6 +1,7 @@
 """Merged Java + native + kernel stacks of real JVMs (JDK 17 and 25) run as
 nobody and recorded by nobody, through the injected agent."""
 
+import json
 import os
 import re
 
@@ -20,6 +21,24 @@ def record(t, d, pid, secs, interval="10ms", extra=()):
 
 
 SPLIT_SAMPLES = 1000
+
+
+def record_file(t, d, pid, name, secs):
+    path = os.path.join(t.outdir(), name)
+    t.ctl(["record", "--pid", str(pid), "-d", "%ds" % secs, "-i", "10ms", "-o", path,
+           "--no-progress", "--java", "require"], user="nobody", socket_path=d.socket,
+          timeout=secs + 60, check_rc=0)
+    with open(path) as f:
+        return json.load(f)
+
+
+def native_only(frames):
+    """A Java thread's sample without Java frames and without a marker (the
+    bench's "(no marker, native [jit] frames)"): its Java part is lost and
+    nothing says so."""
+    kinds = [f["kind"] for f in frames]
+    return not any(k.startswith("java") or k == "marker" for k in kinds) and any(
+        f["name"] == "[jit]" or f["name"].startswith("JavaCalls::call_helper") for f in frames)
 
 
 def samples_with(stacks, frame):
@@ -78,6 +97,36 @@ def main(t):
                 jt.check(jt.samples_matching(host, lambda fr: "CpuSplit.alpha" in fr) > 0,
                          "the host view of pid %d has no Java frames:\n%s"
                          % (jvm.pid, jt.top_stacks(host)))
+                jvm.proc.kill()
+
+        if jdk == "17":
+            with t.case("JDK 17: a short recording samples only once the agent is ready, for its whole duration"):
+                # The events start when the agent has armed its threads' fds
+                # (the start gate): the spinning main thread has no sample
+                # without Java frames, from the first one on; and -d counts
+                # from the gate's opening, so 2 s hold 2 s of samples.
+                jvm = jv.Jvm(t, jdk, "CpuSplit", 30, settle=1.0)
+                raw = record_file(t, d, jvm.pid, "gate.raw.json", 2)
+                fr = raw["frames"]
+                mains = {th["tid"] for th in raw.get("threads", []) if th.get("name") == "main"}
+                jt.check(mains, "no thread named main: %r" % raw.get("threads"))
+                on_main = [s for s in raw["stacks"] if s["tid"] in mains]
+                total = sum(s["samples"] for s in on_main)
+                lost = [s for s in on_main if native_only([fr[i] for i in s["frames"]])]
+                jt.log("gate: main thread %d samples, %d native-only" % (total, sum(s["samples"] for s in lost)))
+                jt.check(total >= 20, "main thread has %d samples in 2 s" % total)
+                jt.check(not lost, "main thread samples without Java frames or marker:\n%s" % "\n".join(
+                    "%d %s" % (s["samples"], ";".join(fr[i]["name"] for i in s["frames"])) for s in lost))
+                # Again, the agent already bound once: its sample times, from
+                # the recording's start (the gate), span its 2 s.
+                doc = record_file(t, d, jvm.pid, "gate.trace.json", 2)
+                xs = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+                jt.check(xs, "no slices in the timeline")
+                first = min(e["ts"] for e in xs) / 1000.0
+                last = max(e["ts"] + e["dur"] for e in xs) / 1000.0
+                jt.log("gate: samples from %.0f ms to %.0f ms of a 2000 ms recording" % (first, last))
+                jt.check(first < 250, "first sample %.0f ms after the start" % first)
+                jt.check(1700 <= last <= 2300, "last sample ends %.0f ms after the start" % last)
                 jvm.proc.kill()
 
         with t.case("JDK %s: I/O stacks read Java -> native -> kernel" % jdk):

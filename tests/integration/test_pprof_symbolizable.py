@@ -6,7 +6,8 @@ no address; `go tool pprof -top` shows the same names as the collapsed
 output of the same recording. A function whose time goes to a helper it
 calls from two lines, in turns, has a location per sampled (return)
 address: both lines show, each with a sizeable share, and addr2line of
-each location's address gives its line; a
+each location's address gives its line, in a recording and in the host
+view's `profile --last -f pprof`; a
 whole-host pprof opens in go tool pprof."""
 import os
 import re
@@ -133,6 +134,54 @@ def record_raw(t, c, pid, env, interval_us=5000):
     return path, raw, locs, maps
 
 
+def line_two_shares(prog, raw):
+    """Samples of line_two's locations by source line (0: none read yet),
+    their total, and the locations: each location's line checked against
+    addr2line of its address."""
+    locs, maps = parse_raw(raw)
+    lines = {}
+    parse_raw(raw, lines)
+    ours = {lid: l for lid, l in locs.items() if l[2][-1] == "line_two" and
+            maps.get(l[1], (0, 0, 0, ""))[3] == prog}
+    leaves = sample_leaves(raw, set(ours))
+    share = {}
+    for lid, (addr, mid, _) in ours.items():
+        m = maps[mid]
+        if not lines[lid]:
+            # Its line was not read yet when the profile was rendered (a
+            # frame first seen in the last drain): nothing to check.
+            share[0] = share.get(0, 0) + leaves.get(lid, 0)
+            continue
+        vaddr = file_offset_to_vaddr(prog, addr - m[0] + m[2])
+        got = addr2line(prog, vaddr, 1) if vaddr is not None else None
+        gl = re.search(r":(\d+)", got or "")
+        jt.check(gl and int(gl.group(1)) == lines[lid],
+                 "location %d (0x%x, line %d): addr2line says %r" % (lid, addr, lines[lid], got))
+        share[lines[lid]] = share.get(lines[lid], 0) + leaves.get(lid, 0)
+    return share, sum(leaves.values()), {lid: (l, leaves.get(lid, 0)) for lid, l in ours.items()}
+
+
+def check_two_lines(prog, raw, want, what):
+    """Both hot lines of line_two (want) have their own locations, each with
+    at least a fifth of its samples."""
+    share, total, ours = line_two_shares(prog, raw)
+    jt.log("%s: %d locations, samples per line (0: none yet) %r of %d"
+           % (what, len(ours), share, total))
+    jt.check(total >= 40, "%s: only %d samples" % (what, total))
+    for ln in sorted(want):
+        jt.check(share.get(ln, 0) >= 0.2 * total,
+                 "%s: line %d has %d of %d samples in line_two (lines %r):\n%s"
+                 % (what, ln, share.get(ln, 0), total, share,
+                    "\n".join("%r %d" % lc for lc in ours.values())))
+
+
+def check_top_lines(path, want, env):
+    top = go_pprof(["-lines", "-top", path], env)
+    for ln in sorted(want):
+        jt.check(re.search(r"line_two \S*line_spin\.c:%d\b" % ln, top),
+                 "go tool pprof -lines -top lacks line_two at line %d:\n%s" % (ln, top))
+
+
 def main(t):
     d = t.start_daemon("--rate", "99")
     env = go_env(t)
@@ -190,38 +239,23 @@ def main(t):
         prog = t.prog("line_spin")
         two = t.spawn([prog, "60", "two"], what="line_spin two")
         path, raw, locs, maps = record_raw(t, c, two.pid, env, interval_us=1000)
-        lines = {}
-        parse_raw(raw, lines)
-        ours = {lid: l for lid, l in locs.items() if l[2][-1] == "line_two" and
-                maps.get(l[1], (0, 0, 0, ""))[3] == prog}
-        leaves = sample_leaves(raw, set(ours))
-        total = sum(leaves.values())
-        share = {}
-        for lid, (addr, mid, _) in ours.items():
-            m = maps[mid]
-            if not lines[lid]:
-                # Its line was not read yet when the recording ended
-                # (a frame first seen in the last drain): nothing to check.
-                share[0] = share.get(0, 0) + leaves.get(lid, 0)
-                continue
-            vaddr = file_offset_to_vaddr(prog, addr - m[0] + m[2])
-            got = addr2line(prog, vaddr, 1) if vaddr is not None else None
-            gl = re.search(r":(\d+)", got or "")
-            jt.check(gl and int(gl.group(1)) == lines[lid],
-                     "location %d (0x%x, line %d): addr2line says %r" % (lid, addr, lines[lid], got))
-            share[lines[lid]] = share.get(lines[lid], 0) + leaves.get(lid, 0)
-        jt.log("line_two: %d locations, samples per line (0: none yet) %r of %d"
-               % (len(ours), share, total))
-        jt.check(total >= 40, "only %d samples" % total)
-        for ln in sorted(want):
-            jt.check(share.get(ln, 0) >= 0.2 * total,
-                     "line %d has %d of %d samples in line_two (lines %r):\n%s"
-                     % (ln, share.get(ln, 0), total, share,
-                        "\n".join("%r %d" % (l, leaves.get(i, 0)) for i, l in ours.items())))
-        top = go_pprof(["-lines", "-top", path], env)
-        for ln in sorted(want):
-            jt.check(re.search(r"line_two \S*line_spin\.c:%d\b" % ln, top),
-                     "go tool pprof -lines -top lacks line_two at line %d:\n%s" % (ln, top))
+        check_two_lines(prog, raw, want, "line_two")
+        check_top_lines(path, want, env)
+
+    with t.case("profile --last -f pprof (the host view): a location per address, with its line"):
+        path = os.path.join(t.mkdtemp("pp-"), "last.pb.gz")
+
+        def host_view_raw():
+            t.ctl(["profile", "--pid", str(two.pid), "--last", "60s", "-f", "pprof", "-o", path],
+                  socket_path=d.socket, check_rc=0)
+            raw = go_pprof(["-raw", path], env)
+            return raw if line_two_shares(prog, raw)[1] >= 200 else None
+
+        # 99 Hz host sampling: about 2 s of line_spin's CPU.
+        raw = jt.wait_until(host_view_raw, 60, interval=0.5,
+                            what="200 samples of line_two in the host view")
+        check_two_lines(prog, raw, want, "profile --last")
+        check_top_lines(path, want, env)
 
     with t.case("a whole-host pprof (locations per process and address) opens in go tool pprof"):
         rec = c.record(all=True, duration_ms=1000, interval_us=10000, format="pprof", progress=False)

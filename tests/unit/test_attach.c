@@ -390,6 +390,58 @@ START_TEST(test_dead_pid)
 }
 END_TEST
 
+static void on_slow(const char *message, void *arg)
+{
+	ck_assert_msg(strstr(message, "starting") != NULL, "%s", message);
+	(*(int *)arg)++;
+}
+
+/* A process that maps libjvm.so but never becomes a JVM: a JVM in its
+ * start-up as the probe sees it (no SIGQUIT handler yet), for good. The
+ * attach keeps trying without signalling it, says so after a second, and
+ * reports no_such_process once it exits. */
+START_TEST(test_starting_jvm)
+{
+	static const char libjvm[] = "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so";
+	struct attach_result res;
+	struct attach_req *req = NULL;
+	struct run r = { 0 };
+	double t0 = now_ms();
+	int slow = 0;
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		execl("/usr/bin/python3", "python3", "-c",
+		      "import ctypes, sys, time; ctypes.CDLL(sys.argv[1]); time.sleep(60)", libjvm,
+		      (char *)NULL);
+		_exit(127);
+	}
+	while (!attach_is_jvm(pid) && now_ms() - t0 < 10000)
+		usleep(10000);
+	ck_assert(attach_is_jvm(pid));
+	ck_assert_int_eq(attach_probe(pid, &res), 0);
+	ck_assert_int_eq(loop_new(&r.loop), 0);
+	ck_assert_int_eq(loop_add_timer(r.loop, 2500, 0, on_guard, &r, NULL), 0);
+	ck_assert_int_eq(attach_start(r.loop, pid, agent, "", 5000, on_done, &r, &req), 0);
+	attach_on_slow(req, on_slow, &slow);
+	ck_assert_int_eq(loop_run(r.loop), 0);
+	ck_assert_msg(r.guard_fired && r.calls == 0, "the attach ended: %s", r.res.message);
+	ck_assert_int_eq(slow, 1);
+	/* Never signalled: SIGQUIT would have killed it. */
+	ck_assert_int_eq(waitpid(pid, NULL, WNOHANG), 0);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	r.guard_fired = false;
+	ck_assert_int_eq(loop_add_timer(r.loop, 3000, 0, on_guard, &r, NULL), 0);
+	ck_assert_int_eq(loop_run(r.loop), 0);
+	ck_assert_msg(!r.guard_fired, "done was not called after the process exited");
+	ck_assert_int_eq(r.calls, 1);
+	ck_assert_str_eq(r.res.code, "no_such_process");
+	loop_free(r.loop);
+}
+END_TEST
+
 START_TEST(test_bad_args)
 {
 	struct attach_req *req = (struct attach_req *)1;
@@ -424,6 +476,7 @@ static Suite *attach_suite(void)
 	tcase_add_test(tc, test_stale_socket);
 	tcase_add_test(tc, test_squatted_socket);
 	tcase_add_test(tc, test_dead_pid);
+	tcase_add_test(tc, test_starting_jvm);
 	tcase_add_test(tc, test_bad_args);
 	suite_add_tcase(s, tc);
 	return s;

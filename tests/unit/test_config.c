@@ -109,8 +109,10 @@ START_TEST(test_every_key)
 				   "unwind_max_memory = 2M\n"
 				   "lines = off\n"
 				   "lines_max_memory = 64M\n"
-				   "debug_root = /srv/debug\n",
+				   "debug_root = /srv/debug\n"
+				   "start_gate_ms = 500\n",
 				   &c, err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.start_gate_ms, 500);
 	ck_assert(!c.lines);
 	ck_assert_uint_eq(c.lines_max_memory, 64ull << 20);
 	ck_assert_str_eq(c.debug_root, "/srv/debug");

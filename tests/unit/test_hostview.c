@@ -259,8 +259,8 @@ START_TEST(test_group_by_pid)
 
 	add(hv, (uint32_t)getpid(), (uint32_t)getpid(), "x", T0);
 	add(hv, 1, 1, "y", T0);
-	ck_assert_int_eq(hostview_query_grouped(hv, 0, UINT64_MAX, NULL, HOSTVIEW_GROUP_PID, &st, NULL,
-						NULL), 0);
+	ck_assert_int_eq(hostview_query_grouped(hv, 0, UINT64_MAX, NULL, HOSTVIEW_GROUP_PID, false, &st,
+						NULL, NULL), 0);
 	ff.st = st;
 	store_foreach_stack(st, check_root, &ff);
 	ck_assert_int_eq(ff.total, 2);
@@ -472,9 +472,9 @@ static uint64_t memcpy_addr(const struct store *st)
 	return 0;
 }
 
-/* Frames are kept per function, with the address of the first process
- * seen: a profile of another process must not show it (where that process
- * mapped its libraries, which ASLR hides from other users). */
+/* Buckets keep a frame per process and address: a profile of one process
+ * shows its own address, never where another process mapped its libraries
+ * (which ASLR hides from other users). */
 START_TEST(test_addresses_stay_with_their_process)
 {
 	struct hostview *hv = hv_make(10, 600, 0);
@@ -485,7 +485,7 @@ START_TEST(test_addresses_stay_with_their_process)
 	add_loc(hv, 200, 0x7f5555505678, T0 + 2 * S);
 	ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, &other, &st, NULL, NULL), 0);
 	ck_assert_uint_eq(total_samples(st), 1);
-	ck_assert_uint_eq(memcpy_addr(st), 0);
+	ck_assert_uint_eq(memcpy_addr(st), 0x7f5555505678);
 	store_free(st);
 	ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, &first, &st, NULL, NULL), 0);
 	ck_assert_uint_eq(memcpy_addr(st), 0x7f0000001234);
@@ -493,6 +493,71 @@ START_TEST(test_addresses_stay_with_their_process)
 	/* The whole host: one address, of a process that is in it. */
 	ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, NULL, &st, NULL, NULL), 0);
 	ck_assert_uint_eq(memcpy_addr(st), 0x7f0000001234);
+	store_free(st);
+	hostview_free(hv);
+}
+END_TEST
+
+/* memcpy frames with an address in a query's store, and the samples of
+ * stacks with memcpy at their leaf. */
+struct memcpy_frames {
+	const struct store *st;
+	size_t n;
+	uint64_t addrs[8];
+	uint64_t samples;
+};
+
+static int count_memcpy_leaf(const struct store_stack *s, void *arg)
+{
+	struct memcpy_frames *m = arg;
+	const struct store_frame *f = store_frame_get(m->st, s->frames[s->nframes - 1]);
+
+	if (!strcmp(f->name, "memcpy"))
+		m->samples += s->values[0];
+	return 0;
+}
+
+static struct memcpy_frames memcpy_frames(const struct store *st)
+{
+	struct memcpy_frames m = { .st = st };
+
+	for (size_t i = 0; i < store_frame_count(st); i++) {
+		const struct store_frame *f = store_frame_get(st, (uint32_t)i);
+
+		if (!strcmp(f->name, "memcpy") && f->loc && m.n < 8)
+			m.addrs[m.n++] = f->loc->addr;
+	}
+	store_foreach_stack(st, count_memcpy_leaf, &m);
+	return m;
+}
+
+/* Two hot addresses of one function over two windows: a pprof query (addrs)
+ * keeps a frame for each, with its address, and every sample; other formats
+ * get one frame for the function, as before. */
+START_TEST(test_query_keeps_addresses_for_pprof)
+{
+	struct hostview *hv = hv_make(10, 600, 0);
+	struct hostview_filter f = { .pid = 100 };
+	struct memcpy_frames m;
+	struct store *st = NULL;
+
+	for (int i = 0; i < 3; i++) {
+		add_loc(hv, 100, 0x7f0000001234, T0 + (uint64_t)(1 + 10 * i) * S);
+		add_loc(hv, 100, 0x7f0000005678, T0 + (uint64_t)(2 + 10 * i) * S);
+	}
+	ck_assert_int_eq(hostview_query_grouped(hv, 0, UINT64_MAX, &f, HOSTVIEW_GROUP_NONE, true, &st,
+						NULL, NULL), 0);
+	m = memcpy_frames(st);
+	ck_assert_uint_eq(m.n, 2);
+	ck_assert_uint_eq(m.addrs[0] ^ m.addrs[1], 0x7f0000001234 ^ 0x7f0000005678);
+	ck_assert_uint_eq(m.samples, 6);
+	store_free(st);
+	ck_assert_int_eq(hostview_query_grouped(hv, 0, UINT64_MAX, &f, HOSTVIEW_GROUP_NONE, false, &st,
+						NULL, NULL), 0);
+	m = memcpy_frames(st);
+	ck_assert_uint_eq(m.n, 1);
+	ck_assert_uint_eq(m.samples, 6);
+	ck_assert_uint_eq(store_stack_count(st), 1);
 	store_free(st);
 	hostview_free(hv);
 }
@@ -576,6 +641,7 @@ static Suite *hostview_suite(void)
 	tcase_add_test(tc, test_pid_reuse_in_one_window);
 	tcase_add_test(tc, test_span_is_what_the_buckets_cover);
 	tcase_add_test(tc, test_addresses_stay_with_their_process);
+	tcase_add_test(tc, test_query_keeps_addresses_for_pprof);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -81,7 +81,10 @@ static void name(struct jvm_join *j, uint64_t id, const char *cls, const char *m
 
 static struct jvm_join *make(bool lines, bool sigs)
 {
-	struct jvm_join_opts o = { .interval_ns = 10 * MS, .lines = lines, .signatures = sigs };
+	/* The cases below are timed against a 50 ms wait; the default is
+	 * longer (test_default_wait_covers_a_loaded_machine). */
+	struct jvm_join_opts o = { .interval_ns = 10 * MS, .late_ns = 50 * MS, .lines = lines,
+				   .signatures = sigs };
 
 	return jvm_join_new(&o);
 }
@@ -262,7 +265,7 @@ START_TEST(test_latest_bpf_record_within_the_window)
 	bpf(j, 7, 110 * MS);
 	agent(j, 7, 110 * MS + 5000, JPRING_UNKNOWN_NOT_JAVA, 0);
 	/* An agent record whose nearest BPF record is too old to be its own
-	 * (more than late_ns, 50 ms by default). */
+	 * (more than late_ns, 50 ms here). */
 	bpf(j, 7, 200 * MS);
 	agent(j, 7, 260 * MS, 0, 0);
 	/* A thread preempted before it took the signal: its agent record
@@ -281,6 +284,40 @@ START_TEST(test_latest_bpf_record_within_the_window)
 	jvm_join_get_stats(j, &st);
 	ck_assert_uint_eq(st.joined, 2);
 	ck_assert_uint_eq(st.bpf_unmatched, 2);
+	ck_assert_uint_eq(st.agent_unmatched, 1);
+	jvm_join_free(j);
+}
+END_TEST
+
+/* On a loaded machine a thread preempted between its counter's overflow
+ * and its return to user space takes the signal 50-200 ms later (seen at
+ * load 11 on 2 CPUs): the default wait keeps both its BPF record and the
+ * agent record until they meet, and still refuses a pair 300 ms apart. */
+START_TEST(test_default_wait_covers_a_loaded_machine)
+{
+	struct jvm_join_opts jo = { .interval_ns = 10 * MS };
+	struct jvm_join *j = jvm_join_new(&jo);
+	struct out o = { .j = j };
+	struct jvm_join_stats st;
+
+	bpf(j, 7, 100 * MS);
+	/* Drains go on while the thread waits for a CPU. */
+	jvm_join_run(j, 200 * MS, 200 * MS, false, emit, &o);
+	jvm_join_run(j, 300 * MS, 300 * MS, false, emit, &o);
+	ck_assert_uint_eq(o.n, 0);
+	agent(j, 7, 290 * MS, 2, 1);
+	bpf(j, 7, 700 * MS);
+	agent(j, 7, 1000 * MS, 2, 1);
+	jvm_join_run(j, 1400 * MS, 1400 * MS, false, emit, &o);
+	jvm_join_flush(j, emit, &o);
+	/* The unmatched one goes out at once, the joined one after its names. */
+	ck_assert_uint_eq(o.n, 2);
+	ck_assert_str_eq(o.marker[0], "[java_stack_missing]");
+	ck_assert_ptr_null(o.marker[1]);
+	ck_assert_uint_eq(o.njava[1], 2);
+	jvm_join_get_stats(j, &st);
+	ck_assert_uint_eq(st.joined, 1);
+	ck_assert_uint_eq(st.bpf_unmatched, 1);
 	ck_assert_uint_eq(st.agent_unmatched, 1);
 	jvm_join_free(j);
 }
@@ -805,6 +842,7 @@ int main(void)
 	tcase_add_test(tc, test_wall_records);
 	tcase_add_test(tc, test_latest_bpf_record_within_the_window);
 	tcase_add_test(tc, test_late_records_wait_for_the_horizon);
+	tcase_add_test(tc, test_default_wait_covers_a_loaded_machine);
 	tcase_add_test(tc, test_namespace_tids_are_mapped);
 	tcase_add_test(tc, test_names_lines_signatures_and_hostile_text);
 	tcase_add_test(tc, test_unknown_and_timed_out_names);
