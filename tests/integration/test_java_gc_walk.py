@@ -107,7 +107,8 @@ def check_rtstubs(jdk, stacks):
     # the VM (Runtime1::new_type_array, InterpreterRuntime::newarray). Without
     # the walk (JPROF_AGENT_VM_WALK=0) none of those samples carries a Java
     # frame ([jit] frames, no marker: 0 of 94 and 1 of 262 seen); with it
-    # 94-98 % in 12 runs. The rest are native only with no marker too, as the lock
+    # 94-98 % in 18 runs, 99.8-100 % in 3 with main's start gate. The rest
+    # are native only with no marker too, as the lock
     # threads' few [jit]-only samples in Java code: the recording's first
     # samples, taken on the plain per-thread events before the agent's fd
     # replaced them (docs/benchmarks.md), not the walk's.
