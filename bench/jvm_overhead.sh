@@ -33,14 +33,15 @@ run() {
 		>"$out.stdout" 2>&1 &
 	pid=$!
 	jvm_pid=$pid
+	jvm_bench_started "$pid"
+	# Profile a running JVM, not one in its first moments (before its
+	# signal handlers exist it cannot be attached; -agentpath is the way
+	# to profile startup).
+	sleep 1
+	# CpuSplit's counts (throughput and the true split) start here in every
+	# configuration: its first second (JIT warm-up) is not compared.
+	touch "$out.start"
 	if [ -n "$interval" ]; then
-		jvm_bench_started "$pid"
-		# Profile a running JVM, not one in its first moments (before its
-		# signal handlers exist it cannot be attached; -agentpath is the
-		# way to profile startup).
-		sleep 1
-		# CpuSplit's own split counts from here (the truth for accuracy).
-		touch "$out.start"
 		# Record the whole run: it ends when the JVM exits.
 		as_nobody "$tmp/jprofctl" --socket "$tmp/jprofd.sock" record --pid "$pid" \
 			-d $((secs + 10))s -i "$interval" --java require --no-progress --json-events \
