@@ -79,6 +79,18 @@ static void name(struct jvm_join *j, uint64_t id, const char *cls, const char *m
 	jvm_join_method(j, id, cls, strlen(cls), m, strlen(m), "()V", 3, lines, 2, false);
 }
 
+/* The join's counts of matched and unmatched records. */
+static void ck_join_counts(struct jvm_join *j, uint64_t joined, uint64_t bpf_unmatched,
+			   uint64_t agent_unmatched)
+{
+	struct jvm_join_stats st;
+
+	jvm_join_get_stats(j, &st);
+	ck_assert_uint_eq(st.joined, joined);
+	ck_assert_uint_eq(st.bpf_unmatched, bpf_unmatched);
+	ck_assert_uint_eq(st.agent_unmatched, agent_unmatched);
+}
+
 static struct jvm_join *make(bool lines, bool sigs)
 {
 	/* The cases below are timed against a 50 ms wait; the default is
@@ -257,7 +269,6 @@ START_TEST(test_latest_bpf_record_within_the_window)
 {
 	struct jvm_join *j = make(false, false);
 	struct out o = { .j = j };
-	struct jvm_join_stats st;
 
 	/* Two BPF samples before one agent record: the older lost its agent
 	 * record and counts without Java frames. */
@@ -281,10 +292,7 @@ START_TEST(test_latest_bpf_record_within_the_window)
 	ck_assert_str_eq(o.marker[2], "[java_stack_missing]");
 	ck_assert_ptr_null(o.marker[3]);
 	ck_assert_uint_eq(o.njava[3], 2);    /* the late one has its Java frames */
-	jvm_join_get_stats(j, &st);
-	ck_assert_uint_eq(st.joined, 2);
-	ck_assert_uint_eq(st.bpf_unmatched, 2);
-	ck_assert_uint_eq(st.agent_unmatched, 1);
+	ck_join_counts(j, 2, 2, 1);
 	jvm_join_free(j);
 }
 END_TEST
@@ -298,7 +306,6 @@ START_TEST(test_default_wait_covers_a_loaded_machine)
 	struct jvm_join_opts jo = { .interval_ns = 10 * MS };
 	struct jvm_join *j = jvm_join_new(&jo);
 	struct out o = { .j = j };
-	struct jvm_join_stats st;
 
 	bpf(j, 7, 100 * MS);
 	/* Drains go on while the thread waits for a CPU. */
@@ -315,10 +322,7 @@ START_TEST(test_default_wait_covers_a_loaded_machine)
 	ck_assert_str_eq(o.marker[0], "[java_stack_missing]");
 	ck_assert_ptr_null(o.marker[1]);
 	ck_assert_uint_eq(o.njava[1], 2);
-	jvm_join_get_stats(j, &st);
-	ck_assert_uint_eq(st.joined, 1);
-	ck_assert_uint_eq(st.bpf_unmatched, 1);
-	ck_assert_uint_eq(st.agent_unmatched, 1);
+	ck_join_counts(j, 1, 1, 1);
 	jvm_join_free(j);
 }
 END_TEST
