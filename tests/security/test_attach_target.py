@@ -177,8 +177,14 @@ def main(t):
         jt.log("attach helper %d is waiting on the FUSE server (state %s)"
                % (helper, rw.proc_state(helper)))
         t0 = time.monotonic()
+        # The start gate gives up on the agent first (its 2 s deadline:
+        # sampling starts without it), then the attach times out.
         warn = next_message(c, rid, "warning", 15)
-        jt.check_eq(warn.get("code"), "timeout", "warning code (%r)" % warn)
+        codes = [warn.get("code")]
+        if codes[0] == "sampling_not_ready":
+            warn = next_message(c, rid, "warning", 15)
+            codes.append(warn.get("code"))
+        jt.check_eq(warn.get("code"), "timeout", "warning codes (%r, last %r)" % (codes, warn))
         jt.log("attach reported %s after %.1f s more" % (warn.get("code"), time.monotonic() - t0))
         a = jt.wait_until(lambda: attach_stats(watch.status())["helpers_stuck"] == 1 and
                           attach_stats(watch.status()), 3, what="the helper to count as stuck")
@@ -200,7 +206,10 @@ def main(t):
         rec = c.collect_record(rid, 15)
         took = time.monotonic() - t0
         jt.check(rec.profile is not None, "no profile: %s" % rec.describe())
-        jt.check(took < 3.0, "the 2 s recording took %.1f s" % took)
+        # The start gate waits up to its 2 s deadline for the agent that
+        # never comes; the 2 s are counted from there. Not the attach's
+        # timeout (10 s), nor the stuck helper.
+        jt.check(took < 5.0, "the 2 s recording took %.1f s (2 s of it at the start gate)" % took)
         a = jt.wait_until(lambda: attach_stats(watch.status())["helpers_stuck"] == 2 and
                           attach_stats(watch.status()), 3, what="the second helper to count as stuck")
         jt.check_eq(a["helpers_abandoned"], 2, "helpers abandoned")

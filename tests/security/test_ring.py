@@ -45,6 +45,7 @@ HDR = struct.Struct("<IHHII")
 MAGIC = 0x4741504A
 HELLO, PERF_FD_REQ, WELCOME, START, PERF_FD, RESOLVE, STOP = 1, 2, 64, 65, 66, 67, 68
 NFR = 254
+GATE_NS = 2500 * 10**6
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.connect(path)
 def send(t, p=b""):
@@ -135,8 +136,13 @@ while time.monotonic() < end:
     # fills the session's bytes.
     if mode == "all" and now - t_start < 9 * 10**9:
         todo += [("future", now + 3600 * 10**9, tid)] * ((free - len(todo)) // 4)
-    while len(todo) < free and (mode == "flood" or now - t_start >= 9 * 10**9):
-        desc = max(desc - 1000, t_start + 10**6)
+    # The recording starts when the daemon's start gate opens: this agent
+    # never says its threads are armed, so at the gate's 2 s deadline.
+    # Records stamped before it are outside the recording (dropped), so the
+    # descending ones stay after it.
+    while len(todo) < free and now - t_start >= GATE_NS and (
+            mode == "flood" or now - t_start >= 9 * 10**9):
+        desc = max(desc - 1000, t_start + GATE_NS)
         todo.append(("descending", min(desc, now), tid))
     for kind, ts, rtid in todo:
         off = 4096 + ((w % nslots) * 4096)

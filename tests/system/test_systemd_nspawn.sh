@@ -256,7 +256,7 @@ in_ct getent group jprof >/dev/null || fail "group jprof was not created (sysuse
 # The JVM agent, where every JVM (any user) can read it, and what jprofd loads by default.
 agent=/usr/lib/x86_64-linux-gnu/jprofd/libjprofagent.so
 in_ct runuser -u nobody -- test -r "$agent" || fail "$agent missing or not readable by every user"
-in_ct /usr/sbin/jprofd --check-config 2>&1 | grep -q "agent = $agent" ||
+in_ct /usr/sbin/jprofd --check-config 2>&1 | grep -c "agent = $agent" >/dev/null ||
 	fail "jprofd's default agent path is not $agent: $(in_ct /usr/sbin/jprofd --check-config 2>&1)"
 [ "$(in_ct systemctl is-enabled jprofd.socket)" = enabled ] || fail "jprofd.socket is not enabled after install"
 [ "$(in_ct systemctl is-active jprofd.socket)" = active ] || fail "jprofd.socket is not listening after install"
@@ -330,7 +330,10 @@ printf '%s\n' "$profile" | sort -k2 -t' ' -rn | awk '{ print $NF, $0 }' | sort -
 # an idle host, fewer on a loaded one). Asserted: user frames resolve, which
 # inside the container's PID namespace needs the sampler to take ids in the
 # daemon's own namespace.
-printf '%s\n' "$profile" | grep -v '^\[unknown\]' | grep -q . ||
+# (Counted, not `grep -q`: with pipefail, a grep -q that stops reading
+# fails the pipeline once the profile is over a pipe write.)
+known=$(printf '%s\n' "$profile" | grep -vc '^\[unknown\]')
+[ "${known:-0}" -gt 0 ] ||
 	fail "every user frame is [unknown]: pids from BPF do not match the container's /proc"
 out=$(as_user jprofctl record --all -d 1s 2>&1)
 rc=$?
