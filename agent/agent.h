@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 
 extern JavaVM *agent_vm;
@@ -25,5 +26,14 @@ void *agent_jvm_sym(const char *name);
  * (process_vm_readv on ourselves: an unmapped address is an error).
  * Async-signal-safe. */
 bool agent_peek(uintptr_t addr, void *out, size_t len);
+
+/* CLOCK_MONOTONIC in ns (the daemon's and BPF's clock); async-signal-safe. */
+static inline uint64_t agent_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 #endif

@@ -47,14 +47,6 @@ static jvmtiEnv *events_jvmti;
 static jvmtiCapabilities events_caps;        /* held now */
 static unsigned char events_tx[JPAG_MAX_PAYLOAD] __attribute__((aligned(16)));
 
-static uint64_t events_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Appends one record (header, class, frames) to the newest batch. */
 static void events_queue(uint32_t kind, uint64_t value, const char *cls,
 			 const jvmtiFrameInfo *fi, jint nframes)
@@ -62,7 +54,7 @@ static void events_queue(uint32_t kind, uint64_t value, const char *cls,
 	struct jpag_event_rec rec = {
 		.event = kind,
 		.tid = events_tid,
-		.time_ns = events_now_ns(),
+		.time_ns = agent_now_ns(),
 		.value = value,
 	};
 	size_t clen = cls ? strnlen(cls, JPAG_EVENT_CLASS_MAX) : 0;
@@ -143,7 +135,7 @@ uint64_t events_lock_start(uint32_t *gen)
 	if (!(__atomic_load_n(&events_kind, __ATOMIC_RELAXED) & JPAG_EV_LOCK))
 		return 0;
 	*gen = __atomic_load_n(&events_gen, __ATOMIC_RELAXED);
-	return events_now_ns();
+	return agent_now_ns();
 }
 
 uint64_t events_lock_waited(uint64_t start, uint32_t gen)
@@ -153,7 +145,7 @@ uint64_t events_lock_waited(uint64_t start, uint32_t gen)
 	/* An older generation: started under an earlier recording. */
 	if (!start || gen != __atomic_load_n(&events_gen, __ATOMIC_RELAXED))
 		return 0;
-	wait = events_now_ns() - start;
+	wait = agent_now_ns() - start;
 	if (!wait || wait < __atomic_load_n(&events_lock_threshold_ns, __ATOMIC_RELAXED))
 		return 0;
 	return wait;

@@ -394,14 +394,6 @@ static bool jw_stack_word(const struct jw_stack *st, uintptr_t addr, uintptr_t *
 	return agent_peek(addr, out, W);
 }
 
-static uint64_t jw_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Method* -> jmethodID through its class's jmethodID cache
  * (InstanceKlass::_methods_jmethod_ids: [0] the length, [1 + idnum] the
  * id), checked (a jmethodID points at its Method*); 0 when there is none
@@ -726,7 +718,7 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 	 * thread outside a pause (ticks_unknown_not_Java). */
 	if (!w.sp)
 		return JW_ST_NO_JAVA;
-	start_ns = jw_now_ns();
+	start_ns = agent_now_ns();
 	if (kind == JW_VM) {
 		uint64_t t0 = __atomic_load_n(&jw_vm_t0, __ATOMIC_RELAXED);
 
@@ -786,7 +778,7 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 		/* The GC walk is not capped: its reads are slow in a pause
 		 * (the collector holds the address space's lock) and it is
 		 * what the sample has. */
-		if (kind == JW_VM && (i & 7) == 7 && jw_now_ns() - start_ns > cap_ns)
+		if (kind == JW_VM && (i & 7) == 7 && agent_now_ns() - start_ns > cap_ns)
 			return JW_ST_SLOW;
 	}
 	*n = w.n;
@@ -817,11 +809,11 @@ int32_t javawalk_not_java(JNIEnv *env, struct jpring_frame *f, int32_t max, int3
 
 #if defined(__x86_64__)
 	if (__atomic_load_n(&jw.on, __ATOMIC_ACQUIRE) && !jw.vm_off && env) {
-		uint64_t t = jw_now_ns();
+		uint64_t t = agent_now_ns();
 
 		st = jw_walk(env, f, max, &n, JW_VM,
 			     interval_ns ? interval_ns / 2 : JW_WALK_NS_MAX);
-		__atomic_add_fetch(&jw_vm_spent, jw_now_ns() - t, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&jw_vm_spent, agent_now_ns() - t, __ATOMIC_RELAXED);
 	}
 #endif
 	jw_count(JW_VM, st);
