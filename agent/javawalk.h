@@ -12,6 +12,7 @@
 #define JPROF_AGENT_JAVAWALK_H
 
 #include <jvmti.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "jprof_agent.h"
@@ -45,5 +46,31 @@ int32_t javawalk_gc_active(JNIEnv *env, struct jpring_frame *f, int32_t max, int
  * recording's; 0: 2 ms) or over the walks' share of time. */
 int32_t javawalk_not_java(JNIEnv *env, struct jpring_frame *f, int32_t max, int32_t code,
 			  uint64_t interval_ns);
+
+/* Where a walk can start again when AsyncGetCallTrace gave up (-5, -6) on
+ * a thread in Java code at a pc it cannot walk from, found with HotSpot's
+ * own layout rather than guessed: a caller's frame (pc, sp, fp: fp_set
+ * says whether fp replaces the interrupted rbp) and the frame stepped over
+ * (leaf: a jmethodID, typed leaf_type, or a stub kind below
+ * JPRING_STUB_KINDS). */
+struct javawalk_resume {
+	uintptr_t pc, sp, fp;
+	bool fp_set;
+	uint64_t leaf;
+	int32_t leaf_type;
+	unsigned how;            /* enum javawalk_how */
+};
+enum javawalk_how {
+	JAVAWALK_INTERP_FRAME,   /* the interpreter building a method's frame */
+	JAVAWALK_INTERP_ENTRY,   /* the interpreter's method entry, before it */
+	JAVAWALK_STUB_CALL,      /* a stub that pushed words, called from Java */
+};
+
+/* Async-signal-safe. For the current thread (env its JNIEnv) interrupted
+ * at uc (a ucontext_t), writes up to max candidates into r, best first,
+ * and returns how many (0: none recognised). Every candidate's return
+ * address is checked to be Java code (and, for a stub, a call into that
+ * stub); the caller still asks AsyncGetCallTrace, which checks the rest. */
+int javawalk_resume(JNIEnv *env, const void *uc, struct javawalk_resume *r, int max);
 
 #endif

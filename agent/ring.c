@@ -90,7 +90,9 @@ static pthread_mutex_t ring_install_lock = PTHREAD_MUTEX_INITIALIZER;
  * Counters and a fixed array claimed by an atomic index: signal-safe. */
 enum ring_how {
 	RING_HOW_FAILED, RING_HOW_SPILL, RING_HOW_BARRIER, RING_HOW_SP, RING_HOW_SP1,
-	RING_HOW_PUSHED, RING_HOW_NOT_ROOT, RING_HOW_OFF, RING_HOW_N,
+	RING_HOW_PUSHED, RING_HOW_NOT_ROOT, RING_HOW_OFF,
+	RING_HOW_RESUME,        /* + enum javawalk_how */
+	RING_HOW_N = RING_HOW_RESUME + 3,
 };
 /* Where: a stub kind (below JPRING_STUB_KINDS), compiled code, a blob of
  * the code cache the code map does not know, outside the code cache (libjvm,
@@ -132,6 +134,7 @@ __attribute__((destructor)) static void ring_write_stats(void)
 {
 	static const char *const how[RING_HOW_N] = {
 		"failed", "spill", "barrier", "sp", "sp+1", "pushed", "not_root", "recover_off",
+		"interp_frame", "interp_entry", "stub_call",
 	};
 	unsigned n = __atomic_load_n(&ring_nkept, __ATOMIC_ACQUIRE);
 	/* Appended: every JVM of a bench run writes to the same file. */
@@ -361,16 +364,18 @@ static int32_t ring_retry_frame(struct asgct_trace *caller, const ucontext_t *uc
 	return ring_walk_from(caller, uc, ra, top, &saved_fp, caller_pc);
 }
 
-static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32_t failed,
-			  uintptr_t *caller_pc, uint64_t *leaf_tag, unsigned *how)
+static int32_t ring_retry(JNIEnv *env, struct asgct_trace *trace, const ucontext_t *uc,
+			  int32_t failed, uintptr_t *caller_pc, uint64_t *leaf_tag, unsigned *how)
 {
 	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
 	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 	struct asgct_trace caller = *trace;
 	uint64_t leaf = codemap_leaf(pc);
+	struct javawalk_resume rs[2];
 	uintptr_t ra, saved_fp, disp;
 	unsigned words;
 	int32_t n;
+	int nrs;
 
 	*leaf_tag = leaf;
 	caller.frames = trace->frames + 1;
@@ -396,6 +401,19 @@ static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32
 		n = words ? ring_retry_frame(&caller, uc, words, caller_pc) : 0;
 		*how = n > 0 ? RING_HOW_BARRIER : RING_HOW_FAILED;
 		return n > 0 ? n : failed;
+	}
+	/* The interpreter building a frame, a stub that pushed registers:
+	 * the caller's frame from HotSpot's layout (javawalk.c), before the
+	 * words at sp are tried. */
+	nrs = leaf < JPRING_STUB_KINDS ? javawalk_resume(env, uc, rs, 2) : 0;
+	for (int i = 0; i < nrs; i++) {
+		n = ring_walk_from(&caller, uc, rs[i].pc, rs[i].sp, rs[i].fp_set ? &rs[i].fp : NULL,
+				   caller_pc);
+		if (n > 0) {
+			*leaf_tag = rs[i].leaf;
+			*how = RING_HOW_RESUME + rs[i].how;
+			return n;
+		}
 	}
 	for (unsigned pushed = 0; pushed < 2; pushed++) {
 		uintptr_t at = sp + pushed * sizeof(uintptr_t);
@@ -440,8 +458,8 @@ static void ring_leaf(struct asgct_frame *leaf, uint64_t tag)
 	leaf->method_id = (jmethodID)(uintptr_t)tag;
 }
 #else
-static int32_t ring_retry(struct asgct_trace *trace, const void *uc, int32_t failed,
-			  uintptr_t *caller_pc, uint64_t *leaf_tag, unsigned *how)
+static int32_t ring_retry(JNIEnv *env, struct asgct_trace *trace, const void *uc,
+			  int32_t failed, uintptr_t *caller_pc, uint64_t *leaf_tag, unsigned *how)
 {
 	return failed;
 }
@@ -529,8 +547,10 @@ static void ring_type_frames(struct jpring_frame *f, int32_t n, const void *ucv,
 	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 
 	if (caller_pc) {
+		/* A method stepped over in the interpreter (its entry). */
 		if (f[0].bci != JPRING_BCI_STUB)
-			f[0].type = codemap_in_method(f[0].method_id, pc);
+			f[0].type = codemap_in_interpreter(pc) ? JPRING_TYPE_INTERPRETED :
+				    codemap_in_method(f[0].method_id, pc);
 		if (codemap_in_interpreter(caller_pc)) {
 			if (n > 1 && f[1].bci != -3)
 				f[1].type = JPRING_TYPE_INTERPRETED;
@@ -651,7 +671,8 @@ static void ring_note(const void *ucv, int32_t code, uint64_t tag, unsigned how,
 	uintptr_t blob = 0;
 	unsigned at;
 
-	if (!ring_recover)
+	/* A resumed walk's leaf may be an interpreted method. */
+	if (!ring_recover || how >= RING_HOW_RESUME)
 		tag = codemap_leaf(pc);
 	if (tag >= JPRING_STUB_KINDS)
 		at = RING_AT_COMPILED;
@@ -724,7 +745,7 @@ static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc
 
 			if (ring_recover) {
 				how = RING_HOW_FAILED;
-				n = ring_retry(&trace, uc, n, &caller_pc, &leaf_tag, &how);
+				n = ring_retry(env, &trace, uc, n, &caller_pc, &leaf_tag, &how);
 				if (n > 0 && !ring_root_ok(slot->tid, slot->frames, n)) {
 					how = RING_HOW_NOT_ROOT;
 					n = failed;
