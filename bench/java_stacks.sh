@@ -127,11 +127,22 @@ LOST = {"[unknown_java]", "[not_walkable_java]", "[java_stack_missing]", "[gc_ac
         "[safepoint]", "[deoptimization]", "[thread_exit]", "[no_class_load]",
         "[unknown_state]", "[unknown_java_method]"}
 NO_MARKER = "(no marker, native [jit] frames)"
+# HotSpot's own threads never run Java code: a compiler thread installing an
+# nmethod (CodeBuffer::copy_code_to) or the sweeper and the VM thread
+# cleaning inline caches have [jit] frames in their native stacks, and a
+# compiler thread's late signal gives [java_stack_missing]; none of that is
+# a Java stack lost. Matched on the thread's name (the 15-character OS name,
+# or the Java name when the profile has it).
+VM_THREADS = ("C1 CompilerThre", "C2 CompilerThre", "Sweeper thread", "VM Thread",
+              "VM Periodic Tas", "Service Thread", "Monitor Deflati", "GC Thread",
+              "G1 ")
 rows = []
 for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.raw.json"))):
     prog, rnd = os.path.basename(path).split(".")[:2]
     p = json.load(open(path))
     frames = p["frames"]
+    vm_tids = {t["tid"] for t in p.get("threads", [])
+               if str(t.get("name", "")).startswith(VM_THREADS)}
     total = java = 0
     lost = collections.Counter()
     other = collections.Counter()
@@ -142,6 +153,9 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.raw.json"))):
         fr = [frames[i] for i in s["frames"]]
         nj = sum(1 for f in fr if f["kind"].startswith("java"))
         markers = [f["name"] for f in fr if f["kind"] == "marker"]
+        if s.get("tid") in vm_tids and not nj:
+            other["(HotSpot's own threads, not counted)"] += n
+            continue
         for m in markers:
             (lost if m in LOST else other)[m] += n
         if nj:
