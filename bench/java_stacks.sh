@@ -154,7 +154,8 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.raw.json"))):
         nj = sum(1 for f in fr if f["kind"].startswith("java"))
         markers = [f["name"] for f in fr if f["kind"] == "marker"]
         if s.get("tid") in vm_tids and not nj:
-            other["(HotSpot's own threads, not counted)"] += n
+            if any(m in LOST for m in markers) or any(f["name"] == "[jit]" for f in fr):
+                other["(HotSpot's own threads: lost marker or [jit], not counted)"] += n
             continue
         for m in markers:
             (lost if m in LOST else other)[m] += n
