@@ -44,7 +44,8 @@ enum {
  * recording's interval (JW_WALK_NS_MAX when not known), and the "not Java"
  * walks of all threads together take at most 1/JW_SHARE of the time since
  * the first one (plus JW_SLACK_NS): past that, a Java thread's sample gets
- * [unknown_java] without a walk. */
+ * [unknown_java] without a walk. Both count the walking thread's CPU time
+ * (jw_cpu_ns), not the wall time a preempted walk took. */
 #define JW_WALK_NS_MAX 2000000
 #define JW_SHARE 10
 #define JW_SLACK_NS 20000000ull
@@ -109,7 +110,24 @@ static unsigned long jw_states[16];     /* _thread_state of the samples (15: oth
 static unsigned long jw_unannounced_n;   /* frames of nmethods JVMTI had not announced */
 static unsigned long jw_stubs;          /* runtime stubs stepped over */
 static uint64_t jw_vm_t0, jw_vm_spent;  /* the "not Java" walks' budget (ns) */
+static unsigned long jw_vm_budget_n;    /* of over_time_or_budget: the budget's */
+/* The "not Java" walks' times: < 0.25, 0.5, 1, 2, 4 ms, longer. */
+static unsigned long jw_vm_ms[6];
 static char jw_stats_path[256];
+
+/* The calling thread's CPU time (ns; 0 if the clock fails). A walk's cost
+ * is measured in it, not in wall time: the sampling event is a cpu-clock
+ * one, so what a long walk delays is the thread's own next signal, and a
+ * thread preempted in the middle of a walk (a loaded machine) has not
+ * spent the time that was held against it. */
+static uint64_t jw_cpu_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) < 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static void jw_count(enum jw_kind k, enum jw_stat s)
 {
@@ -135,6 +153,8 @@ __attribute__((destructor)) static void jw_write_stats(void)
 		if (jw_states[i])
 			dprintf(fd, " state%d=%lu", i, jw_states[i]);
 	dprintf(fd, " unannounced_frames=%lu stubs_stepped=%lu", jw_unannounced_n, jw_stubs);
+	dprintf(fd, " vm_over_budget=%lu vm_walk_ms=%lu/%lu/%lu/%lu/%lu/%lu", jw_vm_budget_n,
+		jw_vm_ms[0], jw_vm_ms[1], jw_vm_ms[2], jw_vm_ms[3], jw_vm_ms[4], jw_vm_ms[5]);
 	dprintf(fd, " record_bytes=%zu nmethods_without_records=%lu", jw.bytes, jw.dropped);
 	dprintf(fd, "\n");
 	close(fd);
@@ -692,7 +712,7 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 	const struct vmstructs_walk *o = &jw.o;
 	uintptr_t jt = (uintptr_t)env - (uintptr_t)jw.env_off, anchor, base, size, call_stub_ra;
 	struct jw_walk w = { .f = f, .max = max };
-	uint64_t start_ns;
+	uint64_t start_ns, cpu0;
 	int32_t state;
 
 	if (!agent_peek(jt + (uintptr_t)o->thread_state, &state, sizeof(state)))
@@ -720,6 +740,7 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 	if (!w.sp)
 		return JW_ST_NO_JAVA;
 	start_ns = agent_now_ns();
+	cpu0 = jw_cpu_ns();
 	if (kind == JW_VM) {
 		uint64_t t0 = __atomic_load_n(&jw_vm_t0, __ATOMIC_RELAXED);
 
@@ -729,8 +750,10 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 		if (!t0)
 			t0 = start_ns;
 		if (__atomic_load_n(&jw_vm_spent, __ATOMIC_RELAXED) >
-		    (start_ns - t0) / JW_SHARE + JW_SLACK_NS)
+		    (start_ns - t0) / JW_SHARE + JW_SLACK_NS) {
+			__atomic_add_fetch(&jw_vm_budget_n, 1, __ATOMIC_RELAXED);
 			return JW_ST_SLOW;
+		}
 	}
 	w.st = (struct jw_stack){ .lo = base - size, .hi = base };
 	/* No pc recorded: the return address just below sp (HotSpot's own
@@ -779,7 +802,7 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 		/* The GC walk is not capped: its reads are slow in a pause
 		 * (the collector holds the address space's lock) and it is
 		 * what the sample has. */
-		if (kind == JW_VM && (i & 7) == 7 && agent_now_ns() - start_ns > cap_ns)
+		if (kind == JW_VM && (i & 7) == 7 && jw_cpu_ns() - cpu0 > cap_ns)
 			return JW_ST_SLOW;
 	}
 	*n = w.n;
@@ -963,11 +986,17 @@ int32_t javawalk_not_java(JNIEnv *env, struct jpring_frame *f, int32_t max, int3
 
 #if defined(__x86_64__)
 	if (__atomic_load_n(&jw.on, __ATOMIC_ACQUIRE) && !jw.vm_off && env) {
-		uint64_t t = agent_now_ns();
+		uint64_t t = jw_cpu_ns();
+
+		unsigned b = 0;
 
 		st = jw_walk(env, f, max, &n, JW_VM,
 			     interval_ns ? interval_ns / 2 : JW_WALK_NS_MAX);
-		__atomic_add_fetch(&jw_vm_spent, agent_now_ns() - t, __ATOMIC_RELAXED);
+		t = jw_cpu_ns() - t;
+		__atomic_add_fetch(&jw_vm_spent, t, __ATOMIC_RELAXED);
+		while (b < 5 && t >= (250000ull << b))
+			b++;
+		__atomic_add_fetch(&jw_vm_ms[b], 1, __ATOMIC_RELAXED);
 	}
 #endif
 	jw_count(JW_VM, st);
