@@ -825,10 +825,16 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 #define JW_SENDER_SP_SPAN (64u << 10)   /* interpreter's sender sp above sp */
 
 /* Whether pc is a return address into Java code the walk can go on from:
- * a compiled method the code map knows, or the interpreter. */
+ * a compiled method (announced or not yet: C1 code just installed calls
+ * Runtime1's stubs), or the interpreter. */
 static bool jw_java_return(uintptr_t pc)
 {
-	return codemap_leaf(pc) >= JPRING_STUB_KINDS || codemap_in_interpreter(pc);
+	uintptr_t blob;
+
+	if (codemap_leaf(pc) >= JPRING_STUB_KINDS || codemap_in_interpreter(pc))
+		return true;
+	blob = vmstructs_blob_at(pc);
+	return blob && vmstructs_nmethod_method(blob);
 }
 
 /* The interpreter between `enter` and a walkable frame: rbp is the new
