@@ -104,7 +104,7 @@ static const char *const jw_stat_names[JW_ST_N] = {
 	"walked", "state_in_java", "state_other", "no_java_frames", "bad_read", "no_method_id",
 	"unknown_pc", "no_inline_record", "bad_frame", "walker_off", "over_time_or_budget",
 };
-enum jw_kind { JW_GC, JW_VM, JW_KINDS };
+enum jw_kind { JW_GC, JW_VM, JW_JAVA, JW_KINDS };
 static unsigned long jw_stats[JW_KINDS][JW_ST_N];
 static unsigned long jw_states[16];     /* _thread_state of the samples (15: other) */
 static unsigned long jw_unannounced_n;   /* frames of nmethods JVMTI had not announced */
@@ -147,8 +147,8 @@ __attribute__((destructor)) static void jw_write_stats(void)
 	/* The GC walk's counts keep their old names. */
 	for (int k = 0; k < JW_KINDS; k++)
 		for (int i = 0; i < JW_ST_N; i++)
-			dprintf(fd, " %s%s=%lu", k == JW_GC ? "" : "vm_", jw_stat_names[i],
-				jw_stats[k][i]);
+			dprintf(fd, " %s%s=%lu", k == JW_GC ? "" : k == JW_VM ? "vm_" : "java_",
+				jw_stat_names[i], jw_stats[k][i]);
 	for (int i = 0; i < 16; i++)
 		if (jw_states[i])
 			dprintf(fd, " state%d=%lu", i, jw_states[i]);
@@ -723,6 +723,10 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 	case JW_BLOCKED: case JW_BLOCKED_TRANS:
 		break;
 	case 8: case 9:
+		/* In Java code but in the VM through a runtime stub that set
+		 * the anchor (javawalk_in_java): the frames below are whole. */
+		if (kind == JW_JAVA)
+			break;
 		return JW_ST_STATE_JAVA;
 	default:
 		return JW_ST_STATE_OTHER;
@@ -741,7 +745,7 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 		return JW_ST_NO_JAVA;
 	start_ns = agent_now_ns();
 	cpu0 = jw_cpu_ns();
-	if (kind == JW_VM) {
+	if (kind != JW_GC) {
 		uint64_t t0 = __atomic_load_n(&jw_vm_t0, __ATOMIC_RELAXED);
 
 		if (!t0 && !__atomic_compare_exchange_n(&jw_vm_t0, &t0, start_ns, false,
@@ -786,7 +790,7 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 				st = jw_compiled(&w, blob, tag);
 			else if ((m = vmstructs_nmethod_method(blob)))
 				st = jw_unannounced(&w, blob, m);
-			else if (i == 0 && kind == JW_VM)
+			else if (i == 0 && kind != JW_GC)
 				/* Only the top frame: a stub below a Java
 				 * frame is a deoptimization or a patched
 				 * return, not walked. */
@@ -802,7 +806,7 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 		/* The GC walk is not capped: its reads are slow in a pause
 		 * (the collector holds the address space's lock) and it is
 		 * what the sample has. */
-		if (kind == JW_VM && (i & 7) == 7 && jw_cpu_ns() - cpu0 > cap_ns)
+		if (kind != JW_GC && (i & 7) == 7 && jw_cpu_ns() - cpu0 > cap_ns)
 			return JW_ST_SLOW;
 	}
 	*n = w.n;
@@ -984,6 +988,26 @@ int32_t javawalk_gc_active(JNIEnv *env, struct jpring_frame *f, int32_t max, int
 	return st == JW_ST_OK ? n : failed;
 }
 
+#if defined(__x86_64__)
+/* A walk from the anchor of a thread in the VM (kind JW_VM or JW_JAVA),
+ * its CPU time held against the walks' budget. */
+static enum jw_stat jw_walk_vm(JNIEnv *env, struct jpring_frame *f, int32_t max, int32_t *n,
+			       enum jw_kind kind, uint64_t interval_ns)
+{
+	uint64_t t = jw_cpu_ns();
+	enum jw_stat st;
+	unsigned b = 0;
+
+	st = jw_walk(env, f, max, n, kind, interval_ns ? interval_ns / 2 : JW_WALK_NS_MAX);
+	t = jw_cpu_ns() - t;
+	__atomic_add_fetch(&jw_vm_spent, t, __ATOMIC_RELAXED);
+	while (b < 5 && t >= (250000ull << b))
+		b++;
+	__atomic_add_fetch(&jw_vm_ms[b], 1, __ATOMIC_RELAXED);
+	return st;
+}
+#endif
+
 int32_t javawalk_not_java(JNIEnv *env, struct jpring_frame *f, int32_t max, int32_t code,
 			  uint64_t interval_ns)
 {
@@ -991,19 +1015,8 @@ int32_t javawalk_not_java(JNIEnv *env, struct jpring_frame *f, int32_t max, int3
 	int32_t n = 0;
 
 #if defined(__x86_64__)
-	if (__atomic_load_n(&jw.on, __ATOMIC_ACQUIRE) && !jw.vm_off && env) {
-		uint64_t t = jw_cpu_ns();
-
-		unsigned b = 0;
-
-		st = jw_walk(env, f, max, &n, JW_VM,
-			     interval_ns ? interval_ns / 2 : JW_WALK_NS_MAX);
-		t = jw_cpu_ns() - t;
-		__atomic_add_fetch(&jw_vm_spent, t, __ATOMIC_RELAXED);
-		while (b < 5 && t >= (250000ull << b))
-			b++;
-		__atomic_add_fetch(&jw_vm_ms[b], 1, __ATOMIC_RELAXED);
-	}
+	if (__atomic_load_n(&jw.on, __ATOMIC_ACQUIRE) && !jw.vm_off && env)
+		st = jw_walk_vm(env, f, max, &n, JW_VM, interval_ns);
 #endif
 	jw_count(JW_VM, st);
 	switch (st) {
@@ -1018,4 +1031,27 @@ int32_t javawalk_not_java(JNIEnv *env, struct jpring_frame *f, int32_t max, int3
 		 * walked: counted as such, not shown as a native thread. */
 		return JPRING_UNKNOWN_JAVA;
 	}
+}
+
+int32_t javawalk_in_java(JNIEnv *env, const void *ucv, struct jpring_frame *f, int32_t max,
+			 int32_t failed, uint64_t interval_ns)
+{
+	enum jw_stat st = JW_ST_OFF;
+	int32_t n = 0;
+
+#if defined(__x86_64__)
+	const ucontext_t *uc = ucv;
+	uintptr_t pc = uc ? (uintptr_t)uc->uc_mcontext.gregs[REG_RIP] : 0;
+
+	/* Only a pc outside the code cache: Java code and stubs are the
+	 * retry's (ring.c), and there the anchor may be stale. */
+	if (!pc || codemap_in_interpreter(pc) || codemap_leaf(pc) || vmstructs_blob_at(pc))
+		return failed;
+	if (__atomic_load_n(&jw.on, __ATOMIC_ACQUIRE) && !jw.vm_off && env)
+		st = jw_walk_vm(env, f, max, &n, JW_JAVA, interval_ns);
+#else
+	(void)ucv; (void)interval_ns;
+#endif
+	jw_count(JW_JAVA, st);
+	return st == JW_ST_OK ? n : failed;
 }

@@ -47,6 +47,17 @@ int32_t javawalk_gc_active(JNIEnv *env, struct jpring_frame *f, int32_t max, int
 int32_t javawalk_not_java(JNIEnv *env, struct jpring_frame *f, int32_t max, int32_t code,
 			  uint64_t interval_ns);
 
+/* Async-signal-safe. For the current thread (env its JNIEnv) interrupted
+ * at uc, when AsyncGetCallTrace answered failed (JPRING_UNKNOWN_JAVA or
+ * JPRING_NOT_WALKABLE_JAVA) and no retry walked: if the pc is outside the
+ * code cache (VM code called from a runtime stub while the thread stays
+ * in Java state: JDK 25's contended monitorenter spins so) and the frame
+ * anchor is set, its Java frames from the anchor as javawalk_not_java;
+ * else, or if a step fails, failed. A leaf call that sets no anchor keeps
+ * failed. */
+int32_t javawalk_in_java(JNIEnv *env, const void *uc, struct jpring_frame *f, int32_t max,
+			 int32_t failed, uint64_t interval_ns);
+
 /* Where a walk can start again when AsyncGetCallTrace gave up (-5, -6) on
  * a thread in Java code at a pc it cannot walk from, found with HotSpot's
  * own layout rather than guessed: a caller's frame (pc, sp, fp: fp_set

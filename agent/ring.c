@@ -775,6 +775,10 @@ static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc
 		else if (n == JPRING_UNKNOWN_NOT_JAVA || n == JPRING_NOT_WALKABLE_NOT_JAVA)
 			n = javawalk_not_java(env, slot->frames, JPRING_MAX_FRAMES, n,
 					      __atomic_load_n(&ring_interval_ns, __ATOMIC_RELAXED));
+		else if ((n == JPRING_UNKNOWN_JAVA || n == JPRING_NOT_WALKABLE_JAVA) && uc &&
+			 ring_recover)
+			n = javawalk_in_java(env, uc, slot->frames, JPRING_MAX_FRAMES, n,
+					     __atomic_load_n(&ring_interval_ns, __ATOMIC_RELAXED));
 		else if (n > 0 && uc)
 			ring_type_frames(slot->frames, n, uc, caller_pc);
 	}
