@@ -327,6 +327,7 @@ static void JNICALL codemap_on_dynamic(jvmtiEnv *jvmti, const char *name, const 
 	bool interp;
 	unsigned n;
 
+	javawalk_code_generated(jvmti);
 	if (!name || length <= 0)
 		return;
 	/* HotSpot's template interpreter is one blob by this name. */

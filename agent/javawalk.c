@@ -347,6 +347,31 @@ static struct jw_rec *jw_rec_build(uintptr_t code, uintptr_t end, const void *co
 	return rec;
 }
 
+/* Learns the JNIEnv's offset in its JavaThread, which turns the walks on.
+ * Under jw.lock. A thread hidden from JVMTI (a compiler's) may not tell:
+ * the next events try again, a few times. */
+static void jw_learn_env(jvmtiEnv *jvmti)
+{
+	if (jw.on || jw.env_tries >= JW_ENV_TRIES)
+		return;
+	jw.env_off = jw_env_offset(jvmti);
+	if (jw.env_off > 0)
+		__atomic_store_n(&jw.on, true, __ATOMIC_RELEASE);
+	else if (++jw.env_tries == JW_ENV_TRIES)
+		agent_warn("JavaThread not found from JNIEnv: samples taken in GC pauses "
+			   "keep [gc_active]");
+}
+
+void javawalk_code_generated(jvmtiEnv *jvmti)
+{
+	pthread_once(&jw.once, jw_init);
+	if (!jw.slots || __atomic_load_n(&jw.on, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&jw.lock);
+	jw_learn_env(jvmti);
+	pthread_mutex_unlock(&jw.lock);
+}
+
 void javawalk_method_load(jvmtiEnv *jvmti, const void *code_addr, jint code_size,
 			  const void *compile_info)
 {
@@ -358,16 +383,7 @@ void javawalk_method_load(jvmtiEnv *jvmti, const void *code_addr, jint code_size
 	if (!jw.slots || !code || end == code)
 		return;
 	pthread_mutex_lock(&jw.lock);
-	/* A thread hidden from JVMTI (a compiler's) may not tell: the next
-	 * loads try again, a few times. */
-	if (!jw.on && jw.env_tries < JW_ENV_TRIES) {
-		jw.env_off = jw_env_offset(jvmti);
-		if (jw.env_off > 0)
-			__atomic_store_n(&jw.on, true, __ATOMIC_RELEASE);
-		else if (++jw.env_tries == JW_ENV_TRIES)
-			agent_warn("JavaThread not found from JNIEnv: samples taken in GC pauses "
-				   "keep [gc_active]");
-	}
+	jw_learn_env(jvmti);
 	s = jw_find(code, true);
 	if (!s) {
 		jw.dropped++;
@@ -842,21 +858,38 @@ static bool jw_java_return(uintptr_t pc)
 }
 
 /* The interpreter between `enter` and a walkable frame: rbp is the new
- * frame's, its Method* is pushed (checked through its jmethodID), its
- * last_sp still null. The caller: pc above the saved rbp, sp the sender's
- * (the compiled caller's sp before a c2i adapter extended it). */
-static bool jw_resume_interp_frame(const struct jw_stack *st, uintptr_t sp, uintptr_t fp,
+ * frame's. Once its Method* is pushed (fp - 3 words) that word is the
+ * method (checked through its jmethodID) and last_sp is still null; in the
+ * three instructions before, sp is fp, fp - 1 or fp - 2 words and rbx still
+ * holds the Method* (the sender's sp is r13 until `push r13` saved it).
+ * The caller: pc above the saved rbp, sp the sender's (the compiled
+ * caller's sp before a c2i adapter extended it). */
+static bool jw_resume_interp_frame(const struct jw_stack *st, const ucontext_t *uc,
 				   struct javawalk_resume *r)
 {
-	uintptr_t m, last_sp, sender_sp, ra, caller_fp, cm;
+	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+	uintptr_t fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
+	uintptr_t m, last_sp = 0, sender_sp, ra, caller_fp, cm;
 	uint64_t id;
 
-	if (fp <= sp || fp - sp < 3 * W || fp - sp > (uintptr_t)-JW_INTERP_BUILT * W - W ||
-	    !jw_stack_word(st, fp + JW_INTERP_METHOD * (long)W, &m) ||
-	    !jw_stack_word(st, fp + JW_INTERP_LAST_SP * (long)W, &last_sp) || last_sp ||
-	    !jw_stack_word(st, fp + JW_INTERP_SENDER_SP * (long)W, &sender_sp) ||
-	    !jw_stack_word(st, fp, &caller_fp) || !jw_stack_word(st, fp + W, &ra) ||
-	    sender_sp < fp + 2 * W || sender_sp >= st->hi || !jw_java_return(ra))
+	if (fp < sp || fp - sp > (uintptr_t)-JW_INTERP_BUILT * W - W ||
+	    !jw_stack_word(st, fp, &caller_fp) || !jw_stack_word(st, fp + W, &ra))
+		return false;
+	if (fp - sp >= 3 * W) {
+		if (!jw_stack_word(st, fp + JW_INTERP_METHOD * (long)W, &m) ||
+		    !jw_stack_word(st, fp + JW_INTERP_LAST_SP * (long)W, &last_sp))
+			return false;
+	} else {
+		m = (uintptr_t)uc->uc_mcontext.gregs[REG_RBX];
+		if (fp - sp == 2 * W && !jw_stack_word(st, fp + JW_INTERP_LAST_SP * (long)W, &last_sp))
+			return false;
+	}
+	if (fp == sp)
+		sender_sp = (uintptr_t)uc->uc_mcontext.gregs[REG_R13];
+	else if (!jw_stack_word(st, fp + JW_INTERP_SENDER_SP * (long)W, &sender_sp))
+		return false;
+	if (last_sp || sender_sp < fp + 2 * W || sender_sp >= st->hi || sender_sp % W ||
+	    !jw_java_return(ra))
 		return false;
 	id = jw_method_id(m, &cm);
 	if (!id)
@@ -945,7 +978,6 @@ int javawalk_resume(JNIEnv *env, const void *ucv, struct javawalk_resume *r, int
 	const ucontext_t *uc = ucv;
 	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
-	uintptr_t fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
 	uintptr_t jt, base, size;
 	struct jw_stack st;
 	uint64_t kind;
@@ -959,7 +991,7 @@ int javawalk_resume(JNIEnv *env, const void *ucv, struct javawalk_resume *r, int
 		return 0;
 	st = (struct jw_stack){ .lo = base - size, .hi = base };
 	if (codemap_in_interpreter(pc)) {
-		if (jw_resume_interp_frame(&st, sp, fp, r))
+		if (jw_resume_interp_frame(&st, uc, r))
 			return 1;
 		return jw_resume_interp_entry(&st, uc, r, max);
 	}

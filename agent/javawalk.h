@@ -23,6 +23,10 @@
 void javawalk_method_load(jvmtiEnv *jvmti, const void *code_addr, jint code_size,
 			  const void *compile_info);
 void javawalk_method_unload(const void *code_addr);
+/* From codemap.c's DynamicCodeGenerated handler: the same first-time set-up
+ * for a JVM that compiles nothing (-Xint), where the interpreter walks
+ * (javawalk_resume) and the anchor walks are still wanted. */
+void javawalk_code_generated(jvmtiEnv *jvmti);
 
 /* Async-signal-safe. For the current thread (env its JNIEnv), writes its
  * Java frames (leaf first, typed) into f (at most max) and returns how

@@ -24,9 +24,9 @@ OPTS = ["-Xmx128m", "-XX:+UseSerialGC"]
 HOT = "GcNative.zlibLoop"
 
 
-def record(t, d, jdk, cls, env, opts=()):
+def record(t, d, jdk, cls, env, opts=(), args=()):
     """Records the workload cls RECORD_S seconds from its "ready" line."""
-    jvm = jv.Jvm(t, jdk, cls, RECORD_S + 8, opts=opts, env=env, settle=0.1)
+    jvm = jv.Jvm(t, jdk, cls, RECORD_S + 8, *args, opts=opts, env=env, settle=0.1)
     jt.wait_until(lambda: "ready" in jvm.output(), 20, what="%s to print ready" % cls)
     path = os.path.join(t.outdir(), "%s-%s.collapsed" % (cls.lower(), jdk))
     r = t.ctl(["record", "--pid", str(jvm.pid), "-d", "%ds" % RECORD_S, "-i", "5ms", "-o", path,
@@ -120,6 +120,30 @@ def check_rtstubs(jdk, stacks):
     # [not_walkable_java]: AsyncGetCallTrace's -6, not a "not Java" answer).
 
 
+LOST = ("[not_walkable_java]", "[unknown_java]")
+
+
+def check_xint(jdk, stacks):
+    # Deep recursion of small methods, all interpreted: much of the time is
+    # in the interpreter's method entry, building the callee's frame, where
+    # AsyncGetCallTrace refuses the walk (-6); the agent resumes from the
+    # frame's layout (agent/javawalk.c, javawalk_resume). The retry from the
+    # word at sp (the frame's Method*) lost them:
+    # JPROF_TEST_AGENT_ENV="JPROF_AGENT_RECOVER=0" shows that failure.
+    fib = jt.samples_matching(stacks, lambda fr: "HardWalks.fib" in fr)
+    lost = jt.samples_matching(stacks, lambda fr: any(f in LOST for f in fr))
+    whole = jt.samples_matching(stacks, lambda fr: jt.has_seq(
+        [f for f in fr if f.startswith("HardWalks")], ["HardWalks.main", "HardWalks.recurse", "HardWalks.fib"]))
+    jt.log("JDK %s -Xint: %d samples in HardWalks.fib (%d under main), %d lost:\n%s"
+           % (jdk, fib, whole, lost, jt.top_stacks(
+               {s: n for s, n in stacks.items() if any(f in LOST for f in jt.frames_of(s))}, 6)))
+    jt.check(fib >= 50, "too few samples in HardWalks.fib (%d):\n%s" % (fib, jt.top_stacks(stacks)))
+    jt.check(lost <= 0.02 * (fib + lost), "%d of %d samples lost their Java frames:\n%s"
+             % (lost, fib + lost, jt.top_stacks(stacks)))
+    jt.check(whole >= 0.95 * fib, "HardWalks.fib under main in %d of %d samples:\n%s"
+             % (whole, fib, jt.top_stacks(stacks)))
+
+
 def main(t):
     d = t.start_daemon(*jv.agent_args())
     env = dict(kv.split("=", 1) for kv in os.environ.get("JPROF_TEST_AGENT_ENV", "").split()
@@ -130,5 +154,8 @@ def main(t):
         with t.case("JDK %s: threads in the VM called from runtime stubs keep their Java frames"
                     % jdk):
             check_rtstubs(jdk, record(t, d, jdk, "RtStubs", env))
+        with t.case("JDK %s: interpreted calls keep their Java frames while the interpreter "
+                    "builds the callee's frame" % jdk):
+            check_xint(jdk, record(t, d, jdk, "HardWalks", env, ["-Xint"], ["recurse"]))
 
 jt.run(main)
