@@ -119,6 +119,7 @@ static unsigned ring_nkept;
 /* Why an unwind of native frames gave up. */
 enum {
 	RING_NATIVE_NO_SIGNAL_FRAME, RING_NATIVE_NO_JAVA, RING_NATIVE_BAD_CFA, RING_NATIVE_ASGCT,
+	RING_NATIVE_STUB_STEPPED,  /* not a failure: walked over a runtime stub */
 	RING_NATIVE_N,
 };
 static unsigned long ring_native_failed[RING_NATIVE_N];
@@ -160,8 +161,9 @@ __attribute__((destructor)) static void ring_write_stats(void)
 	fprintf(out, "pid %d whole walks with another root %lu\n", (int)getpid(), ring_root_changed);
 #if defined(__x86_64__)
 	fprintf(out, "pid %d native unwinds failed: no signal frame %lu, no Java frame %lu, "
-		"bad CFA %lu, ASGCT %lu\n", (int)getpid(), ring_native_failed[0],
-		ring_native_failed[1], ring_native_failed[2], ring_native_failed[3]);
+		"bad CFA %lu, ASGCT %lu; walked over a runtime stub %lu\n", (int)getpid(),
+		ring_native_failed[0], ring_native_failed[1], ring_native_failed[2],
+		ring_native_failed[3], ring_native_failed[4]);
 #endif
 	for (unsigned i = 0; i < n && i < RING_KEEP; i++) {
 		const struct ring_failed *f = &ring_kept[i];
@@ -401,7 +403,8 @@ struct ring_unwind {
 	unsigned seen;         /* frames before the interrupted one */
 	unsigned native;       /* native frames from the interrupted one on */
 	bool past_signal;
-	uintptr_t ra, sp, fp;  /* out: the first frame in the code cache */
+	bool stub;             /* out: a runtime stub stepped over */
+	uintptr_t ra, sp, fp;  /* out: the first Java frame */
 };
 
 static void ring_native_note(unsigned why)
@@ -412,6 +415,13 @@ static void ring_native_note(unsigned why)
 static bool ring_in_code_cache(uintptr_t pc)
 {
 	return codemap_leaf(pc) || codemap_in_interpreter(pc) || vmstructs_blob_at(pc);
+}
+
+/* Java code: a compiled method (announced or not) or the interpreter. */
+static bool ring_java_pc(uintptr_t pc)
+{
+	return codemap_leaf(pc) >= JPRING_STUB_KINDS || codemap_in_interpreter(pc) ||
+	       vmstructs_nmethod_method(vmstructs_blob_at(pc));
 }
 
 static _Unwind_Reason_Code ring_unwind_step(struct _Unwind_Context *ctx, void *arg)
@@ -435,9 +445,25 @@ static _Unwind_Reason_Code ring_unwind_step(struct _Unwind_Context *ctx, void *a
 	/* The caller's sp is its callee's CFA, right above the return
 	 * address the call pushed: checked, so a misread table gives up. */
 	u->sp = (uintptr_t)_Unwind_GetCFA(ctx);
-	if (ring_read_stack(u->sp - sizeof(uintptr_t), &at) && at == ip) {
+	if (!ring_read_stack(u->sp - sizeof(uintptr_t), &at) || at != ip)
+		return _URC_NORMAL_STOP;
+	u->fp = (uintptr_t)_Unwind_GetGR(ctx, 6);   /* DWARF 6: rbp */
+	if (ring_java_pc(ip)) {
 		u->ra = ip;
-		u->fp = (uintptr_t)_Unwind_GetGR(ctx, 6);   /* DWARF 6: rbp */
+		return _URC_NORMAL_STOP;
+	}
+	/* A runtime stub: C1's (monitorenter, monitorexit) build a frame
+	 * with rbp (`push rbp; mov rbp, rsp`) and set an anchor without a
+	 * pc, which ASGCT cannot walk. Stepped over by that rbp, only to a
+	 * return address into Java code. */
+	uintptr_t link[2];
+
+	if (u->fp >= u->sp && ring_read_stack(u->fp, &link[0]) &&
+	    ring_read_stack(u->fp + sizeof(uintptr_t), &link[1]) && ring_java_pc(link[1])) {
+		u->ra = link[1];
+		u->sp = u->fp + 2 * sizeof(uintptr_t);
+		u->fp = link[0];
+		u->stub = true;
 	}
 	return _URC_NORMAL_STOP;
 }
@@ -470,6 +496,8 @@ static int32_t ring_retry_native(struct asgct_trace *trace, const ucontext_t *uc
 		ring_native_note(RING_NATIVE_ASGCT);
 		return 0;
 	}
+	if (u.stub)
+		ring_native_note(RING_NATIVE_STUB_STEPPED);
 	*caller_pc = u.ra;
 	return trace->num_frames;
 }

@@ -113,6 +113,8 @@ void pipeline_on_sample(const struct raw_sample *rs, void *arg)
 			return;  /* per-sample records belong to a join that is gone */
 		o.process_root = src->cfg.process_root;
 		o.thread_state = src->cfg.thread_state;
+		/* An agent is bound, but this thread's event is not its yet. */
+		o.java_unarmed = src->join != NULL;
 	} else if (!p->host.sample) {
 		return;
 	}
