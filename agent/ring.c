@@ -2,9 +2,12 @@
  *
  * Everything reachable from ring_on_signal is async-signal-safe: atomics on
  * static or shared memory, clock_gettime, syscall(SYS_gettid), the JavaVM's
- * GetEnv lookup and AsyncGetCallTrace (made for this). No malloc, no locks,
- * no stdio, no thread-local storage of this library (a dlopen'd library's
- * TLS may be allocated lazily, which is not signal-safe).
+ * GetEnv lookup and AsyncGetCallTrace (made for this), and for a native pc
+ * libgcc's _Unwind_Backtrace (ring_retry_native: it finds unwind tables with
+ * glibc's lock-free _dl_find_object, and takes a lock only in a process that
+ * registered tables with __register_frame, which HotSpot does not). No
+ * malloc, no locks, no stdio, no thread-local storage of this library (a
+ * dlopen'd library's TLS may be allocated lazily, which is not signal-safe).
  */
 #include "ring.h"
 
