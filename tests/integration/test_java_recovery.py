@@ -8,9 +8,9 @@ method handle adapters, lambda forms and MethodHandle.invokeBasic;
 exceptions thrown in a hot loop spend their time in the VM filling stack
 traces; reading the clocks in a hot loop runs native code (os::javaTimeNanos,
 the vDSO) called from compiled code with no frame anchor, where ASGCT looks
-for Java code at a native pc (4 % bare [unknown_java] on JDK 17 before the
-agent unwound the native frames). With the retry, bare [unknown_java] stays at or under 2 % of the
-samples on both JDKs, every sample of the workload hangs from
+for Java code at a native pc (3-4 % bare [unknown_java] on JDK 17 and 25 with
+the agent's retries off, JPROF_AGENT_RECOVER=0). With the retry, bare
+[unknown_java] stays at or under 2 % of the samples on both JDKs, every sample of the workload hangs from
 HardWalks.main, and the leaf the agent stepped over is named: the compiled
 method whose entry or exit it was (the recursion), the stub, or the
 MethodHandle intrinsic; at most LEAF_MAX of the samples end in
