@@ -285,22 +285,29 @@ START_TEST(test_plain_event_of_unarmed_thread)
 	ck_assert_uint_eq(f.rec.nframes[0], 3);
 	ck_assert_str_eq(f.rec.frames[0][1], "[jit]");
 
-	j = jvm_join_new(&(struct jvm_join_opts){ .interval_ns = 10 * MS });
-	ck_assert_ptr_nonnull(j);
-	pipeline_source_set_join(f.src, j, (uint32_t)getpid(), 10 * MS);
+	/* The agent is being attached (no join yet): marked already. */
+	pipeline_source_expect_java(f.src, true);
 	pipeline_on_sample(&rs, f.p);
 	ck_assert_uint_eq(f.rec.n, 2);
 	ck_assert_uint_eq(f.rec.nframes[1], 2);
 	ck_assert_str_eq(f.rec.frames[1][0], "[java_stack_missing]");
 	ck_assert_str_eq(f.rec.frames[1][1], "pl_leaf");
 	ck_assert(!f.rec.has_java[1]);
-	/* No JIT code on the stack (a GC or compiler thread): all of it. */
-	rs = raw(pipeline_source_id(f.src), 1);
+	pipeline_source_expect_java(f.src, false);
+	j = jvm_join_new(&(struct jvm_join_opts){ .interval_ns = 10 * MS });
+	ck_assert_ptr_nonnull(j);
+	pipeline_source_set_join(f.src, j, (uint32_t)getpid(), 10 * MS);
 	pipeline_on_sample(&rs, f.p);
 	ck_assert_uint_eq(f.rec.n, 3);
 	ck_assert_uint_eq(f.rec.nframes[2], 2);
-	ck_assert_str_eq(f.rec.frames[2][0], "pl_caller");
-	ck_assert_str_eq(f.rec.frames[2][1], "pl_leaf");
+	ck_assert_str_eq(f.rec.frames[2][0], "[java_stack_missing]");
+	/* No JIT code on the stack (a GC or compiler thread): all of it. */
+	rs = raw(pipeline_source_id(f.src), 1);
+	pipeline_on_sample(&rs, f.p);
+	ck_assert_uint_eq(f.rec.n, 4);
+	ck_assert_uint_eq(f.rec.nframes[3], 2);
+	ck_assert_str_eq(f.rec.frames[3][0], "pl_caller");
+	ck_assert_str_eq(f.rec.frames[3][1], "pl_leaf");
 	pipeline_source_set_join(f.src, NULL, 0, 0);
 	jvm_join_free(j);
 	teardown(&f);
