@@ -66,6 +66,12 @@ static void unwind_metrics(struct out *o, const struct sampler_stats *s)
 	gauge(o, "jprofd_unwind_tables", "Binaries with unwind tables loaded.", t->tables);
 	gauge(o, "jprofd_unwind_rows", "Unwind table rows loaded.", t->rows_used);
 	gauge(o, "jprofd_unwind_rows_capacity", "Unwind table rows that fit.", t->rows_capacity);
+	counter(o, "jprofd_unwind_requests_total",
+		"Processes the unwind worker was asked to load (BPF misses, recordings).", t->requests);
+	counter(o, "jprofd_unwind_process_reads_total",
+		"Process memory maps the unwind worker read for those requests.", t->proc_reads);
+	counter(o, "jprofd_unwind_rows_uploaded_total",
+		"Unwind table rows written to BPF (builds and reloads).", t->rows_uploaded);
 	counter(o, "jprofd_unwind_table_builds_total", "Unwind tables built.", t->builds);
 	fcounter(o, "jprofd_unwind_table_build_seconds_total", "Time spent building unwind tables.",
 		 (double)t->build_ns_total / 1e9);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -71,6 +72,11 @@ struct request {
 struct unwtab {
 	int rows_fd, procs_fd;
 	uint32_t cap;
+	/* unwind_rows mapped into the daemon (BPF_F_MMAPABLE): rows are
+	 * written and read back with memcpy, not bpf() syscalls. NULL: the
+	 * map is not mappable (tests, older kernels); batch syscalls then. */
+	uint8_t *rows_map;
+	size_t rows_map_len;
 	pthread_t thread;
 	bool started;
 	pthread_mutex_t mu;
@@ -235,12 +241,20 @@ static int spill_decode(const uint8_t *p, size_t len, struct jp_unwind_row *out,
 	return p == end ? 0 : -EINVAL;
 }
 
+/* An array map's values are 8-byte aligned: the stride in its mapping. */
+#define ROW_STRIDE ((sizeof(struct jp_unwind_row) + 7) & ~(size_t)7)
+
 /* Reads rows [first, first + n) back from the BPF array. */
 static int rows_read(struct unwtab *u, uint32_t first, struct jp_unwind_row *rows, size_t n)
 {
 	uint32_t keys[UPLOAD_CHUNK], in, out;
 	int r = 0;
 
+	if (u->rows_map) {
+		for (size_t i = 0; i < n; i++)
+			memcpy(&rows[i], u->rows_map + (first + i) * ROW_STRIDE, sizeof(*rows));
+		return 0;
+	}
 	for (size_t done = 0; done < n && r == 0;) {
 		__u32 cnt = (__u32)(n - done < UPLOAD_CHUNK ? n - done : UPLOAD_CHUNK);
 
@@ -351,6 +365,14 @@ static int upload(struct unwtab *u, uint32_t first, const struct jp_unwind_row *
 	uint32_t keys[UPLOAD_CHUNK];
 	int r = 0;
 
+	u->st.rows_uploaded += n;
+	if (u->rows_map) {
+		/* Rows no process entry points at yet: BPF reads them only
+		 * after the entry's update, a syscall after these stores. */
+		for (size_t i = 0; i < n; i++)
+			memcpy(u->rows_map + (first + i) * ROW_STRIDE, &rows[i], sizeof(*rows));
+		return 0;
+	}
 	for (size_t done = 0; done < n && r == 0; done += UPLOAD_CHUNK) {
 		__u32 cnt = (__u32)(n - done < UPLOAD_CHUNK ? n - done : UPLOAD_CHUNK);
 
@@ -687,6 +709,7 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 	if (!p && now < u->full_until)
 		return;  /* no room for another process until the next sweep */
 	snprintf(path, sizeof(path), "/proc/%u/maps", tgid);
+	u->st.proc_reads++;
 	if (procmaps_read(path, &m) < 0)
 		return;
 	h = hash_exec_maps(m);
@@ -883,6 +906,28 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+/* Maps unwind_rows when it was created mappable; otherwise leaves it to
+ * syscalls. */
+static void rows_map_open(struct unwtab *u)
+{
+	struct bpf_map_info info = { 0 };
+	__u32 len = sizeof(info);
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes;
+	void *p;
+
+	if (!u->cap || bpf_obj_get_info_by_fd(u->rows_fd, &info, &len) < 0 ||
+	    !(info.map_flags & BPF_F_MMAPABLE) || info.value_size != sizeof(struct jp_unwind_row) ||
+	    info.max_entries < u->cap)
+		return;
+	bytes = ((size_t)u->cap * ROW_STRIDE + page - 1) / page * page;
+	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, u->rows_fd, 0);
+	if (p == MAP_FAILED)
+		return;
+	u->rows_map = p;
+	u->rows_map_len = bytes;
+	u->st.rows_mapped = 1;
+}
+
 int unwtab_new(int rows_fd, int procs_fd, uint32_t rows_capacity, struct unwtab **out)
 {
 	struct unwtab *u = calloc(1, sizeof(*u));
@@ -905,6 +950,7 @@ int unwtab_new(int rows_fd, int procs_fd, uint32_t rows_capacity, struct unwtab 
 		r = -ENOMEM;
 		goto fail;
 	}
+	rows_map_open(u);
 	u->free[0] = (struct range){ 0, rows_capacity };
 	u->nfree = rows_capacity ? 1 : 0;
 	u->last_sweep = clock_mono_ns();
@@ -951,6 +997,8 @@ void unwtab_free(struct unwtab *u)
 	free(u->procs);
 	free(u->free);
 	free(u->queue);
+	if (u->rows_map)
+		munmap(u->rows_map, u->rows_map_len);
 	procmaps_fuse_cache_release(&u->fuse);
 	free(u);
 }

@@ -24,13 +24,22 @@
 #define WAIT_NS (30ull * 1000000000ull)
 
 static int rows_fd = -1, procs_fd = -1;
+/* The daemon's array is mappable (the worker writes rows with memcpy);
+ * the "syscalls" case runs the same tests through bpf() batch calls. */
+static bool rows_mappable;
+
+static void use_mapping(void)
+{
+	rows_mappable = true;
+}
 
 static void make_maps(uint32_t rows)
 {
 	LIBBPF_OPTS(bpf_map_create_opts, nopre, .map_flags = BPF_F_NO_PREALLOC);
+	LIBBPF_OPTS(bpf_map_create_opts, ropts, .map_flags = rows_mappable ? BPF_F_MMAPABLE : 0);
 
 	rows_fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "t_rows", sizeof(uint32_t),
-				 sizeof(struct jp_unwind_row), rows, NULL);
+				 sizeof(struct jp_unwind_row), rows, &ropts);
 	procs_fd = bpf_map_create(BPF_MAP_TYPE_HASH, "t_procs", sizeof(uint32_t),
 				  sizeof(struct jp_unwind_proc), 64, &nopre);
 	ck_assert_int_ge(rows_fd, 0);
@@ -115,6 +124,9 @@ START_TEST(test_own_process)
 	ck_assert_uint_ge(st.tables, 2);  /* this test and libc at least */
 	ck_assert_uint_ge(st.rows_used, m->row_count);
 	ck_assert_uint_eq(st.requests, 1);
+	ck_assert_uint_eq(st.proc_reads, 1);
+	ck_assert_uint_eq(st.rows_uploaded, st.rows_used);
+	ck_assert_uint_eq(st.rows_mapped, rows_mappable ? 1 : 0);
 	ck_assert_int_eq(probe_function(1), 4);
 	cfi_table_free(t);
 	unwtab_free(u);
@@ -381,7 +393,7 @@ END_TEST
 int main(void)
 {
 	Suite *s = suite_create("unwtab");
-	TCase *tc = tcase_create("core");
+	TCase *tc = tcase_create("syscalls"), *tm = tcase_create("mapped");
 	int fd;
 
 	if (geteuid() != 0) {
@@ -400,5 +412,12 @@ int main(void)
 	tcase_add_test(tc, test_rows_full);
 	tcase_add_test(tc, test_evicted_reloaded);
 	suite_add_tcase(s, tc);
+	tcase_set_timeout(tm, 60);
+	tcase_add_checked_fixture(tm, use_mapping, NULL);
+	tcase_add_test(tm, test_own_process);
+	tcase_add_test(tm, test_shared_and_released);
+	tcase_add_test(tm, test_rows_full);
+	tcase_add_test(tm, test_evicted_reloaded);
+	suite_add_tcase(s, tm);
 	return jprof_check_run(s);
 }
