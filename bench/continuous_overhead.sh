@@ -265,7 +265,7 @@ for rate in $rates; do
 		builds=$(delta jprofd_unwind_table_builds_total)
 		evicted=$(delta jprofd_unwind_tables_evicted_total)
 		reloads=$(delta jprofd_unwind_table_reloads_total)
-		loads="requests $(per_s jprofd_unwind_requests_total)/s, maps read $(per_s jprofd_unwind_process_reads_total)/s, rows uploaded $(per_s jprofd_unwind_rows_uploaded_total)/s"
+		loads="requests $(per_s jprofd_unwind_requests_total)/s, maps read $(per_s jprofd_unwind_process_reads_total)/s ($(per_s jprofd_unwind_process_reads_unchanged_total)/s unchanged), rows uploaded $(per_s jprofd_unwind_rows_uploaded_total)/s"
 		total_pct=$(awk -v d="$((end_ticks - t0[$nm]))" -v ns="$((end_ns - start_ns))" -v hz="$clk_tck" \
 			'BEGIN { printf "%.3f", 100 * (d / hz) / (ns / 1e9) }')
 		total[$nm]=$total_pct

@@ -70,6 +70,8 @@ static void unwind_metrics(struct out *o, const struct sampler_stats *s)
 		"Processes the unwind worker was asked to load (BPF misses, recordings).", t->requests);
 	counter(o, "jprofd_unwind_process_reads_total",
 		"Process memory maps the unwind worker read for those requests.", t->proc_reads);
+	counter(o, "jprofd_unwind_process_reads_unchanged_total",
+		"Of those, maps read again that showed no new code.", t->maps_unchanged);
 	counter(o, "jprofd_unwind_rows_uploaded_total",
 		"Unwind table rows written to BPF (builds and reloads).", t->rows_uploaded);
 	counter(o, "jprofd_unwind_table_builds_total", "Unwind tables built.", t->builds);

@@ -19,13 +19,15 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "log.h"
 #include "proc.h"
 #include "procmaps.h"
 
 /* /proc's start times count USER_HZ ticks (100 on x86-64): an entry holds
  * the start rounded down to one, as BPF compares it. */
 #define TICK_NS 10000000ull
-#define REFRESH_NS 250000000ull    /* a process's maps are read at most every 250 ms */
+#define REFRESH_NS 250000000ull    /* a process's maps are read at most every 250 ms, */
+#define REFRESH_MAX_NS 2000000000ull  /* backing off to 2 s while they show nothing new */
 #define SWEEP_NS 5000000000ull     /* exited processes are looked for every 5 s */
 #define MAX_IDLE_TABLES 512        /* unreferenced tables kept for reuse */
 #define MAX_QUEUE 4096
@@ -55,6 +57,7 @@ struct proc {
 	uint32_t tgid;
 	uint64_t start_ns;        /* tick-rounded */
 	uint64_t loaded_ns;
+	uint64_t refresh_ns;      /* its maps are not read again sooner */
 	uint64_t maps_hash;       /* of its executable mappings */
 	struct table **refs;
 	size_t nrefs;
@@ -626,6 +629,10 @@ static struct table *table_for(struct unwtab *u, struct proc_view *pv,
 		u->st.rejected[why]++;
 	}
 	t0 = clock_mono_ns() - t0;
+	/* Which binaries a host keeps building (debug level): the worker's
+	 * largest cost on a host that starts new programs all the time. */
+	log_debug("unwind: built %s for pid %u: %zu rows, %llu ms", e->path, tgid,
+		  r == 0 ? ct->n : 0, (unsigned long long)(t0 / 1000000ull));
 	u->st.builds++;
 	u->st.build_ns_total += t0;
 	if (t0 > u->st.build_ns_max)
@@ -697,14 +704,21 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 	size_t nfuse;
 	uint64_t start, now = clock_mono_ns(), h;
 
+	p = proc_find(u, tgid);
+	/* BPF asks again at every sample that leaves the known mappings,
+	 * which some processes' stacks do all the time (garbage frame
+	 * pointers): within the interval not even their start time is
+	 * read, BPF sent it. */
+	if (p && want_start && p->start_ns == want_start - want_start % TICK_NS &&
+	    now - p->loaded_ns < p->refresh_ns)
+		return;
 	/* Its uid only if a table is to be built for it (its share). */
 	if (proc_read_start_boottime((pid_t)tgid, &start) < 0)
 		return;  /* gone */
 	start -= start % TICK_NS;
 	if (want_start && want_start - want_start % TICK_NS != start)
 		return;  /* the pid is another process's now */
-	p = proc_find(u, tgid);
-	if (p && p->start_ns == start && now - p->loaded_ns < REFRESH_NS)
+	if (p && p->start_ns == start && now - p->loaded_ns < p->refresh_ns)
 		return;
 	if (!p && now < u->full_until)
 		return;  /* no room for another process until the next sweep */
@@ -714,7 +728,12 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 		return;
 	h = hash_exec_maps(m);
 	if (p && p->start_ns == start && p->maps_hash == h) {
-		p->loaded_ns = now;  /* nothing new mapped */
+		/* Nothing new mapped: its misses are not dlopen()s; a
+		 * process that does map new code later waits at most
+		 * REFRESH_MAX_NS for it. */
+		p->loaded_ns = now;
+		p->refresh_ns = p->refresh_ns * 2 < REFRESH_MAX_NS ? p->refresh_ns * 2 : REFRESH_MAX_NS;
+		u->st.maps_unchanged++;
 		goto out;
 	}
 	nfuse = procmaps_fuse_devices_of(&u->fuse, "/proc", (int)tgid, fuse,
@@ -803,6 +822,7 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 	}
 	np.start_ns = start;
 	np.loaded_ns = now;
+	np.refresh_ns = REFRESH_NS;
 	np.maps_hash = h;
 	if (p) {
 		proc_unref(p);
