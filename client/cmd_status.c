@@ -18,6 +18,7 @@ static void cmd_status_print(struct json_object *st)
 	struct json_object *uw = field_member(sampler, "unwind", json_type_object);
 	struct json_object *sessions = field_member(st, "sessions", json_type_object);
 	struct json_object *list = field_member(sessions, "list", json_type_array);
+	struct json_object *gate = field_member(sessions, "gate", json_type_object);
 	struct json_object *peer = field_member(st, "peer", json_type_object);
 	const char *version = field_str(st, "version");
 	const char *state = field_str(sampler, "state");
@@ -82,6 +83,12 @@ static void cmd_status_print(struct json_object *st)
 		printf(", uid %s, %s / %s, %s samples\n", ctl_num(c, sizeof(c), field_int(s, "uid")),
 		       a, b, ctl_num(d, sizeof(d), field_int(s, "samples")));
 	}
+	if (gate)
+		printf("start gates: %s opened ready, %s at their deadline; waited %s ms in all, "
+		       "%s ms at most\n", ctl_num(a, sizeof(a), field_int(gate, "opened_ready")),
+		       ctl_num(b, sizeof(b), field_int(gate, "opened_deadline")),
+		       ctl_num(c, sizeof(c), field_int(gate, "wait_ms_total")),
+		       ctl_num(d, sizeof(d), field_int(gate, "wait_ms_max")));
 	printf("clients: %s\n", ctl_num(a, sizeof(a), field_int(st, "clients")));
 	all = field_bool(peer, "authorized_all");
 	printf("you: uid %s, %s\n", ctl_num(a, sizeof(a), field_int(peer, "uid")),

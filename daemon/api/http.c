@@ -139,6 +139,7 @@ static struct MHD_Response *metrics_response(struct http *h)
 	struct symbols_stats sy;
 	struct agentlink_stats as;
 	struct hostview_stats hs;
+	struct session_gate_stats gs;
 	struct metrics_input in = { .version = JPROF_VERSION, .self = &h->self, .http = &h->stats };
 	struct MHD_Response *resp;
 	struct buf b = BUF_INIT;
@@ -161,8 +162,11 @@ static struct MHD_Response *metrics_response(struct http *h)
 		hostview_get_stats(h->src.hostview, &hs);
 		in.hostview = &hs;
 	}
-	if (h->src.sessions)
+	if (h->src.sessions) {
 		in.sessions = (unsigned)session_count(h->src.sessions);
+		session_get_gate_stats(h->src.sessions, &gs);
+		in.gate = &gs;
+	}
 	if (h->src.control)
 		in.clients = control_client_count(h->src.control);
 	http_get_stats(h, &h->stats);

@@ -211,6 +211,19 @@ static void http_metrics(struct out *o, const struct metrics_http *h)
 	      h->profile_windows);
 }
 
+static void gate_metrics(struct out *o, const struct session_gate_stats *g)
+{
+	family(o, "jprofd_record_gate_opened_total", "counter",
+	       "Start gates of record --pid opened: the process was ready, or the deadline passed.");
+	put(o, "jprofd_record_gate_opened_total{reason=\"ready\"} %llu\n",
+	    (unsigned long long)g->opened_ready);
+	put(o, "jprofd_record_gate_opened_total{reason=\"deadline\"} %llu\n",
+	    (unsigned long long)g->opened_deadline);
+	fcounter(o, "jprofd_record_gate_wait_seconds_total",
+		 "Time recordings waited at their start gate, from the request to the opening.",
+		 (double)g->wait_ms_total / 1e3);
+}
+
 static void self_metrics(struct out *o, const struct metrics_self *s)
 {
 	family(o, "jprofd_process_cpu_seconds_total", "counter", "CPU time used by the daemon, by mode.");
@@ -232,6 +245,8 @@ int metrics_render(const struct metrics_input *in, struct buf *out)
 	if (in->sampler)
 		sampler_metrics(&o, in->sampler);
 	gauge(&o, "jprofd_sessions", "Recordings running now.", in->sessions);
+	if (in->gate)
+		gate_metrics(&o, in->gate);
 	gauge(&o, "jprofd_clients", "Control socket connections now.", in->clients);
 	if (in->agents)
 		agent_metrics(&o, in->agents);

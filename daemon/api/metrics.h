@@ -11,6 +11,7 @@
 #include "buf.h"
 #include "hostview.h"
 #include "sampler.h"
+#include "session.h"
 #include "symbols.h"
 
 /* The daemon process itself. */
@@ -41,6 +42,7 @@ struct metrics_input {
 	const struct hostview_stats *hostview;
 	const struct metrics_http *http;
 	const struct metrics_self *self;
+	const struct session_gate_stats *gate;
 	unsigned sessions;
 	unsigned clients;
 };

@@ -72,6 +72,22 @@ static int status_session(struct session *s, void *arg)
 	return 0;
 }
 
+/* The start gates since the daemon started (docs/protocol.md, status). */
+static void add_gate_status(struct session_mgr *m, struct json_object *sess)
+{
+	struct json_object *g = json_object_new_object();
+	struct session_gate_stats gs;
+
+	if (!g)
+		return;
+	session_get_gate_stats(m, &gs);
+	requests_add_u64(g, "opened_ready", gs.opened_ready);
+	requests_add_u64(g, "opened_deadline", gs.opened_deadline);
+	requests_add_u64(g, "wait_ms_total", gs.wait_ms_total);
+	requests_add_u64(g, "wait_ms_max", gs.wait_ms_max);
+	json_object_object_add(sess, "gate", g);
+}
+
 static void add_hostview_status(struct hostview *hv, struct json_object *st)
 {
 	struct json_object *h = json_object_new_object();
@@ -216,6 +232,7 @@ void req_status(const struct request *r)
 	json_object_object_add(st, "sampler", smp);
 	session_foreach(rq->sessions, status_session, &sc);
 	requests_add_u64(sess, "active", session_count(rq->sessions));
+	add_gate_status(rq->sessions, sess);
 	json_object_object_add(sess, "list", sc.list);
 	json_object_object_add(st, "sessions", sess);
 	add_hostview_status(rq->hostview, st);

@@ -394,6 +394,13 @@ static void gate_open(struct session *s)
 	s->gate_timer = NULL;
 	s->gate_deadline_hit = now >= s->gate_deadline_ns;
 	s->gate_wait_ms = (now - s->request_mono_ns) / 1000000ull;
+	if (s->gate_deadline_hit)
+		s->mgr->gate.opened_deadline++;
+	else
+		s->mgr->gate.opened_ready++;
+	s->mgr->gate.wait_ms_total += s->gate_wait_ms;
+	if (s->gate_wait_ms > s->mgr->gate.wait_ms_max)
+		s->mgr->gate.wait_ms_max = s->gate_wait_ms;
 	/* Off-CPU intervals (counts without a time) of the gated wait are
 	 * outside the recording: those still open are forgotten, and those
 	 * ended are drained now, while on_sample still drops them. */
@@ -945,6 +952,11 @@ int64_t session_req_id(const struct session *s)
 size_t session_count(const struct session_mgr *m)
 {
 	return m->count;
+}
+
+void session_get_gate_stats(const struct session_mgr *m, struct session_gate_stats *out)
+{
+	*out = m->gate;
 }
 
 void session_get_info(const struct session *s, struct session_info *out)

@@ -61,6 +61,16 @@ struct session_params {
 	bool java_types;
 };
 
+/* The start gates of `record --pid` since the daemon started: how many
+ * opened because the process was ready, how many at their deadline, and
+ * the time recordings waited (from the request to the opening). */
+struct session_gate_stats {
+	uint64_t opened_ready;
+	uint64_t opened_deadline;
+	uint64_t wait_ms_total;
+	uint64_t wait_ms_max;
+};
+
 struct session_info {
 	uint32_t id;
 	int64_t req_id;
@@ -114,6 +124,7 @@ void session_abandon(struct session *s);
 
 int64_t session_req_id(const struct session *s);
 size_t session_count(const struct session_mgr *m);
+void session_get_gate_stats(const struct session_mgr *m, struct session_gate_stats *out);
 void session_get_info(const struct session *s, struct session_info *out);
 int session_foreach(struct session_mgr *m, int (*fn)(struct session *s, void *arg), void *arg);
 

@@ -140,6 +140,7 @@ struct session_mgr {
 	struct agentlink *agents;
 	const char *agent_path;
 	const char *agent_socket;
+	struct session_gate_stats gate;
 };
 
 

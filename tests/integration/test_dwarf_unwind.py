@@ -141,9 +141,16 @@ def main(t):
                  "no tables loaded: %r" % uw)
         jt.check(uw.get("stacks", 0) > 0 and uw.get("stacks_to_root", 0) > 0,
                  "no stack walked to its root with CFI: %r" % uw)
+        # The recordings above each waited at their start gate for tables.
+        g = st["sessions"].get("gate") or {}
+        jt.check(g.get("opened_ready", 0) + g.get("opened_deadline", 0) >= 3 and
+                 0 < g.get("wait_ms_max", 0) <= g.get("wait_ms_total", 0),
+                 "start gates not counted: %r" % g)
         r = t.ctl(["status"], socket_path=d.socket, check_rc=0)
         jt.check("unwinding:" in r.stdout and "by CFI" in r.stdout,
                  "jprofctl status does not show unwinding:\n%s" % r.stdout)
+        jt.check("start gates: " in r.stdout, "jprofctl status does not show start gates:\n%s"
+                 % r.stdout)
 
 
 jt.run(main)

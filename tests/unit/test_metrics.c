@@ -23,6 +23,8 @@ static const struct agentlink_stats as = { .connected = 1, .accepted = 3, .fds_p
 static const struct hostview_stats hs = { .samples = 777, .buckets = 60, .bytes = 1 << 20,
 	.evicted_age = 8, .evicted_memory = 1, .oldest_ns = 1000000000ull, .newest_ns = 601000000000ull };
 static const struct metrics_http hh = { .requests = 5, .unauthorized = 2, .profiles_in_flight = 1 };
+static const struct session_gate_stats gs = { .opened_ready = 41, .opened_deadline = 2,
+	.wait_ms_total = 9120, .wait_ms_max = 2001 };
 static const struct metrics_self me = { .cpu_user_s = 1.25, .cpu_system_s = 0.5, .rss_bytes = 8 << 20,
 	.virtual_bytes = 100 << 20, .open_fds = 20, .start_time_s = 1700000000.5 };
 
@@ -38,7 +40,7 @@ static char *render(const struct metrics_input *in)
 static struct metrics_input full(void)
 {
 	return (struct metrics_input){ .version = "1.2.3", .sampler = &ss, .symbols = &sy, .agents = &as,
-				       .hostview = &hs, .http = &hh, .self = &me, .sessions = 3,
+				       .hostview = &hs, .http = &hh, .self = &me, .gate = &gs, .sessions = 3,
 				       .clients = 4 };
 }
 
@@ -68,6 +70,9 @@ START_TEST(test_values)
 	ck_assert_double_eq(value_of(t, "jprofd_bpf_map_capacity{map=\"stacks\"}"), 16384);
 	ck_assert_double_eq(value_of(t, "jprofd_sessions"), 3);
 	ck_assert_double_eq(value_of(t, "jprofd_clients"), 4);
+	ck_assert_double_eq(value_of(t, "jprofd_record_gate_opened_total{reason=\"ready\"}"), 41);
+	ck_assert_double_eq(value_of(t, "jprofd_record_gate_opened_total{reason=\"deadline\"}"), 2);
+	ck_assert_double_eq(value_of(t, "jprofd_record_gate_wait_seconds_total"), 9.12);
 	ck_assert_double_eq(value_of(t, "jprofd_agents"), 1);
 	ck_assert_double_eq(value_of(t, "jprofd_hostview_buckets"), 60);
 	ck_assert_double_eq(value_of(t, "jprofd_hostview_bytes"), 1 << 20);
@@ -173,6 +178,7 @@ START_TEST(test_missing_modules_left_out)
 	check_format(t, 3);
 	ck_assert_ptr_null(strstr(t, "jprofd_samples_total"));
 	ck_assert_ptr_null(strstr(t, "jprofd_hostview_"));
+	ck_assert_ptr_null(strstr(t, "jprofd_record_gate_"));
 	ck_assert_ptr_nonnull(strstr(t, "jprofd_build_info{version=\"unknown\"} 1\n"));
 	ck_assert_double_eq(value_of(t, "jprofd_sessions"), 0);
 	free(t);
