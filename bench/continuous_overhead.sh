@@ -114,6 +114,13 @@ rss_kb() {
 	awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"
 }
 
+# The daemon's own heap and stacks: VmRSS also counts the pages of the
+# mapped unwind_rows array it has written (RssFile), kernel memory the
+# array holds whether mapped or not.
+rss_anon_kb() {
+	awk '/^RssAnon:/ { print $2 }' "/proc/$1/status"
+}
+
 free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
@@ -242,6 +249,7 @@ for rate in $rates; do
 	for nm in "${names[@]}"; do
 		end_ticks=$(cpu_ticks "${pid[$nm]}")
 		end_rss=$(rss_kb "${pid[$nm]}")
+		end_anon=$(rss_anon_kb "${pid[$nm]}")
 		end_bpf=$(bpf_ns "${pid[$nm]}")
 		curl -fs -o "$tmp/metrics-$nm" "http://127.0.0.1:${port[$nm]}/metrics"
 		samples=$(metric "$tmp/metrics-$nm" jprofd_samples_total)
@@ -274,7 +282,7 @@ for rate in $rates; do
 		both_pct=$(awk -v a="$total_pct" -v b="$bpf_pct" 'BEGIN { printf "%.3f", a + b }')
 		rate_s=$(awk -v d="$(( ${samples:-0} - ${s0[$nm]:-0} ))" -v ns="$((end_ns - start_ns))" \
 			'BEGIN { printf "%.0f", d / (ns / 1e9) }')
-		results+=("$nm, rate $rate Hz: jprofd ${total_pct}% of one core (user+system) + BPF ${bpf_pct}% = ${both_pct}%; ${rate_s} samples/s; RSS start ${rss0[$nm]} kB, end ${end_rss} kB, max ${maxrss[$nm]} kB; tables ${rows:-0} rows = $(( ${rows:-0} * 16 / 1024 )) KiB in BPF + $(( ${copies:-0} / 1024 )) KiB of evicted copies; over the run ${builds:-0} builds, ${evicted:-0} evicted, ${reloads:-0} reloaded; $loads")
+		results+=("$nm, rate $rate Hz: jprofd ${total_pct}% of one core (user+system) + BPF ${bpf_pct}% = ${both_pct}%; ${rate_s} samples/s; RSS start ${rss0[$nm]} kB, end ${end_rss} kB (anonymous ${end_anon} kB), max ${maxrss[$nm]} kB; tables ${rows:-0} rows = $(( ${rows:-0} * 16 / 1024 )) KiB in BPF + $(( ${copies:-0} / 1024 )) KiB of evicted copies; over the run ${builds:-0} builds, ${evicted:-0} evicted, ${reloads:-0} reloaded; $loads")
 	done
 	if [ -n "$base_jprofd" ]; then
 		results+=("rate $rate Hz: new / base user+system = $(awk -v a="${total[new]}" -v b="${total[base]}" \
