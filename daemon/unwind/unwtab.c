@@ -703,14 +703,19 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 	unsigned fuse[64];
 	size_t nfuse;
 	uint64_t start, now = clock_mono_ns(), h;
+	bool fresh;
 
 	p = proc_find(u, tgid);
+	/* Read moments ago. Past the first interval only while its entry is
+	 * still in BPF: an exec deletes it, and the new image should not
+	 * wait for the back-off. */
+	fresh = p && now - p->loaded_ns < p->refresh_ns &&
+		(p->refresh_ns == REFRESH_NS || bpf_map_lookup_elem(u->procs_fd, &tgid, ent) == 0);
 	/* BPF asks again at every sample that leaves the known mappings,
 	 * which some processes' stacks do all the time (garbage frame
 	 * pointers): within the interval not even their start time is
 	 * read, BPF sent it. */
-	if (p && want_start && p->start_ns == want_start - want_start % TICK_NS &&
-	    now - p->loaded_ns < p->refresh_ns)
+	if (fresh && want_start && p->start_ns == want_start - want_start % TICK_NS)
 		return;
 	/* Its uid only if a table is to be built for it (its share). */
 	if (proc_read_start_boottime((pid_t)tgid, &start) < 0)
@@ -718,7 +723,7 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 	start -= start % TICK_NS;
 	if (want_start && want_start - want_start % TICK_NS != start)
 		return;  /* the pid is another process's now */
-	if (p && p->start_ns == start && now - p->loaded_ns < p->refresh_ns)
+	if (fresh && p->start_ns == start)
 		return;
 	if (!p && now < u->full_until)
 		return;  /* no room for another process until the next sweep */
@@ -727,7 +732,10 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 	if (procmaps_read(path, &m) < 0)
 		return;
 	h = hash_exec_maps(m);
-	if (p && p->start_ns == start && p->maps_hash == h) {
+	/* Its entry gone from BPF with the same maps (deleted by an exec of
+	 * the same binary): written again below. */
+	if (p && p->start_ns == start && p->maps_hash == h &&
+	    bpf_map_lookup_elem(u->procs_fd, &tgid, ent) == 0) {
 		/* Nothing new mapped: its misses are not dlopen()s; a
 		 * process that does map new code later waits at most
 		 * REFRESH_MAX_NS for it. */

@@ -221,6 +221,57 @@ START_TEST(test_shared_and_released)
 }
 END_TEST
 
+/* A process asked for again and again with nothing new mapped (BPF's
+ * misses from garbage frame pointers) has its maps read ever more rarely,
+ * and a miss in between reads nothing; once its entry is gone from BPF
+ * (an exec deletes it) the next request reads and loads it again. */
+START_TEST(test_reread_backoff)
+{
+	struct unwtab *u;
+	struct unwtab_stats a, b, c, d;
+	struct jp_unwind_proc *e = calloc(1, sizeof(*e));
+	struct timespec gap = { 0, 300 * 1000 * 1000 };
+	uint32_t pid = (uint32_t)getpid();
+
+	make_maps(1u << 20);
+	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 1u << 20, &u), 0);
+	unwtab_request(u, pid, 0, false);
+	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
+	/* 300 ms later: past the first 250 ms, read again, unchanged. */
+	nanosleep(&gap, NULL);
+	unwtab_request(u, pid, 0, false);
+	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
+	unwtab_get_stats(u, &a);
+	ck_assert_uint_eq(a.proc_reads, 2);
+	ck_assert_uint_eq(a.maps_unchanged, 1);
+	/* 550 ms later: past the doubled interval (500 ms), unchanged again. */
+	nanosleep(&(struct timespec){ 0, 550 * 1000 * 1000 }, NULL);
+	unwtab_request(u, pid, 0, false);
+	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
+	/* 600 ms later: more than the first 250 ms, within 1 s: not read. */
+	nanosleep(&(struct timespec){ 0, 600 * 1000 * 1000 }, NULL);
+	unwtab_request(u, pid, 0, false);
+	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
+	unwtab_get_stats(u, &b);
+	ck_assert_uint_eq(b.proc_reads, 3);
+	ck_assert_uint_eq(b.maps_unchanged, 2);
+	/* Its entry deleted (as an exec does): read at once, loaded again. */
+	ck_assert_int_eq(bpf_map_delete_elem(procs_fd, &pid), 0);
+	unwtab_request(u, pid, 0, false);
+	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
+	unwtab_get_stats(u, &c);
+	ck_assert_uint_eq(c.proc_reads, 4);
+	ck_assert_int_eq(bpf_map_lookup_elem(procs_fd, &pid, e), 0);
+	/* From the tables it had: nothing built again. */
+	ck_assert_uint_eq(c.builds, a.builds);
+	unwtab_get_stats(u, &d);
+	ck_assert_uint_eq(d.procs, 1);
+	unwtab_free(u);
+	close_maps();
+	free(e);
+}
+END_TEST
+
 /* Rows beyond the array: the binary is left to frame pointers, counted. */
 START_TEST(test_rows_full)
 {
@@ -410,6 +461,7 @@ int main(void)
 	tcase_add_test(tc, test_own_process);
 	tcase_add_test(tc, test_shared_and_released);
 	tcase_add_test(tc, test_rows_full);
+	tcase_add_test(tc, test_reread_backoff);
 	tcase_add_test(tc, test_evicted_reloaded);
 	suite_add_tcase(s, tc);
 	tcase_set_timeout(tm, 60);
