@@ -2,9 +2,12 @@
  *
  * Everything reachable from ring_on_signal is async-signal-safe: atomics on
  * static or shared memory, clock_gettime, syscall(SYS_gettid), the JavaVM's
- * GetEnv lookup and AsyncGetCallTrace (made for this). No malloc, no locks,
- * no stdio, no thread-local storage of this library (a dlopen'd library's
- * TLS may be allocated lazily, which is not signal-safe).
+ * GetEnv lookup and AsyncGetCallTrace (made for this), and for a native pc
+ * libgcc's _Unwind_Backtrace (ring_retry_native: it finds unwind tables with
+ * glibc's lock-free _dl_find_object, and takes a lock only in a process that
+ * registered tables with __register_frame, which HotSpot does not). No
+ * malloc, no locks, no stdio, no thread-local storage of this library (a
+ * dlopen'd library's TLS may be allocated lazily, which is not signal-safe).
  */
 #include "ring.h"
 
@@ -31,6 +34,7 @@
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
+#include <unwind.h>
 
 /* AsyncGetCallTrace's interface (HotSpot, not in any JDK header). */
 struct asgct_frame {
@@ -90,7 +94,7 @@ static pthread_mutex_t ring_install_lock = PTHREAD_MUTEX_INITIALIZER;
  * Counters and a fixed array claimed by an atomic index: signal-safe. */
 enum ring_how {
 	RING_HOW_FAILED, RING_HOW_SPILL, RING_HOW_BARRIER, RING_HOW_SP, RING_HOW_SP1,
-	RING_HOW_PUSHED, RING_HOW_NOT_ROOT, RING_HOW_OFF, RING_HOW_N,
+	RING_HOW_PUSHED, RING_HOW_NOT_ROOT, RING_HOW_OFF, RING_HOW_NATIVE, RING_HOW_N,
 };
 /* Where: a stub kind (below JPRING_STUB_KINDS), compiled code, a blob of
  * the code cache the code map does not know, outside the code cache (libjvm,
@@ -115,6 +119,14 @@ static unsigned long ring_short[2][RING_AT_N][RING_HOW_N];   /* recovered, 2 fra
 static unsigned long ring_root_changed;   /* whole ASGCT walks not ending at the thread's root */
 static struct ring_failed ring_kept[RING_KEEP];
 static unsigned ring_nkept;
+/* Why an unwind of native frames gave up. */
+enum {
+	RING_NATIVE_NO_SIGNAL_FRAME, RING_NATIVE_NO_JAVA, RING_NATIVE_BAD_CFA, RING_NATIVE_ASGCT,
+	RING_NATIVE_STUB_STEPPED,  /* not a failure: walked over a runtime stub */
+	RING_NATIVE_N,
+};
+static unsigned long ring_native_failed[RING_NATIVE_N];
+
 
 static const char *ring_at_name(unsigned at)
 {
@@ -132,6 +144,7 @@ __attribute__((destructor)) static void ring_write_stats(void)
 {
 	static const char *const how[RING_HOW_N] = {
 		"failed", "spill", "barrier", "sp", "sp+1", "pushed", "not_root", "recover_off",
+		"native",
 	};
 	unsigned n = __atomic_load_n(&ring_nkept, __ATOMIC_ACQUIRE);
 	/* Appended: every JVM of a bench run writes to the same file. */
@@ -149,6 +162,12 @@ __attribute__((destructor)) static void ring_write_stats(void)
 						ring_at_name(at), how[h], ring_stats[c][at][h],
 						ring_short[c][at][h]);
 	fprintf(out, "pid %d whole walks with another root %lu\n", (int)getpid(), ring_root_changed);
+#if defined(__x86_64__)
+	fprintf(out, "pid %d native unwinds failed: no signal frame %lu, no Java frame %lu, "
+		"bad CFA %lu, ASGCT %lu; walked over a runtime stub %lu\n", (int)getpid(),
+		ring_native_failed[0], ring_native_failed[1], ring_native_failed[2],
+		ring_native_failed[3], ring_native_failed[4]);
+#endif
 	for (unsigned i = 0; i < n && i < RING_KEEP; i++) {
 		const struct ring_failed *f = &ring_kept[i];
 		Dl_info di = { 0 };
@@ -192,6 +211,10 @@ __attribute__((destructor)) static void ring_write_stats(void)
 	fclose(out);
 }
 
+#if defined(__x86_64__)
+static _Unwind_Reason_Code ring_unwind_stop(struct _Unwind_Context *ctx, void *arg);
+#endif
+
 int ring_init(void)
 {
 	const char *rec = getenv("JPROF_AGENT_RECOVER");
@@ -202,6 +225,10 @@ int ring_init(void)
 	ring_asgct = (asgct_fn)agent_jvm_sym("AsyncGetCallTrace");
 	if (stats)
 		snprintf(ring_stats_path, sizeof(ring_stats_path), "%s", stats);
+#if defined(__x86_64__)
+	if (ring_recover)
+		_Unwind_Backtrace(ring_unwind_stop, NULL);
+#endif
 	return ring_asgct ? 0 : -ENOENT;
 }
 
@@ -361,6 +388,123 @@ static int32_t ring_retry_frame(struct asgct_trace *caller, const ucontext_t *uc
 	return ring_walk_from(caller, uc, ra, top, &saved_fp, caller_pc);
 }
 
+/* A leaf call from compiled Java code into the VM or libc (C2's call of
+ * SharedRuntime::complete_monitor_unlocking_C, which wakes a waiter with
+ * pthread_cond_signal) sets no frame anchor and leaves the thread in state
+ * Java, so ASGCT looks for Java code at a native pc and gives up (-5) when
+ * the leaf, libc built without frame pointers, holds anything in rbp. The
+ * native frames' own unwind tables (.eh_frame, through libgcc's unwinder:
+ * no malloc, FDEs found with glibc's lock-free _dl_find_object) lead back
+ * to the first frame in the code cache; ASGCT walks from there. Each frame
+ * the unwinder reports: the handler's own and the kernel's signal frame
+ * until the interrupted pc, then at most RING_NATIVE_MAX native frames. */
+#define RING_UNWIND_MAX 16   /* the handler's frames, the signal frame */
+#define RING_NATIVE_MAX 12   /* native frames between the pc and Java code */
+
+struct ring_unwind {
+	uintptr_t pc;          /* the interrupted pc */
+	unsigned seen;         /* frames before the interrupted one */
+	unsigned native;       /* native frames from the interrupted one on */
+	bool past_signal;
+	bool stub;             /* out: a runtime stub stepped over */
+	uintptr_t ra, sp, fp;  /* out: the first Java frame */
+};
+
+static void ring_native_note(unsigned why)
+{
+	__atomic_add_fetch(&ring_native_failed[why], 1, __ATOMIC_RELAXED);
+}
+
+static bool ring_in_code_cache(uintptr_t pc)
+{
+	return codemap_leaf(pc) || codemap_in_interpreter(pc) || vmstructs_blob_at(pc);
+}
+
+/* Java code: a compiled method (announced or not) or the interpreter. */
+static bool ring_java_pc(uintptr_t pc)
+{
+	return codemap_leaf(pc) >= JPRING_STUB_KINDS || codemap_in_interpreter(pc) ||
+	       vmstructs_nmethod_method(vmstructs_blob_at(pc));
+}
+
+static _Unwind_Reason_Code ring_unwind_step(struct _Unwind_Context *ctx, void *arg)
+{
+	struct ring_unwind *u = arg;
+	int before = 0;
+	uintptr_t ip = (uintptr_t)_Unwind_GetIPInfo(ctx, &before);
+	uintptr_t at;
+
+	if (!u->past_signal) {
+		/* The frame the kernel's signal frame returns to is the only
+		 * one whose ip is not a return address. */
+		if (before && ip == u->pc) {
+			u->past_signal = true;
+			return _URC_NO_REASON;
+		}
+		return ++u->seen < RING_UNWIND_MAX ? _URC_NO_REASON : _URC_NORMAL_STOP;
+	}
+	if (!ring_in_code_cache(ip))
+		return ++u->native < RING_NATIVE_MAX ? _URC_NO_REASON : _URC_NORMAL_STOP;
+	/* The caller's sp is its callee's CFA, right above the return
+	 * address the call pushed: checked, so a misread table gives up. */
+	u->sp = (uintptr_t)_Unwind_GetCFA(ctx);
+	if (!ring_read_stack(u->sp - sizeof(uintptr_t), &at) || at != ip)
+		return _URC_NORMAL_STOP;
+	u->fp = (uintptr_t)_Unwind_GetGR(ctx, 6);   /* DWARF 6: rbp */
+	if (ring_java_pc(ip)) {
+		u->ra = ip;
+		return _URC_NORMAL_STOP;
+	}
+	/* A runtime stub: C1's (monitorenter, monitorexit) build a frame
+	 * with rbp (`push rbp; mov rbp, rsp`) and set an anchor without a
+	 * pc, which ASGCT cannot walk. Stepped over by that rbp, only to a
+	 * return address into Java code. */
+	uintptr_t link[2];
+
+	if (u->fp >= u->sp && ring_read_stack(u->fp, &link[0]) &&
+	    ring_read_stack(u->fp + sizeof(uintptr_t), &link[1]) && ring_java_pc(link[1])) {
+		u->ra = link[1];
+		u->sp = u->fp + 2 * sizeof(uintptr_t);
+		u->fp = link[0];
+		u->stub = true;
+	}
+	return _URC_NORMAL_STOP;
+}
+
+/* Warms the unwinder up outside any handler: its first call initialises
+ * tables under pthread_once. */
+static _Unwind_Reason_Code ring_unwind_stop(struct _Unwind_Context *ctx, void *arg)
+{
+	return _URC_NORMAL_STOP;
+}
+
+static int32_t ring_retry_native(struct asgct_trace *trace, const ucontext_t *uc,
+				 uintptr_t *caller_pc)
+{
+	struct ring_unwind u = { .pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP] };
+	ucontext_t c;
+
+	_Unwind_Backtrace(ring_unwind_step, &u);
+	if (!u.ra) {
+		ring_native_note(!u.past_signal ? RING_NATIVE_NO_SIGNAL_FRAME
+				 : u.sp ? RING_NATIVE_BAD_CFA : RING_NATIVE_NO_JAVA);
+		return 0;
+	}
+	c = *uc;
+	c.uc_mcontext.gregs[REG_RIP] = (greg_t)u.ra;
+	c.uc_mcontext.gregs[REG_RSP] = (greg_t)u.sp;
+	c.uc_mcontext.gregs[REG_RBP] = (greg_t)u.fp;
+	ring_asgct(trace, JPRING_MAX_FRAMES, &c);
+	if (trace->num_frames <= 0) {
+		ring_native_note(RING_NATIVE_ASGCT);
+		return 0;
+	}
+	if (u.stub)
+		ring_native_note(RING_NATIVE_STUB_STEPPED);
+	*caller_pc = u.ra;
+	return trace->num_frames;
+}
+
 static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32_t failed,
 			  uintptr_t *caller_pc, uint64_t *leaf_tag, unsigned *how)
 {
@@ -374,6 +518,15 @@ static int32_t ring_retry(struct asgct_trace *trace, const ucontext_t *uc, int32
 
 	*leaf_tag = leaf;
 	caller.frames = trace->frames + 1;
+	/* A native pc (no stub, no compiled method, no blob): the Java
+	 * frames start where the native ones, unwound, return to Java code. */
+	if (!leaf && !codemap_in_interpreter(pc) && !vmstructs_blob_at(pc)) {
+		n = ring_retry_native(trace, uc, caller_pc);
+		if (n > 0) {
+			*how = RING_HOW_NATIVE;
+			return n;
+		}
+	}
 	/* Inside a compiled method's prologue, before rbp is stored: the words
 	 * at sp are stale spill slots, the return address is at sp + disp + 8,
 	 * and rbp is still the caller's. Only in a compiled method's code (the
@@ -515,7 +668,7 @@ static void ring_type_callers(struct jpring_frame *f, int32_t n, uintptr_t fp)
  * unknown rather than guessed. frames[0] is the pc's own frame; when the
  * walk was retried past the leaf (caller_pc != 0) frames[0] is that leaf
  * (ring_leaf) and the callers' frames are typed from caller_pc. */
-static void ring_type_frames(struct jpring_frame *f, int32_t n, const void *ucv,
+static void ring_type_frames(struct jpring_frame *f, int32_t n, uintptr_t pc, uintptr_t fp,
 			     uintptr_t caller_pc)
 {
 	if (codemap_all_interpreted()) {
@@ -525,9 +678,6 @@ static void ring_type_frames(struct jpring_frame *f, int32_t n, const void *ucv,
 		return;
 	}
 #if defined(__x86_64__)
-	const ucontext_t *uc = ucv;
-	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-
 	if (caller_pc) {
 		if (f[0].bci != JPRING_BCI_STUB)
 			f[0].type = codemap_in_method(f[0].method_id, pc);
@@ -543,10 +693,31 @@ static void ring_type_frames(struct jpring_frame *f, int32_t n, const void *ucv,
 		return;
 	if (codemap_in_interpreter(pc)) {
 		f[0].type = JPRING_TYPE_INTERPRETED;
-		ring_type_callers(f, n, (uintptr_t)uc->uc_mcontext.gregs[REG_RBP]);
+		ring_type_callers(f, n, fp);
 		return;
 	}
 	ring_type_compiled(f, 0, n, pc);
+#else
+	(void)pc; (void)fp; (void)caller_pc;
+#endif
+}
+
+/* Types a walk, retried or not, from where it started. */
+static void ring_type_walk(struct jpring_frame *f, int32_t n, const void *ucv, uintptr_t caller_pc,
+			   unsigned how)
+{
+#if defined(__x86_64__)
+	const ucontext_t *uc = ucv;
+
+	/* From below native frames: as if interrupted at the return address
+	 * (an interpreted caller's rbp is not known there: only f[0] typed). */
+	if (how == RING_HOW_NATIVE)
+		ring_type_frames(f, n, caller_pc, 0, 0);
+	else
+		ring_type_frames(f, n, (uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
+				 (uintptr_t)uc->uc_mcontext.gregs[REG_RBP], caller_pc);
+#else
+	ring_type_frames(f, n, 0, 0, 0);
 #endif
 }
 
@@ -744,7 +915,9 @@ static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc
 		for (int32_t i = 0; i < n; i++)
 			slot->frames[i].type = JPRING_TYPE_UNKNOWN;
 #if defined(__x86_64__)
-		if (caller_pc)
+		/* A walk from below native frames has no leaf stepped over:
+		 * the native frames are the BPF sample's. */
+		if (caller_pc && how != RING_HOW_NATIVE)
 			ring_leaf(trace.frames, leaf_tag);
 #endif
 		/* In a GC pause: walk from the thread's frame anchor (javawalk.c);
@@ -755,7 +928,7 @@ static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc
 			n = javawalk_not_java(env, slot->frames, JPRING_MAX_FRAMES, n,
 					      __atomic_load_n(&ring_interval_ns, __ATOMIC_RELAXED));
 		else if (n > 0 && uc)
-			ring_type_frames(slot->frames, n, uc, caller_pc);
+			ring_type_walk(slot->frames, n, uc, caller_pc, how);
 	}
 	ring_commit(slot, w, n);
 	return slot;

@@ -76,6 +76,8 @@ void session_send_warning(struct session *s, const char *code, const char *msg)
 static void java_fail(struct session *s, enum java_state st, const char *code, const char *msg)
 {
 	s->java = st;
+	/* A native recording from here on (samples already joined keep theirs). */
+	pipeline_source_expect_java(s->src, false);
 	snprintf(s->java_code, sizeof(s->java_code), "%s", code);
 	snprintf(s->java_msg, sizeof(s->java_msg), "%s", msg);
 	log_warn("session %u: pid %d: no Java frames: %s (%s)", s->id, (int)s->p.pid, msg, code);
@@ -834,10 +836,12 @@ int session_jvm_check(struct session *s, struct attach_result *res, const char *
 		return 0;
 	if (agentlink_find(m->agents, s->p.pid, s->p.pidfd)) {
 		s->java = JAVA_WAIT_AGENT;
+		pipeline_source_expect_java(s->src, true);
 		return java_event_check(s, code, msg, len);
 	}
 	if (attach_probe(s->p.pid, res) == 0) {
 		s->java = JAVA_ATTACHING;
+		pipeline_source_expect_java(s->src, true);
 		return java_event_check(s, code, msg, len);
 	}
 	if (s->agent_event) {

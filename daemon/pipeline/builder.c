@@ -130,9 +130,10 @@ static void reverse(struct builder *b, size_t from)
 /* User frames, root first (the stack map gives them leaf first). With
  * cut_at_jit, only the frames from the leaf up to the first address in JIT
  * code: from there on the Java frames tell the story (and frame-pointer
- * walks through JIT code are not to be trusted). */
+ * walks through JIT code are not to be trusted); jit_marker, if given,
+ * stands where the stack was cut. */
 static void push_user(struct builder *b, uint32_t pid, uint64_t start, const uint64_t *uips,
-		      uint32_t nu, bool kernel_mode, bool cut_at_jit)
+		      uint32_t nu, bool kernel_mode, bool cut_at_jit, const char *jit_marker)
 {
 	size_t from = b->n;
 
@@ -143,8 +144,11 @@ static void push_user(struct builder *b, uint32_t pid, uint64_t start, const uin
 
 		if (symbols_resolve_user(b->sym, (pid_t)pid, start, uips[i], ret, &b->r) < 0)
 			continue;
-		if (cut_at_jit && b->r.kind == FRAME_JIT_UNKNOWN)
+		if (cut_at_jit && b->r.kind == FRAME_JIT_UNKNOWN) {
+			if (jit_marker)
+				push(b, FRAME_MARKER, jit_marker, "");
 			break;
+		}
 		push_sym(b, &b->r);
 	}
 	reverse(b, from);
@@ -199,7 +203,11 @@ int builder_build(struct builder *b, const struct raw_sample *rs, const struct b
 		push(b, FRAME_MARKER, b->names.comm[0] ? b->names.comm : "[unknown]", "");
 	if (rs->ustack_lost)
 		push(b, FRAME_MARKER, "[user_stack_lost]", "");
-	push_user(b, rs->pid, start, rs->uips, rs->nu, rs->kernel_mode, false);
+	/* A JVM thread sampled on the daemon's plain event, before the agent
+	 * armed its own: in Java code its Java frames are missing, and the
+	 * marker says so rather than showing JIT addresses as a whole stack. */
+	push_user(b, rs->pid, start, rs->uips, rs->nu, rs->kernel_mode, o && o->java_unarmed,
+		  "[java_stack_missing]");
 	push_kernel(b, rs->kips, rs->nk, rs->kstack_lost);
 	if (state)
 		push(b, FRAME_MARKER, state, "");
@@ -253,7 +261,7 @@ int builder_build_jvm(struct builder *b, uint32_t pid, uint64_t start_ns, const 
 		push(b, FRAME_MARKER, js->marker, "");
 	if (js->ustack_lost && !js->njava)
 		push(b, FRAME_MARKER, "[user_stack_lost]", "");
-	push_user(b, pid, start, js->uips, js->nu, js->kernel_mode, js->java_context);
+	push_user(b, pid, start, js->uips, js->nu, js->kernel_mode, js->java_context, NULL);
 	push_kernel(b, js->kips, js->nk, js->kstack_lost);
 	if (js->state)
 		push(b, FRAME_MARKER, js->state, "");

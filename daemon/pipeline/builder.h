@@ -22,6 +22,7 @@ struct symbols;
 struct builder_opts {
 	bool process_root;         /* whole-host recordings: the process name as root frame */
 	bool thread_state;         /* the thread's state as the leaf frame ("[sleeping]"...) */
+	bool java_unarmed;         /* a JVM recording's plain event: JIT code marks Java lost */
 };
 
 int builder_new(struct symbols *sym, struct procinfo *pi, struct builder **out);

@@ -31,6 +31,7 @@ struct pipeline_source {
 	uint32_t jvm_pid;
 	uint64_t jvm_start_ns;     /* of the BPF records joined: the recorded process's */
 	uint64_t jvm_period_ns;
+	bool java_expected;        /* pipeline_source_expect_java */
 };
 
 struct pipeline_tick {
@@ -113,6 +114,9 @@ void pipeline_on_sample(const struct raw_sample *rs, void *arg)
 			return;  /* per-sample records belong to a join that is gone */
 		o.process_root = src->cfg.process_root;
 		o.thread_state = src->cfg.thread_state;
+		/* An agent is coming or bound, but this thread's event is not
+		 * its yet. */
+		o.java_unarmed = src->java_expected || src->join;
 	} else if (!p->host.sample) {
 		return;
 	}
@@ -144,6 +148,12 @@ static void on_jvm_sample(const struct jvm_sample *js, void *arg)
 			      &bs) < 0)
 		return;
 	deliver(p, src, &bs, js->host_feed);
+}
+
+void pipeline_source_expect_java(struct pipeline_source *src, bool on)
+{
+	if (src)
+		src->java_expected = on;
 }
 
 void pipeline_source_set_join(struct pipeline_source *src, struct jvm_join *j, uint32_t pid,

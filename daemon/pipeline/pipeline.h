@@ -75,6 +75,11 @@ int pipeline_source_open(struct pipeline *p, const struct pipeline_source_config
 void pipeline_source_close(struct pipeline_source *src);
 uint32_t pipeline_source_id(const struct pipeline_source *src);
 
+/* An agent is on its way (attaching) or bound: until the agent arms a
+ * thread's event, that thread's samples through JIT code lack their Java
+ * frames and get a marker where the user stack is cut. */
+void pipeline_source_expect_java(struct pipeline_source *src, bool on);
+
 /* JVM recording of pid: the source's per-sample records go into the join
  * (borrowed; NULL detaches), each weighted as one sample of period_ns. */
 void pipeline_source_set_join(struct pipeline_source *src, struct jvm_join *j, uint32_t pid,

@@ -6,8 +6,11 @@ agent/ring.c); megamorphic interface and virtual calls go through itable and
 vtable stubs; lambdas and MethodHandle chains (invokeExact) go through
 method handle adapters, lambda forms and MethodHandle.invokeBasic;
 exceptions thrown in a hot loop spend their time in the VM filling stack
-traces. With the retry, bare [unknown_java] stays at or under 2 % of the
-samples on both JDKs, every sample of the workload hangs from
+traces; reading the clocks in a hot loop runs native code (os::javaTimeNanos,
+the vDSO) called from compiled code with no frame anchor, where ASGCT looks
+for Java code at a native pc (3-4 % bare [unknown_java] on JDK 17 and 25 with
+the agent's retries off, JPROF_AGENT_RECOVER=0). With the retry, bare
+[unknown_java] stays at or under 2 % of the samples on both JDKs, every sample of the workload hangs from
 HardWalks.main, and the leaf the agent stepped over is named: the compiled
 method whose entry or exit it was (the recursion), the stub, or the
 MethodHandle intrinsic; at most LEAF_MAX of the samples end in
@@ -133,7 +136,8 @@ def check_walks(jdk, mode, stacks, hot):
 CASES = (("recurse", "HardWalks.fib", "deep recursion's calls"),
          ("mega", "HardWalks.loop", "megamorphic calls"),
          ("indirect", "HardWalks.indirect", "lambdas and method handles"),
-         ("throw", "HardWalks.throwing", "exceptions thrown in a hot loop"))
+         ("throw", "HardWalks.throwing", "exceptions thrown in a hot loop"),
+         ("leaf", "HardWalks.clocks", "leaf calls into native code"))
 
 
 def main(t):

@@ -6,8 +6,10 @@
 // "indirect" calls through lambdas and MethodHandles (invokeExact on bound
 // and filtered handles: method handle adapters and lambda forms); "throw"
 // throws and catches an exception in a hot loop (the stack walk that fills
-// the trace runs in the VM).
-// Usage: java HardWalks SECONDS [mega, recurse, indirect or throw]
+// the trace runs in the VM); "leaf" reads the clocks in a hot loop (compiled
+// code calls os::javaTimeNanos and os::javaTimeMillis as leaf calls: the
+// thread stays in state Java while it runs native code, with no frame anchor).
+// Usage: java HardWalks SECONDS [mega, recurse, indirect, throw or leaf]
 // Prints "ready" at once, {"calls":..} at the end.
 import java.lang.invoke.MethodHandle;
 import java.lang.invoke.MethodHandles;
@@ -136,6 +138,16 @@ public class HardWalks {
         return caught + (x == 42 ? 1 : 0);
     }
 
+    static long clocks(long endNs) {
+        long x = 0, calls = 0;
+        while (System.nanoTime() < endNs) {
+            for (int i = 0; i < 1000; i++)
+                x += System.nanoTime() ^ System.currentTimeMillis();
+            calls += 2000;
+        }
+        return calls + (x == 42 ? 1 : 0);
+    }
+
     public static void main(String[] args) throws Throwable {
         long seconds = args.length > 0 ? Long.parseLong(args[0]) : 10;
         String mode = args.length > 1 ? args[1] : "mega";
@@ -144,7 +156,8 @@ public class HardWalks {
             System.out.println("ready");
             System.out.flush();
             long calls = mode.equals("recurse") ? recurse(end)
-                    : mode.equals("indirect") ? indirect(end) : throwing(end);
+                    : mode.equals("indirect") ? indirect(end)
+                    : mode.equals("leaf") ? clocks(end) : throwing(end);
             System.out.println("{\"calls\":" + calls + "}");
             return;
         }

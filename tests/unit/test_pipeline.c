@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "check_main.h"
@@ -258,6 +259,62 @@ START_TEST(test_jvm_join_through_the_builder)
 }
 END_TEST
 
+/* A JVM thread sampled on the daemon's plain event (the agent has not armed
+ * its own yet): a user stack through JIT code (an anonymous executable
+ * mapping) lost its Java frames, and says so where it is cut; one without
+ * JIT code is a whole native stack. Without an agent, [jit] stays. */
+START_TEST(test_plain_event_of_unarmed_thread)
+{
+	struct fixture f;
+	struct jvm_join *j;
+	struct raw_sample rs;
+	uint64_t ips[3];
+	void *jit = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	ck_assert_ptr_ne(jit, MAP_FAILED);
+	setup(&f, false);
+	/* No agent bound: the JIT frame is shown as it is. */
+	ips[0] = (uint64_t)(uintptr_t)pl_leaf;
+	ips[1] = (uint64_t)(uintptr_t)jit + 16;
+	ips[2] = (uint64_t)(uintptr_t)pl_caller + 1;
+	rs = raw(pipeline_source_id(f.src), 1);
+	rs.uips = ips;
+	rs.nu = 3;
+	pipeline_on_sample(&rs, f.p);
+	ck_assert_uint_eq(f.rec.n, 1);
+	ck_assert_uint_eq(f.rec.nframes[0], 3);
+	ck_assert_str_eq(f.rec.frames[0][1], "[jit]");
+
+	/* The agent is being attached (no join yet): marked already. */
+	pipeline_source_expect_java(f.src, true);
+	pipeline_on_sample(&rs, f.p);
+	ck_assert_uint_eq(f.rec.n, 2);
+	ck_assert_uint_eq(f.rec.nframes[1], 2);
+	ck_assert_str_eq(f.rec.frames[1][0], "[java_stack_missing]");
+	ck_assert_str_eq(f.rec.frames[1][1], "pl_leaf");
+	ck_assert(!f.rec.has_java[1]);
+	pipeline_source_expect_java(f.src, false);
+	j = jvm_join_new(&(struct jvm_join_opts){ .interval_ns = 10 * MS });
+	ck_assert_ptr_nonnull(j);
+	pipeline_source_set_join(f.src, j, (uint32_t)getpid(), 10 * MS);
+	pipeline_on_sample(&rs, f.p);
+	ck_assert_uint_eq(f.rec.n, 3);
+	ck_assert_uint_eq(f.rec.nframes[2], 2);
+	ck_assert_str_eq(f.rec.frames[2][0], "[java_stack_missing]");
+	/* No JIT code on the stack (a GC or compiler thread): all of it. */
+	rs = raw(pipeline_source_id(f.src), 1);
+	pipeline_on_sample(&rs, f.p);
+	ck_assert_uint_eq(f.rec.n, 4);
+	ck_assert_uint_eq(f.rec.nframes[3], 2);
+	ck_assert_str_eq(f.rec.frames[3][0], "pl_caller");
+	ck_assert_str_eq(f.rec.frames[3][1], "pl_leaf");
+	pipeline_source_set_join(f.src, NULL, 0, 0);
+	jvm_join_free(j);
+	teardown(&f);
+	munmap(jit, 4096);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("pipeline");
@@ -268,6 +325,7 @@ int main(void)
 	tcase_add_test(tc, test_markers_and_process_root);
 	tcase_add_test(tc, test_jvm_join_through_the_builder);
 	tcase_add_test(tc, test_per_sample_records);
+	tcase_add_test(tc, test_plain_event_of_unarmed_thread);
 	suite_add_tcase(s, tc);
 	return jprof_check_run(s);
 }
