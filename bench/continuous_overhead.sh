@@ -8,7 +8,8 @@
 # time its BPF programs ran (kernel.bpf_stats_enabled; charged to the
 # interrupted tasks, not to the daemon), plus its unwind table counters.
 # Prints CPU % of one core (user+system, BPF, both), samples/s, RSS
-# start/end/max and table memory per rate. Not a pass/fail test.
+# start/end/max, table memory and the unwind worker's loads per rate. Not a
+# pass/fail test.
 # Run as root.
 #   JPROFD=path          default: build/jprofd
 #   JPROFD_BASE=path     a second daemon (e.g. a build of main) run at the same
@@ -26,6 +27,8 @@
 #                        then includes reading every new process)
 #   BENCH_WARMUP=S       seconds after start not counted (default 0): the
 #                        start-up reads kallsyms and every process's tables
+#   BENCH_ARGS="..."     more jprofd arguments, both daemons (e.g.
+#                        --unwind-max-memory 32M)
 set -euo pipefail
 
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -111,6 +114,13 @@ rss_kb() {
 	awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"
 }
 
+# The daemon's own heap and stacks: VmRSS also counts the pages of the
+# mapped unwind_rows array it has written (RssFile), kernel memory the
+# array holds whether mapped or not.
+rss_anon_kb() {
+	awk '/^RssAnon:/ { print $2 }' "/proc/$1/status"
+}
+
 free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
@@ -165,6 +175,8 @@ for rate in $rates; do
 		args=(--socket "$tmp/$nm.sock" --rate "$rate" --http "127.0.0.1:${port[$nm]}"
 		      --http-socket "$tmp/$nm-http.sock")
 		[ -n "$retention" ] && args+=(--host-retention "$retention")
+		# shellcheck disable=SC2206 # word splitting is the point
+		[ -n "${BENCH_ARGS:-}" ] && args+=($BENCH_ARGS)
 		"${bins[$k]}" "${args[@]}" 2>"$tmp/jprofd-$nm-$rate.log" &
 		pid[$nm]=$!
 		daemon_pids+=("${pid[$nm]}")
@@ -189,6 +201,7 @@ for rate in $rates; do
 		t0[$nm]=$(cpu_ticks "${pid[$nm]}")
 		b0[$nm]=$(bpf_ns "${pid[$nm]}")
 		curl -fs -o "$tmp/metrics-$nm" "http://127.0.0.1:${port[$nm]}/metrics"
+		cp "$tmp/metrics-$nm" "$tmp/metrics0-$nm"
 		s0[$nm]=$(metric "$tmp/metrics-$nm" jprofd_samples_total)
 		rss0[$nm]=$(rss_kb "${pid[$nm]}")
 		maxrss[$nm]=${rss0[$nm]}
@@ -236,12 +249,31 @@ for rate in $rates; do
 	for nm in "${names[@]}"; do
 		end_ticks=$(cpu_ticks "${pid[$nm]}")
 		end_rss=$(rss_kb "${pid[$nm]}")
+		end_anon=$(rss_anon_kb "${pid[$nm]}")
 		end_bpf=$(bpf_ns "${pid[$nm]}")
 		curl -fs -o "$tmp/metrics-$nm" "http://127.0.0.1:${port[$nm]}/metrics"
 		samples=$(metric "$tmp/metrics-$nm" jprofd_samples_total)
 		rows=$(metric "$tmp/metrics-$nm" jprofd_unwind_rows)
-		builds=$(metric "$tmp/metrics-$nm" jprofd_unwind_table_builds_total)
-		evicted=$(metric "$tmp/metrics-$nm" jprofd_unwind_tables_evicted_total)
+		copies=$(metric "$tmp/metrics-$nm" jprofd_unwind_evicted_copy_bytes)
+		# Over the measured seconds only (the start-up loads every
+		# running process's tables).
+		per_s() {
+			local a b
+			a=$(metric "$tmp/metrics0-$nm" "$1")
+			b=$(metric "$tmp/metrics-$nm" "$1")
+			awk -v d="$(( ${b:-0} - ${a:-0} ))" -v ns="$((end_ns - start_ns))" \
+				'BEGIN { printf "%.1f", d / (ns / 1e9) }'
+		}
+		delta() {
+			local a b
+			a=$(metric "$tmp/metrics0-$nm" "$1")
+			b=$(metric "$tmp/metrics-$nm" "$1")
+			echo $(( ${b:-0} - ${a:-0} ))
+		}
+		builds=$(delta jprofd_unwind_table_builds_total)
+		evicted=$(delta jprofd_unwind_tables_evicted_total)
+		reloads=$(delta jprofd_unwind_table_reloads_total)
+		loads="requests $(per_s jprofd_unwind_requests_total)/s, maps read $(per_s jprofd_unwind_process_reads_total)/s ($(per_s jprofd_unwind_process_reads_unchanged_total)/s unchanged), rows uploaded $(per_s jprofd_unwind_rows_uploaded_total)/s"
 		total_pct=$(awk -v d="$((end_ticks - t0[$nm]))" -v ns="$((end_ns - start_ns))" -v hz="$clk_tck" \
 			'BEGIN { printf "%.3f", 100 * (d / hz) / (ns / 1e9) }')
 		total[$nm]=$total_pct
@@ -250,7 +282,7 @@ for rate in $rates; do
 		both_pct=$(awk -v a="$total_pct" -v b="$bpf_pct" 'BEGIN { printf "%.3f", a + b }')
 		rate_s=$(awk -v d="$(( ${samples:-0} - ${s0[$nm]:-0} ))" -v ns="$((end_ns - start_ns))" \
 			'BEGIN { printf "%.0f", d / (ns / 1e9) }')
-		results+=("$nm, rate $rate Hz: jprofd ${total_pct}% of one core (user+system) + BPF ${bpf_pct}% = ${both_pct}%; ${rate_s} samples/s; RSS start ${rss0[$nm]} kB, end ${end_rss} kB, max ${maxrss[$nm]} kB; tables ${rows:-0} rows = $(( ${rows:-0} * 12 / 1024 )) KiB, ${builds:-0} builds, ${evicted:-0} evicted")
+		results+=("$nm, rate $rate Hz: jprofd ${total_pct}% of one core (user+system) + BPF ${bpf_pct}% = ${both_pct}%; ${rate_s} samples/s; RSS start ${rss0[$nm]} kB, end ${end_rss} kB (anonymous ${end_anon} kB), max ${maxrss[$nm]} kB; tables ${rows:-0} rows = $(( ${rows:-0} * 16 / 1024 )) KiB in BPF + $(( ${copies:-0} / 1024 )) KiB of evicted copies; over the run ${builds:-0} builds, ${evicted:-0} evicted, ${reloads:-0} reloaded; $loads")
 	done
 	if [ -n "$base_jprofd" ]; then
 		results+=("rate $rate Hz: new / base user+system = $(awk -v a="${total[new]}" -v b="${total[base]}" \

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -50,6 +51,26 @@ static void fcounter(struct out *o, const char *name, const char *help, double v
 	put(o, "%s %.9g\n", name, v);
 }
 
+/* What the unwind worker did for the requests it got: its cost on a busy
+ * host (docs/benchmarks.md). */
+static const struct {
+	const char *name, *help;
+	size_t off;  /* of a uint64_t in struct unwtab_stats */
+} unwind_work[] = {
+	{ "jprofd_unwind_requests_total",
+	  "Processes the unwind worker was asked to load (BPF misses, recordings).",
+	  offsetof(struct unwtab_stats, requests) },
+	{ "jprofd_unwind_process_reads_total",
+	  "Process memory maps the unwind worker read for those requests.",
+	  offsetof(struct unwtab_stats, proc_reads) },
+	{ "jprofd_unwind_process_reads_unchanged_total",
+	  "Of those, maps read again that showed no new code.",
+	  offsetof(struct unwtab_stats, maps_unchanged) },
+	{ "jprofd_unwind_rows_uploaded_total",
+	  "Unwind table rows written to BPF (builds and reloads).",
+	  offsetof(struct unwtab_stats, rows_uploaded) },
+};
+
 static void unwind_metrics(struct out *o, const struct sampler_stats *s)
 {
 	const struct unwtab_stats *t = &s->unwind;
@@ -66,6 +87,9 @@ static void unwind_metrics(struct out *o, const struct sampler_stats *s)
 	gauge(o, "jprofd_unwind_tables", "Binaries with unwind tables loaded.", t->tables);
 	gauge(o, "jprofd_unwind_rows", "Unwind table rows loaded.", t->rows_used);
 	gauge(o, "jprofd_unwind_rows_capacity", "Unwind table rows that fit.", t->rows_capacity);
+	for (size_t i = 0; i < sizeof(unwind_work) / sizeof(unwind_work[0]); i++)
+		counter(o, unwind_work[i].name, unwind_work[i].help,
+			*(const uint64_t *)((const char *)t + unwind_work[i].off));
 	counter(o, "jprofd_unwind_table_builds_total", "Unwind tables built.", t->builds);
 	fcounter(o, "jprofd_unwind_table_build_seconds_total", "Time spent building unwind tables.",
 		 (double)t->build_ns_total / 1e9);

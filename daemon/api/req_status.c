@@ -136,6 +136,10 @@ static void add_unwind_status(const struct sampler_stats *ss, struct json_object
 	requests_add_u64(u, "tables", t->tables);
 	requests_add_u64(u, "rows", t->rows_used);
 	requests_add_u64(u, "rows_capacity", t->rows_capacity);
+	requests_add_u64(u, "requests", t->requests);
+	requests_add_u64(u, "process_reads", t->proc_reads);
+	requests_add_u64(u, "process_reads_unchanged", t->maps_unchanged);
+	requests_add_u64(u, "rows_uploaded", t->rows_uploaded);
 	requests_add_u64(u, "builds", t->builds);
 	requests_add_u64(u, "build_ms_max", t->build_ns_max / 1000000ull);
 	requests_add_u64(u, "evicted", t->evicted);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -18,13 +19,15 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "log.h"
 #include "proc.h"
 #include "procmaps.h"
 
 /* /proc's start times count USER_HZ ticks (100 on x86-64): an entry holds
  * the start rounded down to one, as BPF compares it. */
 #define TICK_NS 10000000ull
-#define REFRESH_NS 250000000ull    /* a process's maps are read at most every 250 ms */
+#define REFRESH_NS 250000000ull    /* a process's maps are read at most every 250 ms, */
+#define REFRESH_MAX_NS 2000000000ull  /* backing off to 2 s while they show nothing new */
 #define SWEEP_NS 5000000000ull     /* exited processes are looked for every 5 s */
 #define MAX_IDLE_TABLES 512        /* unreferenced tables kept for reuse */
 #define MAX_QUEUE 4096
@@ -54,6 +57,7 @@ struct proc {
 	uint32_t tgid;
 	uint64_t start_ns;        /* tick-rounded */
 	uint64_t loaded_ns;
+	uint64_t refresh_ns;      /* its maps are not read again sooner */
 	uint64_t maps_hash;       /* of its executable mappings */
 	struct table **refs;
 	size_t nrefs;
@@ -71,6 +75,11 @@ struct request {
 struct unwtab {
 	int rows_fd, procs_fd;
 	uint32_t cap;
+	/* unwind_rows mapped into the daemon (BPF_F_MMAPABLE): rows are
+	 * written and read back with memcpy, not bpf() syscalls. NULL: the
+	 * map is not mappable (tests, older kernels); batch syscalls then. */
+	uint8_t *rows_map;
+	size_t rows_map_len;
 	pthread_t thread;
 	bool started;
 	pthread_mutex_t mu;
@@ -235,12 +244,20 @@ static int spill_decode(const uint8_t *p, size_t len, struct jp_unwind_row *out,
 	return p == end ? 0 : -EINVAL;
 }
 
+/* An array map's values are 8-byte aligned: the stride in its mapping. */
+#define ROW_STRIDE ((sizeof(struct jp_unwind_row) + 7) & ~(size_t)7)
+
 /* Reads rows [first, first + n) back from the BPF array. */
 static int rows_read(struct unwtab *u, uint32_t first, struct jp_unwind_row *rows, size_t n)
 {
 	uint32_t keys[UPLOAD_CHUNK], in, out;
 	int r = 0;
 
+	if (u->rows_map) {
+		for (size_t i = 0; i < n; i++)
+			memcpy(&rows[i], u->rows_map + (first + i) * ROW_STRIDE, sizeof(*rows));
+		return 0;
+	}
 	for (size_t done = 0; done < n && r == 0;) {
 		__u32 cnt = (__u32)(n - done < UPLOAD_CHUNK ? n - done : UPLOAD_CHUNK);
 
@@ -351,6 +368,14 @@ static int upload(struct unwtab *u, uint32_t first, const struct jp_unwind_row *
 	uint32_t keys[UPLOAD_CHUNK];
 	int r = 0;
 
+	u->st.rows_uploaded += n;
+	if (u->rows_map) {
+		/* Rows no process entry points at yet: BPF reads them only
+		 * after the entry's update, a syscall after these stores. */
+		for (size_t i = 0; i < n; i++)
+			memcpy(u->rows_map + (first + i) * ROW_STRIDE, &rows[i], sizeof(*rows));
+		return 0;
+	}
 	for (size_t done = 0; done < n && r == 0; done += UPLOAD_CHUNK) {
 		__u32 cnt = (__u32)(n - done < UPLOAD_CHUNK ? n - done : UPLOAD_CHUNK);
 
@@ -604,6 +629,10 @@ static struct table *table_for(struct unwtab *u, struct proc_view *pv,
 		u->st.rejected[why]++;
 	}
 	t0 = clock_mono_ns() - t0;
+	/* Which binaries a host keeps building (debug level): the worker's
+	 * largest cost on a host that starts new programs all the time. */
+	log_debug("unwind: built %s for pid %u: %zu rows, %llu ms", e->path, tgid,
+		  r == 0 ? ct->n : 0, (unsigned long long)(t0 / 1000000ull));
 	u->st.builds++;
 	u->st.build_ns_total += t0;
 	if (t0 > u->st.build_ns_max)
@@ -674,24 +703,45 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 	unsigned fuse[64];
 	size_t nfuse;
 	uint64_t start, now = clock_mono_ns(), h;
+	bool fresh;
 
+	p = proc_find(u, tgid);
+	/* Read moments ago. Past the first interval only while its entry is
+	 * still in BPF: an exec deletes it, and the new image should not
+	 * wait for the back-off. */
+	fresh = p && now - p->loaded_ns < p->refresh_ns &&
+		(p->refresh_ns == REFRESH_NS || bpf_map_lookup_elem(u->procs_fd, &tgid, ent) == 0);
+	/* BPF asks again at every sample that leaves the known mappings,
+	 * which some processes' stacks do all the time (garbage frame
+	 * pointers): within the interval not even their start time is
+	 * read, BPF sent it. */
+	if (fresh && want_start && p->start_ns == want_start - want_start % TICK_NS)
+		return;
 	/* Its uid only if a table is to be built for it (its share). */
 	if (proc_read_start_boottime((pid_t)tgid, &start) < 0)
 		return;  /* gone */
 	start -= start % TICK_NS;
 	if (want_start && want_start - want_start % TICK_NS != start)
 		return;  /* the pid is another process's now */
-	p = proc_find(u, tgid);
-	if (p && p->start_ns == start && now - p->loaded_ns < REFRESH_NS)
+	if (fresh && p->start_ns == start)
 		return;
 	if (!p && now < u->full_until)
 		return;  /* no room for another process until the next sweep */
 	snprintf(path, sizeof(path), "/proc/%u/maps", tgid);
+	u->st.proc_reads++;
 	if (procmaps_read(path, &m) < 0)
 		return;
 	h = hash_exec_maps(m);
-	if (p && p->start_ns == start && p->maps_hash == h) {
-		p->loaded_ns = now;  /* nothing new mapped */
+	/* Its entry gone from BPF with the same maps (deleted by an exec of
+	 * the same binary): written again below. */
+	if (p && p->start_ns == start && p->maps_hash == h &&
+	    bpf_map_lookup_elem(u->procs_fd, &tgid, ent) == 0) {
+		/* Nothing new mapped: its misses are not dlopen()s; a
+		 * process that does map new code later waits at most
+		 * REFRESH_MAX_NS for it. */
+		p->loaded_ns = now;
+		p->refresh_ns = p->refresh_ns * 2 < REFRESH_MAX_NS ? p->refresh_ns * 2 : REFRESH_MAX_NS;
+		u->st.maps_unchanged++;
 		goto out;
 	}
 	nfuse = procmaps_fuse_devices_of(&u->fuse, "/proc", (int)tgid, fuse,
@@ -780,6 +830,7 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 	}
 	np.start_ns = start;
 	np.loaded_ns = now;
+	np.refresh_ns = REFRESH_NS;
 	np.maps_hash = h;
 	if (p) {
 		proc_unref(p);
@@ -883,6 +934,28 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+/* Maps unwind_rows when it was created mappable; otherwise leaves it to
+ * syscalls. */
+static void rows_map_open(struct unwtab *u)
+{
+	struct bpf_map_info info = { 0 };
+	__u32 len = sizeof(info);
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes;
+	void *p;
+
+	if (!u->cap || bpf_obj_get_info_by_fd(u->rows_fd, &info, &len) < 0 ||
+	    !(info.map_flags & BPF_F_MMAPABLE) || info.value_size != sizeof(struct jp_unwind_row) ||
+	    info.max_entries < u->cap)
+		return;
+	bytes = ((size_t)u->cap * ROW_STRIDE + page - 1) / page * page;
+	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, u->rows_fd, 0);
+	if (p == MAP_FAILED)
+		return;
+	u->rows_map = p;
+	u->rows_map_len = bytes;
+	u->st.rows_mapped = 1;
+}
+
 int unwtab_new(int rows_fd, int procs_fd, uint32_t rows_capacity, struct unwtab **out)
 {
 	struct unwtab *u = calloc(1, sizeof(*u));
@@ -905,6 +978,7 @@ int unwtab_new(int rows_fd, int procs_fd, uint32_t rows_capacity, struct unwtab 
 		r = -ENOMEM;
 		goto fail;
 	}
+	rows_map_open(u);
 	u->free[0] = (struct range){ 0, rows_capacity };
 	u->nfree = rows_capacity ? 1 : 0;
 	u->last_sweep = clock_mono_ns();
@@ -951,6 +1025,8 @@ void unwtab_free(struct unwtab *u)
 	free(u->procs);
 	free(u->free);
 	free(u->queue);
+	if (u->rows_map)
+		munmap(u->rows_map, u->rows_map_len);
 	procmaps_fuse_cache_release(&u->fuse);
 	free(u);
 }

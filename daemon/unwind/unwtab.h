@@ -28,6 +28,10 @@ struct unwtab_stats {
 	uint64_t rows_used;
 	uint64_t rows_capacity;
 	uint64_t requests;        /* processes asked for (BPF misses, recordings) */
+	uint64_t proc_reads;      /* /proc/PID/maps read for them */
+	uint64_t maps_unchanged;  /* of those, read again and showing no new code */
+	uint64_t rows_uploaded;   /* rows written to unwind_rows (builds and reloads) */
+	uint64_t rows_mapped;     /* 1: unwind_rows written through a mapping, not syscalls */
 	uint64_t builds;          /* tables built */
 	uint64_t build_ns_max;    /* longest build of one binary */
 	uint64_t build_ns_total;

@@ -24,13 +24,22 @@
 #define WAIT_NS (30ull * 1000000000ull)
 
 static int rows_fd = -1, procs_fd = -1;
+/* The daemon's array is mappable (the worker writes rows with memcpy);
+ * the "syscalls" case runs the same tests through bpf() batch calls. */
+static bool rows_mappable;
+
+static void use_mapping(void)
+{
+	rows_mappable = true;
+}
 
 static void make_maps(uint32_t rows)
 {
 	LIBBPF_OPTS(bpf_map_create_opts, nopre, .map_flags = BPF_F_NO_PREALLOC);
+	LIBBPF_OPTS(bpf_map_create_opts, ropts, .map_flags = rows_mappable ? BPF_F_MMAPABLE : 0);
 
 	rows_fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "t_rows", sizeof(uint32_t),
-				 sizeof(struct jp_unwind_row), rows, NULL);
+				 sizeof(struct jp_unwind_row), rows, &ropts);
 	procs_fd = bpf_map_create(BPF_MAP_TYPE_HASH, "t_procs", sizeof(uint32_t),
 				  sizeof(struct jp_unwind_proc), 64, &nopre);
 	ck_assert_int_ge(rows_fd, 0);
@@ -115,6 +124,9 @@ START_TEST(test_own_process)
 	ck_assert_uint_ge(st.tables, 2);  /* this test and libc at least */
 	ck_assert_uint_ge(st.rows_used, m->row_count);
 	ck_assert_uint_eq(st.requests, 1);
+	ck_assert_uint_eq(st.proc_reads, 1);
+	ck_assert_uint_eq(st.rows_uploaded, st.rows_used);
+	ck_assert_uint_eq(st.rows_mapped, rows_mappable ? 1 : 0);
 	ck_assert_int_eq(probe_function(1), 4);
 	cfi_table_free(t);
 	unwtab_free(u);
@@ -203,6 +215,57 @@ START_TEST(test_shared_and_released)
 	ck_assert_uint_eq(c.tables, b.tables);      /* still mapped by p2 */
 	kill(p2, SIGKILL);
 	waitpid(p2, NULL, 0);
+	unwtab_free(u);
+	close_maps();
+	free(e);
+}
+END_TEST
+
+/* A process asked for again and again with nothing new mapped (BPF's
+ * misses from garbage frame pointers) has its maps read ever more rarely,
+ * and a miss in between reads nothing; once its entry is gone from BPF
+ * (an exec deletes it) the next request reads and loads it again. */
+START_TEST(test_reread_backoff)
+{
+	struct unwtab *u;
+	struct unwtab_stats a, b, c, d;
+	struct jp_unwind_proc *e = calloc(1, sizeof(*e));
+	struct timespec gap = { 0, 300 * 1000 * 1000 };
+	uint32_t pid = (uint32_t)getpid();
+
+	make_maps(1u << 20);
+	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 1u << 20, &u), 0);
+	unwtab_request(u, pid, 0, false);
+	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
+	/* 300 ms later: past the first 250 ms, read again, unchanged. */
+	nanosleep(&gap, NULL);
+	unwtab_request(u, pid, 0, false);
+	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
+	unwtab_get_stats(u, &a);
+	ck_assert_uint_eq(a.proc_reads, 2);
+	ck_assert_uint_eq(a.maps_unchanged, 1);
+	/* 550 ms later: past the doubled interval (500 ms), unchanged again. */
+	nanosleep(&(struct timespec){ 0, 550 * 1000 * 1000 }, NULL);
+	unwtab_request(u, pid, 0, false);
+	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
+	/* 600 ms later: more than the first 250 ms, within 1 s: not read. */
+	nanosleep(&(struct timespec){ 0, 600 * 1000 * 1000 }, NULL);
+	unwtab_request(u, pid, 0, false);
+	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
+	unwtab_get_stats(u, &b);
+	ck_assert_uint_eq(b.proc_reads, 3);
+	ck_assert_uint_eq(b.maps_unchanged, 2);
+	/* Its entry deleted (as an exec does): read at once, loaded again. */
+	ck_assert_int_eq(bpf_map_delete_elem(procs_fd, &pid), 0);
+	unwtab_request(u, pid, 0, false);
+	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
+	unwtab_get_stats(u, &c);
+	ck_assert_uint_eq(c.proc_reads, 4);
+	ck_assert_int_eq(bpf_map_lookup_elem(procs_fd, &pid, e), 0);
+	/* From the tables it had: nothing built again. */
+	ck_assert_uint_eq(c.builds, a.builds);
+	unwtab_get_stats(u, &d);
+	ck_assert_uint_eq(d.procs, 1);
 	unwtab_free(u);
 	close_maps();
 	free(e);
@@ -381,7 +444,7 @@ END_TEST
 int main(void)
 {
 	Suite *s = suite_create("unwtab");
-	TCase *tc = tcase_create("core");
+	TCase *tc = tcase_create("syscalls"), *tm = tcase_create("mapped");
 	int fd;
 
 	if (geteuid() != 0) {
@@ -398,7 +461,15 @@ int main(void)
 	tcase_add_test(tc, test_own_process);
 	tcase_add_test(tc, test_shared_and_released);
 	tcase_add_test(tc, test_rows_full);
+	tcase_add_test(tc, test_reread_backoff);
 	tcase_add_test(tc, test_evicted_reloaded);
 	suite_add_tcase(s, tc);
+	tcase_set_timeout(tm, 60);
+	tcase_add_checked_fixture(tm, use_mapping, NULL);
+	tcase_add_test(tm, test_own_process);
+	tcase_add_test(tm, test_shared_and_released);
+	tcase_add_test(tm, test_rows_full);
+	tcase_add_test(tm, test_evicted_reloaded);
+	suite_add_tcase(s, tm);
 	return jprof_check_run(s);
 }
