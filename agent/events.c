@@ -38,9 +38,13 @@ static uint32_t events_kind;                 /* enum jpag_event bits of the even
 /* Read by the callbacks without the lock. */
 static uint64_t events_lock_threshold_ns;
 static uint32_t events_gen;                  /* atomic: one more at every events_on */
-static __thread uint64_t events_enter_ns;    /* MonitorContendedEnter on this thread */
-static __thread uint32_t events_enter_gen;   /* ... while events_gen had this value */
-static __thread uint32_t events_tid;         /* this thread's, once looked up */
+/* Per thread, from MonitorContendedEnter to ...Entered: its time and the
+ * events_gen it was taken under, in two pthread keys without destructors
+ * (values, not pointers). Not __thread: a library with thread-local storage
+ * makes its dlopen into a running JVM change every thread's TLS vector
+ * (glibc resizes it at the thread's next dynamic TLS access), work this
+ * agent has no business causing in a process it was loaded into late. */
+static pthread_key_t events_key_ns, events_key_gen;
 
 /* Agent thread only. */
 static jvmtiEnv *events_jvmti;
@@ -53,7 +57,7 @@ static void events_queue(uint32_t kind, uint64_t value, const char *cls,
 {
 	struct jpag_event_rec rec = {
 		.event = kind,
-		.tid = events_tid,
+		.tid = (uint32_t)syscall(SYS_gettid),
 		.time_ns = agent_now_ns(),
 		.value = value,
 	};
@@ -63,9 +67,6 @@ static void events_queue(uint32_t kind, uint64_t value, const char *cls,
 	struct events_batch *b;
 	bool wake = false;
 
-	if (!events_tid)
-		events_tid = (uint32_t)syscall(SYS_gettid);
-	rec.tid = events_tid;
 	if (nframes < 0)
 		nframes = 0;
 	rec.nframes = (uint16_t)nframes;
@@ -158,18 +159,24 @@ void events_lock_record(uint64_t wait_ns, jclass cls)
 
 static void JNICALL events_on_enter(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread, jobject object)
 {
+	uint32_t gen = 0;
 	/* 0 when the event is off: the entered callback then records nothing. */
-	events_enter_ns = events_lock_start(&events_enter_gen);
+	uint64_t start = events_lock_start(&gen);
+
+	pthread_setspecific(events_key_gen, (void *)(uintptr_t)gen);
+	pthread_setspecific(events_key_ns, (void *)(uintptr_t)start);
 }
 
 static void JNICALL events_on_entered(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread,
 				      jobject object)
 {
-	uint64_t wait = events_lock_waited(events_enter_ns, events_enter_gen);
+	uint64_t start = (uintptr_t)pthread_getspecific(events_key_ns);
+	uint32_t gen = (uint32_t)(uintptr_t)pthread_getspecific(events_key_gen);
+	uint64_t wait = events_lock_waited(start, gen);
 	jclass cls;
 
 	/* No start: the event was turned on while this thread waited. */
-	events_enter_ns = 0;
+	pthread_setspecific(events_key_ns, NULL);
 	if (!wait)
 		return;
 	cls = (*jni)->GetObjectClass(jni, object);
@@ -199,10 +206,22 @@ static int events_env(char *why, size_t len)
 		.MonitorContendedEnter = events_on_enter,
 		.MonitorContendedEntered = events_on_entered,
 	};
+	static bool keys_made;   /* once: the callbacks may still run after events_off */
 	jvmtiError err;
 
 	if (events_jvmti)
 		return 0;
+	if (!keys_made) {
+		int r = pthread_key_create(&events_key_ns, NULL);
+
+		if (r == 0 && (r = pthread_key_create(&events_key_gen, NULL)) != 0)
+			pthread_key_delete(events_key_ns);
+		if (r != 0) {
+			snprintf(why, len, "no pthread key for lock waits: %s", strerror(r));
+			return -r;
+		}
+		keys_made = true;
+	}
 	if ((*agent_vm)->GetEnv(agent_vm, (void **)&events_jvmti, JVMTI_VERSION_11) != JNI_OK) {
 		events_jvmti = NULL;
 		snprintf(why, len, "the JVM has no JVMTI 11 (JDK 11 or later is needed)");
