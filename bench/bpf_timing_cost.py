@@ -99,7 +99,7 @@ def one_run(timed, untimed, secs, work, swap):
             procs.reverse()
         load.append(subprocess.Popen(as_nobody([os.path.join(PROGS, "unwind_chain_pie"), "chain",
                                                 str(secs + 10)]), stdout=subprocess.DEVNULL))
-        load.append(subprocess.Popen(as_nobody(["python3", "-c", (
+        load.append(subprocess.Popen(as_nobody(["/usr/bin/python3", "-c", (
             "import json\n"
             "def leaf(n): return json.dumps({'k': list(range(n))})\n"
             "def mid(n): return sum(len(leaf(i % 50)) for i in range(n))\n"

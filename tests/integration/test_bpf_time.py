@@ -3,10 +3,10 @@ under the host view, /metrics carries the histogram
 jprofd_bpf_sample_duration_seconds (buckets cumulative in le, the +Inf
 bucket equal to _count, counts growing between scrapes, a plausible mean),
 and status reports sampler.bpf_sample_us with ordered quantiles that
-`jprofctl status` prints."""
+`jprofctl status` prints. A recording's per-thread events (the other
+program) are timed as well."""
 import os
 import re
-import socket
 import sys
 import urllib.request
 
@@ -14,14 +14,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jproftest as jt  # noqa: E402
 
 NAME = "jprofd_bpf_sample_duration_seconds"
-
-
-def free_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def histogram(base):
@@ -55,7 +47,7 @@ def check_shape(h):
 
 
 def main(t):
-    port = free_port()
+    port = jt.free_port()
     base = "http://127.0.0.1:%d" % port
     d = t.start_daemon("--http", "127.0.0.1:%d" % port, "--rate", "99")
     w = t.workload("spin_chain", 300)
@@ -86,6 +78,19 @@ def main(t):
                       r.stdout, re.M)
         jt.check(m, "jprofctl status does not show the BPF time per sample:\n%s" % r.stdout)
         jt.check(0 < float(m.group(1)) <= float(m.group(3)), "jprofctl status line: %s" % m.group(0))
+
+    with t.case("per-thread recording events are timed too (host view off)"):
+        # Only the recording's per-thread events run: every timed sample
+        # is one of sample_thread's.
+        d2 = t.start_daemon("--rate", "0", name="jprofd-rate0")
+        before = d2.client().status()["sampler"]["bpf_sample_us"]["count"]
+        rec = d2.client().record(pid=w.pid, duration_ms=2000, interval_us=10000)
+        got = jt.total_samples(rec.stacks())
+        after = d2.client().status()["sampler"]["bpf_sample_us"]
+        jt.log("recording: %d samples; status bpf_sample_us %r (before: %d)" % (got, after, before))
+        jt.check(got >= 20, "the recording of the spinner has %d samples" % got)
+        jt.check(after["count"] - before >= got,
+                 "%d samples recorded but only %d timed" % (got, after["count"] - before))
     w.kill()
 
 
