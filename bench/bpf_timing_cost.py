@@ -13,6 +13,7 @@ does not disturb a benchmark that toggles the sysctl at the same time.
   sudo bench/bpf_timing_cost.py build/jprofd build-notiming/jprofd [RUNS [SECONDS]]
 
 RUNS (default 6) alternate which daemon starts first; SECONDS default 20.
+UNTIMED "-": the timed daemon alone (its BPF time per sample on this load).
 
 Workload (as nobody, until the end): tests/progs unwind_chain_pie (no frame
 pointers: CFI stacks through libc into read(2)) and a pure-Python loop
@@ -87,15 +88,15 @@ def as_nobody(argv):
 
 
 def one_run(timed, untimed, secs, work, swap):
-    """Both daemons' (mean us per sample_cpu run, runs) and the timed one's
-    status; swap: the untimed daemon starts first."""
+    """Each daemon's (mean us per sample_cpu run, runs) and the timed one's
+    status; swap: the untimed daemon starts first; untimed "-": none."""
     procs, load = [], []
-    order = [("timed", timed), ("untimed", untimed)]
+    order = [(n, b) for n, b in (("timed", timed), ("untimed", untimed)) if b != "-"]
     try:
         for name, binary in (order[::-1] if swap else order):
             log = open(os.path.join(work, name + ".log"), "ab")
             procs.append(start_daemon(binary, os.path.join(work, name + ".sock"), log))
-        if swap:
+        if swap and len(procs) == 2:
             procs.reverse()
         load.append(subprocess.Popen(as_nobody([os.path.join(PROGS, "unwind_chain_pie"), "chain",
                                                 str(secs + 10)]), stdout=subprocess.DEVNULL))
@@ -105,7 +106,7 @@ def one_run(timed, untimed, secs, work, swap):
             "def mid(n): return sum(len(leaf(i % 50)) for i in range(n))\n"
             "while True: mid(1000)\n")]), stdout=subprocess.DEVNULL))
         time.sleep(2)  # tables built for the workload's binaries
-        for _ in range(100):  # both daemons' programs loaded
+        for _ in range(100):  # the daemons' programs loaded
             before = [prog_stats(p.pid) for p in procs]
             if all("sample_cpu" in b for b in before):
                 break
@@ -136,13 +137,20 @@ def main():
     with tempfile.TemporaryDirectory(prefix="bpftiming-") as work:
         os.chmod(work, 0o755)
         for i in range(runs):
-            ((mt, nt), (mu, nu)), h1 = one_run(timed, untimed, secs, work, i % 2 == 1)
+            means, h1 = one_run(timed, untimed, secs, work, i % 2 == 1)
+            if untimed == "-":
+                print("run %d (%d s): sample_cpu mean per run %.2f us (%d runs); histogram: %r"
+                      % (i + 1, secs, means[0][0], means[0][1], h1))
+                continue
+            (mt, nt), (mu, nu) = means
             ratios.append(mt / mu)
             print("run %d (%d s, %s first): sample_cpu mean per run: timed %.2f us (%d runs), "
                   "untimed %.2f us (%d runs), timed/untimed %.3f"
                   % (i + 1, secs, "untimed" if i % 2 else "timed", mt, nt, mu, nu, mt / mu))
             print("        timed daemon's histogram since start: %r" % h1)
     os.close(stats_fd)
+    if not ratios:
+        return
     ratios.sort()
     print("timed/untimed over %d runs: median %.3f (min %.3f, max %.3f)"
           % (runs, ratios[len(ratios) // 2], ratios[0], ratios[-1]))
