@@ -66,6 +66,20 @@ struct {
 	__type(value, struct jp_counters);
 } counters SEC(".maps");
 
+/* BPF time per sample (bpf/sampler.h). Built with -DJP_BPF_TIMING=0 (CMake
+ * option JPROF_BPF_TIMING=OFF) the programs do not time themselves and the
+ * histogram stays empty: the switch exists to measure what timing costs. */
+#ifndef JP_BPF_TIMING
+#define JP_BPF_TIMING 1
+#endif
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct jp_sample_hist);
+} sample_hist SEC(".maps");
+
 /* tid -> source id of the per-thread event that feeds the host view. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -203,6 +217,34 @@ static __always_inline struct jp_counters *get_counters(void)
 	__u32 zero = 0;
 
 	return bpf_map_lookup_elem(&counters, &zero);
+}
+
+/* A program's start, for sample_timed (0 when timing is compiled out). */
+static __always_inline __u64 sample_clock(void)
+{
+	return JP_BPF_TIMING ? bpf_ktime_get_ns() : 0;
+}
+
+/* Adds the time since t0 to this CPU's histogram: once per counted sample,
+ * at its end. A CPU runs one perf_event program at a time (the kernel's
+ * recursion guard), so plain increments are exact. */
+static __always_inline void sample_timed(__u64 t0)
+{
+	__u32 zero = 0;
+	struct jp_sample_hist *h;
+	__u64 ns, b;
+
+	if (!JP_BPF_TIMING)
+		return;
+	ns = bpf_ktime_get_ns() - t0;
+	h = bpf_map_lookup_elem(&sample_hist, &zero);
+	if (!h)
+		return;
+	b = ns / JP_HIST_BUCKET_NS;
+	if (b > JP_HIST_BUCKETS - 1)
+		b = JP_HIST_BUCKETS - 1;
+	h->buckets[b]++;
+	h->sum_ns += ns;
 }
 
 /* x86-64: kernel text lives in the upper canonical half, so the sign of the
@@ -585,6 +627,7 @@ static __always_inline void emit_record(struct bpf_perf_event_data *ctx, struct 
 SEC("perf_event")
 int sample_cpu(struct bpf_perf_event_data *ctx)
 {
+	__u64 t0 = sample_clock();
 	__u32 tgid, tid;
 	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u32 source = (__u32)cookie;
@@ -609,16 +652,37 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 		emit_record(ctx, c, tgid, tid, source, 0);
 	else
 		aggregate(ctx, c, tgid, tid, source, source == JP_SRC_HOST ? JP_KEY_HOST_FEED : 0);
+	sample_timed(t0);
 	return 0;
+}
+
+/* A record event of source that fires sooner than its minimum gap after
+ * the thread's last record: dropped (counted as throttled). */
+static __always_inline bool record_throttled(__u32 source, __u32 tid, struct jp_counters *c)
+{
+	__u64 now = bpf_ktime_get_ns(), *gap, *last;
+
+	gap = bpf_map_lookup_elem(&source_min_gap, &source);
+	if (!gap)
+		return false;
+	last = bpf_map_lookup_elem(&thread_last, &tid);
+	if (last && now - *last < *gap) {
+		c->throttled++;
+		return true;
+	}
+	bpf_map_update_elem(&thread_last, &tid, &now, BPF_ANY);
+	return false;
 }
 
 SEC("perf_event")
 int sample_thread(struct bpf_perf_event_data *ctx)
 {
+	__u64 t0 = sample_clock();
 	__u32 tgid, tid;
 	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u32 source = (__u32)cookie, flags = 0, *owner;
 	struct jp_counters *c = get_counters();
+	int ret = (cookie & JP_COOKIE_SIGNAL) ? 1 : 0;
 
 	if (!c)
 		return 0;
@@ -632,23 +696,14 @@ int sample_thread(struct bpf_perf_event_data *ctx)
 		flags |= JP_KEY_HOST_FEED;
 	if (cookie & JP_COOKIE_SIGNAL)
 		flags |= JP_KEY_AGENT;
-	if (cookie & JP_COOKIE_RECORD) {
-		__u64 now = bpf_ktime_get_ns(), *gap, *last;
-
-		gap = bpf_map_lookup_elem(&source_min_gap, &source);
-		if (gap) {
-			last = bpf_map_lookup_elem(&thread_last, &tid);
-			if (last && now - *last < *gap) {
-				c->throttled++;
-				return 0;  /* no record, and no signal either */
-			}
-			bpf_map_update_elem(&thread_last, &tid, &now, BPF_ANY);
-		}
-		emit_record(ctx, c, tgid, tid, source, flags);
-	} else {
+	if (!(cookie & JP_COOKIE_RECORD))
 		aggregate(ctx, c, tgid, tid, source, flags);
-	}
-	return (cookie & JP_COOKIE_SIGNAL) ? 1 : 0;
+	else if (record_throttled(source, tid, c))
+		ret = 0;  /* no record, and no signal either */
+	else
+		emit_record(ctx, c, tgid, tid, source, flags);
+	sample_timed(t0);
+	return ret;
 }
 
 /* Tells userspace that a thread of a watched tgid was created (type

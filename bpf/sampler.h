@@ -117,6 +117,22 @@ struct jp_counters {
 	__u64 uw_collision;     /* DWARF stack id held another stack: frame-pointer stack kept */
 };
 
+/* BPF time of each sample (sample_cpu / sample_thread runs that counted a
+ * sample: not idle, foreign or covered ones), from program entry to its
+ * end, measured by the programs themselves. Linear 1 us buckets: bucket i
+ * holds [i, i + 1) us, the last one everything from JP_HIST_BUCKETS - 1 us
+ * up. Linear rather than log-linear because the interesting range (a
+ * frame-pointer sample at 1-3 us, a DWARF walk at 5-30 us, the 10 us
+ * target) needs the same fine steps all the way, and a division is all the
+ * verifier has to see. Per CPU; userspace sums them. */
+#define JP_HIST_BUCKETS 64
+#define JP_HIST_BUCKET_NS 1000
+
+struct jp_sample_hist {
+	__u64 buckets[JP_HIST_BUCKETS];
+	__u64 sum_ns;           /* exact total of the times counted */
+};
+
 /* Off-CPU. A recording's target: a tgid (map offcpu_targets) or, for a
  * whole-host recording, the globals jp_offcpu_all_*. */
 struct jp_offcpu_target {

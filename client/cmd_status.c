@@ -10,6 +10,35 @@
 #include "ctl.h"
 #include "field.h"
 
+/* A time in microseconds from the status line ("p50": 5.2), "?" if absent. */
+static const char *status_us(char *out, size_t size, struct json_object *obj, const char *key)
+{
+	struct json_object *v = field_member(obj, key, json_type_double);
+
+	if (v)
+		snprintf(out, size, "%.1f us", json_object_get_double(v));
+	else
+		snprintf(out, size, "?");
+	return out;
+}
+
+/* The BPF programs' own time per sample (status sampler.bpf_sample_us). */
+static void status_bpf_time(struct json_object *t)
+{
+	char a[32], b[32], c[32], d[32], e[32];
+
+	if (!t)
+		return;
+	if (field_int(t, "count") <= 0) {
+		printf("BPF time per sample: none timed yet\n");
+		return;
+	}
+	printf("BPF time per sample: p50 %s, p90 %s, p99 %s, mean %s (%s samples)\n",
+	       status_us(a, sizeof(a), t, "p50"), status_us(b, sizeof(b), t, "p90"),
+	       status_us(c, sizeof(c), t, "p99"), status_us(d, sizeof(d), t, "mean"),
+	       ctl_num(e, sizeof(e), field_int(t, "count")));
+}
+
 static void cmd_status_print(struct json_object *st)
 {
 	struct json_object *sampler = field_member(st, "sampler", json_type_object);
@@ -67,6 +96,7 @@ static void cmd_status_print(struct json_object *st)
 		       ctl_num(g, sizeof(g), field_int(uw, "processes")));
 	else if (uw)
 		printf("unwinding: frame pointers only (unwind = off)\n");
+	status_bpf_time(field_member(sampler, "bpf_sample_us", json_type_object));
 	printf("sessions: %s active\n", ctl_num(a, sizeof(a), field_int(sessions, "active")));
 	for (size_t i = 0; list && i < json_object_array_length(list); i++) {
 		struct json_object *s = json_object_array_get_idx(list, i);

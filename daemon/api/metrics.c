@@ -113,6 +113,32 @@ static void unwind_metrics(struct out *o, const struct sampler_stats *s)
 	    (unsigned long long)t->uid_share);
 }
 
+/* Upper bounds (us) of the exported buckets of the BPF time per sample:
+ * the BPF side's 1 us buckets merged where a coarser step is enough, fine
+ * around the 10 us target. Every bound is a bucket edge, so each exported
+ * count is exact; the last one is where the open BPF bucket starts. */
+static const unsigned bpf_time_le_us[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 15, 20, 25, 30, 40, 50,
+					   SAMPLEHIST_BUCKETS - 1 };
+
+static void bpf_time_metrics(struct out *o, const struct samplehist *h)
+{
+	const char *name = "jprofd_bpf_sample_duration_seconds";
+	uint64_t cum = 0;
+	unsigned b = 0;
+
+	family(o, name, "histogram",
+	       "BPF time of each sample, measured by the sampling programs (entry to end, idle runs excluded).");
+	for (size_t i = 0; i < sizeof(bpf_time_le_us) / sizeof(bpf_time_le_us[0]); i++) {
+		for (; b < bpf_time_le_us[i]; b++)
+			cum += h->buckets[b];
+		put(o, "%s_bucket{le=\"%.9g\"} %llu\n", name, bpf_time_le_us[i] / 1e6,
+		    (unsigned long long)cum);
+	}
+	put(o, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)h->count);
+	put(o, "%s_sum %.9g\n", name, (double)h->sum_ns / 1e9);
+	put(o, "%s_count %llu\n", name, (unsigned long long)h->count);
+}
+
 static void sampler_metrics(struct out *o, const struct sampler_stats *s)
 {
 	gauge(o, "jprofd_host_rate_hertz", "Always-on host sampling rate per CPU (0 = off).",
@@ -150,6 +176,7 @@ static void sampler_metrics(struct out *o, const struct sampler_stats *s)
 	gauge(o, "jprofd_perf_cpu_event_sets", "Per-CPU perf event sets open (host view and --all recordings).",
 	      s->cpu_event_sets);
 	gauge(o, "jprofd_perf_thread_events", "Per-thread perf events open.", s->thread_events);
+	bpf_time_metrics(o, &s->bpf_time);
 	unwind_metrics(o, s);
 }
 

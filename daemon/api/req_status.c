@@ -4,6 +4,7 @@
 #include "requests.h"
 
 #include <json-c/json.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include "attach.h"
@@ -155,6 +156,33 @@ static void add_unwind_status(const struct sampler_stats *ss, struct json_object
 	json_object_object_add(smp, "unwind", u);
 }
 
+/* A time in microseconds to 0.1 us (the buckets are 1 us wide); null when
+ * nothing was timed. */
+static struct json_object *json_us(double us)
+{
+	char txt[32];
+
+	if (us < 0)
+		return NULL;
+	snprintf(txt, sizeof(txt), "%.1f", us);
+	return json_object_new_double_s(us, txt);
+}
+
+/* The BPF programs' own time per sample (collect/samplehist.h). */
+static void add_bpf_time_status(const struct samplehist *h, struct json_object *smp)
+{
+	struct json_object *t = json_object_new_object();
+
+	if (!t)
+		return;
+	requests_add_u64(t, "count", h->count);
+	json_object_object_add(t, "mean", json_us(samplehist_mean_us(h)));
+	json_object_object_add(t, "p50", json_us(samplehist_quantile(h, 0.50)));
+	json_object_object_add(t, "p90", json_us(samplehist_quantile(h, 0.90)));
+	json_object_object_add(t, "p99", json_us(samplehist_quantile(h, 0.99)));
+	json_object_object_add(smp, "bpf_sample_us", t);
+}
+
 static void add_sampler_status(struct sampler *sampler, struct json_object *smp,
 			       struct json_object *lost)
 {
@@ -186,6 +214,7 @@ static void add_sampler_status(struct sampler *sampler, struct json_object *smp,
 		requests_add_u64(off, "held_stacks", ss.offcpu_held_stacks);
 		json_object_object_add(smp, "offcpu", off);
 	}
+	add_bpf_time_status(&ss.bpf_time, smp);
 	add_unwind_status(&ss, smp);
 }
 

@@ -36,6 +36,9 @@ _Static_assert(sizeof(struct jp_unwind_map) == 32, "jp_unwind_map layout");
 _Static_assert(sizeof(struct jp_unwind_proc) == 16 + 32 * JP_UNWIND_MAX_MAPS, "jp_unwind_proc layout");
 _Static_assert(sizeof(struct jp_ustack) == 8 * JP_MAX_STACK_DEPTH + 16, "jp_ustack layout");
 _Static_assert(sizeof(struct jp_msg_unwind_miss) == 16, "jp_msg_unwind_miss layout");
+_Static_assert(sizeof(struct jp_sample_hist) == 8 * JP_HIST_BUCKETS + 8, "jp_sample_hist layout");
+_Static_assert(JP_HIST_BUCKETS == SAMPLEHIST_BUCKETS && JP_HIST_BUCKET_NS == 1000,
+	       "samplehist.h reads bpf/sampler.h's buckets as 1 us each");
 
 #define DEFAULT_UNWIND_ROWS (1u << 20)
 
@@ -1019,6 +1022,26 @@ int sampler_set_min_gap(struct sampler *s, uint32_t source, uint64_t gap_ns)
 	return bpf_map_update_elem(fd, &source, &gap_ns, BPF_ANY) < 0 ? -errno : 0;
 }
 
+/* Sums the per-CPU histograms of the BPF time per sample. They are never
+ * reset: the sum is the total since the programs were loaded. */
+static void read_sample_hist(const struct sampler *s, struct samplehist *out)
+{
+	struct jp_sample_hist *per = calloc(s->possible_cpus, sizeof(*per));
+	uint32_t zero = 0;
+
+	if (!per || bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.sample_hist), &zero, per) < 0)
+		goto out;
+	for (unsigned i = 0; i < s->possible_cpus; i++) {
+		for (unsigned b = 0; b < JP_HIST_BUCKETS; b++) {
+			out->buckets[b] += per[i].buckets[b];
+			out->count += per[i].buckets[b];
+		}
+		out->sum_ns += per[i].sum_ns;
+	}
+out:
+	free(per);
+}
+
 void sampler_get_stats(const struct sampler *s, struct sampler_stats *out)
 {
 	struct jp_counters *per = calloc(s->possible_cpus, sizeof(*per));
@@ -1062,6 +1085,7 @@ void sampler_get_stats(const struct sampler *s, struct sampler_stats *out)
 	out->thread_events = s->thread_events;
 	out->offcpu_targets = s->offcpu_targets;
 	out->offcpu_held_stacks = s->held.n;
+	read_sample_hist(s, &out->bpf_time);
 	out->unwind_on = s->unwind != NULL;
 	if (s->unwind)
 		unwtab_get_stats(s->unwind, &out->unwind);

@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include "rawsample.h"
+#include "samplehist.h"
 #include "unwtab.h"
 
 struct sampler;
@@ -57,6 +58,9 @@ struct sampler_stats {
 	uint64_t uw_dwarf, uw_no_tables, uw_root, uw_frames, uw_fp_frames, uw_collision;
 	bool unwind_on;
 	struct unwtab_stats unwind;  /* the tables (unwind/unwtab.h) */
+	/* BPF time of each sample since start, all CPUs (empty in a build
+	 * with JPROF_BPF_TIMING=OFF) */
+	struct samplehist bpf_time;
 };
 
 struct sampler_callbacks {

@@ -80,6 +80,15 @@ def check_eq(got, want, what):
         raise TestFailure("%s: got %r, want %r" % (what, got, want))
 
 
+def free_port():
+    """A TCP port on 127.0.0.1 free right now (for a listener a test starts)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
 def wait_until(pred, timeout, interval=0.05, what="condition"):
     """Polls pred() until truthy; returns its value or raises TestFailure."""
     deadline = time.monotonic() + timeout

@@ -24,7 +24,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -47,14 +46,6 @@ def consumers():
             missing.append("%s (apt-get install %s; packaging/install-deps.sh does it)" % (tool, pkg))
     if missing:
         raise jt.Skip("consumers not installed: " + ", ".join(missing))
-
-
-def free_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def get(url, headers=None, timeout=30):
@@ -95,7 +86,7 @@ def pprof_top(t, url, env):
 class Prometheus:
     def __init__(self, t, target_port, token_file):
         self.dir = t.mkdtemp("prometheus-")
-        self.port = free_port()
+        self.port = jt.free_port()
         cfg = os.path.join(self.dir, "prometheus.yml")
         with open(cfg, "w") as f:
             f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
@@ -143,7 +134,7 @@ def unix_get(path, url, timeout=30):
 
 def main(t):
     consumers()
-    port = free_port()
+    port = jt.free_port()
     base = "http://127.0.0.1:%d" % port
     tokdir = t.mkdtemp("token-")
     tok = os.path.join(tokdir, "token")
@@ -181,7 +172,8 @@ def main(t):
         for fam in ("jprofd_samples_total", "jprofd_samples_lost_total{cause=\"map_full\"}",
                     "jprofd_sessions", "jprofd_agents", "jprofd_hostview_buckets",
                     "jprofd_symbols_cache_hits_total", "jprofd_process_resident_memory_bytes",
-                    "jprofd_process_cpu_seconds_total{mode=\"user\"}", "jprofd_drain_seconds_total"):
+                    "jprofd_process_cpu_seconds_total{mode=\"user\"}", "jprofd_drain_seconds_total",
+                    "jprofd_bpf_sample_duration_seconds_count"):
             jt.check(re.search(r"^%s [0-9.e+]+$" % re.escape(fam), text, re.M),
                      "%s missing from /metrics:\n%s" % (fam, text))
 
@@ -297,7 +289,7 @@ def main(t):
         jt.check_eq(rows[0][5], "spin", "top entry of the profile read over the Unix socket")
 
     with t.case("non-loopback without a token refuses to start"):
-        p2 = free_port()
+        p2 = jt.free_port()
         argv = [t.jprofd, "--socket", os.path.join(t.mkdtemp("d2-"), "s.sock"),
                 "--http", "0.0.0.0:%d" % p2]
         r = subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
@@ -309,7 +301,7 @@ def main(t):
     with t.case("a token file readable by others refuses to start"):
         os.chmod(tok, 0o644)
         r = subprocess.run([t.jprofd, "--socket", os.path.join(t.mkdtemp("d3-"), "s.sock"),
-                            "--http", "127.0.0.1:%d" % free_port(), "--http-token-file", tok],
+                            "--http", "127.0.0.1:%d" % jt.free_port(), "--http-token-file", tok],
                            capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
         jt.log("exit %d: %s" % (r.returncode, r.stderr.strip()))
         jt.check(r.returncode != 0, "jprofd started with a world-readable token file")
@@ -317,7 +309,7 @@ def main(t):
         os.chmod(tok, 0o600)
 
     with t.case("with a token: none or wrong -> 401, right -> 200"):
-        p4 = free_port()
+        p4 = jt.free_port()
         d4 = t.start_daemon("--http", "0.0.0.0:%d" % p4, "--http-token-file", tok, name="jprofd-token")
         b4 = "http://127.0.0.1:%d" % p4
         for path in ("/metrics", "/", "/debug/pprof/profile?seconds=1"):

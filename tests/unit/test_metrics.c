@@ -16,6 +16,8 @@ static const struct sampler_stats ss = {
 	.drain_ns_total = 1500000000ull, .cpus = 2, .host_rate_hz = 19, .cpu_event_sets = 1,
 	.last_drain_counts = 300, .last_drain_stacks = 200, .count_capacity = 65536,
 	.stack_capacity = 16384,
+	/* BPF time per sample: 4 at 2.x us, 5 at 11.x us, 1 beyond 63 us */
+	.bpf_time = { .buckets = { [2] = 4, [11] = 5, [63] = 1 }, .count = 10, .sum_ns = 180000 },
 };
 static const struct symbols_stats sy = { .elf_cache_hits = 1000, .elf_cache_misses = 10, .cached_elfs = 9,
 					 .lines_resolved = 77, .lines_mem_bytes = 4096 };
@@ -87,6 +89,15 @@ START_TEST(test_values)
 	ck_assert_double_eq(value_of(t, "jprofd_process_resident_memory_bytes"), 8 << 20);
 	ck_assert_double_eq(value_of(t, "jprofd_process_start_time_seconds"), 1700000000.5);
 	ck_assert_double_eq(value_of(t, "jprofd_build_info{version=\"1.2.3\"}"), 1);
+	/* cumulative: le is a bucket's top, the 1 us buckets merged below it */
+	ck_assert_double_eq(value_of(t, "jprofd_bpf_sample_duration_seconds_bucket{le=\"2e-06\"}"), 0);
+	ck_assert_double_eq(value_of(t, "jprofd_bpf_sample_duration_seconds_bucket{le=\"3e-06\"}"), 4);
+	ck_assert_double_eq(value_of(t, "jprofd_bpf_sample_duration_seconds_bucket{le=\"1e-05\"}"), 4);
+	ck_assert_double_eq(value_of(t, "jprofd_bpf_sample_duration_seconds_bucket{le=\"1.2e-05\"}"), 9);
+	ck_assert_double_eq(value_of(t, "jprofd_bpf_sample_duration_seconds_bucket{le=\"6.3e-05\"}"), 9);
+	ck_assert_double_eq(value_of(t, "jprofd_bpf_sample_duration_seconds_bucket{le=\"+Inf\"}"), 10);
+	ck_assert_double_eq(value_of(t, "jprofd_bpf_sample_duration_seconds_count"), 10);
+	ck_assert_double_eq(value_of(t, "jprofd_bpf_sample_duration_seconds_sum"), 0.00018);
 	free(t);
 }
 END_TEST
@@ -125,7 +136,8 @@ static void check_format(const char *t, unsigned min_samples)
 		if (strncmp(line, "# TYPE ", 7) == 0) {
 			ck_assert_int_eq(sscanf(line + 7, "%127s %15s", name, type), 2);
 			ck_assert_str_eq(name, family);
-			ck_assert_msg(!strcmp(type, "counter") || !strcmp(type, "gauge"), "type %s", type);
+			ck_assert_msg(!strcmp(type, "counter") || !strcmp(type, "gauge") ||
+				      !strcmp(type, "histogram"), "type %s", type);
 			if (!strcmp(type, "counter")) {
 				n = strlen(family);
 				ck_assert_msg(n > 6 && !strcmp(family + n - 6, "_total"),
@@ -136,8 +148,21 @@ static void check_format(const char *t, unsigned min_samples)
 		ck_assert_msg(line[0] != '#', "stray comment: %s", line);
 		ck_assert_msg(type[0], "sample without HELP/TYPE: %s", line);
 		n = strcspn(line, "{ ");
-		ck_assert_msg(n == strlen(family) && !strncmp(line, family, n), "sample %s outside family %s",
-			      line, family);
+		if (!strcmp(type, "histogram")) {
+			/* family_bucket{le="..."}, family_sum, family_count */
+			size_t f = strlen(family);
+			const char *suffix = line + f;
+
+			ck_assert_msg(n > f && !strncmp(line, family, f), "sample %s outside family %s",
+				      line, family);
+			ck_assert_msg((n - f == 7 && !strncmp(suffix, "_bucket{le=\"", 12)) ||
+				      (n - f == 4 && !strncmp(suffix, "_sum ", 5)) ||
+				      (n - f == 6 && !strncmp(suffix, "_count ", 7)),
+				      "histogram sample %s", line);
+		} else {
+			ck_assert_msg(n == strlen(family) && !strncmp(line, family, n),
+				      "sample %s outside family %s", line, family);
+		}
 		for (size_t i = 0; i < n; i++)
 			ck_assert(isalnum((unsigned char)line[i]) || line[i] == '_');
 		if (line[n] == '{') {
