@@ -149,7 +149,7 @@ def metrics(http, target, token):
     return {k: int(v) for k, v in re.findall(r"^(jprofd_http_\w+) (\d+)$", doc["body"].decode(), re.M)}
 
 
-METRIC_LABELS = {"cause", "map", "reason", "mode", "version"}
+METRIC_LABELS = {"cause", "map", "reason", "mode", "version", "le"}  # le: histogram bounds
 
 
 def check_metrics_anonymous(body, victim):
