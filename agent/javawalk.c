@@ -30,10 +30,11 @@ enum {
 
 /* x86_64 interpreter frame (frame_x86.hpp): the saved rbp at fp, the
  * return address above it, the sender's sp (before a c2i adapter extended
- * it) one word below, Method* three, bcp seven. */
+ * it) one word below, Method* three, bcp eight (the mirror, the method
+ * data, the cache and the locals in between). */
 #define JW_INTERP_SENDER_SP (-1)
 #define JW_INTERP_METHOD (-3)
-#define JW_INTERP_BCP (-7)
+#define JW_INTERP_BCP (-8)
 #define JW_FRAME_WORDS_MAX 65536 /* larger compiled frames: not believed */
 #define JW_INLINE_MAX 32         /* scopes at one pc (MaxInlineLevel 15) */
 /* A walk's time in the handler: each read is a syscall, and a deep stack
