@@ -160,7 +160,7 @@ static const char pi_empty[3] = "";
 
 /* What a sample of a process that is gone (and uncached) is named. */
 static const struct pi_proc pi_gone = {
-	.comm = "[exited]", .cgroup = (char *)pi_empty, .unit = pi_empty, .container = pi_empty,
+	.comm = SAMPLE_NAME_EXITED, .cgroup = (char *)pi_empty, .unit = pi_empty, .container = pi_empty,
 };
 
 uint64_t procinfo_start_identity(uint64_t boottime_ns)
@@ -305,7 +305,7 @@ static void pi_proc_init(struct pi_proc *p, pid_t pid, uint64_t start_ns, uint64
 	p->unit = p->container = pi_empty;
 	if (pi_proc_fill(p, pid, start_ns, now) == 0)
 		return;
-	snprintf(p->comm, sizeof(p->comm), "[exited]");
+	snprintf(p->comm, sizeof(p->comm), "%s", SAMPLE_NAME_EXITED);
 	p->start_ns = start_ns;
 	p->fetched_ns = now;
 }
@@ -378,7 +378,7 @@ const char *procinfo_thread_name(pid_t pid, uint64_t start_ns, pid_t tid, char *
 
 	if (!pi_same_process(pid, start_ns, &seen) || proc_read_comm(pid, tid, buf, len) < 0 ||
 	    !pi_same_process(pid, start_ns, &seen))
-		snprintf(buf, len, "[exited]");
+		snprintf(buf, len, "%s", SAMPLE_NAME_EXITED);
 	return buf;
 }
 

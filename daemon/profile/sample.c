@@ -13,11 +13,18 @@ static uint32_t intern(struct store *st, const struct sample_frame *f)
 	return store_frame_ref_at(st, f->kind, f->name, f->module ? f->module : "", f->loc);
 }
 
+/* The process is named as last sampled: its comm changes at exec, and the
+ * program it exec'd is what runs from then on (a process first sampled
+ * between fork and exec would otherwise keep its parent's name: "bash",
+ * "setpriv"). A name read too late ("[exited]", samples that come without
+ * BPF's copy of the comm) never replaces a known one. */
 static void set_names(struct store *st, const struct built_sample *bs)
 {
+	const char *cur = store_process_name(st, bs->pid);
 	char buf[64];
 
-	if (!store_process_name(st, bs->pid) && bs->names) {
+	if (bs->names && bs->names->comm && (!cur || strcmp(cur, bs->names->comm)) &&
+	    (!cur || strcmp(bs->names->comm, SAMPLE_NAME_EXITED))) {
 		struct store_labels l = { bs->names->cgroup, bs->names->unit, bs->names->container };
 
 		store_set_process_name(st, bs->pid, bs->names->comm);

@@ -21,6 +21,9 @@ struct sample_frame {
 	const struct frame_loc *loc;  /* user code in a file: address and mapping; else NULL */
 };
 
+/* The name of a process found gone before its names were read. */
+#define SAMPLE_NAME_EXITED "[exited]"
+
 /* The process's names and labels ("" when unknown). */
 struct sample_names {
 	const char *comm;

@@ -682,6 +682,46 @@ START_TEST(test_event_union)
 }
 END_TEST
 
+/* A process is named as last sampled: first sampled between fork and exec
+ * (its parent's name), then as the program it exec'd. */
+START_TEST(test_sample_exec_rename)
+{
+	static const struct sample_names before = { "setpriv", "/a", "", "" };
+	static const struct sample_names after = { "victim", "/b.slice/b.service", "b.service", "" };
+	static const struct sample_names gone = { SAMPLE_NAME_EXITED, "", "", "" };
+	const struct sample_frame fr = { FRAME_NATIVE, "work", "", NULL };
+	uint64_t v[2] = { 1, 10000000 };
+	struct store *st = store_new(NULL, NULL, 0);
+	struct built_sample bs = {
+		.event = event_get(EVENT_CPU), .pid = 9, .tid = 9, .values = v,
+		.frames = &fr, .nframes = 1, .names = &before,
+	};
+	struct store_labels l;
+
+	ck_assert_ptr_nonnull(st);
+	ck_assert_int_eq(sample_store_add(st, &bs, NULL), 0);
+	ck_assert_str_eq(store_process_name(st, 9), "setpriv");
+	bs.names = &after;
+	ck_assert_int_eq(sample_store_add(st, &bs, NULL), 0);
+	ck_assert_str_eq(store_process_name(st, 9), "victim");
+	ck_assert(store_process_labels(st, 9, &l));
+	ck_assert_str_eq(l.cgroup, "/b.slice/b.service");
+	ck_assert_str_eq(l.unit, "b.service");
+	/* The same name again: nothing changes. */
+	ck_assert_int_eq(sample_store_add(st, &bs, NULL), 0);
+	ck_assert_str_eq(store_process_name(st, 9), "victim");
+	/* A late sample of the process gone: its name stays. */
+	bs.names = &gone;
+	ck_assert_int_eq(sample_store_add(st, &bs, NULL), 0);
+	ck_assert_str_eq(store_process_name(st, 9), "victim");
+	/* ...but names a process known by nothing else. */
+	bs.pid = bs.tid = 10;
+	ck_assert_int_eq(sample_store_add(st, &bs, NULL), 0);
+	ck_assert_str_eq(store_process_name(st, 10), SAMPLE_NAME_EXITED);
+	store_free(st);
+}
+END_TEST
+
 START_TEST(test_merge)
 {
 	struct store *src = store_new(NULL, NULL, 0), *dst = store_new(NULL, offcpu_types, 3);
@@ -869,6 +909,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_sample_times);
 	tcase_add_test(tc, test_sample_times_memory_bound);
 	tcase_add_test(tc, test_event_union);
+	tcase_add_test(tc, test_sample_exec_rename);
 	tcase_add_test(tc, test_merge);
 	tcase_add_test(tc, test_frame_ref);
 	tcase_add_test(tc, test_address_frames);
