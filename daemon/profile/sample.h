@@ -11,8 +11,7 @@
 
 #include "event.h"
 #include "frame.h"
-
-struct store;
+#include "store.h"
 
 struct sample_frame {
 	enum frame_kind kind;
@@ -22,7 +21,7 @@ struct sample_frame {
 };
 
 /* The name of a process found gone before its names were read. */
-#define SAMPLE_NAME_EXITED "[exited]"
+#define SAMPLE_NAME_EXITED STORE_NAME_EXITED
 
 /* The process's names and labels ("" when unknown). */
 struct sample_names {

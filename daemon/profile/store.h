@@ -157,6 +157,10 @@ typedef bool (*store_merge_fn)(const struct store *src, const struct store_stack
 			       struct store *dst, uint32_t *prefix, void *arg);
 int store_merge(struct store *dst, const struct store *src, store_merge_fn filter, void *arg);
 
+/* The name of a process found gone before its names were read: it never
+ * replaces a known name (sample.c, store_merge.c). */
+#define STORE_NAME_EXITED "[exited]"
+
 /* Names for grouping and titles; the latest call wins. */
 int store_set_thread_name(struct store *st, uint32_t pid, uint32_t tid, const char *name);
 int store_set_process_name(struct store *st, uint32_t pid, const char *comm);

@@ -4,14 +4,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Names and labels of a stack's thread and process, when dst has none. */
+/* Names and labels of a stack's thread and process. Merges go from older
+ * to newer data (host-view buckets oldest first, a session's checked
+ * samples into its store), so the process is named as last sampled, as
+ * sample.c's set_names does within one store: a process that exec'd
+ * between two buckets has the exec'd program's name. "[exited]" never
+ * replaces a known name; a thread keeps its first name, as in set_names. */
 static void store_copy_names(struct store *dst, const struct store *src, uint32_t pid, uint32_t tid)
 {
+	const char *name = store_process_name(src, pid), *cur;
 	struct store_labels l;
-	const char *name;
 
-	name = store_process_name(src, pid);
-	if (name && !store_process_name(dst, pid)) {
+	cur = name ? store_process_name(dst, pid) : NULL;
+	if (name && (!cur || (strcmp(cur, name) && strcmp(name, STORE_NAME_EXITED)))) {
 		store_set_process_name(dst, pid, name);
 		if (store_process_labels(src, pid, &l))
 			store_set_process_labels(dst, pid, &l);

@@ -800,6 +800,50 @@ START_TEST(test_merge)
 }
 END_TEST
 
+/* Merging older data first names a process as last sampled across stores
+ * (host-view buckets: an exec between two buckets). */
+START_TEST(test_merge_exec_rename)
+{
+	struct store *older = store_new(NULL, NULL, 0), *newer = store_new(NULL, NULL, 0);
+	struct store *late = store_new(NULL, NULL, 0), *dst = store_new(NULL, NULL, 0);
+	struct store_labels l = { "/b.slice/b.service", "b.service", "" };
+	uint32_t f;
+
+	ck_assert_ptr_nonnull(older);
+	ck_assert_ptr_nonnull(newer);
+	ck_assert_ptr_nonnull(late);
+	ck_assert_ptr_nonnull(dst);
+	f = (uint32_t)intern(older, FRAME_NATIVE, "work", NULL);
+	ck_assert_int_eq(store_add(older, &(struct store_sample){ 9, 9, &f, 1, (const uint64_t[]){ 1, 10 }, 0 }), 0);
+	store_set_process_name(older, 9, "setpriv");
+	store_set_thread_name(older, 9, 9, "setpriv");
+	f = (uint32_t)intern(newer, FRAME_NATIVE, "work", NULL);
+	ck_assert_int_eq(store_add(newer, &(struct store_sample){ 9, 9, &f, 1, (const uint64_t[]){ 1, 10 }, 0 }), 0);
+	store_set_process_name(newer, 9, "victim");
+	store_set_process_labels(newer, 9, &l);
+	store_set_thread_name(newer, 9, 9, "victim");
+	f = (uint32_t)intern(late, FRAME_NATIVE, "work", NULL);
+	ck_assert_int_eq(store_add(late, &(struct store_sample){ 9, 9, &f, 1, (const uint64_t[]){ 1, 10 }, 0 }), 0);
+	store_set_process_name(late, 9, STORE_NAME_EXITED);
+
+	ck_assert_int_eq(store_merge(dst, older, NULL, NULL), 0);
+	ck_assert_str_eq(store_process_name(dst, 9), "setpriv");
+	ck_assert_int_eq(store_merge(dst, newer, NULL, NULL), 0);
+	ck_assert_str_eq(store_process_name(dst, 9), "victim");
+	ck_assert(store_process_labels(dst, 9, &l));
+	ck_assert_str_eq(l.unit, "b.service");
+	/* A thread keeps its first name, as within one store. */
+	ck_assert_str_eq(store_thread_name(dst, 9, 9), "setpriv");
+	/* A bucket that only saw the process gone does not rename it. */
+	ck_assert_int_eq(store_merge(dst, late, NULL, NULL), 0);
+	ck_assert_str_eq(store_process_name(dst, 9), "victim");
+	store_free(older);
+	store_free(newer);
+	store_free(late);
+	store_free(dst);
+}
+END_TEST
+
 START_TEST(test_frame_ref)
 {
 	struct store_limits lim = { .max_frames = 2 };
@@ -911,6 +955,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_event_union);
 	tcase_add_test(tc, test_sample_exec_rename);
 	tcase_add_test(tc, test_merge);
+	tcase_add_test(tc, test_merge_exec_rename);
 	tcase_add_test(tc, test_frame_ref);
 	tcase_add_test(tc, test_address_frames);
 	suite_add_tcase(s, tc);
