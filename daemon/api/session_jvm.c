@@ -718,6 +718,8 @@ static void bind_agent(struct session *s, struct agent *a)
 	 * half of it leaves room for jitter and none for a shortened period. */
 	sampler_set_min_gap(s->mgr->sampler, s->id, interval_ns(s) / 2);
 	s->agent = a;
+	/* Again after an agent that failed (java_fail cleared it). */
+	pipeline_source_expect_java(s->src, true);
 	if (s->agent_event && s->agent_ev == AGENT_EV_NONE && agent_ask_next(s, a) < 0)
 		return;
 	s->java = JAVA_ACTIVE;

@@ -115,8 +115,10 @@ void pipeline_on_sample(const struct raw_sample *rs, void *arg)
 		o.process_root = src->cfg.process_root;
 		o.thread_state = src->cfg.thread_state;
 		/* An agent is coming or bound, but this thread's event is not
-		 * its yet. */
-		o.java_unarmed = src->java_expected || src->join;
+		 * its yet. Not after the agent failed (java_fail clears it): the
+		 * recording is a native one, JIT code shown as such, although a
+		 * join made for the agent may still hold samples taken before. */
+		o.java_unarmed = src->java_expected;
 	} else if (!p->host.sample) {
 		return;
 	}

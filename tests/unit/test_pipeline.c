@@ -293,7 +293,7 @@ START_TEST(test_plain_event_of_unarmed_thread)
 	ck_assert_str_eq(f.rec.frames[1][0], "[java_stack_missing]");
 	ck_assert_str_eq(f.rec.frames[1][1], "pl_leaf");
 	ck_assert(!f.rec.has_java[1]);
-	pipeline_source_expect_java(f.src, false);
+	/* Bound: a join, Java still expected. */
 	j = jvm_join_new(&(struct jvm_join_opts){ .interval_ns = 10 * MS });
 	ck_assert_ptr_nonnull(j);
 	pipeline_source_set_join(f.src, j, (uint32_t)getpid(), 10 * MS);
@@ -308,6 +308,15 @@ START_TEST(test_plain_event_of_unarmed_thread)
 	ck_assert_uint_eq(f.rec.nframes[3], 2);
 	ck_assert_str_eq(f.rec.frames[3][0], "pl_caller");
 	ck_assert_str_eq(f.rec.frames[3][1], "pl_leaf");
+	/* The agent failed after the join was made (java_fail): a native
+	 * recording from then on, its JIT code shown as [jit], not cut. */
+	pipeline_source_expect_java(f.src, false);
+	rs.uips = ips;
+	rs.nu = 3;
+	pipeline_on_sample(&rs, f.p);
+	ck_assert_uint_eq(f.rec.n, 5);
+	ck_assert_uint_eq(f.rec.nframes[4], 3);
+	ck_assert_str_eq(f.rec.frames[4][1], "[jit]");
 	pipeline_source_set_join(f.src, NULL, 0, 0);
 	jvm_join_free(j);
 	teardown(&f);
