@@ -368,12 +368,12 @@ static int upload(struct unwtab *u, uint32_t first, const struct jp_unwind_row *
 	uint32_t keys[UPLOAD_CHUNK];
 	int r = 0;
 
-	u->st.rows_uploaded += n;
 	if (u->rows_map) {
 		/* Rows no process entry points at yet: BPF reads them only
 		 * after the entry's update, a syscall after these stores. */
 		for (size_t i = 0; i < n; i++)
 			memcpy(u->rows_map + (first + i) * ROW_STRIDE, &rows[i], sizeof(*rows));
+		u->st.rows_uploaded += n;
 		return 0;
 	}
 	for (size_t done = 0; done < n && r == 0; done += UPLOAD_CHUNK) {
@@ -382,6 +382,8 @@ static int upload(struct unwtab *u, uint32_t first, const struct jp_unwind_row *
 		for (__u32 k = 0; k < cnt; k++)
 			keys[k] = first + (uint32_t)(done + k);
 		r = bpf_map_update_batch(u->rows_fd, keys, rows + done, &cnt, NULL);
+		if (r == 0)  /* a failed batch counts none: the table is not loaded */
+			u->st.rows_uploaded += cnt;
 	}
 	return r;
 }
