@@ -29,6 +29,12 @@
 #define REFRESH_NS 250000000ull    /* a process's maps are read at most every 250 ms, */
 #define REFRESH_MAX_NS 2000000000ull  /* backing off to 2 s while they show nothing new */
 #define SWEEP_NS 5000000000ull     /* exited processes are looked for every 5 s */
+/* A host-view request for a process younger than this waits until it is
+ * this old: most processes a busy host starts (a compiler's as and cc1
+ * per file, a shell loop's commands) have exited by then, and reading
+ * their maps and building their tables (BPF asks at their first sample)
+ * was the worker's largest cost under process churn. */
+#define DEFER_NS 100000000ull
 #define MAX_IDLE_TABLES 512        /* unreferenced tables kept for reuse */
 #define MAX_QUEUE 4096
 #define UPLOAD_CHUNK 8192
@@ -70,6 +76,7 @@ struct range {
 struct request {
 	uint32_t tgid;
 	uint64_t start_ns;
+	uint64_t due_ns;           /* deferred requests: CLOCK_BOOTTIME it is taken at */
 };
 
 struct unwtab {
@@ -88,6 +95,8 @@ struct unwtab {
 	uint32_t building;          /* the tgid the worker is loading, 0: none */
 	struct request *queue;     /* under mu */
 	size_t nq;
+	struct request *later;     /* under mu: young processes' requests (DEFER_NS) */
+	size_t nlater;
 	struct unwtab_stats shared;  /* under mu: copied from st after each batch */
 
 	/* Worker only. */
@@ -689,7 +698,8 @@ static uint64_t hash_exec_maps(const struct procmaps *m)
 	return h;
 }
 
-static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
+/* -ESRCH: the process (the one that started at want_start) is gone. */
+static int load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 {
 	struct jp_unwind_proc *ent = &u->entry;
 	struct procmaps *m = NULL;
@@ -716,21 +726,21 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 	 * pointers): within the interval not even their start time is
 	 * read, BPF sent it. */
 	if (fresh && want_start && p->start_ns == want_start - want_start % TICK_NS)
-		return;
+		return 0;
 	/* Its uid only if a table is to be built for it (its share). */
 	if (proc_read_start_boottime((pid_t)tgid, &start) < 0)
-		return;  /* gone */
+		return -ESRCH;
 	start -= start % TICK_NS;
 	if (want_start && want_start - want_start % TICK_NS != start)
-		return;  /* the pid is another process's now */
+		return -ESRCH;  /* the pid is another process's now */
 	if (fresh && p->start_ns == start)
-		return;
+		return 0;
 	if (!p && now < u->full_until)
-		return;  /* no room for another process until the next sweep */
+		return 0;  /* no room for another process until the next sweep */
 	snprintf(path, sizeof(path), "/proc/%u/maps", tgid);
 	u->st.proc_reads++;
 	if (procmaps_read(path, &m) < 0)
-		return;
+		return -ESRCH;
 	h = hash_exec_maps(m);
 	/* Its entry gone from BPF with the same maps (deleted by an exec of
 	 * the same binary): written again below. */
@@ -849,6 +859,7 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 	u->st.procs = u->nprocs;
 out:
 	procmaps_free(m);
+	return 0;
 }
 
 /* Forgets exited processes and trims the cache of idle tables. */
@@ -873,6 +884,50 @@ static void sweep(struct unwtab *u)
 		;
 }
 
+/* Waits on wake for at most ns (mu held); true if the time ran out. */
+static bool wait_wake(struct unwtab *u, uint64_t ns)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(ns / 1000000000ull);
+	ts.tv_nsec += (long)(ns % 1000000000ull);
+	if (ts.tv_nsec >= 1000000000l) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000l;
+	}
+	return pthread_cond_timedwait(&u->wake, &u->mu, &ts) == ETIMEDOUT;
+}
+
+static bool queued(const struct unwtab *u, uint32_t tgid)
+{
+	for (size_t i = 0; i < u->nq; i++)
+		if (u->queue[i].tgid == tgid)
+			return true;
+	return false;
+}
+
+/* Moves the deferred requests that are due to the queue's tail (mu held);
+ * the time until the next one is due, or UINT64_MAX. */
+static uint64_t later_promote(struct unwtab *u)
+{
+	uint64_t now = clock_ns(CLOCK_BOOTTIME), next = UINT64_MAX;
+
+	for (size_t i = 0; i < u->nlater;) {
+		const struct request *r = &u->later[i];
+
+		if (r->due_ns > now) {
+			next = r->due_ns - now < next ? r->due_ns - now : next;
+			i++;
+			continue;
+		}
+		if (u->nq < MAX_QUEUE && !queued(u, r->tgid))
+			u->queue[u->nq++] = *r;
+		u->later[i] = u->later[--u->nlater];
+	}
+	return next;
+}
+
 static void *worker(void *arg)
 {
 	struct unwtab *u = arg;
@@ -887,14 +942,16 @@ static void *worker(void *arg)
 	pthread_mutex_lock(&u->mu);
 	for (;;) {
 		uint64_t builds;
+		bool sweep_due = false;
 
-		while (!u->stop && !u->nq) {
-			struct timespec ts;
+		/* Woken by a request, a deferred one's time, or the sweep's. */
+		while (!u->stop) {
+			uint64_t next = later_promote(u);
 
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += SWEEP_NS / 1000000000ull;
-			if (pthread_cond_timedwait(&u->wake, &u->mu, &ts) == ETIMEDOUT)
+			if (u->nq || sweep_due)
 				break;
+			sweep_due = wait_wake(u, next < SWEEP_NS ? next : SWEEP_NS) &&
+				    next >= SWEEP_NS;
 		}
 		if (u->stop)
 			break;
@@ -911,8 +968,10 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&u->mu);
 
 		builds = u->st.builds;
-		if (req.tgid)
-			load_proc(u, req.tgid, req.start_ns);
+		/* A deferred request's process gone meanwhile cost one failed
+		 * open of its stat. */
+		if (req.tgid && load_proc(u, req.tgid, req.start_ns) == -ESRCH && req.due_ns)
+			u->st.deferred_gone++;
 		/* A build's rows (megabytes for a large binary) were freed once
 		 * uploaded: give the heap back rather than keep it as RSS. */
 		if (u->st.builds != builds)
@@ -925,9 +984,11 @@ static void *worker(void *arg)
 		pthread_mutex_lock(&u->mu);
 		u->busy = false;
 		u->building = 0;
-		u->st.requests = u->shared.requests;  /* counted by unwtab_request */
+		/* counted by unwtab_request */
+		u->st.requests = u->shared.requests;
+		u->st.deferred = u->shared.deferred;
 		u->shared = u->st;
-		if (!u->nq)
+		if (!u->nq && !u->nlater)
 			pthread_cond_broadcast(&u->idle);
 	}
 	pthread_mutex_unlock(&u->mu);
@@ -974,7 +1035,8 @@ int unwtab_new(int rows_fd, int procs_fd, uint32_t rows_capacity, struct unwtab 
 	u->shared = u->st;
 	u->free = calloc(1, sizeof(*u->free));
 	u->queue = calloc(MAX_QUEUE, sizeof(*u->queue));
-	if (!u->free || !u->queue) {
+	u->later = calloc(MAX_QUEUE, sizeof(*u->later));
+	if (!u->free || !u->queue || !u->later) {
 		r = -ENOMEM;
 		goto fail;
 	}
@@ -1025,18 +1087,53 @@ void unwtab_free(struct unwtab *u)
 	free(u->procs);
 	free(u->free);
 	free(u->queue);
+	free(u->later);
 	if (u->rows_map)
 		munmap(u->rows_map, u->rows_map_len);
 	procmaps_fuse_cache_release(&u->fuse);
 	free(u);
 }
 
+/* A host-view request of a process younger than DEFER_NS is held until it
+ * is that old (true), so that one which exits before costs no read. */
+static bool request_defer(struct unwtab *u, uint32_t tgid, uint64_t start_ns)
+{
+	uint64_t due = start_ns + DEFER_NS;
+	size_t i;
+
+	for (i = 0; i < u->nlater && u->later[i].tgid != tgid; i++)
+		;
+	if (i < u->nlater) {
+		/* Held already, or the pid is another process's now. */
+		u->later[i].start_ns = start_ns;
+		u->later[i].due_ns = due > u->later[i].due_ns ? due : u->later[i].due_ns;
+		return true;
+	}
+	if (!start_ns || queued(u, tgid) || clock_ns(CLOCK_BOOTTIME) >= due ||
+	    u->nlater == MAX_QUEUE)
+		return false;
+	u->later[u->nlater++] = (struct request){ tgid, start_ns, due };
+	u->shared.requests++;
+	u->shared.deferred++;
+	/* The worker may be sleeping until the sweep: it waits for this one now. */
+	pthread_cond_signal(&u->wake);
+	return true;
+}
+
 void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns, bool urgent)
 {
-	struct request req = { tgid, start_ns };
+	struct request req = { tgid, start_ns, 0 };
 	size_t i;
 
 	pthread_mutex_lock(&u->mu);
+	if (!urgent && request_defer(u, tgid, start_ns))
+		goto out;
+	/* A recording starts: its process is served now, not when due. */
+	for (i = 0; urgent && i < u->nlater; i++)
+		if (u->later[i].tgid == tgid) {
+			u->later[i] = u->later[--u->nlater];
+			break;
+		}
 	for (i = 0; i < u->nq && u->queue[i].tgid != tgid; i++)
 		;
 	if (i < u->nq) {
@@ -1057,6 +1154,7 @@ void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns, bool urg
 		u->shared.requests++;
 		pthread_cond_signal(&u->wake);
 	}
+out:
 	pthread_mutex_unlock(&u->mu);
 }
 
@@ -1069,6 +1167,8 @@ bool unwtab_pending(struct unwtab *u, uint32_t tgid)
 	pending = tgid && u->building == tgid;
 	for (i = 0; i < u->nq && !pending; i++)
 		pending = u->queue[i].tgid == tgid;
+	for (i = 0; i < u->nlater && !pending; i++)
+		pending = u->later[i].tgid == tgid;
 	pthread_mutex_unlock(&u->mu);
 	return pending;
 }
@@ -1086,7 +1186,7 @@ int unwtab_wait_idle(struct unwtab *u, uint64_t timeout_ns)
 		ts.tv_nsec -= 1000000000l;
 	}
 	pthread_mutex_lock(&u->mu);
-	while ((u->nq || u->busy) && r == 0)
+	while ((u->nq || u->nlater || u->busy) && r == 0)
 		r = pthread_cond_timedwait(&u->idle, &u->mu, &ts);
 	pthread_mutex_unlock(&u->mu);
 	return r ? -ETIMEDOUT : 0;
