@@ -890,8 +890,8 @@ static void sweep(struct unwtab *u)
 		;
 }
 
-/* Waits on wake for at most ns (mu held); true if the time ran out. */
-static bool wait_wake(struct unwtab *u, uint64_t ns)
+/* ns from now as the condition variables' clock (CLOCK_REALTIME) reads. */
+static struct timespec deadline_in(uint64_t ns)
 {
 	struct timespec ts;
 
@@ -902,6 +902,14 @@ static bool wait_wake(struct unwtab *u, uint64_t ns)
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000l;
 	}
+	return ts;
+}
+
+/* Waits on wake for at most ns (mu held); true if the time ran out. */
+static bool wait_wake(struct unwtab *u, uint64_t ns)
+{
+	struct timespec ts = deadline_in(ns);
+
 	return pthread_cond_timedwait(&u->wake, &u->mu, &ts) == ETIMEDOUT;
 }
 
@@ -1186,16 +1194,9 @@ bool unwtab_pending(struct unwtab *u, uint32_t tgid)
 
 int unwtab_wait_idle(struct unwtab *u, uint64_t timeout_ns)
 {
-	struct timespec ts;
+	struct timespec ts = deadline_in(timeout_ns);
 	int r = 0;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += (time_t)(timeout_ns / 1000000000ull);
-	ts.tv_nsec += (long)(timeout_ns % 1000000000ull);
-	if (ts.tv_nsec >= 1000000000l) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000l;
-	}
 	pthread_mutex_lock(&u->mu);
 	while ((u->nq || u->nlater || u->busy) && r == 0)
 		r = pthread_cond_timedwait(&u->idle, &u->mu, &ts);

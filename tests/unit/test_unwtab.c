@@ -445,25 +445,20 @@ START_TEST(test_evicted_reloaded)
 }
 END_TEST
 
-/* A child blocked on a pipe (it exits when the pipe closes): its pid and
- * start time, read while it is certainly running. */
-static pid_t young_child(int *wfd, uint64_t *start)
+/* A new process (sleep, until killed) and its start time, read while it
+ * certainly runs. */
+static pid_t young_child(uint64_t *start)
 {
-	int p[2];
-	pid_t pid;
-	char c;
+	pid_t pid = spawn_prog("/bin/sleep", "30", NULL);
 
-	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		close(p[1]);
-		_exit(read(p[0], &c, 1) < 0);
-	}
-	close(p[0]);
-	*wfd = p[1];
 	ck_assert_int_eq(proc_read_start_boottime(pid, start), 0);
 	return pid;
+}
+
+static void end_child(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
 }
 
 /* A host-view request (BPF's miss) for a process younger than 100 ms waits
@@ -476,7 +471,6 @@ START_TEST(test_young_deferred)
 	struct unwtab_stats a, b;
 	struct jp_unwind_proc *e = calloc(1, sizeof(*e));
 	uint64_t s1, s2, s3, due;
-	int w1, w2, w3;
 	pid_t p1, p2, p3;
 	uint32_t k1, k2, k3;
 	bool found;
@@ -484,7 +478,7 @@ START_TEST(test_young_deferred)
 	make_maps(1u << 20);
 	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 1u << 20, &u), 0);
 	/* Runs past its 100 ms: loaded then, not before. */
-	p1 = young_child(&w1, &s1);
+	p1 = young_child(&s1);
 	k1 = (uint32_t)p1;
 	due = s1 + 100 * 1000000ull;
 	unwtab_request(u, k1, s1, false);
@@ -499,11 +493,10 @@ START_TEST(test_young_deferred)
 	ck_assert_uint_gt(e->n, 2);
 
 	/* Exits before its 100 ms: nothing read, no entry. */
-	p2 = young_child(&w2, &s2);
+	p2 = young_child(&s2);
 	k2 = (uint32_t)p2;
 	unwtab_request(u, k2, s2, false);
-	close(w2);
-	ck_assert_int_eq(waitpid(p2, NULL, 0), p2);
+	end_child(p2);
 	if (clock_ns(CLOCK_BOOTTIME) < s2 + 100 * 1000000ull) {
 		ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
 		unwtab_get_stats(u, &b);
@@ -517,17 +510,15 @@ START_TEST(test_young_deferred)
 	}
 
 	/* Held, then a recording starts: loaded at once. */
-	p3 = young_child(&w3, &s3);
+	p3 = young_child(&s3);
 	k3 = (uint32_t)p3;
 	unwtab_request(u, k3, s3, false);
 	unwtab_request(u, k3, 0, true);
 	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
 	ck_assert_int_eq(bpf_map_lookup_elem(procs_fd, &k3, e), 0);
 
-	close(w1);
-	close(w3);
-	waitpid(p1, NULL, 0);
-	waitpid(p3, NULL, 0);
+	end_child(p1);
+	end_child(p3);
 	unwtab_free(u);
 	close_maps();
 	free(e);
