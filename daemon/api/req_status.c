@@ -138,6 +138,8 @@ static void add_unwind_status(const struct sampler_stats *ss, struct json_object
 	requests_add_u64(u, "rows", t->rows_used);
 	requests_add_u64(u, "rows_capacity", t->rows_capacity);
 	requests_add_u64(u, "requests", t->requests);
+	requests_add_u64(u, "requests_deferred", t->deferred);
+	requests_add_u64(u, "requests_deferred_exited", t->deferred_gone);
 	requests_add_u64(u, "process_reads", t->proc_reads);
 	requests_add_u64(u, "process_reads_unchanged", t->maps_unchanged);
 	requests_add_u64(u, "rows_uploaded", t->rows_uploaded);

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,12 @@
 #define REFRESH_NS 250000000ull    /* a process's maps are read at most every 250 ms, */
 #define REFRESH_MAX_NS 2000000000ull  /* backing off to 2 s while they show nothing new */
 #define SWEEP_NS 5000000000ull     /* exited processes are looked for every 5 s */
+/* A host-view request for a process younger than this waits until it is
+ * this old: most processes a busy host starts (a compiler's as and cc1
+ * per file, a shell loop's commands) have exited by then, and reading
+ * their maps and building their tables (BPF asks at their first sample)
+ * was the worker's largest cost under process churn. */
+#define DEFER_NS 100000000ull
 #define MAX_IDLE_TABLES 512        /* unreferenced tables kept for reuse */
 #define MAX_QUEUE 4096
 #define UPLOAD_CHUNK 8192
@@ -70,6 +77,7 @@ struct range {
 struct request {
 	uint32_t tgid;
 	uint64_t start_ns;
+	uint64_t due_ns;           /* deferred requests: CLOCK_BOOTTIME it is taken at */
 };
 
 struct unwtab {
@@ -88,6 +96,9 @@ struct unwtab {
 	uint32_t building;          /* the tgid the worker is loading, 0: none */
 	struct request *queue;     /* under mu */
 	size_t nq;
+	struct request *later;     /* under mu: young processes' requests (DEFER_NS) */
+	size_t nlater;
+	uint64_t wakes_at;         /* under mu: CLOCK_BOOTTIME the idle worker wakes by */
 	struct unwtab_stats shared;  /* under mu: copied from st after each batch */
 
 	/* Worker only. */
@@ -691,7 +702,8 @@ static uint64_t hash_exec_maps(const struct procmaps *m)
 	return h;
 }
 
-static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
+/* -ESRCH: the process (the one that started at want_start) is gone. */
+static int load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 {
 	struct jp_unwind_proc *ent = &u->entry;
 	struct procmaps *m = NULL;
@@ -718,21 +730,23 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 	 * pointers): within the interval not even their start time is
 	 * read, BPF sent it. */
 	if (fresh && want_start && p->start_ns == want_start - want_start % TICK_NS)
-		return;
-	/* Its uid only if a table is to be built for it (its share). */
-	if (proc_read_start_boottime((pid_t)tgid, &start) < 0)
-		return;  /* gone */
+		return 0;
+	/* Gone (most deferred requests): known without a path lookup in /proc.
+	 * Its uid only if a table is to be built for it (its share). */
+	if ((kill((pid_t)tgid, 0) < 0 && errno == ESRCH) ||
+	    proc_read_start_boottime((pid_t)tgid, &start) < 0)
+		return -ESRCH;
 	start -= start % TICK_NS;
 	if (want_start && want_start - want_start % TICK_NS != start)
-		return;  /* the pid is another process's now */
+		return -ESRCH;  /* the pid is another process's now */
 	if (fresh && p->start_ns == start)
-		return;
+		return 0;
 	if (!p && now < u->full_until)
-		return;  /* no room for another process until the next sweep */
+		return 0;  /* no room for another process until the next sweep */
 	snprintf(path, sizeof(path), "/proc/%u/maps", tgid);
 	u->st.proc_reads++;
 	if (procmaps_read(path, &m) < 0)
-		return;
+		return -ESRCH;
 	h = hash_exec_maps(m);
 	/* Its entry gone from BPF with the same maps (deleted by an exec of
 	 * the same binary): written again below. */
@@ -851,6 +865,7 @@ static void load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 	u->st.procs = u->nprocs;
 out:
 	procmaps_free(m);
+	return 0;
 }
 
 /* Forgets exited processes and trims the cache of idle tables. */
@@ -861,7 +876,9 @@ static void sweep(struct unwtab *u)
 	for (size_t i = 0; i < u->nprocs;) {
 		uint64_t start;
 
-		if (proc_read_start_boottime((pid_t)u->procs[i].tgid, &start) == 0 &&
+		/* kill(0) first: an exited process costs no /proc lookup. */
+		if (!(kill((pid_t)u->procs[i].tgid, 0) < 0 && errno == ESRCH) &&
+		    proc_read_start_boottime((pid_t)u->procs[i].tgid, &start) == 0 &&
 		    start - start % TICK_NS == u->procs[i].start_ns) {
 			i++;
 			continue;
@@ -873,6 +890,58 @@ static void sweep(struct unwtab *u)
 		idle += !u->tables[i]->refs;
 	for (; idle > MAX_IDLE_TABLES && evict_one(u, false); idle--)
 		;
+}
+
+/* ns from now as the condition variables' clock (CLOCK_REALTIME) reads. */
+static struct timespec deadline_in(uint64_t ns)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(ns / 1000000000ull);
+	ts.tv_nsec += (long)(ns % 1000000000ull);
+	if (ts.tv_nsec >= 1000000000l) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000l;
+	}
+	return ts;
+}
+
+/* Waits on wake for at most ns (mu held); true if the time ran out. */
+static bool wait_wake(struct unwtab *u, uint64_t ns)
+{
+	struct timespec ts = deadline_in(ns);
+
+	return pthread_cond_timedwait(&u->wake, &u->mu, &ts) == ETIMEDOUT;
+}
+
+static bool queued(const struct unwtab *u, uint32_t tgid)
+{
+	for (size_t i = 0; i < u->nq; i++)
+		if (u->queue[i].tgid == tgid)
+			return true;
+	return false;
+}
+
+/* Moves the deferred requests that are due to the queue's tail (mu held);
+ * the time until the next one is due, or UINT64_MAX. */
+static uint64_t later_promote(struct unwtab *u)
+{
+	uint64_t now = clock_ns(CLOCK_BOOTTIME), next = UINT64_MAX;
+
+	for (size_t i = 0; i < u->nlater;) {
+		const struct request *r = &u->later[i];
+
+		if (r->due_ns > now) {
+			next = r->due_ns - now < next ? r->due_ns - now : next;
+			i++;
+			continue;
+		}
+		if (u->nq < MAX_QUEUE && !queued(u, r->tgid))
+			u->queue[u->nq++] = *r;
+		u->later[i] = u->later[--u->nlater];
+	}
+	return next;
 }
 
 static void *worker(void *arg)
@@ -889,15 +958,19 @@ static void *worker(void *arg)
 	pthread_mutex_lock(&u->mu);
 	for (;;) {
 		uint64_t builds;
+		bool sweep_due = false;
 
-		while (!u->stop && !u->nq) {
-			struct timespec ts;
+		/* Woken by a request, a deferred one's time, or the sweep's. */
+		while (!u->stop) {
+			uint64_t next = later_promote(u);
 
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += SWEEP_NS / 1000000000ull;
-			if (pthread_cond_timedwait(&u->wake, &u->mu, &ts) == ETIMEDOUT)
+			if (u->nq || sweep_due)
 				break;
+			u->wakes_at = clock_ns(CLOCK_BOOTTIME) + (next < SWEEP_NS ? next : SWEEP_NS);
+			sweep_due = wait_wake(u, next < SWEEP_NS ? next : SWEEP_NS) &&
+				    next >= SWEEP_NS;
 		}
+		u->wakes_at = 0;
 		if (u->stop)
 			break;
 		/* One at a time: an urgent request waits for one build at most.
@@ -913,8 +986,10 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&u->mu);
 
 		builds = u->st.builds;
-		if (req.tgid)
-			load_proc(u, req.tgid, req.start_ns);
+		/* A deferred request's process gone meanwhile cost one failed
+		 * open of its stat. */
+		if (req.tgid && load_proc(u, req.tgid, req.start_ns) == -ESRCH && req.due_ns)
+			u->st.deferred_gone++;
 		/* A build's rows (megabytes for a large binary) were freed once
 		 * uploaded: give the heap back rather than keep it as RSS. */
 		if (u->st.builds != builds)
@@ -927,9 +1002,11 @@ static void *worker(void *arg)
 		pthread_mutex_lock(&u->mu);
 		u->busy = false;
 		u->building = 0;
-		u->st.requests = u->shared.requests;  /* counted by unwtab_request */
+		/* counted by unwtab_request */
+		u->st.requests = u->shared.requests;
+		u->st.deferred = u->shared.deferred;
 		u->shared = u->st;
-		if (!u->nq)
+		if (!u->nq && !u->nlater)
 			pthread_cond_broadcast(&u->idle);
 	}
 	pthread_mutex_unlock(&u->mu);
@@ -976,7 +1053,8 @@ int unwtab_new(int rows_fd, int procs_fd, uint32_t rows_capacity, struct unwtab 
 	u->shared = u->st;
 	u->free = calloc(1, sizeof(*u->free));
 	u->queue = calloc(MAX_QUEUE, sizeof(*u->queue));
-	if (!u->free || !u->queue) {
+	u->later = calloc(MAX_QUEUE, sizeof(*u->later));
+	if (!u->free || !u->queue || !u->later) {
 		r = -ENOMEM;
 		goto fail;
 	}
@@ -1027,18 +1105,56 @@ void unwtab_free(struct unwtab *u)
 	free(u->procs);
 	free(u->free);
 	free(u->queue);
+	free(u->later);
 	if (u->rows_map)
 		munmap(u->rows_map, u->rows_map_len);
 	procmaps_fuse_cache_release(&u->fuse);
 	free(u);
 }
 
+/* A host-view request of a process younger than DEFER_NS is held until it
+ * is that old (true), so that one which exits before costs no read. */
+static bool request_defer(struct unwtab *u, uint32_t tgid, uint64_t start_ns)
+{
+	uint64_t due = start_ns + DEFER_NS;
+	size_t i;
+
+	for (i = 0; i < u->nlater && u->later[i].tgid != tgid; i++)
+		;
+	if (i < u->nlater) {
+		/* Held already, or the pid is another process's now. */
+		u->later[i].start_ns = start_ns;
+		u->later[i].due_ns = due > u->later[i].due_ns ? due : u->later[i].due_ns;
+		return true;
+	}
+	if (!start_ns || queued(u, tgid) || clock_ns(CLOCK_BOOTTIME) >= due ||
+	    u->nlater == MAX_QUEUE)
+		return false;
+	u->later[u->nlater++] = (struct request){ tgid, start_ns, due };
+	u->shared.requests++;
+	u->shared.deferred++;
+	/* Woken only to wait for this one: when idle it sleeps until the
+	 * earliest due (almost always before this) or the sweep. A futex wake
+	 * per new process was 5% of the daemon's CPU under churn. */
+	if (u->wakes_at && due < u->wakes_at)
+		pthread_cond_signal(&u->wake);
+	return true;
+}
+
 void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns, bool urgent)
 {
-	struct request req = { tgid, start_ns };
+	struct request req = { tgid, start_ns, 0 };
 	size_t i;
 
 	pthread_mutex_lock(&u->mu);
+	if (!urgent && request_defer(u, tgid, start_ns))
+		goto out;
+	/* A recording starts: its process is served now, not when due. */
+	for (i = 0; urgent && i < u->nlater; i++)
+		if (u->later[i].tgid == tgid) {
+			u->later[i] = u->later[--u->nlater];
+			break;
+		}
 	for (i = 0; i < u->nq && u->queue[i].tgid != tgid; i++)
 		;
 	if (i < u->nq) {
@@ -1059,6 +1175,7 @@ void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns, bool urg
 		u->shared.requests++;
 		pthread_cond_signal(&u->wake);
 	}
+out:
 	pthread_mutex_unlock(&u->mu);
 }
 
@@ -1071,24 +1188,19 @@ bool unwtab_pending(struct unwtab *u, uint32_t tgid)
 	pending = tgid && u->building == tgid;
 	for (i = 0; i < u->nq && !pending; i++)
 		pending = u->queue[i].tgid == tgid;
+	for (i = 0; i < u->nlater && !pending; i++)
+		pending = u->later[i].tgid == tgid;
 	pthread_mutex_unlock(&u->mu);
 	return pending;
 }
 
 int unwtab_wait_idle(struct unwtab *u, uint64_t timeout_ns)
 {
-	struct timespec ts;
+	struct timespec ts = deadline_in(timeout_ns);
 	int r = 0;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += (time_t)(timeout_ns / 1000000000ull);
-	ts.tv_nsec += (long)(timeout_ns % 1000000000ull);
-	if (ts.tv_nsec >= 1000000000l) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000l;
-	}
 	pthread_mutex_lock(&u->mu);
-	while ((u->nq || u->busy) && r == 0)
+	while ((u->nq || u->nlater || u->busy) && r == 0)
 		r = pthread_cond_timedwait(&u->idle, &u->mu, &ts);
 	pthread_mutex_unlock(&u->mu);
 	return r ? -ETIMEDOUT : 0;

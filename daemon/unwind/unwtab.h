@@ -28,6 +28,8 @@ struct unwtab_stats {
 	uint64_t rows_used;
 	uint64_t rows_capacity;
 	uint64_t requests;        /* processes asked for (BPF misses, recordings) */
+	uint64_t deferred;        /* of those, held until the process was 100 ms old */
+	uint64_t deferred_gone;   /* of those, exited before: nothing read */
 	uint64_t proc_reads;      /* /proc/PID/maps read for them */
 	uint64_t maps_unchanged;  /* of those, read again and showing no new code */
 	uint64_t rows_uploaded;   /* rows written to unwind_rows (builds and reloads) */
@@ -55,7 +57,9 @@ void unwtab_free(struct unwtab *u);
 
 /* Asks for tgid's tables (start_ns: CLOCK_BOOTTIME start of the process as
  * BPF saw it, 0 if not known). Never blocks; duplicates are merged, and a
- * process loaded less than 250 ms ago is not read again. urgent (a
+ * process loaded less than 250 ms ago is not read again. A process younger
+ * than 100 ms (by start_ns) is served when it is 100 ms old, if it still
+ * runs, unless urgent: most new processes have exited by then. urgent (a
  * recording of that process starts): served next, before the host view's
  * requests, whose builds can take seconds in all on a busy host. */
 void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns, bool urgent);
