@@ -101,7 +101,10 @@ def main(t):
         # a loaded machine, and the JVM must still run when the second records.
         d1 = t.start_daemon(*jv.agent_args(), name="jprofd-doomed")
         d2 = t.start_daemon(*jv.agent_args(), name="jprofd-new")
-        jvm = jv.Jvm(t, "17", "CpuSplit", 20, settle=2.0)
+        # It runs until told to stop (STOP file), once the new daemon has
+        # recorded it: then it must finish normally at once.
+        stop = os.path.join(t.mkdtemp("doomed-"), "stop")
+        jvm = jv.Jvm(t, "17", "CpuSplit", 60, stop, settle=2.0)
         c = d1.client(user="nobody")
         c.start_record(pid=jvm.pid, duration_ms=10000)
         sampling_then_1s(d1, jvm.pid)
@@ -116,6 +119,7 @@ def main(t):
         stacks = rec.stacks()
         jt.check(jt.samples_matching(stacks, lambda fr: "CpuSplit.alpha" in fr) > 0,
                  "no Java frames from the new daemon:\n%s" % jt.top_stacks(stacks))
+        open(stop, "w").close()
         result = jvm.result(60)
         jt.check(result.get("alpha_ns", 0) > 0, "the workload did not finish normally: %r" % result)
         d2.stop()

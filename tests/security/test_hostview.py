@@ -8,9 +8,9 @@ returned to the attacker because the view kept processes by pid alone.
 
 To get the same pid for the second process, root (the harness) sets
 /proc/sys/kernel/ns_last_pid to X-1 just before starting it; the processes
-themselves run as the two users. Windows are one hour here, and the test
-starts well inside one, so both processes' samples share a window (the
-unsafe case). The victim is killed while sampled and the attacker starts at
+themselves run as the two users. Windows are up to one hour here (a length
+is chosen so that the test starts well inside one), so both processes'
+samples share a window (the unsafe case). The victim is killed while sampled and the attacker starts at
 once, so the victim's last samples are drained after the attacker holds its
 pid: they must still count as the victim's.
 
@@ -27,7 +27,21 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 import jproftest as jt  # noqa: E402
 
-BUCKET_S = 3600
+# The two processes must share one host-view window, with room to spare.
+MARGIN_S = 120
+
+
+def bucket_inside_now():
+    """A window length (the daemon takes 1..3600 s) whose current window,
+    aligned to CLOCK_MONOTONIC (Python's monotonic clock) as the daemon
+    aligns it, has MARGIN_S or more left. Waiting for a fixed length's
+    window to roll over cost up to two minutes."""
+    now = time.monotonic()
+    for b in range(3600, 4 * MARGIN_S, -1):
+        if now % b < b - MARGIN_S - 10:
+            return b
+    raise jt.TestFailure("no window length in 480..3600 s leaves %d s at %.0f"
+                         % (MARGIN_S, now))
 VICTIM_FRAMES = ("spin", "b")  # spin_chain: main;a;b;spin
 
 
@@ -65,12 +79,13 @@ def spawn_with_pid(pid, argv, user, timeout=20.0):
 
 def main(t):
     jt.ensure_second_user()
-    d = t.start_daemon("--rate", "99", "--host-bucket", str(BUCKET_S),
-                       "--host-retention", str(2 * BUCKET_S))
-    # Buckets are aligned to CLOCK_MONOTONIC (Python's monotonic clock): be
-    # well inside one, so the victim and the attacker share it.
-    jt.wait_until(lambda: time.monotonic() % BUCKET_S < BUCKET_S - 120, 130, 1.0,
-                  "a host-view window with two minutes left")
+    bucket_s = bucket_inside_now()
+    d = t.start_daemon("--rate", "99", "--host-bucket", str(bucket_s),
+                       "--host-retention", str(2 * bucket_s))
+    # The daemon's start took some of the margin; fail rather than pass
+    # vacuously if the victim and the attacker might not share the window.
+    jt.check(time.monotonic() % bucket_s < bucket_s - MARGIN_S,
+             "the %d s host-view window has less than %d s left" % (bucket_s, MARGIN_S))
     tag = "%04x" % random.getrandbits(16)
     victim_comm, attacker_comm = "victim" + tag, "attacker" + tag
     victim_bin = t._copy_bin(t.prog("spin_chain"), victim_comm)
