@@ -962,13 +962,12 @@ static void *worker(void *arg)
 
 		/* Woken by a request, a deferred one's time, or the sweep's. */
 		while (!u->stop) {
-			uint64_t next = later_promote(u);
+			uint64_t next = later_promote(u), wait = next < SWEEP_NS ? next : SWEEP_NS;
 
 			if (u->nq || sweep_due)
 				break;
-			u->wakes_at = clock_ns(CLOCK_BOOTTIME) + (next < SWEEP_NS ? next : SWEEP_NS);
-			sweep_due = wait_wake(u, next < SWEEP_NS ? next : SWEEP_NS) &&
-				    next >= SWEEP_NS;
+			u->wakes_at = clock_ns(CLOCK_BOOTTIME) + wait;
+			sweep_due = wait_wake(u, wait) && wait == SWEEP_NS;
 		}
 		u->wakes_at = 0;
 		if (u->stop)

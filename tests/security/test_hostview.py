@@ -10,9 +10,10 @@ To get the same pid for the second process, root (the harness) sets
 /proc/sys/kernel/ns_last_pid to X-1 just before starting it; the processes
 themselves run as the two users. Windows are up to one hour here (a length
 is chosen so that the test starts well inside one), so both processes'
-samples share a window (the unsafe case). The victim is killed while sampled and the attacker starts at
-once, so the victim's last samples are drained after the attacker holds its
-pid: they must still count as the victim's.
+samples share a window (the unsafe case). The victim is killed while
+sampled and the attacker starts at once, so the victim's last samples are
+drained after the attacker holds its pid: they must still count as the
+victim's.
 
 Safe outcome: the attacker's profile of pid X has its own stacks and none of
 the victim's (frames, names); root's profile of pid X is the process that
