@@ -7,12 +7,11 @@
 /* Both formats come from one model: the kept sample times sorted per thread,
  * walked as a flame chart. A sample at t stands for [t, t + count *
  * interval). While a thread's samples follow each other (the next one starts
- * no later than one interval after the current one ends), the frames two
+ * no later than tl_join_gap after the current one ends), the frames two
  * consecutive samples share from the root stay one open slice and the
- * current sample ends where the next begins; a longer gap (the thread was
- * off CPU, blocked or not sampled) ends every open slice where the last
- * sample ends. Times are relative to the recording's start (see
- * timeline_base). */
+ * current sample ends where the next begins; a longer gap (the thread
+ * blocked, or was not sampled) ends every open slice where the last sample
+ * ends. Times are relative to the recording's start (see timeline_base). */
 
 /* One kept sample. */
 struct tl_sample {
@@ -63,6 +62,21 @@ struct tl_names {
 };
 
 static const uint64_t tl_default_interval_ns = 1000000;
+/* A CPU sample comes after each interval of the thread's CPU time, so a
+ * thread that only waited for a CPU (preempted on a busy machine) shows a
+ * wall-clock gap that is not a pause of its code. Gaps up to this long are
+ * read as such a wait: a few of the scheduler's time slices at a load of a
+ * few runnable threads per CPU. */
+static const uint64_t tl_min_join_gap_ns = 20000000;
+
+/* How long after a sample's end the next one may start and still continue
+ * its slices: two intervals, and at least tl_min_join_gap_ns. */
+static uint64_t tl_join_gap(const struct tl_model *m)
+{
+	uint64_t two = 2 * m->interval_ns;
+
+	return two > tl_min_join_gap_ns ? two : tl_min_join_gap_ns;
+}
 
 static int tl_cmp_sample(const void *a, const void *b)
 {
@@ -213,7 +227,7 @@ static int timeline_walk(struct tl_model *m, const struct tl_thread *th,
 {
 	struct tl_open *open = NULL, *grown;
 	size_t nopen = 0, cap = 0, keep, depth, i, j;
-	uint64_t t, prev_end = 0;
+	uint64_t t, prev_end = 0, join = tl_join_gap(m);
 	int r = 0;
 
 	for (i = th->first; i < th->first + th->n; i++) {
@@ -225,7 +239,7 @@ static int timeline_walk(struct tl_model *m, const struct tl_thread *th,
 		depth = tl_depth(stk);
 		keep = 0;
 		close_at = prev_end;
-		if (i > th->first && t <= prev_end + m->interval_ns) {
+		if (i > th->first && t <= prev_end + join) {
 			while (keep < nopen && keep < depth && open[keep].frame == tl_frame_at(m, stk, keep))
 				keep++;
 			close_at = t;

@@ -135,9 +135,9 @@ def main(t):
         # Merging: each phase is about ten samples; unmerged it would be ten slices.
         jt.check(len(raw) * 3 <= samples, "%d a/b slices for %d samples: consecutive samples "
                  "were not merged" % (len(raw), samples))
-        # A phase is cut where its thread waited for a CPU longer than an
-        # interval: rare on a quiet machine, 2-3 cuts a phase at a load of
-        # 4 on 2 CPUs (seen); unmerged samples would be ~10 pieces a phase.
+        # A phase is cut only where its thread waited for a CPU longer than
+        # the join gap (20 ms here): rare even on a busy machine; unmerged
+        # samples would be ~10 pieces a phase.
         pieces = sum(m[3] for m in inner)
         jt.check(pieces <= 4 * len(inner), "phases are cut into %d pieces for %d phases"
                  % (pieces, len(inner)))

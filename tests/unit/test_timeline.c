@@ -195,8 +195,10 @@ START_TEST(trace_orders_and_merges)
 }
 END_TEST
 
-/* A thread unsampled for longer than one interval past its last sample's
- * end ends every slice there; identical stacks after the gap start anew. */
+/* A thread unsampled for longer than the join gap (two intervals, at least
+ * 20 ms) past its last sample's end ends every slice there; identical stacks
+ * after the gap start anew. A shorter gap is a wait for a CPU: the slice
+ * goes on. */
 START_TEST(trace_gap_ends_slices)
 {
 	struct store *st = new_store(1000);
@@ -208,14 +210,15 @@ START_TEST(trace_gap_ends_slices)
 	add(st, 1, 10, f, 2);
 	add(st, 1, 20, f, 2);
 	add(st, 1, 39, f, 2);    /* 9 ms late: jitter, the slice goes on */
-	add(st, 1, 100, f, 2);   /* 51 ms late: off CPU */
-	add(st, 1, 110, f, 2);
+	add(st, 1, 69, f, 2);    /* 20 ms late: waited for a CPU, goes on */
+	add(st, 1, 101, f, 2);   /* 22 ms late: off CPU */
+	add(st, 1, 111, f, 2);
 	doc = render_parse(st, JPROF_FMT_TIMELINE);
 	ck_assert_uint_eq(slices_of(doc, 1, s, 16), 4);
-	ck_slice(&s[0], "main", 0, 49, 4);
-	ck_slice(&s[1], "spin", 0, 49, 4);
-	ck_slice(&s[2], "main", 100, 20, 2);
-	ck_slice(&s[3], "spin", 100, 20, 2);
+	ck_slice(&s[0], "main", 0, 79, 5);
+	ck_slice(&s[1], "spin", 0, 79, 5);
+	ck_slice(&s[2], "main", 101, 20, 2);
+	ck_slice(&s[3], "spin", 101, 20, 2);
 	json_object_put(doc);
 	store_free(st);
 }
