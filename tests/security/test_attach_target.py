@@ -16,7 +16,8 @@ it 0666 and let users mount FUSE in a user namespace), so the FUSE server
 and its mount are staged by root. Everything the attack needs from the
 daemon's side is as it would be: the fake JVM runs as nobody, nobody
 records it, and the helper meets the FUSE mount in the target's namespace
-and sleeps in D state through SIGKILL (asserted). Run against the daemon
+(at the attach socket, or first at the agent's path when the build is under
+/tmp) and sleeps in D state through SIGKILL (asserted). Run against the daemon
 before this fix, root's status got no answer for 12 s (until the test
 released the FUSE server).
 """
@@ -37,7 +38,7 @@ NOBODY_PYTHON = "/usr/bin/python3"
 
 # The FUSE server (root, its own mount namespace): mounts /tmp, answers
 # INIT, then reads every request and answers none. Prints "ready" and one
-# line per request ("op <opcode> <name>").
+# line per request ("op <opcode> pid <requester> <name>").
 FUSE_SERVER = r"""
 import ctypes, os, struct, sys
 uid, gid = int(sys.argv[1]), int(sys.argv[2])
@@ -60,8 +61,9 @@ while True:
         os.write(fd, struct.pack("<IiQ", 16 + len(out), 0, unique) + out)
         print("ready", flush=True)
         continue
+    pid = struct.unpack_from("<I", buf, 32)[0]
     name = buf[40:ln].split(b"\0")[0].decode(errors="replace") if op == 1 else ""
-    print("op %d %s" % (op, name), flush=True)
+    print("op %d pid %d %s" % (op, pid, name), flush=True)
 """
 
 # The fake JVM (nobody): libjvm.so mapped, SIGQUIT caught, nothing else.
@@ -103,8 +105,17 @@ class FuseTrap:
         with open(self.log, errors="replace") as f:
             return f.read()
 
-    def lookups(self, name):
-        return [ln for ln in self.text().splitlines() if ln.startswith("op 1 ") and ln.endswith(name)]
+    def requests_of(self, pid):
+        """The requests process pid made of the trap, each (opcode, name).
+        Which path the attach helper meets first depends on the machine: the
+        attach socket, or the agent's own path when the build is under /tmp
+        (a clone made with mktemp -d)."""
+        out = []
+        for ln in self.text().splitlines():
+            f = ln.split(" ", 4)
+            if len(f) >= 4 and f[0] == "op" and f[2] == "pid" and f[3] == str(pid):
+                out.append((int(f[1]), f[4] if len(f) > 4 else ""))
+        return out
 
     def fake_jvm(self):
         out = open(os.path.join(self.dir, "jvm-%d.out" % len(os.listdir(self.dir))), "wb")
@@ -150,10 +161,15 @@ def attach_stats(st):
     return a
 
 
-def helper_of(d):
-    """The daemon's one child (the attach helper), or None."""
-    kids = rw.children(d.pid)
-    return kids[0] if len(kids) == 1 else None
+def new_helper(d, trap, known=()):
+    """The daemon's child not in known (the attach helper) once it is stuck
+    on the trap, or None: the trap got a request from it, or it sleeps
+    uninterruptibly (a second lookup of a name the first helper's request
+    holds waits in the kernel for that one, and sends no request)."""
+    kids = [k for k in rw.children(d.pid) if k not in known]
+    if len(kids) != 1:
+        return None
+    return kids[0] if trap.requests_of(kids[0]) or rw.proc_state(kids[0]) == "D" else None
 
 
 def main(t):
@@ -171,11 +187,10 @@ def main(t):
     with t.case("attach times out on a helper stuck in the target's FUSE /tmp; root is served"):
         c = d.client(user="nobody")
         rid = c.start_record(pid=jvm.pid, duration_ms=13000, progress=False)
-        sock_name = ".java_pid%d" % jvm.pid
-        jt.wait_until(lambda: trap.lookups(sock_name), 10, what="the helper's lookup of /tmp/" + sock_name)
-        helper = jt.wait_until(lambda: helper_of(d), 5, what="the attach helper")
-        jt.log("attach helper %d is waiting on the FUSE server (state %s)"
-               % (helper, rw.proc_state(helper)))
+        helper = jt.wait_until(lambda: new_helper(d, trap), 10,
+                               what="the attach helper's first request to the FUSE /tmp")
+        jt.log("attach helper %d is waiting on the FUSE server (state %s) for %r"
+               % (helper, rw.proc_state(helper), trap.requests_of(helper)))
         t0 = time.monotonic()
         # The start gate gives up on the agent first (its 2 s deadline:
         # sampling starts without it), then the attach times out.
@@ -202,7 +217,8 @@ def main(t):
         c = d.client(user="nobody")
         t0 = time.monotonic()
         rid = c.start_record(pid=jvm2.pid, duration_ms=2000, progress=False)
-        jt.wait_until(lambda: trap.lookups(".java_pid%d" % jvm2.pid), 10, what="the second helper's lookup")
+        jt.wait_until(lambda: new_helper(d, trap, (helper,)), 10,
+                      what="the second helper's first request to the FUSE /tmp")
         rec = c.collect_record(rid, 15)
         took = time.monotonic() - t0
         jt.check(rec.profile is not None, "no profile: %s" % rec.describe())
