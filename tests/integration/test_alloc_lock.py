@@ -147,7 +147,11 @@ def multi_event_cases(t, d):
     if missing:
         jt.log("several events: not checked, this machine lacks %s" % ", ".join(missing))
         return
-    jvm = jv.Jvm(t, "17", "AllocLock", SECS + 20, settle=1.0)
+    # Contention and allocation go on past every case below however slowly
+    # a busy machine runs them (the JVM is stopped at the end): with SECS +
+    # 20 the last case's 1 s lock recording could start after the locks were
+    # let go (0.00 s waited, seen under load).
+    jvm = jv.Jvm(t, "17", "AllocLock", 600, settle=1.0)
     with t.case("JDK 17: -e cpu,alloc,lock as pprof: every sample type, each with its truth"):
         meter = jt.CpuMeter(jvm.pid)
         path, r = record(t, d, jvm.pid, "cpu,alloc,lock", fmt="pprof", name="multi")
