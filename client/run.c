@@ -147,6 +147,26 @@ static void run_show_progress(const struct run *run, int64_t elapsed_ms, int64_t
 		output_progress(run->target, elapsed_ms, duration_ms, samples, run->cancelling);
 }
 
+/* Says when the profile holds clearly fewer samples than the CPU time its
+ * per-thread events counted stands for (summary.samples_expected): samples
+ * were lost on the way (a full ring buffer, the kernel's throttling). One
+ * missing at each end of each thread's events is no loss. */
+static void warn_lost(struct json_object *summary)
+{
+	int64_t expected = field_int(summary, "samples_expected");
+	int64_t samples = field_int(summary, "samples");
+	int64_t threads = field_int(summary, "threads");
+	char a[32], b[32];
+
+	if (expected <= 0 || samples < 0)
+		return;
+	if (samples + (threads > 0 ? threads : 1) + 2 + expected / 10 >= expected)
+		return;
+	ctl_err("%s of the %s samples the recorded threads' CPU time stands for were lost "
+		"(`jprofctl status` counts losses by cause)",
+		ctl_num(a, sizeof(a), expected - samples), ctl_num(b, sizeof(b), expected));
+}
+
 /* Writes the profile of a "profile" message and says so. Returns an exit code. */
 static int run_finish(struct run *run, struct jprof_response *resp)
 {
@@ -197,6 +217,7 @@ static int run_finish(struct run *run, struct jprof_response *resp)
 			ctl_num(b, sizeof(b), field_int(summary, "stacks")), status);
 		if (field_bool(summary, "truncated") == 1)
 			ctl_err("the profile was truncated by the daemon's limits");
+		warn_lost(summary);
 	}
 	if (strcmp(status, "process_exited") == 0) {
 		if (!run->json_events)

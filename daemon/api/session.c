@@ -45,8 +45,10 @@ static size_t thread_count(const struct session *s)
 
 static void close_events(struct session *s)
 {
-	if (s->threads)
+	if (s->threads) {
 		s->threads_at_end = threadset_count(s->threads);
+		s->cpu_ns_at_end = threadset_cpu_ns(s->threads);
+	}
 	if (s->offcpu_target) {
 		sampler_offcpu_remove(s->mgr->sampler, s->id, s->p.all ? 0 : (uint32_t)s->p.pid);
 		if (!s->p.all)
@@ -515,6 +517,16 @@ static void send_profile(struct session *s, const char *status)
 	json_object_object_add(sum, "duration_ms", json_object_new_int64((int64_t)elapsed_ms(s)));
 	json_object_object_add(sum, "lost", json_object_new_int64((int64_t)s->stacks_lost));
 	json_object_object_add(sum, "threads", json_object_new_int64((int64_t)thread_count(s)));
+	/* Per-thread cpu-clock events: the CPU time they counted, and the
+	 * samples that time stands for, whatever became of them (a reader
+	 * compares with samples to see losses). */
+	if (s->thread_events) {
+		uint64_t cpu = s->threads ? threadset_cpu_ns(s->threads) : s->cpu_ns_at_end;
+
+		json_object_object_add(sum, "cpu_ns", json_object_new_int64((int64_t)cpu));
+		json_object_object_add(sum, "samples_expected",
+				       json_object_new_int64((int64_t)(cpu / interval_ns(s))));
+	}
 	session_jvm_summary(s, sum);
 	session_send_obj(s, o);
 out:
@@ -798,6 +810,7 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 				.max_threads = m->lim.max_threads, .quota = m->lim.quota,
 				.uid = p->uid, .event_flags = s->timed ? JP_COOKIE_RECORD : 0,
 				.gated = true }, &s->threads);
+		s->thread_events = s->threads != NULL;
 		if (r < 0 && r != -ESRCH && *err_code)
 			goto fail;
 		if (r < 0 && r != -ESRCH)

@@ -111,6 +111,8 @@ struct session {
 	bool join_final;            /* the final join is running in slices */
 	bool timed;                 /* the format is time-ordered: every sample keeps its time */
 	size_t threads_at_end;      /* threads with an event when the events were closed */
+	uint64_t cpu_ns_at_end;     /* threadset_cpu_ns when the events were closed */
+	bool thread_events;         /* per-thread cpu-clock events (threadset) were opened */
 	uint64_t attach_ms;
 	uint64_t first_java_ms;     /* 0 until the first sample with Java frames */
 	bool ring_corrupt_reported;

@@ -927,6 +927,24 @@ int sampler_events_fd(const struct sampler_events *ev)
 	return ev && ev->n == 1 ? ev->fds[0] : -1;
 }
 
+int sampler_events_count_ns(const struct sampler_events *ev, uint64_t *ns)
+{
+	uint64_t sum = 0, v;
+
+	for (unsigned i = 0; ev && i < ev->n; i++) {
+		/* read_format 0: the count alone, one u64. */
+		ssize_t n = read(ev->fds[i], &v, sizeof(v));
+
+		if (n < 0)
+			return -errno;
+		if (n != (ssize_t)sizeof(v))
+			return -EIO;
+		sum += v;
+	}
+	*ns = sum;
+	return 0;
+}
+
 void sampler_events_close(struct sampler_events *ev)
 {
 	if (!ev)

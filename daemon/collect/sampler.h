@@ -112,6 +112,10 @@ int sampler_thread_event_open(struct sampler *s, uint32_t source, pid_t tid, uin
 			      uint64_t flags, struct sampler_events **out);
 /* The perf fd of a single-event set (for passing to an agent); -1 if none. */
 int sampler_events_fd(const struct sampler_events *ev);
+/* The CPU time the set's cpu-clock events counted while started (the
+ * kernel's own count, whatever became of the samples): a thread's CPU time
+ * over the recording, to compare samples with. 0 or -errno. */
+int sampler_events_count_ns(const struct sampler_events *ev, uint64_t *ns);
 /* Detaches the program and closes the fds; NULL-safe. */
 void sampler_events_close(struct sampler_events *ev);
 /* Stops (false) or starts (true) counting on every event of the set; an

@@ -29,6 +29,7 @@ struct threadset {
 	uint64_t over_limit;
 	bool over_quota;            /* said once that the uid's quota stopped us */
 	int last_err;               /* why the last event could not be opened */
+	uint64_t closed_ns;         /* counted by events already closed */
 };
 
 static struct ts_thread *find(const struct threadset *ts, pid_t tid)
@@ -55,9 +56,19 @@ static int insert(struct threadset *ts, pid_t tid, struct sampler_events *ev, bo
 	return 0;
 }
 
+/* Keeps what an event counted before it is closed. */
+static void bank_count(struct threadset *ts, const struct sampler_events *ev)
+{
+	uint64_t ns;
+
+	if (sampler_events_count_ns(ev, &ns) == 0)
+		ts->closed_ns += ns;
+}
+
 /* Closes an event that event_open() opened and gives its quota back. */
 static void event_close(struct threadset *ts, struct sampler_events *ev)
 {
+	bank_count(ts, ev);
 	sampler_events_close(ev);
 	quota_give(ts->cfg.quota, ts->cfg.uid, QUOTA_PERF_EVENTS, 1);
 }
@@ -186,6 +197,7 @@ int threadset_agent_fd(struct threadset *ts, pid_t host_tid, int *fd)
 	if (r < 0)
 		return r;
 	if (t) {
+		bank_count(ts, t->ev);
 		sampler_events_close(t->ev);
 		t->ev = ev;
 		t->agent = true;
@@ -227,6 +239,23 @@ int threadset_open_gate(struct threadset *ts)
 size_t threadset_count(const struct threadset *ts)
 {
 	return ts ? htab_map_count(&ts->tids) : 0;
+}
+
+uint64_t threadset_cpu_ns(const struct threadset *ts)
+{
+	uint64_t sum, key, val, ns;
+	size_t pos = 0;
+
+	if (!ts)
+		return 0;
+	sum = ts->closed_ns;
+	while (htab_map_next(&ts->tids, &pos, &key, &val)) {
+		const struct ts_thread *t = (const struct ts_thread *)(uintptr_t)val;
+
+		if (sampler_events_count_ns(t->ev, &ns) == 0)
+			sum += ns;
+	}
+	return sum;
 }
 
 int threadset_new(struct sampler *s, const struct threadset_config *cfg, struct threadset **out)

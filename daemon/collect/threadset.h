@@ -53,4 +53,8 @@ int threadset_open_gate(struct threadset *ts);
 
 size_t threadset_count(const struct threadset *ts);
 
+/* The CPU time its events counted, those of threads gone or replaced
+ * included (sampler_events_count_ns): what the samples should add up to. */
+uint64_t threadset_cpu_ns(const struct threadset *ts);
+
 #endif

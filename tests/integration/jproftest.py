@@ -287,6 +287,64 @@ def check_samples_match_cpu(samples, cpu_ns, interval_ns, what, tolerance=0.2, m
                                   100 * tolerance))
 
 
+def check_recording_cpu(summary, samples, meter_ns, interval_ns, what, tolerance=0.1,
+                        min_expected=50):
+    """A per-process CPU recording lost no samples: its samples match the CPU
+    time its per-thread events counted (summary.cpu_ns, the kernel's task
+    clock of every recorded thread while sampled; samples_expected is that
+    over the interval) within tolerance, plus one per thread for the partial
+    periods at the ends. That count, in turn, is within the CPU time the
+    workload had over a window around the request (meter_ns: the recording
+    starts when its start gate opens and ends before the profile is sent), and
+    is most of it. Fails, rather than passing vacuously, if the workload had
+    too little CPU for the comparison to mean anything."""
+    cpu, expected = summary.get("cpu_ns"), summary.get("samples_expected")
+    check(isinstance(cpu, int) and isinstance(expected, int),
+          "%s: summary without cpu_ns/samples_expected: %r" % (what, summary))
+    threads = summary.get("threads") or 1
+    log("%s: %d samples; the events counted %.0f ms of CPU (%d samples expected); the "
+        "workload had %.0f ms around the request" % (what, samples, cpu / 1e6, expected,
+                                                     meter_ns / 1e6))
+    check(expected >= min_expected,
+          "%s: the events counted only %.0f ms of CPU (%d samples' worth, want >= %d): the "
+          "machine is too loaded for this check" % (what, cpu / 1e6, expected, min_expected))
+    check(cpu <= meter_ns * 1.02 + 20e6,
+          "%s: the events counted %.0f ms of CPU, more than the workload's %.0f ms"
+          % (what, cpu / 1e6, meter_ns / 1e6))
+    check(cpu >= 0.5 * meter_ns,
+          "%s: the events counted %.0f ms of CPU, under half the workload's %.0f ms"
+          % (what, cpu / 1e6, meter_ns / 1e6))
+    check(abs(samples - expected) <= tolerance * expected + threads + 2,
+          "%s: %d samples, but the events counted %.0f ms of CPU = %d samples at %.0f ms "
+          "(want within %d%%): samples were lost" % (what, samples, cpu / 1e6, expected,
+                                                    interval_ns / 1e6, 100 * tolerance))
+
+
+def unix_get(path, url, timeout=30):
+    """(status, headers dict, body) of a GET over the HTTP Unix socket at
+    path (--http-socket; as root)."""
+    r = subprocess.run(["curl", "-sS", "-D", "-", "--max-time", str(timeout), "--unix-socket", path,
+                        "http://localhost" + url], capture_output=True, timeout=timeout + 10)
+    check(r.returncode == 0, "curl --unix-socket %s %s failed: %s" % (path, url, r.stderr))
+    head, _, body = r.stdout.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    hdr = dict(ln.split(": ", 1) for ln in lines[1:] if ": " in ln)
+    return int(lines[0].split()[1]), hdr, body
+
+
+def unix_metrics(path):
+    """{series: value} of the daemon's /metrics over its HTTP Unix socket;
+    a series with labels is keyed by its whole name, labels included."""
+    status, _, body = unix_get(path, "/metrics")
+    check_eq(status, 200, "GET /metrics over %s" % path)
+    out = {}
+    for ln in body.decode().splitlines():
+        if ln and not ln.startswith("#"):
+            name, _, value = ln.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
 def total_samples(stacks):
     return sum(stacks.values())
 

@@ -36,7 +36,7 @@ def main(t):
         workers = jt.samples_matching(stacks, lambda f: "worker_spin" in f)
         # Every thread's CPU, the late ones' included, is in the profile;
         # 3 workers + main on 2 CPUs for ~3.5 s: ~500 of ~850 samples.
-        jt.check_samples_match_cpu(total, cpu, 10000000, "all threads")
+        jt.check_recording_cpu(rec.summary(), total, cpu, 10000000, "all threads")
         jt.check(workers >= 0.3 * total,
                  "worker_spin has %d of %d samples, want >= 30%%:\n%s"
                  % (workers, total, jt.top_stacks(stacks)))

@@ -1,6 +1,7 @@
 """A CPU-bound process with a known call chain, recorded by its owner
 (nobody): the frames are right, the sample count matches duration/interval,
 progress is reported, and a cancelled recording still returns its profile."""
+import json
 import os
 import sys
 import time
@@ -33,16 +34,18 @@ def main(t):
         w = t.workload("spin_chain", 30)
         out = os.path.join(t.outdir(), "out.collapsed")
         meter = jt.CpuMeter(w.pid)
-        t.ctl(["record", "--pid", str(w.pid), "-d", "5s", "-i", "10ms", "-o", out,
-               "--format", "collapsed", "--no-progress"],
-              user="nobody", socket_path=d.socket, timeout=60, check_rc=0)
+        r = t.ctl(["record", "--pid", str(w.pid), "-d", "5s", "-i", "10ms", "-o", out,
+                   "--format", "collapsed", "--json-events"],
+                  user="nobody", socket_path=d.socket, timeout=60, check_rc=0)
         cpu = meter.stop()
+        events = [json.loads(ln) for ln in r.stderr.splitlines() if ln.startswith("{")]
+        summary = ([e["summary"] for e in events if e.get("type") == "profile"] or [{}])[-1]
         jt.check(os.path.isfile(out), "jprofctl exited 0 but did not write %s" % out)
         jt.check_eq(os.stat(out).st_uid, nobody_uid, "owner of the output file (the client writes it)")
         with open(out) as f:
             stacks = jt.parse_collapsed(f.read())
         total = check_chain(stacks, 0.80, "jprofctl profile")
-        jt.check_samples_match_cpu(total, cpu, 10000000, "jprofctl record, 5 s at 10 ms")
+        jt.check_recording_cpu(summary, total, cpu, 10000000, "jprofctl record, 5 s at 10 ms")
         w.kill()
 
     with t.case("socket record as nobody: started, progress, complete profile"):
@@ -72,7 +75,7 @@ def main(t):
         jt.check_eq(rec.profile.get("status"), "complete", "profile status")
         stacks = rec.stacks()
         total = check_chain(stacks, 0.80, "socket profile")
-        jt.check_samples_match_cpu(total, cpu, 10000000, "socket record, 3 s at 10 ms")
+        jt.check_recording_cpu(rec.summary(), total, cpu, 10000000, "socket record, 3 s at 10 ms")
         jt.check_eq(rec.summary().get("samples"), total,
                     "summary.samples vs the sum of the collapsed counts")
         # Typed totals: the CPU event's sample types, one total per type.
