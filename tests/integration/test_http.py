@@ -121,17 +121,6 @@ class Prometheus:
         return [(r["metric"], float(r["value"][1])) for r in doc["data"]["result"]]
 
 
-def unix_get(path, url, timeout=30):
-    """(status, headers dict, body) of a GET over the Unix socket at path (as root)."""
-    r = subprocess.run(["curl", "-sS", "-D", "-", "--max-time", str(timeout), "--unix-socket", path,
-                        "http://localhost" + url], capture_output=True, timeout=timeout + 10)
-    jt.check(r.returncode == 0, "curl --unix-socket %s %s failed: %s" % (path, url, r.stderr))
-    head, _, body = r.stdout.partition(b"\r\n\r\n")
-    lines = head.decode().split("\r\n")
-    hdr = dict(ln.split(": ", 1) for ln in lines[1:] if ": " in ln)
-    return int(lines[0].split()[1]), hdr, body
-
-
 def main(t):
     consumers()
     port = jt.free_port()
@@ -280,7 +269,7 @@ def main(t):
         jt.check(len({r[2] for r in results}) <= 16 - shared, "shared requests got different bytes")
 
     with t.case("the Unix socket listener: root gets a profile without a token"):
-        status, hdr, body = unix_get(usock, "/debug/pprof/profile?seconds=1&pid=%d" % w.pid)
+        status, hdr, body = jt.unix_get(usock, "/debug/pprof/profile?seconds=1&pid=%d" % w.pid)
         jt.check_eq(status, 200, "root's profile over %s" % usock)
         path = os.path.join(t.mkdtemp("pprof-"), "unix.pb.gz")
         with open(path, "wb") as f:
