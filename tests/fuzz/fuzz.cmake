@@ -13,7 +13,7 @@
 # named regress-* are inputs of findings that were fixed, kept so that the
 # short run replays them.
 option(JPROF_FUZZ "Build the libFuzzer harnesses (clang only)" OFF)
-set(JPROF_FUZZ_SECONDS 15 CACHE STRING "How long ctest runs each fuzz harness")
+set(JPROF_FUZZ_SECONDS 5 CACHE STRING "How long ctest runs each fuzz harness")
 
 if(JPROF_FUZZ)
   if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
