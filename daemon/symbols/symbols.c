@@ -52,6 +52,7 @@ struct sym_elf {
 	size_t build_id_len;
 	struct sym_file_key *keys;       /* every file seen holding this ELF */
 	size_t nkeys;
+	bool shared;                     /* from a file no user could write: shared by build-id */
 	unsigned refcnt;                 /* mappings pointing here */
 	uint64_t idle_since_ms;          /* refcnt 0 since (seen by a sweep); 0: in use */
 };
@@ -533,6 +534,13 @@ static int symbols_open_mapping(const struct symbols *s, pid_t pid, const struct
 	return fd;
 }
 
+/* A file whose content no user but root could have chosen: root's, a
+ * regular file, writable by neither group nor others. */
+static bool symbols_file_trusted(const struct stat *st)
+{
+	return S_ISREG(st->st_mode) && st->st_uid == 0 && !(st->st_mode & (S_IWGRP | S_IWOTH));
+}
+
 /* Attaches the cached (or newly loaded) symbol table to a file mapping.
  * Failures leave m->elf NULL; only -ENOMEM is returned. */
 static int symbols_attach_elf(struct symbols *s, pid_t pid, struct sym_map *m)
@@ -543,6 +551,7 @@ static int symbols_attach_elf(struct symbols *s, pid_t pid, struct sym_map *m)
 	const uint8_t *bid;
 	size_t bid_len;
 	struct stat st;
+	bool shared;
 	int fd, ret = 0;
 
 	m->elf_tried = true;
@@ -574,10 +583,17 @@ static int symbols_attach_elf(struct symbols *s, pid_t pid, struct sym_map *m)
 		log_debug("symbols: pid %d: %s: unreadable ELF", (int)pid, m->path);
 		ret = 0;
 	}
-	/* Same build-id = same code: share the table another file loaded. */
+	/* Same build-id = same code, but only as far as a build-id can be
+	 * trusted: a file a user could write claims any build-id it likes
+	 * (and may have none). Tables are shared by build-id only between
+	 * files no user could write (root's, not writable by group or others);
+	 * any other file gets a table of its own, found again by its file key.
+	 * A file without build-id is never shared. */
 	bid = elfsym_build_id(es, &bid_len);
-	for (e = s->elfs; bid && e; e = e->next)
-		if (e->es && e->build_id_len == bid_len && memcmp(e->build_id, bid, bid_len) == 0)
+	shared = bid && symbols_file_trusted(&st);
+	for (e = shared ? s->elfs : NULL; e; e = e->next)
+		if (e->es && e->shared && e->build_id_len == bid_len &&
+		    memcmp(e->build_id, bid, bid_len) == 0)
 			break;
 	if (!e) {
 		e = calloc(1, sizeof(*e));
@@ -590,6 +606,7 @@ static int symbols_attach_elf(struct symbols *s, pid_t pid, struct sym_map *m)
 		if (bid)
 			memcpy(e->build_id, bid, bid_len);
 		e->build_id_len = bid_len;
+		e->shared = shared;
 		e->next = s->elfs;
 		s->elfs = e;
 		s->nelfs++;

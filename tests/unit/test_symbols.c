@@ -287,6 +287,84 @@ START_TEST(test_deleted_binary)
 }
 END_TEST
 
+/* A copy of symfix_pie at dir/name made by objcopy with args (e.g. symbols
+ * renamed, the build-id note removed), owned by uid:uid. */
+static void hostile_copy(const char *dir, const char *name, const char *args, uid_t uid,
+			 char *out, size_t len)
+{
+	char cmd[PATH_MAX * 3];
+
+	snprintf(out, len, "%s/%s", dir, name);
+	snprintf(cmd, sizeof(cmd), "objcopy %s '%s' '%s'", args, prog("symfix_pie"), out);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(chown(out, uid, uid), 0);
+	ck_assert_int_eq(chmod(out, 0755), 0);
+}
+
+static void fixture_stop(void)
+{
+	kill(fx.pid, SIGKILL);
+	waitpid(fx.pid, NULL, 0);
+	close(fx.in_fd);
+	close(fx.out_fd);
+	memset(&fx, 0, sizeof(fx));
+	fx.pid = fx.in_fd = fx.out_fd = -1;
+}
+
+#define POISON "--redefine-sym jp_fixture_alpha=jp_poisoned_alpha"
+
+/* A binary without a build-id gets its own names, not those of whatever
+ * was loaded last (the lookup once left its cursor at the list head). */
+START_TEST(test_no_build_id_own_names)
+{
+	char dir[] = "/tmp/jprof-symbols-XXXXXX", other[PATH_MAX], nobid[PATH_MAX];
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert_int_eq(chmod(dir, 0755), 0);
+	hostile_copy(dir, "other", POISON, 65534, other, sizeof(other));
+	hostile_copy(dir, "nobid", "--remove-section .note.gnu.build-id", 0, nobid, sizeof(nobid));
+	fixture_start(other, NULL);
+	assert_resolves(fx.pid, fx.alpha, false, "jp_poisoned_alpha", "other");
+	fixture_stop();
+	fixture_start(nobid, NULL);
+	assert_resolves(fx.pid, fx.alpha, false, "jp_fixture_alpha", "nobid");
+	assert_resolves(fx.pid, fx.local, false, "jp_fixture_local", "nobid");
+	unlink(other);
+	unlink(nobid);
+	rmdir(dir);
+}
+END_TEST
+
+/* A user's file that claims the build-id of root's binary names neither
+ * root's process nor is named by root's table: build-ids are shared only
+ * between files no user could write. Both orders. */
+START_TEST(test_claimed_build_id_not_shared)
+{
+	char dir[] = "/tmp/jprof-symbols-XXXXXX", fake[PATH_MAX], real[PATH_MAX];
+	struct stat st;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert_int_eq(chmod(dir, 0755), 0);
+	hostile_copy(dir, "fake", POISON, 65534, fake, sizeof(fake));
+	hostile_copy(dir, "real", "", 0, real, sizeof(real));
+	ck_assert_int_eq(stat(real, &st), 0);
+	ck_assert_int_eq(st.st_uid, 0);
+	/* The user's file first: root's binary with the same build-id after. */
+	fixture_start(fake, NULL);
+	assert_resolves(fx.pid, fx.alpha, false, "jp_poisoned_alpha", "fake");
+	fixture_stop();
+	fixture_start(real, NULL);
+	assert_resolves(fx.pid, fx.alpha, false, "jp_fixture_alpha", "real");
+	fixture_stop();
+	/* And the other way: the user's process keeps its own file's names. */
+	fixture_start(fake, NULL);
+	assert_resolves(fx.pid, fx.alpha, false, "jp_poisoned_alpha", "fake");
+	unlink(fake);
+	unlink(real);
+	rmdir(dir);
+}
+END_TEST
+
 START_TEST(test_dlopen)
 {
 	struct sym_result r;
@@ -429,6 +507,8 @@ int main(void)
 	tcase_add_test(tc, test_stripped);
 	tcase_add_test(tc, test_deleted_binary);
 	tcase_add_test(tc, test_dlopen);
+	tcase_add_test(tc, test_no_build_id_own_names);
+	tcase_add_test(tc, test_claimed_build_id_not_shared);
 	tcase_add_test(tc, test_debug_root_and_shared_cache);
 	tcase_add_test(tc, test_vdso_and_self);
 	tcase_add_test(tc, test_other_process_with_the_pid);
