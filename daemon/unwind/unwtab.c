@@ -53,6 +53,7 @@ struct table {
 	size_t nsegs;
 	uint32_t first, count;    /* count 0: no table (kept so it is not rebuilt) */
 	uint32_t owner;           /* euid of the process it was built for: its share */
+	bool shared;              /* from a file no user could write: found by build-id */
 	uint32_t refs;
 	uint64_t last_used;
 	uint8_t *spill;           /* evicted rows, encoded (spill_encode); NULL: none */
@@ -453,15 +454,26 @@ static bool same_file(const struct table *t, const struct stat *sb)
 	       t->mtime_ns == sb->st_mtim.tv_sec * 1000000000ll + sb->st_mtim.tv_nsec;
 }
 
-/* By build-id when the file has one, else by file identity. */
+/* A file whose content no user but root could have chosen (root's, a
+ * regular file, writable by neither group nor others): its build-id can be
+ * believed. Any other file may claim any build-id. */
+static bool file_trusted(const struct stat *sb)
+{
+	return S_ISREG(sb->st_mode) && sb->st_uid == 0 && !(sb->st_mode & (S_IWGRP | S_IWOTH));
+}
+
+/* By build-id between trusted files (shared: the same code in two
+ * containers), else by file identity: a table read from a file a user
+ * could write never serves another file. */
 static struct table *table_find(struct unwtab *u, const struct stat *sb, const uint8_t *bid,
-				size_t bid_len)
+				size_t bid_len, bool shared)
 {
 	for (size_t i = 0; i < u->ntables; i++) {
 		struct table *t = u->tables[i];
 
-		if (bid_len ? (t->build_id_len == bid_len && memcmp(t->build_id, bid, bid_len) == 0)
-			    : (!t->build_id_len && same_file(t, sb)))
+		if (shared ? (t->shared && t->build_id_len == bid_len &&
+			      memcmp(t->build_id, bid, bid_len) == 0)
+			   : same_file(t, sb))
 			return t;
 	}
 	return NULL;
@@ -565,6 +577,7 @@ static struct table *table_for(struct unwtab *u, struct proc_view *pv,
 	char path[96];
 	uint8_t bid[64];
 	struct stat sb;
+	bool shared;
 	struct table *t = NULL, **tabs;
 	struct cfi_table *ct = NULL;
 	enum cfi_error why = CFI_OK;
@@ -597,7 +610,8 @@ static struct table *table_for(struct unwtab *u, struct proc_view *pv,
 		u->st.rejected[CFI_ERR_NOT_ELF]++;
 		goto out;
 	}
-	t = table_find(u, &sb, bid, (size_t)len);
+	shared = len > 0 && file_trusted(&sb);
+	t = table_find(u, &sb, bid, (size_t)len, shared);
 	if (!t && !build)
 		*need_build = true;
 	if (t || !build || !proc_uid(pv))
@@ -620,6 +634,7 @@ static struct table *table_for(struct unwtab *u, struct proc_view *pv,
 	t->mtime_ns = sb.st_mtim.tv_sec * 1000000000ll + sb.st_mtim.tv_nsec;
 	memcpy(t->build_id, bid, (size_t)len);
 	t->build_id_len = (size_t)len;
+	t->shared = shared;
 	t0 = clock_mono_ns();
 	t->owner = uid;
 	dfd = open_debug_file(bid, (size_t)len);

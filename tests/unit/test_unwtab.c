@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -220,6 +221,98 @@ START_TEST(test_shared_and_released)
 	unwtab_free(u);
 	close_maps();
 	free(e);
+}
+END_TEST
+
+/* A copy of src at dst owned by uid, mode 0755. */
+static void copy_file(const char *src, const char *dst, uid_t uid)
+{
+	char buf[65536];
+	int in = open(src, O_RDONLY | O_CLOEXEC);
+	int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+	ssize_t n;
+
+	ck_assert_int_ge(in, 0);
+	ck_assert_int_ge(out, 0);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		ck_assert_int_eq(write(out, buf, (size_t)n), n);
+	close(in);
+	close(out);
+	ck_assert_int_eq(chown(dst, uid, uid), 0);
+	ck_assert_int_eq(chmod(dst, 0755), 0);
+}
+
+static pid_t spawn_copy(const char *path)
+{
+	pid_t p = fork();
+
+	ck_assert_int_ge(p, 0);
+	if (p == 0) {
+		execl(path, "sleep", "60", (char *)NULL);
+		_exit(127);
+	}
+	return p;
+}
+
+/* Files with one build-id share a table only when no user could have
+ * written them: two root-owned copies of sleep share one, a copy owned by
+ * nobody (which could claim any build-id) gets a table of its own. */
+START_TEST(test_build_id_trusted_only)
+{
+	char dir[] = "/tmp/jprof-unwtab-XXXXXX", a[64], b[64], c[64];
+	struct unwtab_stats s1, s2, s3;
+	struct timespec ts = { 0, 50 * 1000 * 1000 };
+	struct unwtab *u;
+	pid_t p[3];
+	int tries;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert_int_eq(chmod(dir, 0755), 0);
+	snprintf(a, sizeof(a), "%s/root_a", dir);
+	snprintf(b, sizeof(b), "%s/root_b", dir);
+	snprintf(c, sizeof(c), "%s/user_c", dir);
+	copy_file("/bin/sleep", a, 0);
+	copy_file("/bin/sleep", b, 0);
+	copy_file("/bin/sleep", c, 65534);
+	p[0] = spawn_copy(a);
+	p[1] = spawn_copy(b);
+	p[2] = spawn_copy(c);
+	/* Until each has exec'd its copy and the loader has mapped libc. */
+	for (tries = 0; tries < 400; tries++) {
+		if (maps_have((int)p[0], "root_a") && maps_have((int)p[1], "root_b") &&
+		    maps_have((int)p[2], "user_c") && maps_have((int)p[0], "ld-linux") &&
+		    maps_have((int)p[0], "libc.so") && maps_have((int)p[1], "libc.so") &&
+		    maps_have((int)p[2], "libc.so"))
+			break;
+		nanosleep(&ts, NULL);
+	}
+	ck_assert(maps_have((int)p[0], "root_a") && maps_have((int)p[1], "root_b") &&
+		  maps_have((int)p[2], "user_c"));
+	make_maps(1u << 20);
+	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 1u << 20, &u), 0);
+	unwtab_request(u, (uint32_t)p[0], 0, false);
+	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
+	unwtab_get_stats(u, &s1);
+	unwtab_request(u, (uint32_t)p[1], 0, false);
+	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
+	unwtab_get_stats(u, &s2);
+	unwtab_request(u, (uint32_t)p[2], 0, false);
+	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
+	unwtab_get_stats(u, &s3);
+	ck_assert_uint_eq(s2.procs, 2);
+	ck_assert_uint_eq(s2.builds, s1.builds);      /* root's copies share */
+	ck_assert_uint_eq(s3.procs, 3);
+	ck_assert_uint_eq(s3.builds, s2.builds + 1);  /* nobody's copy has its own */
+	for (int i = 0; i < 3; i++) {
+		kill(p[i], SIGKILL);
+		waitpid(p[i], NULL, 0);
+	}
+	unwtab_free(u);
+	close_maps();
+	unlink(a);
+	unlink(b);
+	unlink(c);
+	rmdir(dir);
 }
 END_TEST
 
@@ -544,6 +637,7 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_own_process);
 	tcase_add_test(tc, test_shared_and_released);
+	tcase_add_test(tc, test_build_id_trusted_only);
 	tcase_add_test(tc, test_rows_full);
 	tcase_add_test(tc, test_reread_backoff);
 	tcase_add_test(tc, test_evicted_reloaded);
