@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ctl.h"
@@ -150,10 +151,33 @@ out:
 	return r;
 }
 
+/* An existing file that is not a regular one (a device such as /dev/null,
+ * a FIFO, /dev/stdout): written in place, as a shell's > would. A rename
+ * over it would replace it with a regular file. */
+static int output_write_special(const char *path, const char *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY), r;
+
+	if (fd < 0) {
+		r = -errno;
+		ctl_err("cannot open %s: %s", path, strerror(-r));
+		return r;
+	}
+	r = output_write_all(fd, data, len);
+	if (close(fd) < 0 && r == 0)
+		r = -errno;
+	if (r < 0)
+		ctl_err("cannot write %s: %s", path, strerror(-r));
+	return r;
+}
+
 int output_write(const char *path, const char *data, size_t len)
 {
+	struct stat st;
 	int r;
 
+	if (path && stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+		return output_write_special(path, data, len);
 	if (path)
 		return output_write_file(path, data, len);
 	r = output_write_all(STDOUT_FILENO, data, len);
