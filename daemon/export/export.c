@@ -74,14 +74,35 @@ int export_put_u64(struct buf *out, uint64_t v)
 
 /* ---- frame naming --------------------------------------------------------- */
 
-/* Control bytes, DEL and bytes that are not UTF-8 become "\xNN" (so no
- * format ever carries a terminal escape or a line break inside a name), and
+/* The code point of the well-formed n-byte sequence at p when it must not
+ * reach a reader raw, else 0: C1 controls (U+0080..U+009F: a terminal
+ * takes U+009B as CSI) and the bidirectional controls (U+061C, U+200E/F,
+ * U+202A..U+202E, U+2066..U+2069), which reorder what a reader sees (a
+ * function name that shows another name). */
+static uint32_t export_unsafe_cp(const unsigned char *p, size_t n)
+{
+	if (n == 2 && p[0] == 0xc2 && p[1] < 0xa0)
+		return p[1];
+	if (n == 2 && p[0] == 0xd8 && p[1] == 0x9c)
+		return 0x061c;
+	if (n == 3 && p[0] == 0xe2 && p[1] == 0x80 &&
+	    (p[2] == 0x8e || p[2] == 0x8f || (p[2] >= 0xaa && p[2] <= 0xae)))
+		return 0x2000 + (p[2] - 0x80);
+	if (n == 3 && p[0] == 0xe2 && p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9)
+		return 0x2040 + (p[2] - 0x80);
+	return 0;
+}
+
+/* Control bytes, DEL and bytes that are not UTF-8 become "\xNN", C1 and
+ * bidirectional controls "\uXXXX" (so no format ever carries a terminal
+ * escape, a line break or a reordering of the text inside a name), and
  * ';' too when asked (it separates frames in folded stacks). Spaces pass. */
 int export_text(const char *s, unsigned flags, struct buf *out)
 {
 	const unsigned char *p = (const unsigned char *)s, *run = p;
 	bool semi = flags & EXPORT_NAME_NO_SEMICOLON;
 	size_t left, n;
+	uint32_t cp;
 	int r = 0;
 
 	if (!s || !out)
@@ -94,12 +115,25 @@ int export_text(const char *s, unsigned flags, struct buf *out)
 			left--;
 			continue;
 		}
-		if (n > 1) {
+		cp = n > 1 ? export_unsafe_cp(p, n) : 0;
+		if (n > 1 && !cp) {
 			p += n;
 			left -= n;
 			continue;
 		}
 		r = buf_append(out, run, (size_t)(p - run));
+		if (r == 0 && cp) {
+			char esc[6] = { '\\', 'u', export_hex[cp >> 12], export_hex[(cp >> 8) & 0xf],
+					export_hex[(cp >> 4) & 0xf], export_hex[cp & 0xf] };
+
+			r = buf_append(out, esc, sizeof(esc));
+			if (r < 0)
+				goto out;
+			p += n;
+			left -= n;
+			run = p;
+			continue;
+		}
 		if (r == 0)
 			r = export_put_hex_escape(out, *p);
 		if (r < 0)

@@ -78,6 +78,7 @@ static const struct {
 	{ "line\nbreak\ttab", "line\\x0abreak\\x09tab" },
 	{ "bad\xff\xfe utf8 \xc3", "bad\\xff\\xfe utf8 \\xc3" },
 	{ "caf\xc3\xa9 \xe2\x98\x83", "caf\xc3\xa9 \xe2\x98\x83" },
+	{ "evil\xe2\x80\xae)(lave \xc2\x9b" "2J", "evil\\u202e)(lave \\u009b2J" },
 	{ "{{DATA}} {{TITLE}}", "{{DATA}} {{TITLE}}" },
 };
 #define SYNTH_HOSTILE_N (sizeof(synth_hostile) / sizeof(synth_hostile[0]))

@@ -175,6 +175,10 @@ START_TEST(test_collapsed_frame_text)
 		      "operator new(unsigned long)");
 	ck_frame_text(FRAME_NATIVE, "caf\xc3\xa9", NULL, "caf\xc3\xa9");
 	ck_frame_text(FRAME_NATIVE, "bad\xff", NULL, "bad\\xff");
+	/* bidirectional and C1 controls: the name shows as it is stored */
+	ck_frame_text(FRAME_NATIVE, "a\xe2\x80\xae" "b\xe2\x81\xa6" "c\xd8\x9c" "d\xc2\x9b" "e", NULL,
+		      "a\\u202eb\\u2066c\\u061cd\\u009be");
+	ck_frame_text(FRAME_NATIVE, "nbsp\xc2\xa0ok \xe2\x80\x8b", NULL, "nbsp\xc2\xa0ok \xe2\x80\x8b");
 }
 END_TEST
 
