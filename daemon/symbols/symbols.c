@@ -7,8 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
 #include <sys/auxv.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -66,6 +69,8 @@ struct sym_map {
 	char *path;
 	const char *base;                /* basename, points into path */
 	enum sym_map_type type;
+	dev_t dev;                       /* the mapped file, as the maps line shows it */
+	uint64_t inode;
 	bool elf_tried;                  /* (also set for files on FUSE: never read) */
 	struct sym_elf *elf;             /* holds one reference */
 };
@@ -77,6 +82,8 @@ struct sym_proc {
 	pid_t pid;
 	uint64_t start_time;             /* /proc/PID/stat field 22 */
 	uint64_t gone_time;              /* a start time of pid found not to be its process now */
+	uid_t uid;                       /* whose files it may read: owner of /proc/PID */
+	gid_t gid;
 	struct sym_map *maps;            /* executable mappings, sorted */
 	size_t nmaps;
 	size_t last_hit;
@@ -307,9 +314,19 @@ static int symbols_read_maps(struct symbols *s, struct sym_proc *p, uint64_t now
 	size_t n = 0, nfuse;
 	char path[4096];
 	unsigned fuse[64];
+	struct stat st;
 	int ret;
 
 	p->last_read_ms = now;
+	/* /proc/PID belongs to the process's effective ids (to root while it
+	 * is not dumpable, e.g. setuid): whose files its mappings may show. */
+	snprintf(path, sizeof(path), "%s/%d", s->proc_root, (int)p->pid);
+	if (stat(path, &st) < 0) {
+		ret = -errno == -ENOENT ? -ESRCH : -errno;
+		goto out;
+	}
+	p->uid = st.st_uid;
+	p->gid = st.st_gid;
 	snprintf(path, sizeof(path), "%s/%d/maps", s->proc_root, (int)p->pid);
 	ret = procmaps_read(path, &pm);
 	if (ret < 0) {
@@ -339,6 +356,8 @@ static int symbols_read_maps(struct symbols *s, struct sym_proc *p, uint64_t now
 		m->start = e->start;
 		m->end = e->end;
 		m->offset = e->offset;
+		m->dev = makedev(e->dev_major, e->dev_minor);
+		m->inode = e->inode;
 		m->path = strdup(e->path);
 		if (!m->path) {
 			ret = -ENOMEM;
@@ -505,31 +524,73 @@ static int symbols_elf_add_key(struct sym_elf *e, const struct sym_file_key *key
 	return 0;
 }
 
+/* Whether a process running as uid:gid could read the file (mode bits;
+ * supplementary groups and ACLs are not looked at, so a file readable only
+ * through them is not read: names lost, never someone else's). */
+static bool symbols_may_read(const struct stat *st, uid_t uid, gid_t gid)
+{
+	if (uid == 0)
+		return true;
+	if (st->st_uid == uid)
+		return st->st_mode & S_IRUSR;
+	if (st->st_gid == gid)
+		return st->st_mode & S_IRGRP;
+	return st->st_mode & S_IROTH;
+}
+
+/* The fallback when map_files cannot be opened: the mapping's path inside
+ * the process's root, resolved so that the process's owner cannot redirect
+ * it (no symlink, no magic link, no escape from that root; a FIFO or device
+ * is not opened for reading). */
+static int symbols_open_in_root(const struct symbols *s, pid_t pid, const char *path)
+{
+	struct open_how how = {
+		.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW,
+		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	char root[64];
+	int rfd, fd;
+
+	snprintf(root, sizeof(root), "%s/%d/root", s->proc_root, (int)pid);
+	rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rfd < 0)
+		return -errno;
+	fd = (int)syscall(SYS_openat2, rfd, path, &how, sizeof(how));
+	fd = fd < 0 ? -errno : fd;
+	close(rfd);
+	return fd;
+}
+
 /* Opens the file behind a mapping: map_files works for deleted or replaced
- * binaries and across mount namespaces; <root>/PID/root/<path> is the
- * fallback (no map_files access). Regular files only. -errno on failure. */
-static int symbols_open_mapping(const struct symbols *s, pid_t pid, const struct sym_map *m)
+ * binaries and across mount namespaces; the path inside <root>/PID/root is
+ * the fallback (no map_files access). Only a regular file that is the one
+ * mapped (device and inode of the maps line) and that the process's owner
+ * could read. -errno on failure. */
+static int symbols_open_mapping(const struct symbols *s, const struct sym_proc *p,
+				const struct sym_map *m)
 {
 	char path[4096];
 	struct stat st;
-	int fd, n, err;
+	int fd, err;
 
 	snprintf(path, sizeof(path), "%s/%d/map_files/%" PRIx64 "-%" PRIx64, s->proc_root,
-		 (int)pid, m->start, m->end);
+		 (int)p->pid, m->start, m->end);
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	err = fd < 0 ? errno : 0;
 	if (fd < 0 && m->path[0] == '/') {
-		n = snprintf(path, sizeof(path), "%s/%d/root%s", s->proc_root, (int)pid, m->path);
-		if (n > 0 && (size_t)n < sizeof(path)) {
-			fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-			err = fd < 0 ? errno : 0;
-		}
+		fd = symbols_open_in_root(s, p->pid, m->path);
+		err = fd < 0 ? -fd : 0;
 	}
 	if (fd < 0)
 		return -err;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_ino != m->inode ||
+	    st.st_dev != m->dev) {
 		close(fd);
 		return -ENOEXEC;
+	}
+	if (!symbols_may_read(&st, p->uid, p->gid)) {
+		close(fd);
+		return -EACCES;
 	}
 	return fd;
 }
@@ -543,7 +604,7 @@ static bool symbols_file_trusted(const struct stat *st)
 
 /* Attaches the cached (or newly loaded) symbol table to a file mapping.
  * Failures leave m->elf NULL; only -ENOMEM is returned. */
-static int symbols_attach_elf(struct symbols *s, pid_t pid, struct sym_map *m)
+static int symbols_attach_elf(struct symbols *s, const struct sym_proc *p, struct sym_map *m)
 {
 	struct sym_file_key key;
 	struct elfsym *es = NULL;
@@ -555,9 +616,9 @@ static int symbols_attach_elf(struct symbols *s, pid_t pid, struct sym_map *m)
 	int fd, ret = 0;
 
 	m->elf_tried = true;
-	fd = symbols_open_mapping(s, pid, m);
+	fd = symbols_open_mapping(s, p, m);
 	if (fd < 0) {
-		log_debug("symbols: pid %d: cannot open %s: %s", (int)pid, m->path, strerror(-fd));
+		log_debug("symbols: pid %d: cannot open %s: %s", (int)p->pid, m->path, strerror(-fd));
 		goto out;
 	}
 	if (fstat(fd, &st) < 0)
@@ -580,7 +641,7 @@ static int symbols_attach_elf(struct symbols *s, pid_t pid, struct sym_map *m)
 		goto out;
 	if (ret < 0) {
 		s->stats.elf_errors++;
-		log_debug("symbols: pid %d: %s: unreadable ELF", (int)pid, m->path);
+		log_debug("symbols: pid %d: %s: unreadable ELF", (int)p->pid, m->path);
 		ret = 0;
 	}
 	/* Same build-id = same code, but only as far as a build-id can be
@@ -780,7 +841,7 @@ int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t start_ns, uint64
 	case SYM_MAP_FILE:
 	default:
 		if (!m->elf_tried) {
-			ret = symbols_attach_elf(s, pid, m);
+			ret = symbols_attach_elf(s, p, m);
 			if (ret < 0)
 				goto out;
 		}

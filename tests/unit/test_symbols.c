@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -365,6 +366,124 @@ START_TEST(test_claimed_build_id_not_shared)
 }
 END_TEST
 
+/* A /proc of our own making for pid 4242 whose map_files cannot be opened,
+ * so that symbols falls back to the mapping's path inside PID/root, which
+ * the process's owner controls: one executable mapping of /bin/target at
+ * 0x400000 with the device and inode given. */
+#define FAKE_PID 4242
+#define FAKE_BASE 0x400000ull
+
+static void fake_proc(const char *top, const struct stat *as, uid_t owner)
+{
+	char path[PATH_MAX];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%d/root/bin", top, FAKE_PID);
+	{
+		char cmd[PATH_MAX + 16];
+
+		snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", path);
+		ck_assert_int_eq(system(cmd), 0);
+	}
+	snprintf(path, sizeof(path), "%s/%d", top, FAKE_PID);
+	ck_assert_int_eq(chown(path, owner, owner), 0);
+	snprintf(path, sizeof(path), "%s/%d/maps", top, FAKE_PID);
+	f = fopen(path, "we");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "%llx-%llx r-xp 00000000 %02x:%02x %llu /bin/target\n", FAKE_BASE,
+		FAKE_BASE + (1ull << 20), major(as->st_dev), minor(as->st_dev),
+		(unsigned long long)as->st_ino);
+	fclose(f);
+}
+
+/* What symbols names jp_fixture_alpha of the fake process as. */
+static void fake_resolve(const char *top, struct sym_result *r)
+{
+	struct symbols *s = symbols_new(NULL, top);
+
+	ck_assert_ptr_nonnull(s);
+	ck_assert_int_eq(symbols_set_debug_root(s, NO_DEBUG_ROOT), 0);
+	ck_assert_int_eq(symbols_resolve_user(s, FAKE_PID, 0,
+					      FAKE_BASE + file_symbol("symfix_pie", "jp_fixture_alpha"),
+					      false, r), 0);
+	symbols_free(s);
+}
+
+static void copy_prog(const char *dst, uid_t uid, mode_t mode)
+{
+	char cmd[PATH_MAX * 3];
+
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", prog("symfix_pie"), dst);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(chown(dst, uid, uid), 0);
+	ck_assert_int_eq(chmod(dst, mode), 0);
+}
+
+/* The /proc/PID/root fallback opens only what the process's owner put
+ * there and could read: the file itself when it is the one mapped; not a
+ * symlink to root's 0700 binary, not a FIFO, not a file of the wrong
+ * inode, not a file its owner could not read. */
+START_TEST(test_root_fallback_not_redirected)
+{
+	char top[] = "/tmp/jprof-fakeproc-XXXXXX", target[PATH_MAX], secret[PATH_MAX];
+	char cmd[PATH_MAX + 16];
+	struct sym_result r;
+	struct stat st;
+
+	ck_assert_ptr_nonnull(mkdtemp(top));
+	snprintf(target, sizeof(target), "%s/%d/root/bin/target", top, FAKE_PID);
+	snprintf(secret, sizeof(secret), "%s/secret", top);
+
+	/* The file itself, the process's own, readable: named. */
+	fake_proc(top, &(struct stat){ 0 }, 65534);
+	copy_prog(target, 65534, 0755);
+	ck_assert_int_eq(stat(target, &st), 0);
+	fake_proc(top, &st, 65534);
+	fake_resolve(top, &r);
+	ck_assert_str_eq(r.name, "jp_fixture_alpha");
+
+	/* A symlink to root's 0700 copy, the maps line naming that copy. */
+	copy_prog(secret, 0, 0700);
+	ck_assert_int_eq(stat(secret, &st), 0);
+	ck_assert_int_eq(unlink(target), 0);
+	ck_assert_int_eq(symlink(secret, target), 0);
+	fake_proc(top, &st, 65534);
+	fake_resolve(top, &r);
+	ck_assert_str_ne(r.name, "jp_fixture_alpha");
+
+	/* A FIFO: not waited on, not read. */
+	ck_assert_int_eq(unlink(target), 0);
+	ck_assert_int_eq(mkfifo(target, 0644), 0);
+	ck_assert_int_eq(stat(target, &st), 0);
+	fake_proc(top, &st, 65534);
+	fake_resolve(top, &r);
+	ck_assert_str_ne(r.name, "jp_fixture_alpha");
+
+	/* A readable file, but not the inode the mapping shows. */
+	ck_assert_int_eq(unlink(target), 0);
+	copy_prog(target, 65534, 0755);
+	ck_assert_int_eq(stat(secret, &st), 0);
+	fake_proc(top, &st, 65534);
+	fake_resolve(top, &r);
+	ck_assert_str_ne(r.name, "jp_fixture_alpha");
+
+	/* The mapped file, but root's and 0700: its owner could not read it. */
+	ck_assert_int_eq(chown(target, 0, 0), 0);
+	ck_assert_int_eq(chmod(target, 0700), 0);
+	ck_assert_int_eq(stat(target, &st), 0);
+	fake_proc(top, &st, 65534);
+	fake_resolve(top, &r);
+	ck_assert_str_ne(r.name, "jp_fixture_alpha");
+	/* ... which root's own process may. */
+	fake_proc(top, &st, 0);
+	fake_resolve(top, &r);
+	ck_assert_str_eq(r.name, "jp_fixture_alpha");
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", top);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 START_TEST(test_dlopen)
 {
 	struct sym_result r;
@@ -509,6 +628,7 @@ int main(void)
 	tcase_add_test(tc, test_dlopen);
 	tcase_add_test(tc, test_no_build_id_own_names);
 	tcase_add_test(tc, test_claimed_build_id_not_shared);
+	tcase_add_test(tc, test_root_fallback_not_redirected);
 	tcase_add_test(tc, test_debug_root_and_shared_cache);
 	tcase_add_test(tc, test_vdso_and_self);
 	tcase_add_test(tc, test_other_process_with_the_pid);
