@@ -562,15 +562,17 @@ static int symbols_open_in_root(const struct symbols *s, pid_t pid, const char *
 }
 
 /* Opens the file behind a mapping: map_files works for deleted or replaced
- * binaries and across mount namespaces; the path inside <root>/PID/root is
- * the fallback (no map_files access). Only a regular file that is the one
- * mapped (device and inode of the maps line) and that the process's owner
- * could read. -errno on failure. */
+ * binaries and across mount namespaces, and is the mapped file itself; the
+ * path inside <root>/PID/root is the fallback (no map_files access), used
+ * only when it is the file mapped (device and inode of the maps line: on
+ * overlayfs map_files' file may show other ones). Only a regular file that
+ * the process's owner could read. -errno on failure. */
 static int symbols_open_mapping(const struct symbols *s, const struct sym_proc *p,
 				const struct sym_map *m)
 {
 	char path[4096];
 	struct stat st;
+	bool fallback = false;
 	int fd, err;
 
 	snprintf(path, sizeof(path), "%s/%d/map_files/%" PRIx64 "-%" PRIx64, s->proc_root,
@@ -580,11 +582,12 @@ static int symbols_open_mapping(const struct symbols *s, const struct sym_proc *
 	if (fd < 0 && m->path[0] == '/') {
 		fd = symbols_open_in_root(s, p->pid, m->path);
 		err = fd < 0 ? -fd : 0;
+		fallback = true;
 	}
 	if (fd < 0)
 		return -err;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_ino != m->inode ||
-	    st.st_dev != m->dev) {
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (fallback && (st.st_ino != m->inode || st.st_dev != m->dev))) {
 		close(fd);
 		return -ENOEXEC;
 	}
