@@ -377,3 +377,34 @@ void proc_ident_release(struct proc_ident *id)
 		close(id->pidfd);
 	id->pidfd = -1;
 }
+
+int proc_exec_id_read(pid_t pid, struct proc_exec_id *out)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	if (stat(path, &st) < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	out->uid = st.st_uid;
+	out->gid = st.st_gid;
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	if (stat(path, &st) < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	out->exe_dev = st.st_dev;
+	out->exe_ino = st.st_ino;
+	return 0;
+}
+
+int proc_exec_id_check(pid_t pid, const struct proc_exec_id *was)
+{
+	struct proc_exec_id now;
+	int r = proc_exec_id_read(pid, &now);
+
+	if (r < 0)
+		return r == -ESRCH ? -ESRCH : -EPERM;
+	if (now.exe_dev != was->exe_dev || now.exe_ino != was->exe_ino || now.uid != was->uid ||
+	    now.gid != was->gid)
+		return -EPERM;
+	return 0;
+}

@@ -74,4 +74,20 @@ int proc_ident_matches(const struct proc_ident *id, pid_t pid, int pidfd);
 /* Closes the pidfd; NULL-safe. */
 void proc_ident_release(struct proc_ident *id);
 
+/* What a process runs as: its executable (device, inode of /proc/PID/exe)
+ * and the owner of /proc/PID (its effective ids; root while it is not
+ * dumpable, as after a setuid exec). An exec of another program, or a
+ * change of credentials, changes it. */
+struct proc_exec_id {
+	dev_t exe_dev;
+	ino_t exe_ino;
+	uid_t uid;
+	gid_t gid;
+};
+/* 0, or -ESRCH when pid is gone, -errno otherwise. */
+int proc_exec_id_read(pid_t pid, struct proc_exec_id *out);
+/* 0 while pid still runs what `was` says; -EPERM once it differs, -ESRCH
+ * when it is gone. */
+int proc_exec_id_check(pid_t pid, const struct proc_exec_id *was);
+
 #endif

@@ -34,6 +34,7 @@ struct agent {
 	pid_t pid;
 	uid_t uid;
 	struct proc_ident ident;      /* the process that connected, not just its pid */
+	struct proc_exec_id exec;     /* what it ran then, as whom: an exec ends the binding */
 	struct loop_source *exit_src; /* its pidfd: closes the connection at its exit */
 	struct buf in;
 	bool hello;
@@ -77,13 +78,26 @@ static void agent_kill(struct agent *a)
  * closed. Any context. */
 static int agent_verify(struct agent *a)
 {
+	int r;
+
 	if (a->dead)
 		return -ESRCH;
-	if (proc_ident_check(&a->ident) == 0)
+	r = proc_ident_check(&a->ident);
+	/* The same process, still running the program it connected from, with
+	 * the same credentials: after an exec (a setuid program's above all)
+	 * the connection, perhaps handed to another process, speaks for
+	 * nothing that runs there now. */
+	if (r == 0)
+		r = proc_exec_id_check(a->pid, &a->exec);
+	if (r == 0)
 		return 0;
 	a->link->st.identity_lost++;
-	log_audit("agent of pid %d uid %u: the process that connected has exited; connection closed",
-		  (int)a->pid, (unsigned)a->uid);
+	if (r == -EPERM)
+		log_audit("agent of pid %d uid %u: the process exec'd or changed credentials since it "
+			  "connected; connection closed", (int)a->pid, (unsigned)a->uid);
+	else
+		log_audit("agent of pid %d uid %u: the process that connected has exited; connection "
+			  "closed", (int)a->pid, (unsigned)a->uid);
 	agent_kill(a);
 	return -ESRCH;
 }
@@ -670,9 +684,21 @@ int agentlink_adopt(struct agentlink *l, int fd, pid_t pid, uid_t uid, const voi
 	a->pid = pid;
 	a->uid = uid;
 	r = proc_ident_from_socket(fd, pid, &a->ident);
+	/* After the identity is pinned: what it runs now, which must still be
+	 * as the uid that connected (SO_PEERCRED, taken at connect(): a setuid
+	 * exec in between makes /proc/PID root's). */
+	if (r == 0)
+		r = proc_exec_id_read(pid, &a->exec);
+	if (r == 0 && a->exec.uid != uid)
+		r = -EPERM;
 	if (r < 0) {
+		proc_ident_release(&a->ident);
 		quota_give(l->quota, uid, QUOTA_AGENTS, 1);
 		l->st.rejected++;
+		if (r == -EPERM)
+			log_audit("agent connection of pid %d uid %u refused: the process runs as "
+				  "uid %u now (a setuid exec since it connected?)", (int)pid,
+				  (unsigned)uid, (unsigned)a->exec.uid);
 		if (r == -ESRCH) {
 			l->st.identity_lost++;
 			log_audit("agent connection of pid %d uid %u refused: the process that "

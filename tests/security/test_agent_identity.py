@@ -6,6 +6,7 @@ given to another user's process, which gets recorded (the stale connection
 is not bound to it); a second connection of a process tries to take over its
 agent bound to a recording (refused, the bound one keeps working)."""
 import os
+import shutil
 import socket
 import struct
 import sys
@@ -21,16 +22,24 @@ WELCOME, START, PERF_FD, ERROR = 64, 65, 66, 69
 EBUSY = 16
 
 # The process that connects: on "c" it connects to the daemon and hands the
-# connection to the test over its control socket; on anything else it exits.
+# connection to the test over its control socket; on "e" it execs the path
+# that follows; on anything else it exits.
 PEER = r"""
-import socket, sys
+import os, socket, sys
 ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 ctl.connect(sys.argv[2])
-while ctl.recv(1) == b"c":
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect(sys.argv[1])
-    socket.send_fds(ctl, [b"k"], [s.fileno()])
-    s.close()
+while True:
+    cmd = ctl.recv(1)
+    if cmd == b"c":
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(sys.argv[1])
+        socket.send_fds(ctl, [b"k"], [s.fileno()])
+        s.close()
+    elif cmd == b"e":
+        path = ctl.recv(4096).decode()
+        os.execv(path, [path, "30"])
+    else:
+        break
 """
 
 
@@ -126,6 +135,10 @@ class Peer:
         _, fds, _, _ = socket.recv_fds(self.ctl, 1, 1)
         jt.check(len(fds) == 1, "the peer did not hand over its connection")
         return Conn(socket.socket(fileno=fds[0]))
+
+    def exec_(self, path):
+        """The connecting process execs path (its connections live on here)."""
+        self.ctl.sendall(b"e" + path.encode())
 
     def exit(self):
         """The connecting process exits (and is reaped); its connections live on here."""
@@ -241,6 +254,37 @@ def main(t):
         jt.check(bound.closed_by_daemon(), "the agent connection of the exited peer stays open")
         bound.close()
         c.close()
+
+    with t.case("an agent's binding ends when its process execs a setuid program"):
+        # Issue 26, point 4: nobody's process connects as an agent, keeps
+        # the socket elsewhere (here: the test), then execs a setuid-root
+        # program; root records that process. Before, the agent was bound:
+        # nobody got the ring and root's perf fds, and wrote root's stacks.
+        suid = os.path.join(t.mkdtemp("suid-"), "spin_suid")
+        shutil.copy2(t.prog("spin_chain"), suid)
+        os.chown(suid, 0, 0)
+        os.chmod(suid, 0o4755)
+        peer = Peer(t, d, "nobody")
+        conn = peer.connect()
+        conn.hello()
+        peer.exec_(suid)
+        jt.wait_until(lambda: comm(peer.pid) == "spin_suid", 10, what="the peer to exec spin_suid")
+        with open("/proc/%d/status" % peer.pid) as f:
+            euid = [ln.split()[2] for ln in f if ln.startswith("Uid:")][0]
+        jt.check_eq(euid, "0", "effective uid of the peer after the setuid exec")
+        c = d.client()
+        rec = c.record(pid=peer.pid, duration_ms=1500, interval_us=10000, timeout=20)
+        jt.check(rec.profile is not None, "root's recording failed: %s" % rec.describe())
+        java = rec.summary().get("java")
+        jt.check(java is None or java.get("state") != "active",
+                 "root's recording was bound to nobody's agent: %r" % (java,))
+        conn.send(PERF_FD_REQ, struct.pack("<II", peer.pid, 0))
+        jt.check(conn.closed_by_daemon(), "the agent connection is still open after the exec")
+        jt.check_eq(conn.fds_received, 0, "fds (ring or perf events) passed to nobody's agent")
+        jt.check(audit_lines(d, "exec'd or changed credentials"), "no audit line for the exec")
+        conn.close()
+        c.close()
+        os.kill(peer.pid, 9)
 
     with t.case("root is still answered"):
         d.check_root_answered()
