@@ -93,10 +93,19 @@ def main(t):
     with t.case("cancel returns the partial profile"):
         w = t.workload("spin_chain", 30)
         c = d.client(user="nobody")
-        rid = c.start_record(pid=w.pid, duration_ms=30000, interval_us=10000)
+        rid = c.start_record(pid=w.pid, duration_ms=30000, interval_us=10000, progress=True)
         m = c.recv_for(rid, 10)
         jt.check(m is not None and m.get("type") == "started", "want started, got %r" % (m,))
-        time.sleep(1.5)
+        # Cancelled once it has samples to return: sampling starts when the
+        # start gate opens (the process's unwind tables), which a busy
+        # machine can delay past any fixed wait.
+        deadline = time.monotonic() + 30
+        while True:
+            m = c.recv_for(rid, max(0.1, deadline - time.monotonic()))
+            jt.check(m is not None and m.get("ok") is not False and time.monotonic() < deadline,
+                     "no progress with 20 samples within 30 s: %r" % (m,))
+            if m.get("type") == "progress" and m.get("samples", 0) >= 20:
+                break
         cid = c.send("cancel", target=rid)
         t0 = time.monotonic()
         cr = c.recv_for(cid, 10)
