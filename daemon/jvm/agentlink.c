@@ -24,6 +24,7 @@ struct outmsg {
 	char *data;
 	size_t len, off;
 	int fd;                       /* owned dup, sent with the first byte; -1 none */
+	bool charged;                 /* fd counts in the agent uid's QUOTA_PERF_EVENTS */
 };
 
 struct agent {
@@ -102,10 +103,23 @@ static int agent_verify(struct agent *a)
 	return -ESRCH;
 }
 
-static void out_free(struct outmsg *m)
+/* Closes the fd a message holds (sent, or never to be), giving back its
+ * charge: a perf fd queued for an agent that does not read holds a file of
+ * the daemon's, so it counts as one of the uid's perf events meanwhile. */
+static void out_close_fd(struct agent *a, struct outmsg *m)
 {
-	if (m->fd >= 0)
-		close(m->fd);
+	if (m->fd < 0)
+		return;
+	close(m->fd);
+	m->fd = -1;
+	if (m->charged)
+		quota_give(a->link->quota, a->uid, QUOTA_PERF_EVENTS, 1);
+	m->charged = false;
+}
+
+static void out_free(struct agent *a, struct outmsg *m)
+{
+	out_close_fd(a, m);
 	free(m->data);
 	free(m);
 }
@@ -143,18 +157,15 @@ static void agent_flush(struct agent *a)
 				agent_kill(a);
 			break;
 		}
-		if (m->fd >= 0) {
-			/* Sent with the first byte; the agent has its own now. */
-			close(m->fd);
-			m->fd = -1;
-		}
+		/* Sent with the first byte; the agent has its own now. */
+		out_close_fd(a, m);
 		m->off += (size_t)n;
 		a->out_bytes -= (size_t)n;
 		if (m->off == m->len) {
 			a->out_head = m->next;
 			if (!a->out_head)
 				a->out_tail = NULL;
-			out_free(m);
+			out_free(a, m);
 		}
 	}
 	if (a->dead)
@@ -166,7 +177,10 @@ static void agent_flush(struct agent *a)
 }
 
 /* Queues one frame; fd (taken) rides on its first byte. */
-static int agent_send(struct agent *a, uint16_t type, const void *payload, uint32_t len, int fd)
+/* Queues a frame, with fd (taken; -1: none), charged: whether fd counts in
+ * the uid's perf events (given back once it is sent or dropped). */
+static int agent_send_fd(struct agent *a, uint16_t type, const void *payload, uint32_t len, int fd,
+			 bool charged)
 {
 	struct jpag_hdr h = { .magic = JPAG_MAGIC, .version = JPAG_VERSION, .type = type, .len = len };
 	struct outmsg *m;
@@ -175,6 +189,8 @@ static int agent_send(struct agent *a, uint16_t type, const void *payload, uint3
 		/* An agent that does not read its replies is cut off. */
 		if (fd >= 0)
 			close(fd);
+		if (charged)
+			quota_give(a->link->quota, a->uid, QUOTA_PERF_EVENTS, 1);
 		agent_kill(a);
 		return -ENOBUFS;
 	}
@@ -185,8 +201,11 @@ static int agent_send(struct agent *a, uint16_t type, const void *payload, uint3
 		free(m);
 		if (fd >= 0)
 			close(fd);
+		if (charged)
+			quota_give(a->link->quota, a->uid, QUOTA_PERF_EVENTS, 1);
 		return -ENOMEM;
 	}
+	m->charged = charged;
 	memcpy(m->data, &h, sizeof(h));
 	if (len)
 		memcpy(m->data + sizeof(h), payload, len);
@@ -200,6 +219,11 @@ static int agent_send(struct agent *a, uint16_t type, const void *payload, uint3
 	a->out_bytes += m->len;
 	agent_flush(a);
 	return 0;
+}
+
+static int agent_send(struct agent *a, uint16_t type, const void *payload, uint32_t len, int fd)
+{
+	return agent_send_fd(a, type, payload, len, fd, false);
 }
 
 static void send_error(struct agent *a, int code, const char *msg)
@@ -271,13 +295,20 @@ static void on_perf_fd_req(struct agent *a, const void *p, uint32_t len)
 		r = -ENOTCONN;  /* no recording of this process is running */
 	} else {
 		r = a->ops->perf_fd(a->ctx, req.tid, &fd);
+		/* Queue a private dup: the session may close its fd before the
+		 * message leaves. Until then it is a file of the daemon's held for
+		 * this uid: an agent asking again and again without reading would
+		 * run the daemon out of fds (30,000 requests once took 19,996 of
+		 * 20,000), so each counts as one of the uid's perf events. */
+		if (r >= 0)
+			r = quota_take(a->link->quota, a->uid, QUOTA_PERF_EVENTS, 1);
 		if (r >= 0) {
-			/* Queue a private dup: the session may close its fd before the
-			 * message leaves. */
 			int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 
 			r = dup < 0 ? -errno : 0;
 			fd = dup;
+			if (r < 0)
+				quota_give(a->link->quota, a->uid, QUOTA_PERF_EVENTS, 1);
 		}
 	}
 	rep.status = r < 0 ? r : 0;
@@ -287,7 +318,7 @@ static void on_perf_fd_req(struct agent *a, const void *p, uint32_t len)
 		return;
 	}
 	a->link->st.fds_passed++;
-	agent_send(a, JPAG_PERF_FD, &rep, sizeof(rep), fd);
+	agent_send_fd(a, JPAG_PERF_FD, &rep, sizeof(rep), fd, true);
 }
 
 static void on_method(struct agent *a, const char *p, uint32_t len, bool unknown)
@@ -516,7 +547,7 @@ static void agent_free(struct agent *a)
 		struct outmsg *m = a->out_head;
 
 		a->out_head = m->next;
-		out_free(m);
+		out_free(a, m);
 	}
 	loop_remove(a->src);
 	loop_remove(a->exit_src);

@@ -286,6 +286,48 @@ def main(t):
         c.close()
         os.kill(peer.pid, 9)
 
+    with t.case("a perf-fd flood from a bound agent is bounded by the uid's perf-event quota"):
+        # Issue 26, point 5: every perf fd reply queued for an agent that
+        # does not read holds a dup'd fd of the daemon's; 30,000 requests
+        # took the daemon to 19,996 of 20,000 fds. They count in the uid's
+        # perf events (4096 by default) now.
+        peer = Peer(t, d, "nobody")
+        flood = peer.connect()
+        flood.hello()
+        c = d.client(user="nobody")
+        rid = c.start_record(pid=peer.pid, duration_ms=60000, interval_us=10000)
+        flood.expect(START)
+        base = len(os.listdir("/proc/%d/fd" % d.pid))
+        flood.s.sendall(b"".join(
+            HDR.pack(MAGIC, VERSION, PERF_FD_REQ, 8, 0) + struct.pack("<II", peer.pid, 0)
+            for _ in range(10000)))
+        seen = []
+
+        def settled():
+            seen.append(len(os.listdir("/proc/%d/fd" % d.pid)))
+            return len(seen) > 5 and seen[-1] == seen[-6]
+        jt.wait_until(settled, 30, 0.2, "the daemon's fd count to settle after the flood")
+        grew = seen[-1] - base
+        jt.log("10,000 perf fd requests not read: the daemon's fds %d -> %d" % (base, seen[-1]))
+        jt.check(grew <= 4096 + 64, "the daemon holds %d more fds for one agent's unread "
+                 "perf fd replies (the uid's perf events are 4096)" % grew)
+        # Another user is still served.
+        w = t.workload("spin_chain", 30, user=victim_user)
+        c2 = d.client(user=victim_user)
+        rec = c2.record(pid=w.pid, duration_ms=1000, interval_us=10000, timeout=20)
+        jt.check(rec.profile is not None and jt.total_samples(rec.stacks()) > 0,
+                 "another user's recording during the flood: %s" % rec.describe())
+        c2.close()
+        w.kill()
+        # Closing the connection gives them all back.
+        flood.close()
+        c.send("cancel", target=rid)
+        c.collect_record(rid, 20)
+        c.close()
+        jt.wait_until(lambda: len(os.listdir("/proc/%d/fd" % d.pid)) <= base + 16, 10, 0.2,
+                      "the queued fds to be closed with the connection")
+        peer.exit()
+
     with t.case("root is still answered"):
         d.check_root_answered()
 
