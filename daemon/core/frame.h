@@ -36,6 +36,11 @@ struct frame_loc {
 				   * DWARF and addr2line use); valid with a build_id */
 	uint32_t pid;             /* the process the address is from: an address and
 				   * mapping go only where that process may be shown */
+	/* Whether the build-id stands for the same code in every file that
+	 * carries it (a file no user could write); else what was read from the
+	 * file serves that file alone, keyed by its device and inode. */
+	bool build_id_shared;
+	uint64_t file_dev, file_ino;
 };
 
 /* Source position of user code from debug info (symbols/lines.h): one per

@@ -368,6 +368,7 @@ struct lines_addr {
 	enum lines_state state;
 	uint8_t bid[ELFMETA_BUILD_ID_MAX];
 	size_t bid_len;
+	uint64_t file_dev, file_ino;   /* 0, 0: a shared build-id (frame_loc says) */
 	uint64_t vaddr;
 	/* Where to open the binary (while queued). */
 	uint32_t pid;
@@ -383,6 +384,7 @@ struct lines_open {
 	struct lines_open *next;
 	uint8_t bid[ELFMETA_BUILD_ID_MAX];
 	size_t bid_len;
+	uint64_t file_dev, file_ino;   /* as in lines_addr: 0, 0 for a shared build-id */
 	struct lines_file *file;       /* NULL: tried and failed */
 	uint64_t last_used;
 };
@@ -485,7 +487,9 @@ static int lines_open_binary(const struct lines *l, const struct lines_addr *a)
 	snprintf(path, sizeof(path), "%s/%u/map_files/%" PRIx64 "-%" PRIx64, l->proc_root, a->pid,
 		 a->map_start, a->map_limit);
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+	/* A file keyed by itself (a user's, lines_addr): that very file. */
+	if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+			(a->file_ino && (st.st_dev != a->file_dev || st.st_ino != a->file_ino)))) {
 		close(fd);
 		fd = -1;
 	}
@@ -580,7 +584,8 @@ static struct lines_open *lines_get_file(struct lines *l, const struct lines_add
 	int r;
 
 	for (struct lines_open **pp = &l->open; (o = *pp); pp = &o->next)
-		if (o->bid_len == a->bid_len && !memcmp(o->bid, a->bid, a->bid_len)) {
+		if (o->bid_len == a->bid_len && !memcmp(o->bid, a->bid, a->bid_len) &&
+		    o->file_dev == a->file_dev && o->file_ino == a->file_ino) {
 			if (!o->file && lines_dbg_fresh(l, a->bid, a->bid_len)) {
 				/* A debuginfod file came since it failed. */
 				*pp = o->next;
@@ -595,6 +600,8 @@ static struct lines_open *lines_get_file(struct lines *l, const struct lines_add
 		return NULL;
 	memcpy(o->bid, a->bid, a->bid_len);
 	o->bid_len = a->bid_len;
+	o->file_dev = a->file_dev;
+	o->file_ino = a->file_ino;
 	o->last_used = ++l->tick;
 	t0 = lines_now_ns();
 	pthread_mutex_lock(&l->mu);
@@ -828,6 +835,7 @@ size_t lines_lookup(struct lines *l, const struct frame_loc *loc, uint64_t deadl
 {
 	uint8_t bid[ELFMETA_BUILD_ID_MAX];
 	struct lines_addr *a;
+	uint64_t dev, ino;
 	size_t b, n = 0;
 	int len;
 
@@ -838,8 +846,15 @@ size_t lines_lookup(struct lines *l, const struct frame_loc *loc, uint64_t deadl
 		return 0;
 	b = lines_bucket(bid, (size_t)len, loc->vaddr);
 	pthread_mutex_lock(&l->mu);
+	/* A build-id a user's file claims is that file's alone: its answers
+	 * are keyed by the file too, and never serve another file's. */
+	dev = loc->build_id_shared ? 0 : loc->file_dev;
+	ino = loc->build_id_shared ? 0 : loc->file_ino;
+	if (!loc->build_id_shared && !dev && !ino)
+		return 0;
 	for (a = l->buckets[b]; a; a = a->hnext)
-		if (a->vaddr == loc->vaddr && a->bid_len == (size_t)len && !memcmp(a->bid, bid, a->bid_len))
+		if (a->vaddr == loc->vaddr && a->bid_len == (size_t)len &&
+		    !memcmp(a->bid, bid, a->bid_len) && a->file_dev == dev && a->file_ino == ino)
 			break;
 	if (!a) {
 		if (l->naddrs >= LINES_MAX_ADDRS && !l->waiters)
@@ -853,6 +868,8 @@ size_t lines_lookup(struct lines *l, const struct frame_loc *loc, uint64_t deadl
 		}
 		memcpy(a->bid, bid, (size_t)len);
 		a->bid_len = (size_t)len;
+		a->file_dev = dev;
+		a->file_ino = ino;
 		a->vaddr = loc->vaddr;
 		a->pid = loc->pid;
 		a->map_start = loc->map_start;

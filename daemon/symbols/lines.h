@@ -6,7 +6,9 @@
  * queued, a worker thread resolves it (the binary's separate debug file by
  * build-id under the debug root, else the binary itself through
  * /proc/PID/map_files or the process's root), and the answer is cached by
- * (build-id, ELF address). A caller waits for queued addresses at most until
+ * (build-id, ELF address), plus the file's device and inode when the
+ * build-id is only a claim (frame_loc.build_id_shared false: a file a user
+ * could write), so that such a file's lines serve that file alone. A caller waits for queued addresses at most until
  * a deadline it gives; what is not resolved by then goes without a line.
  *
  * Only files with a GNU build-id are read (the build-id is checked on the

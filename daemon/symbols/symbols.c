@@ -730,6 +730,9 @@ static void symbols_set_loc(struct sym_result *out, const struct sym_map *m, pid
 	out->loc = (struct frame_loc){
 		.addr = addr, .map_start = m->start, .map_limit = m->end, .map_offset = m->offset,
 		.path = out->path, .build_id = out->build_id, .pid = (uint32_t)pid,
+		.build_id_shared = e && e->shared,
+		.file_dev = e && e->nkeys ? e->keys[0].dev : 0,
+		.file_ino = e && e->nkeys ? e->keys[0].ino : 0,
 	};
 	elfsym_sanitize(m->path, strlen(m->path), out->path, sizeof(out->path));
 	/* Every user frame of every sample comes here: no snprintf per byte

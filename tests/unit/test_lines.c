@@ -133,9 +133,8 @@ END_TEST
 
 /* A frame of this process as the symbolizer makes one, in a mapping of
  * file made here: the worker opens it through /proc/self/map_files. */
-static struct frame_loc loc_of(const char *file, const char *bid, uint64_t vaddr)
+static struct frame_loc loc_of_path(const char *path, const char *bid, uint64_t vaddr)
 {
-	const char *path = prog(file);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	struct stat st;
 	void *m;
@@ -150,7 +149,14 @@ static struct frame_loc loc_of(const char *file, const char *bid, uint64_t vaddr
 		.addr = vaddr, .map_start = (uintptr_t)m,
 		.map_limit = ((uintptr_t)m + (uint64_t)st.st_size + 4095) & ~(uint64_t)4095,
 		.path = path, .build_id = bid, .pid = (uint32_t)getpid(), .vaddr = vaddr,
+		/* As for a file a user could write: its answers are its own. */
+		.build_id_shared = false, .file_dev = st.st_dev, .file_ino = st.st_ino,
 	};
+}
+
+static struct frame_loc loc_of(const char *file, const char *bid, uint64_t vaddr)
+{
+	return loc_of_path(strdup(prog(file)), bid, vaddr);
 }
 
 START_TEST(cache_answers_once_per_address)
@@ -265,12 +271,48 @@ START_TEST(deadline_passed_does_not_wait)
 }
 END_TEST
 
+/* A build-id claimed by two files is not one key: a copy of symfix_pie
+ * without its DWARF (same build-id) gets no lines from the original's
+ * answers, which were cached first. A user's binary claiming another's
+ * build-id once lent its file:line to the other's frames. */
+START_TEST(claimed_build_id_keyed_by_file)
+{
+	struct frame_line fl[LINES_MAX_FRAMES];
+	struct lines *l = NULL;
+	char bid[130], dir[] = "/tmp/jprof-lines-XXXXXX", copy[PATH_MAX], cmd[PATH_MAX * 3];
+	uint64_t va = fn_vaddr("symfix_pie", "jp_fixture_beta");
+	struct frame_loc a, b;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(copy, sizeof(copy), "%s/nodwarf", dir);
+	snprintf(cmd, sizeof(cmd), "objcopy --strip-debug '%s' '%s'", prog("symfix_pie"), copy);
+	ck_assert_int_eq(system(cmd), 0);
+	hexbid("symfix_pie", bid, sizeof(bid));
+	a = loc_of("symfix_pie", bid, va);
+	b = loc_of_path(strdup(copy), bid, va);
+	ck_assert_int_eq(lines_new(NULL, "/nonexistent-jprof-debug", 0, &l), 0);
+	ck_assert_uint_ge(lines_lookup(l, &a, now_ns() + 10000000000ull, fl, LINES_MAX_FRAMES), 1);
+	ck_assert_uint_eq(lines_lookup(l, &b, now_ns() + 10000000000ull, fl, LINES_MAX_FRAMES), 0);
+	/* The original still has its own; as a file no user could write (a
+	 * shared build-id) it is found by build-id alone. */
+	ck_assert_uint_ge(lines_lookup(l, &a, 0, fl, LINES_MAX_FRAMES), 1);
+	a.build_id_shared = true;
+	a.file_dev = a.file_ino = 0;
+	ck_assert_uint_ge(lines_lookup(l, &a, now_ns() + 10000000000ull, fl, LINES_MAX_FRAMES), 1);
+	check_like_addr2line("symfix_pie", va, &fl[0]);
+	lines_free(l);
+	unlink(copy);
+	rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
 	const TTest *const tests[] = {
 		file_lookup_matches_addr2line, file_without_dwarf_or_too_big,
 		cache_answers_once_per_address, wrong_build_id_gets_no_lines,
 		debug_file_by_build_id_and_cap, deadline_passed_does_not_wait,
+		claimed_build_id_keyed_by_file,
 	};
 	Suite *s = suite_create("lines");
 	TCase *tc = tcase_create("core");
