@@ -147,6 +147,19 @@ class Peer:
         jt.check_eq(self.proc.wait(10), 0, "agent peer exit status")
 
 
+def bound_agent(t, d, duration_ms):
+    """nobody's peer, its agent connection (held here) bound to nobody's
+    recording of it: (peer, connection, client, record id)."""
+    peer = Peer(t, d, "nobody")
+    conn = peer.connect()
+    conn.hello()
+    c = d.client(user="nobody")
+    rid = c.start_record(pid=peer.pid, duration_ms=duration_ms, interval_us=10000)
+    conn.expect(START)
+    jt.check_eq(conn.fds_received, 1, "fds with START (the ring)")
+    return peer, conn, c, rid
+
+
 def audit_lines(d, text):
     return [line for line in d.stderr_text().splitlines() if "audit:" in line and text in line]
 
@@ -227,13 +240,7 @@ def main(t):
         victim.kill()
 
     with t.case("a newer connection does not replace an agent bound to a recording"):
-        peer = Peer(t, d, "nobody")
-        bound = peer.connect()
-        bound.hello()
-        c = d.client(user="nobody")
-        rid = c.start_record(pid=peer.pid, duration_ms=20000, interval_us=10000)
-        bound.expect(START)
-        jt.check_eq(bound.fds_received, 1, "fds with START (the ring)")
+        peer, bound, c, rid = bound_agent(t, d, 20000)
         newer = peer.connect()
         newer.send(HELLO, struct.pack("<II64s", VERSION, 0, b"usurper"))
         code, = struct.unpack_from("<i", newer.expect(ERROR))
@@ -291,12 +298,7 @@ def main(t):
         # does not read holds a dup'd fd of the daemon's; 30,000 requests
         # took the daemon to 19,996 of 20,000 fds. They count in the uid's
         # perf events (4096 by default) now.
-        peer = Peer(t, d, "nobody")
-        flood = peer.connect()
-        flood.hello()
-        c = d.client(user="nobody")
-        rid = c.start_record(pid=peer.pid, duration_ms=60000, interval_us=10000)
-        flood.expect(START)
+        peer, flood, c, rid = bound_agent(t, d, 60000)
         base = len(os.listdir("/proc/%d/fd" % d.pid))
         flood.s.sendall(b"".join(
             HDR.pack(MAGIC, VERSION, PERF_FD_REQ, 8, 0) + struct.pack("<II", peer.pid, 0)
