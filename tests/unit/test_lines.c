@@ -156,7 +156,7 @@ static struct frame_loc loc_of_path(const char *path, const char *bid, uint64_t 
 
 static struct frame_loc loc_of(const char *file, const char *bid, uint64_t vaddr)
 {
-	return loc_of_path(strdup(prog(file)), bid, vaddr);
+	return loc_of_path(prog(file), bid, vaddr);
 }
 
 START_TEST(cache_answers_once_per_address)
@@ -289,7 +289,7 @@ START_TEST(claimed_build_id_keyed_by_file)
 	ck_assert_int_eq(system(cmd), 0);
 	hexbid("symfix_pie", bid, sizeof(bid));
 	a = loc_of("symfix_pie", bid, va);
-	b = loc_of_path(strdup(copy), bid, va);
+	b = loc_of_path(copy, bid, va);
 	ck_assert_int_eq(lines_new(NULL, "/nonexistent-jprof-debug", 0, &l), 0);
 	ck_assert_uint_ge(lines_lookup(l, &a, now_ns() + 10000000000ull, fl, LINES_MAX_FRAMES), 1);
 	ck_assert_uint_eq(lines_lookup(l, &b, now_ns() + 10000000000ull, fl, LINES_MAX_FRAMES), 0);
