@@ -92,8 +92,11 @@ def main(t):
         jt.check(rec.profile is not None, "no profile: %s" % rec.describe())
         jt.check_eq(rec.profile.get("status"), "process_exited", "profile status")
         stacks = rec.stacks()
-        jt.check(jt.samples_matching(stacks, lambda fr: "CpuSplit.alpha" in fr) > 0,
-                 "the partial profile has no Java frames:\n%s" % jt.top_stacks(stacks))
+        # Java frames of the workload's class: which of its methods were
+        # named before the kill depends on how far the agent got (a busy
+        # machine left alpha as [unknown_java_method] once).
+        jt.check(jt.samples_matching(stacks, lambda fr: any(f.startswith("CpuSplit.") for f in fr))
+                 > 0, "the partial profile has no Java frames:\n%s" % jt.top_stacks(stacks))
         jt.check_eq(d.client().status()["sessions"]["active"], 0, "sessions left")
 
     with t.case("the daemon SIGKILLed mid-recording: the JVM finishes; a new daemon records it"):
