@@ -176,9 +176,8 @@ static void agent_flush(struct agent *a)
 	}
 }
 
-/* Queues one frame; fd (taken) rides on its first byte. */
-/* Queues a frame, with fd (taken; -1: none), charged: whether fd counts in
- * the uid's perf events (given back once it is sent or dropped). */
+/* Queues one frame; fd (taken; -1: none) rides on its first byte. charged:
+ * fd counts in the uid's perf events (given back once sent or dropped). */
 static int agent_send_fd(struct agent *a, uint16_t type, const void *payload, uint32_t len, int fd,
 			 bool charged)
 {
