@@ -408,3 +408,8 @@ int proc_exec_id_check(pid_t pid, const struct proc_exec_id *was)
 		return -EPERM;
 	return 0;
 }
+
+bool proc_file_root_only(const struct stat *st)
+{
+	return S_ISREG(st->st_mode) && st->st_uid == 0 && !(st->st_mode & (S_IWGRP | S_IWOTH));
+}

@@ -74,6 +74,13 @@ int proc_ident_matches(const struct proc_ident *id, pid_t pid, int pidfd);
 /* Closes the pidfd; NULL-safe. */
 void proc_ident_release(struct proc_ident *id);
 
+/* Whether a file's content is one no user but root could have chosen: a
+ * regular file of root's, writable by neither group nor others. What is
+ * read from it may serve every process that claims the same build-id; from
+ * any other file, only that file. */
+struct stat;
+bool proc_file_root_only(const struct stat *st);
+
 /* What a process runs as: its executable (device, inode of /proc/PID/exe)
  * and the owner of /proc/PID (its effective ids; root while it is not
  * dumpable, as after a setuid exec). An exec of another program, or a

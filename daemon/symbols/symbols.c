@@ -21,6 +21,7 @@
 #include "kallsyms.h"
 #include "lines.h"
 #include "log.h"
+#include "proc.h"
 #include "procmaps.h"
 
 /* A miss re-reads maps (dlopen) at most this often per pid, so a stream of
@@ -322,7 +323,7 @@ static int symbols_read_maps(struct symbols *s, struct sym_proc *p, uint64_t now
 	 * is not dumpable, e.g. setuid): whose files its mappings may show. */
 	snprintf(path, sizeof(path), "%s/%d", s->proc_root, (int)p->pid);
 	if (stat(path, &st) < 0) {
-		ret = -errno == -ENOENT ? -ESRCH : -errno;
+		ret = errno == ENOENT ? -ESRCH : -errno;
 		goto out;
 	}
 	p->uid = st.st_uid;
@@ -598,13 +599,6 @@ static int symbols_open_mapping(const struct symbols *s, const struct sym_proc *
 	return fd;
 }
 
-/* A file whose content no user but root could have chosen: root's, a
- * regular file, writable by neither group nor others. */
-static bool symbols_file_trusted(const struct stat *st)
-{
-	return S_ISREG(st->st_mode) && st->st_uid == 0 && !(st->st_mode & (S_IWGRP | S_IWOTH));
-}
-
 /* Attaches the cached (or newly loaded) symbol table to a file mapping.
  * Failures leave m->elf NULL; only -ENOMEM is returned. */
 static int symbols_attach_elf(struct symbols *s, const struct sym_proc *p, struct sym_map *m)
@@ -654,7 +648,7 @@ static int symbols_attach_elf(struct symbols *s, const struct sym_proc *p, struc
 	 * any other file gets a table of its own, found again by its file key.
 	 * A file without build-id is never shared. */
 	bid = elfsym_build_id(es, &bid_len);
-	shared = bid && symbols_file_trusted(&st);
+	shared = bid && proc_file_root_only(&st);
 	for (e = shared ? s->elfs : NULL; e; e = e->next)
 		if (e->es && e->shared && e->build_id_len == bid_len &&
 		    memcmp(e->build_id, bid, bid_len) == 0)

@@ -454,14 +454,6 @@ static bool same_file(const struct table *t, const struct stat *sb)
 	       t->mtime_ns == sb->st_mtim.tv_sec * 1000000000ll + sb->st_mtim.tv_nsec;
 }
 
-/* A file whose content no user but root could have chosen (root's, a
- * regular file, writable by neither group nor others): its build-id can be
- * believed. Any other file may claim any build-id. */
-static bool file_trusted(const struct stat *sb)
-{
-	return S_ISREG(sb->st_mode) && sb->st_uid == 0 && !(sb->st_mode & (S_IWGRP | S_IWOTH));
-}
-
 /* By build-id between trusted files (shared: the same code in two
  * containers), else by file identity: a table read from a file a user
  * could write never serves another file. */
@@ -610,7 +602,7 @@ static struct table *table_for(struct unwtab *u, struct proc_view *pv,
 		u->st.rejected[CFI_ERR_NOT_ELF]++;
 		goto out;
 	}
-	shared = len > 0 && file_trusted(&sb);
+	shared = len > 0 && proc_file_root_only(&sb);
 	t = table_find(u, &sb, bid, (size_t)len, shared);
 	if (!t && !build)
 		*need_build = true;
