@@ -224,6 +224,13 @@ static void symbols_metrics(struct out *o, const struct symbols_stats *s)
 	counter(o, "jprofd_symbols_maps_reads_total", "/proc/PID/maps files parsed.", s->maps_reads);
 	counter(o, "jprofd_symbols_debuginfod_loaded_total",
 		"Stripped binaries named from a debuginfod server's debug file.", s->debuginfod_loaded);
+	counter(o, "jprofd_symbols_debuginfod_requests_total",
+		"Debug files asked of the debuginfod servers.", s->debuginfod_requested);
+	counter(o, "jprofd_symbols_debuginfod_failed_total",
+		"debuginfod lookups that found no debug file (or timed out).", s->debuginfod_failed);
+	counter(o, "jprofd_symbols_debuginfod_refused_total",
+		"debuginfod lookups refused for now: the asking uid's budget was spent.",
+		s->debuginfod_refused);
 	counter(o, "jprofd_symbols_untrusted_fs_total",
 		"Mappings of files on FUSE, left unread (module+offset names).", s->untrusted_fs);
 	counter(o, "jprofd_lines_resolved_total", "User addresses given a source file and line.",

@@ -57,6 +57,7 @@ struct sym_elf {
 	struct sym_file_key *keys;       /* every file seen holding this ELF */
 	size_t nkeys;
 	bool shared;                     /* from a file no user could write: shared by build-id */
+	bool dbg_asked;                  /* stripped: its debug file was asked of debuginfod */
 	unsigned refcnt;                 /* mappings pointing here */
 	uint64_t idle_since_ms;          /* refcnt 0 since (seen by a sweep); 0: in use */
 };
@@ -668,17 +669,18 @@ static int symbols_attach_elf(struct symbols *s, const struct sym_proc *p, struc
 		e->next = s->elfs;
 		s->elfs = e;
 		s->nelfs++;
-		/* Stripped: a debuginfod server may have its symbols (taken in
-		 * by a later lookup, symbols_take_debuginfod). */
-		if (s->dbg && e->es && bid_len &&
-		    (elfsym_source(e->es) == ELFSYM_SRC_DYNSYM ||
-		     elfsym_source(e->es) == ELFSYM_SRC_NONE))
-			dbginfod_want(s->dbg, e->build_id, bid_len);
 	}
 	ret = symbols_elf_add_key(e, &key);
 	if (ret < 0)
 		goto out;
 attach:
+	/* Stripped: a debuginfod server may have its symbols (taken in by a
+	 * later lookup, symbols_take_debuginfod). Charged to this process's
+	 * uid; over its budget, the next process to map the file asks. */
+	if (s->dbg && !e->dbg_asked && e->es && e->build_id_len &&
+	    (elfsym_source(e->es) == ELFSYM_SRC_DYNSYM ||
+	     elfsym_source(e->es) == ELFSYM_SRC_NONE))
+		e->dbg_asked = dbginfod_want(s->dbg, e->build_id, e->build_id_len, p->uid) > 0;
 	e->refcnt++;
 	m->elf = e;
 out:
@@ -994,6 +996,14 @@ void symbols_get_stats(const struct symbols *s, struct symbols_stats *out)
 	if (!s)
 		return;
 	*out = s->stats;
+	if (s->dbg) {
+		struct dbginfod_stats ds;
+
+		dbginfod_get_stats(s->dbg, &ds);
+		out->debuginfod_requested = ds.requested;
+		out->debuginfod_failed = ds.failed;
+		out->debuginfod_refused = ds.refused;
+	}
 	if (s->lines) {
 		struct lines_stats ls;
 

@@ -61,6 +61,9 @@ struct symbols_stats {
 	uint64_t cached_pids;
 	uint64_t untrusted_fs;        /* mappings of files on FUSE: not read, unnamed */
 	uint64_t debuginfod_loaded;   /* stripped tables replaced by a debuginfod debug file */
+	uint64_t debuginfod_requested;  /* lookups queued (dbginfod.h) */
+	uint64_t debuginfod_failed;   /* lookups the server had no file for, or timed out */
+	uint64_t debuginfod_refused;  /* wants over their uid's budget (asked again later) */
 	/* Source lines (lines.h), when symbols_set_lines gave a worker. */
 	uint64_t lines_resolved;      /* addresses given a file:line */
 	uint64_t lines_unresolved;    /* addresses the debug info had no line for, or none read */
