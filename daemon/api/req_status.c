@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "hostview.h"
 #include "jprof_proto.h"
+#include "quota.h"
 #include "sampler.h"
 #include "server.h"
 #include "session.h"
@@ -46,6 +47,7 @@ void req_status_hello(const struct request *r)
 struct status_ctx {
 	const struct authz_peer *peer;
 	struct json_object *list;
+	uint64_t shown;              /* recordings listed */
 };
 
 static int status_session(struct session *s, void *arg)
@@ -70,6 +72,7 @@ static int status_session(struct session *s, void *arg)
 	requests_add_u64(e, "samples", si.samples);
 	json_object_object_add(e, "threads", json_object_new_int64(si.threads));
 	json_object_array_add(sc->list, e);
+	sc->shown++;
 	return 0;
 }
 
@@ -261,16 +264,23 @@ void req_status(const struct request *r)
 	requests_add_u64(st, "uptime_ms", (clock_ns(CLOCK_MONOTONIC) - rq->start_mono_ns) / 1000000ull);
 	add_sampler_status(rq->sampler, smp, lost);
 	json_object_object_add(st, "sampler", smp);
+	/* What others do with the daemon (their recordings, start gates,
+	 * connections, attach helpers) is shown to privileged callers only;
+	 * anyone else gets counts of their own. The sampler and host-view
+	 * counters are the host's, as /proc/stat is (docs/security.md). */
 	session_foreach(rq->sessions, status_session, &sc);
-	requests_add_u64(sess, "active", session_count(rq->sessions));
-	add_gate_status(rq->sessions, sess);
+	requests_add_u64(sess, "active", r->peer->privileged ? session_count(rq->sessions) : sc.shown);
+	if (r->peer->privileged)
+		add_gate_status(rq->sessions, sess);
 	json_object_object_add(sess, "list", sc.list);
 	json_object_object_add(st, "sessions", sess);
 	add_hostview_status(rq->hostview, st);
-	/* The daemon's own children: not every caller may see them in /proc. */
 	if (r->peer->privileged)
 		add_attach_status(st);
-	requests_add_u64(st, "clients", server_client_count(rq->server));
+	requests_add_u64(st, "clients",
+			 r->peer->privileged || !rq->cfg.quota ?
+				 server_client_count(rq->server) :
+				 quota_used(rq->cfg.quota, r->peer->uid, QUOTA_CLIENTS));
 	requests_add_u64(peer, "uid", r->peer->uid);
 	json_object_object_add(peer, "authorized_all", json_object_new_boolean(r->peer->privileged));
 	json_object_object_add(st, "peer", peer);

@@ -194,6 +194,35 @@ def main(t):
                  "the exec'd program's samples are missing:\n%s" % jt.top_stacks(stacks))
         sh.kill()
 
+    with t.case("status shows nobody its own recordings and connections, not root's"):
+        w = t.workload("spin_chain", 60, user=None)
+        root_c = [d.client() for _ in range(3)]
+        rid = root_c[0].start_record(pid=w.pid, duration_ms=30000)
+        jt.wait_until(lambda: root_c[1].status()["sessions"]["active"] >= 1, 10,
+                      what="root's recording to be listed")
+        mine = d.client(user="nobody")
+        st = mine.status()
+        jt.check_eq(st["sessions"]["active"], 0, "nobody's sessions.active beside root's recording")
+        jt.check_eq(st["sessions"]["list"], [], "nobody's sessions.list")
+        jt.check_eq(st["clients"], 1, "nobody's clients beside root's 3 connections")
+        jt.check("gate" not in st["sessions"] and "attach" not in st,
+                 "nobody sees the start gates or attach helpers: %r" % sorted(st))
+        own = t.workload("spin_chain", 60)
+        rid2 = mine.start_record(pid=own.pid, duration_ms=30000)
+        jt.wait_until(lambda: mine.status()["sessions"]["active"] == 1, 10,
+                      what="nobody's own recording to be counted")
+        st = mine.status()
+        jt.check_eq([e["uid"] for e in st["sessions"]["list"]], [65534], "nobody's list")
+        rst = root_c[1].status()
+        jt.check(rst["sessions"]["active"] >= 2 and rst["clients"] >= 4 and
+                 "gate" in rst["sessions"], "root's status: %r" % rst["sessions"])
+        mine.send("cancel", target=rid2)
+        root_c[0].send("cancel", target=rid)
+        for c in root_c + [mine]:
+            c.close()
+        w.kill()
+        own.kill()
+
     with t.case("root is still answered"):
         d.check_root_answered()
 
