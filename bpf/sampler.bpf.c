@@ -182,6 +182,8 @@ struct jp_uw_state {
 	__u32 by_cfi;    /* pc came from a CFI row (trusted), not a frame pointer */
 	__s32 last_map;  /* the mapping of the last frame, or -1 */
 	__u32 pad;
+	__u64 sp0;       /* the interrupted sp: the stack starts there */
+	__u64 heap_lo, heap_hi;  /* the brk heap: no code there */
 	struct jp_ustack st;
 };
 
@@ -384,11 +386,23 @@ static long unwind_step(__u64 i, void *arg)
 	if (!u)
 		return 1;
 	n = u->n;
-	if (!p || n >= JP_MAX_STACK_DEPTH)
+	if (n >= JP_MAX_STACK_DEPTH)
 		return 1;
 	pc = u->pc;
 	if (pc < 4096 || pc >= UW_USER_TOP)
 		return 1;
+	if (!p) {
+		/* No tables: frame pointers alone. A return address they give
+		 * may be any word of the stack: one into the stack itself or the
+		 * heap is not code, and the walk ends there. */
+		if (n && ((pc >= u->sp0 && pc - u->sp0 < UW_MAX_FRAME) ||
+			  (pc >= u->heap_lo && pc < u->heap_hi)))
+			return 1;
+		u->st.ips[n] = pc;
+		u->n = n + 1;
+		u->st.hash = (u->st.hash ^ pc) * 0x100000001b3ULL;
+		goto frame_pointer;
+	}
 	/* A return address points after its call, which may be the last
 	 * instruction of a function: look up the call itself. */
 	look = n ? pc - 1 : pc;
@@ -441,7 +455,11 @@ static long unwind_step(__u64 i, void *arg)
 		u->by_cfi = 1;
 		return ra ? 0 : 1;
 	}
-	/* No CFI for this code: its frame pointer, if it is one. */
+	/* No CFI for this code: its frame pointer, if it is one. Each frame
+	 * must lie above the last (sp grows with every step), so a frame
+	 * pointer that points at itself or back down ends the walk instead of
+	 * repeating one frame to the depth limit. */
+frame_pointer:
 	bp = u->bp;
 	if (bp < u->sp || bp - u->sp > UW_MAX_FRAME || (bp & 7))
 		return 1;
@@ -459,10 +477,10 @@ static long unwind_step(__u64 i, void *arg)
 	return u->pc ? 0 : 1;
 }
 
-/* The current task's user stack walked with its process's CFI tables into
- * ustacks: the id (JP_USTACK_DWARF set), or -1 when the process has no
- * tables (asked for) or the walk could not be stored: the caller falls back
- * to the kernel's frame-pointer walk. */
+/* The current task's user stack walked into ustacks: with its process's CFI
+ * tables, or by frame pointers alone while it has none (asked for). The id
+ * (JP_USTACK_DWARF set), or -1 when the walk could not be stored: the caller
+ * falls back to the kernel's frame-pointer walk. */
 static __always_inline __s32 dwarf_stack_id(void *ustacks, __u32 tgid, struct jp_counters *c)
 {
 	__u32 zero = 0, id;
@@ -478,10 +496,13 @@ static __always_inline __s32 dwarf_stack_id(void *ustacks, __u32 tgid, struct jp
 		return -1;
 	/* The daemon knows start times as /proc gives them: in USER_HZ (100)
 	 * ticks. */
-	if (!p || p->start_ns != start - start % 10000000ULL) {
+	if (p && p->start_ns != start - start % 10000000ULL)
+		p = NULL;  /* an older process's tables, for this pid */
+	if (!p) {
+		/* The frame-pointer walk below stands in (the kernel's own
+		 * walk follows any chain, a looping one to the depth limit). */
 		c->uw_no_tables++;
 		unwind_miss(tgid, start, c);
-		return -1;
 	}
 	/* The user registers saved at kernel entry (interrupt or syscall):
 	 * the same whether the sample hit user or kernel code. */
@@ -491,6 +512,9 @@ static __always_inline __s32 dwarf_stack_id(void *ustacks, __u32 tgid, struct jp
 	u->pc = regs->ip;
 	u->sp = regs->sp;
 	u->bp = regs->bp;
+	u->sp0 = regs->sp;
+	u->heap_lo = BPF_CORE_READ(task, mm, start_brk);
+	u->heap_hi = BPF_CORE_READ(task, mm, brk);
 	u->tgid = tgid;
 	u->n = 0;
 	u->fp_frames = 0;
@@ -507,11 +531,13 @@ static __always_inline __s32 dwarf_stack_id(void *ustacks, __u32 tgid, struct jp
 	if (!u->n)
 		return -1;
 	u->st.n = u->n;
-	c->uw_dwarf++;
-	c->uw_frames += u->n;
-	c->uw_fp_frames += u->fp_frames;
-	if (u->root)
-		c->uw_root++;
+	if (p) {
+		c->uw_dwarf++;
+		c->uw_frames += u->n;
+		c->uw_fp_frames += u->fp_frames;
+		if (u->root)
+			c->uw_root++;
+	}
 	id = JP_USTACK_DWARF | ((__u32)(u->st.hash ^ (u->st.hash >> 32)) & JP_USTACK_ID_MASK);
 	if (bpf_map_update_elem(ustacks, &id, &u->st, BPF_NOEXIST) == 0)
 		return id;
@@ -522,8 +548,9 @@ static __always_inline __s32 dwarf_stack_id(void *ustacks, __u32 tgid, struct jp
 	return -1;
 }
 
-/* The user stack: CFI walk when the process has tables, else (and when
- * that fails) the kernel's frame-pointer walk. */
+/* The user stack: CFI walk when the process has tables, else a walk of its
+ * frame pointers (dwarf_stack_id both); the kernel's frame-pointer walk only
+ * when that walk could not be stored. */
 static __always_inline __s32 user_stack_id(void *ctx, void *stacks, void *ustacks, __u32 tgid,
 					   struct jp_counters *c)
 {

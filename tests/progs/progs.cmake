@@ -15,8 +15,9 @@ if(JPROF_WERROR)
 endif()
 
 # waiter: the off-CPU workload (test_offcpu.py); alternate: test_timeline.py;
-# wall_split: test_wall.py.
-foreach(prog spin_chain read_zero thread_spawner alternate waiter short_threads wall_split)
+# wall_split: test_wall.py; fp_garbage: test_fp_garbage.py.
+foreach(prog spin_chain read_zero thread_spawner alternate waiter short_threads wall_split
+    fp_garbage)
   add_executable(prog_${prog} ${CMAKE_CURRENT_LIST_DIR}/${prog}.c)
   set_target_properties(prog_${prog} PROPERTIES
     OUTPUT_NAME ${prog}
