@@ -1,4 +1,4 @@
-/* What sample_timed() (bpf/sampler.bpf.c) adds to one sample, without the
+/* What sample_timed() (bpf/sample.bpf.c) adds to one sample, without the
  * noise of two daemons' stack walks: two socket-filter programs run with
  * BPF_PROG_TEST_RUN (bench/bpf_timing_micro.sh). `bare` does only what
  * both do; `timed` also takes the clock at entry and adds the elapsed time

@@ -1,4 +1,4 @@
-/* Types shared by sampler.bpf.c and the daemon (daemon/collect/sampler.c).
+/* Types shared by the sampler's BPF files (bpf/<collector>.bpf.c) and the daemon (daemon/collect/sampler.c).
  * Only __u32/__u64/__s32, explicit padding; sizes are pinned with
  * _Static_assert on the userspace side. */
 #ifndef JPROF_BPF_SAMPLER_H
@@ -40,7 +40,7 @@ struct jp_count_key {
 	char tcomm[16];  /* the thread's name when sampled */
 };
 
-/* ---- DWARF unwinding (daemon/collect/unwinder.c builds the tables) ----
+/* ---- DWARF unwinding (daemon/unwind/unwtab.c builds the tables; bpf/unwind.bpf.c walks them) ----
  * A user stack id with this bit names an entry of ustacks[gen] (a stack the
  * BPF unwinder walked with the daemon's CFI tables), not of stacks[gen]. */
 #define JP_USTACK_DWARF 0x40000000

@@ -1,4 +1,4 @@
-/* Off-CPU recording, the sampler's side (bpf/sampler.bpf.c: offcpu_switch).
+/* Off-CPU recording, the sampler's side (bpf/offcpu.bpf.c: offcpu_switch).
  *
  * Targets: a recording names a tgid (map offcpu_targets) or the whole host
  * (jp_offcpu_all_*); the switch program is attached while any exists.
