@@ -262,6 +262,12 @@ static int elfsym_copy_names(struct elfsym *e, const char *strs, size_t slen)
 	return 0;
 }
 
+/* Whether the load was cancelled; looked at once per chunk of entries. */
+static bool elfsym_cancelled(const struct elfsym_limits *lim, size_t i)
+{
+	return lim && lim->cancel && i % ELFSYM_CHUNK == 0 && atomic_load(lim->cancel);
+}
+
 /* Most a table of nent entries with a string table of slen bytes can keep. */
 static size_t elfsym_table_need(size_t nent, size_t slen)
 {
@@ -317,6 +323,10 @@ static int elfsym_load_table(struct elfsym *e, Elf *elf, int fd, Elf_Scn *scn,
 	for (size_t i = 1; i < n; i++) {
 		GElf_Sym sym;
 
+		if (elfsym_cancelled(lim, i)) {
+			ret = -ECANCELED;
+			goto out;
+		}
 		if (!elfsym_iter_get(it, i, &sym))
 			break;  /* table shorter than its header claims */
 		count += elfsym_wanted(&sym, strs, slen);
@@ -333,6 +343,10 @@ static int elfsym_load_table(struct elfsym *e, Elf *elf, int fd, Elf_Scn *scn,
 		GElf_Sym sym;
 		struct elfsym_sym *k;
 
+		if (elfsym_cancelled(lim, i)) {
+			ret = -ECANCELED;
+			goto out;
+		}
 		if (!elfsym_iter_get(it, i, &sym))
 			break;
 		if (!elfsym_wanted(&sym, strs, slen))
@@ -528,7 +542,7 @@ static int elfsym_try_debug_file(struct elfsym *e, const char *path,
 		goto out;
 	}
 	ret = elfsym_load_section_type(dbg, elf, fd, SHT_SYMTAB, lim, &found);
-	if (ret == -ENOMEM)
+	if (ret == -ENOMEM || ret == -ECANCELED)
 		goto out;
 	ret = 0;
 	if (dbg->names_state != ELFSYM_NAMES_READ) {

@@ -10,6 +10,7 @@
 #ifndef JPROF_ELFSYM_H
 #define JPROF_ELFSYM_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -43,6 +44,8 @@ struct elfsym_limits {
 	size_t max_bytes;    /* what the kept table may need (elfsym_table_bytes); 0: no limit */
 	size_t max_entries;  /* entries of the symbol table section; 0: no limit */
 	bool no_debug_files; /* do not look for separate debug files */
+	/* Set (by another thread): the load stops soon, -ECANCELED. */
+	const atomic_bool *cancel;
 };
 
 /* Largest string table read: name offsets are 30 bits. */
@@ -58,7 +61,7 @@ struct elfsym;
  * debug_root: NULL for ELFSYM_DEBUG_ROOT. Returns 0, -ENOEXEC for a file
  * that is not a readable ELF (corrupt, truncated), -ENOMEM. */
 int elfsym_open_fd(int fd, const char *path, const char *debug_root, struct elfsym **out);
-/* Same, within limits (may be NULL). */
+/* Same, within limits (may be NULL); also -ECANCELED (limits->cancel). */
 int elfsym_open_fd_limited(int fd, const char *path, const char *debug_root,
 			   const struct elfsym_limits *limits, struct elfsym **out);
 /* Same, opening path itself (regular files only; never blocks on FIFOs). */
