@@ -37,6 +37,9 @@ for name in $fuzzers; do
 	mkdir -p "$out/$name/corpus" "$out/$name/artifacts"
 	dict=()
 	[ -f "$src/tests/fuzz/$name.dict" ] && dict=(-dict="$src/tests/fuzz/$name.dict")
+	# <name>.options: more flags, one a line (after ours: they win).
+	[ -f "$src/tests/fuzz/$name.options" ] && mapfile -t -O "${#dict[@]}" dict \
+		< <(grep -E '^-' "$src/tests/fuzz/$name.options")
 	echo "fuzz.sh: $name for ${seconds}s (log: $log)" >&2
 	"$bin" -seed="$seed" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
 		-print_final_stats=1 "${dict[@]}" -artifact_prefix="$out/$name/artifacts/" \

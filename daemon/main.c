@@ -379,6 +379,7 @@ int main(int argc, char **argv)
 	r = symbols_set_debug_root(symbols, cfg.debug_root);
 	if (r < 0)
 		goto out;
+	symbols_set_max_memory(symbols, cfg.symbols_max_memory);
 	if (cfg.lines) {
 		/* file:line for pprof, read on a worker thread. */
 		r = lines_new(NULL, cfg.debug_root, cfg.lines_max_memory, &lines);

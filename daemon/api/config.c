@@ -34,6 +34,7 @@ static const char *const key_names[CONFIG_NKEYS] = {
 	[CONFIG_UNWIND_MAX_MEMORY] = "unwind_max_memory",
 	[CONFIG_LINES] = "lines",
 	[CONFIG_LINES_MAX_MEMORY] = "lines_max_memory",
+	[CONFIG_SYMBOLS_MAX_MEMORY] = "symbols_max_memory",
 	[CONFIG_DEBUG_ROOT] = "debug_root",
 	[CONFIG_START_GATE_MS] = "start_gate_ms",
 };
@@ -59,6 +60,7 @@ void config_defaults(struct config *c)
 	c->unwind_max_memory = 12ull << 20;
 	c->lines = true;
 	c->lines_max_memory = 512ull << 20;
+	c->symbols_max_memory = 1ull << 30;
 	snprintf(c->debug_root, sizeof(c->debug_root), "/usr/lib/debug");
 	c->start_gate_ms = 2000;
 }
@@ -261,6 +263,12 @@ int config_set(struct config *c, enum config_key k, const char *v, char *err, si
 			return -EINVAL;
 		}
 		break;
+	case CONFIG_SYMBOLS_MAX_MEMORY:
+		if (parse_bytes(v, 4ull << 20, 64ull << 30, &c->symbols_max_memory) < 0) {
+			snprintf(err, errlen, "symbols_max_memory wants 4M..64G (bytes, or K/M/G), not \"%s\"", v);
+			return -EINVAL;
+		}
+		break;
 	case CONFIG_DEBUG_ROOT:
 		if (v[0] != '/' || strlen(v) >= sizeof(c->debug_root) || has_space(v)) {
 			snprintf(err, errlen, "debug_root wants an absolute path, not \"%s\"", v);
@@ -456,6 +464,7 @@ void config_format(const struct config *c, enum config_key k, char *buf, size_t 
 	case CONFIG_UNWIND_MAX_MEMORY: format_bytes(c->unwind_max_memory, buf, len); break;
 	case CONFIG_LINES: snprintf(buf, len, "%s", c->lines ? "on" : "off"); break;
 	case CONFIG_LINES_MAX_MEMORY: format_bytes(c->lines_max_memory, buf, len); break;
+	case CONFIG_SYMBOLS_MAX_MEMORY: format_bytes(c->symbols_max_memory, buf, len); break;
 	case CONFIG_DEBUG_ROOT: snprintf(buf, len, "%s", c->debug_root); break;
 	case CONFIG_START_GATE_MS: snprintf(buf, len, "%u", c->start_gate_ms); break;
 	default: snprintf(buf, len, "?"); break;
@@ -508,6 +517,8 @@ void config_override(struct config *dst, const struct config *src)
 		dst->lines = src->lines;
 	if (src->set & (1u << CONFIG_LINES_MAX_MEMORY))
 		dst->lines_max_memory = src->lines_max_memory;
+	if (src->set & (1u << CONFIG_SYMBOLS_MAX_MEMORY))
+		dst->symbols_max_memory = src->symbols_max_memory;
 	if (src->set & (1u << CONFIG_DEBUG_ROOT))
 		memcpy(dst->debug_root, src->debug_root, sizeof(dst->debug_root));
 	if (src->set & (1u << CONFIG_START_GATE_MS))

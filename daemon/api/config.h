@@ -35,6 +35,7 @@ enum config_key {
 	CONFIG_UNWIND_MAX_MEMORY,
 	CONFIG_LINES,
 	CONFIG_LINES_MAX_MEMORY,
+	CONFIG_SYMBOLS_MAX_MEMORY,
 	CONFIG_DEBUG_ROOT,
 	CONFIG_START_GATE_MS,
 	CONFIG_NKEYS,
@@ -63,6 +64,7 @@ struct config {
 	unsigned long long unwind_max_memory;  /* bytes of CFI table rows (BPF array) */
 	bool lines;                  /* file:line from DWARF in pprof (default on) */
 	unsigned long long lines_max_memory;   /* debug sections held open for lines */
+	unsigned long long symbols_max_memory; /* ELF symbol tables held (symbols.h) */
 	char debug_root[256];        /* separate debug files (absolute path) */
 	unsigned start_gate_ms;      /* longest wait of a `record --pid` for its process to be ready */
 	unsigned set;                /* bit (1 << key) for every key given */

@@ -233,6 +233,19 @@ static void symbols_metrics(struct out *o, const struct symbols_stats *s)
 		s->debuginfod_refused);
 	counter(o, "jprofd_symbols_untrusted_fs_total",
 		"Mappings of files on FUSE, left unread (module+offset names).", s->untrusted_fs);
+	counter(o, "jprofd_symbols_over_budget_total",
+		"ELF symbol tables not read: past symbols_max_memory or the uid's share of it "
+		"(module+offset names).", s->over_budget);
+	counter(o, "jprofd_symbols_evicted_total",
+		"Unused ELF symbol tables dropped to make room under symbols_max_memory.", s->evicted);
+	counter(o, "jprofd_symbols_deferred_loads_total",
+		"ELF symbol tables too big for the event loop, read on the worker thread.",
+		s->deferred_loads);
+	counter(o, "jprofd_symbols_deferred_dropped_total",
+		"ELF symbol tables not read: the worker's queue was full (module+offset names).",
+		s->deferred_dropped);
+	gauge(o, "jprofd_symbols_memory_bytes", "Bytes held by cached ELF symbol tables.",
+	      s->mem_bytes);
 	counter(o, "jprofd_lines_resolved_total", "User addresses given a source file and line.",
 		s->lines_resolved);
 	counter(o, "jprofd_lines_unresolved_total",

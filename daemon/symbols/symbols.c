@@ -23,6 +23,7 @@
 #include "log.h"
 #include "proc.h"
 #include "procmaps.h"
+#include "symload.h"
 
 /* A miss re-reads maps (dlopen) at most this often per pid, so a stream of
  * garbage addresses cannot turn into a stream of /proc reads. */
@@ -38,6 +39,14 @@
  * of ms of reading and sorting each time). */
 #define SYM_KALLSYMS_MISSED_MS 600000
 #define SYM_KALLSYMS_MISSED_MAX 64
+/* A symbol table with more entries than this is read on the worker
+ * (symload.h), not on the loop. Reading one costs about 0.2-0.5 us per
+ * entry on this 2-core test machine (release build): cc1plus (31k
+ * entries) 12 ms, libLLVM-15 (46k) 18 ms, node (110k) 50-60 ms, a crafted
+ * 1M-entry table 170 ms. So at most ~30 ms of the loop per file; node and
+ * libjvm (58-70k) are read on the worker, their first samples keeping
+ * module+offset names for the tens of ms that takes. */
+#define SYM_LOOP_MAX_ENTRIES 65536
 
 /* Identifies a file without a build-id (and lets a second pid mapping the
  * same file find the cached table without parsing it again). */
@@ -60,6 +69,12 @@ struct sym_elf {
 	bool dbg_asked;                  /* stripped: its debug file was asked of debuginfod */
 	unsigned refcnt;                 /* mappings pointing here */
 	uint64_t idle_since_ms;          /* refcnt 0 since (seen by a sweep); 0: in use */
+	uint64_t last_used_ms;           /* last attached to a mapping: eviction order */
+	uid_t uid;                       /* whose process loaded it: charged to that uid */
+	uint64_t loading;                /* token of its load on the worker; 0: none */
+	bool adopting;                   /* that load is a debuginfod file to adopt */
+	bool refused;                    /* its table was not read: no room for its uid */
+	size_t reserved;                 /* bytes reserved for that load */
 };
 
 enum sym_map_type { SYM_MAP_FILE, SYM_MAP_ANON, SYM_MAP_VDSO, SYM_MAP_VSYSCALL };
@@ -112,6 +127,9 @@ struct symbols {
 	uint64_t vdso_size;
 	bool vdso_tried;
 	struct dbginfod *dbg;            /* NULL: no DEBUGINFOD_URLS */
+	struct symload *loader;          /* big tables; NULL: read on the loop */
+	uint64_t next_token;
+	uint64_t max_bytes;              /* symbols_set_max_memory */
 	struct lines *lines;             /* borrowed; NULL: no file:line */
 	struct symbols_stats stats;
 	struct procmaps_fuse_cache fuse;
@@ -132,6 +150,7 @@ struct symbols *symbols_new(const char *kallsyms_path, const char *proc_root)
 	if (!s)
 		return NULL;
 	procmaps_fuse_cache_init(&s->fuse);
+	s->max_bytes = SYMBOLS_MAX_MEMORY_DEFAULT;
 	s->proc_root = strdup(proc_root ? proc_root : "/proc");
 	s->kallsyms_path = kallsyms_path ? strdup(kallsyms_path) : NULL;
 	if (!s->proc_root || (kallsyms_path && !s->kallsyms_path)) {
@@ -141,7 +160,15 @@ struct symbols *symbols_new(const char *kallsyms_path, const char *proc_root)
 	if (dbginfod_new(&s->dbg) == 0)
 		log_info("symbols: stripped binaries' debug files from DEBUGINFOD_URLS=%s",
 			 getenv("DEBUGINFOD_URLS"));
+	if (symload_new(&s->loader) < 0)
+		log_warn("symbols: no worker thread: big symbol tables are read on the loop");
 	return s;
+}
+
+void symbols_set_max_memory(struct symbols *s, uint64_t bytes)
+{
+	if (s)
+		s->max_bytes = bytes ? bytes : SYMBOLS_MAX_MEMORY_DEFAULT;
 }
 
 int symbols_set_debug_root(struct symbols *s, const char *dir)
@@ -213,7 +240,7 @@ static void symbols_elf_sweep(struct symbols *s, uint64_t now, uint64_t keep_ms)
 			e->idle_since_ms = now;
 		if (e->refcnt)
 			e->idle_since_ms = 0;
-		if (e->refcnt == 0 && now - e->idle_since_ms >= keep_ms) {
+		if (e->refcnt == 0 && !e->loading && now - e->idle_since_ms >= keep_ms) {
 			*pp = e->next;
 			symbols_elf_free(e);
 			s->nelfs--;
@@ -233,6 +260,8 @@ void symbols_free(struct symbols *s)
 {
 	if (!s)
 		return;
+	/* First: the worker may still hold a load. */
+	symload_free(s->loader);
 	htab_map_retain(&s->procs, symbols_drop_proc, NULL);
 	htab_map_release(&s->procs);
 	while (s->elfs) {
@@ -600,11 +629,195 @@ static int symbols_open_mapping(const struct symbols *s, const struct sym_proc *
 	return fd;
 }
 
+/* ---- symbol table memory ----
+ * Counted by walking the cached tables when a table is loaded (a miss):
+ * a few hundred entries, and misses are rare, so no per-uid counters to
+ * keep in step. A table's bytes are what it holds now (its formatted-name
+ * cache grows with lookups) plus what is reserved for its load on the
+ * worker. */
+
+static size_t symbols_elf_bytes(const struct sym_elf *e)
+{
+	return elfsym_mem_bytes(e->es) + e->reserved;
+}
+
+static bool symbols_elf_idle(const struct sym_elf *e)
+{
+	return e->refcnt == 0 && !e->loading;
+}
+
+struct sym_usage {
+	uint64_t all, uid, nonroot;
+};
+
+static void symbols_usage(const struct symbols *s, uid_t uid, bool with_idle, struct sym_usage *u)
+{
+	memset(u, 0, sizeof(*u));
+	for (const struct sym_elf *e = s->elfs; e; e = e->next) {
+		size_t b = symbols_elf_bytes(e);
+
+		if (!with_idle && symbols_elf_idle(e))
+			continue;
+		u->all += b;
+		u->uid += e->uid == uid ? b : 0;
+		u->nonroot += e->uid != 0 ? b : 0;
+	}
+}
+
+static uint64_t symbols_left(uint64_t limit, uint64_t used)
+{
+	return used < limit ? limit - used : 0;
+}
+
+/* What a new table of uid may take once unused tables are dropped: the
+ * total, and for uids other than root a quarter of it each and three
+ * quarters for all of them (root keeps a quarter whatever they hold). */
+static uint64_t symbols_budget(const struct symbols *s, uid_t uid, const struct sym_usage *u)
+{
+	uint64_t left = symbols_left(s->max_bytes, u->all);
+
+	if (uid != 0) {
+		uint64_t a = symbols_left(s->max_bytes / 4, u->uid);
+		uint64_t b = symbols_left(s->max_bytes / 4 * 3, u->nonroot);
+
+		left = a < left ? a : left;
+		left = b < left ? b : left;
+	}
+	return left;
+}
+
+static void symbols_elf_unlink(struct symbols *s, struct sym_elf *victim)
+{
+	for (struct sym_elf **pp = &s->elfs; *pp; pp = &(*pp)->next)
+		if (*pp == victim) {
+			*pp = victim->next;
+			s->nelfs--;
+			symbols_elf_free(victim);
+			return;
+		}
+}
+
+/* Drops unused tables, least recently attached first, until bytes more
+ * for uid fit (or none is left to drop). Only tables that count against
+ * a limit being exceeded are dropped. */
+static void symbols_make_room(struct symbols *s, uid_t uid, uint64_t bytes,
+			      const struct sym_elf *keep)
+{
+	for (;;) {
+		struct sym_usage u;
+		struct sym_elf *victim = NULL;
+		bool all, mine, nonroot;
+
+		symbols_usage(s, uid, true, &u);
+		all = u.all + bytes > s->max_bytes;
+		mine = uid != 0 && u.uid + bytes > s->max_bytes / 4;
+		nonroot = uid != 0 && u.nonroot + bytes > s->max_bytes / 4 * 3;
+		if (!all && !mine && !nonroot)
+			return;
+		for (struct sym_elf *e = s->elfs; e; e = e->next) {
+			if (e == keep || !symbols_elf_idle(e) || !symbols_elf_bytes(e))
+				continue;
+			if (!all && !(mine && e->uid == uid) && !(nonroot && e->uid != 0))
+				continue;
+			if (!victim || e->last_used_ms < victim->last_used_ms)
+				victim = e;
+		}
+		if (!victim)
+			return;
+		s->stats.evicted++;
+		symbols_elf_unlink(s, victim);
+	}
+}
+
+/* The limits of a load on the loop for uid's process. */
+static struct elfsym_limits symbols_limits(const struct symbols *s, uid_t uid)
+{
+	struct sym_usage u;
+	uint64_t left;
+
+	symbols_usage(s, uid, false, &u);
+	left = symbols_budget(s, uid, &u);
+	return (struct elfsym_limits){
+		/* max_bytes 0 means no limit: 1 lets nothing through. */
+		.max_bytes = left ? (size_t)left : 1,
+		.max_entries = s->loader ? SYM_LOOP_MAX_ENTRIES : 0,
+	};
+}
+
+/* A table left unread by the limits of the loop: read on the worker if it
+ * fits the budget (its bytes reserved meanwhile), else counted. fd is
+ * taken; fd < 0: path is a debuginfod file, adopted when read (a refusal
+ * then leaves e its own table, so it is not marked refused). */
+static void symbols_defer(struct symbols *s, struct sym_elf *e, int fd, const char *path,
+			  const char *what)
+{
+	struct elfsym_limits lim = symbols_limits(s, e->uid);
+	size_t need = elfsym_table_bytes(e->es);
+	int r;
+
+	if (need > lim.max_bytes) {
+		s->stats.over_budget++;
+		e->refused = fd >= 0;
+		log_info("symbols: %s: its symbol table needs up to %zu bytes, more than uid %u "
+			 "may use now (%zu): module+offset names", what, need, (unsigned)e->uid,
+			 lim.max_bytes > 1 ? lim.max_bytes : 0);
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	lim.max_entries = 0;
+	lim.no_debug_files = fd < 0;
+	e->loading = ++s->next_token;
+	r = symload_queue(s->loader, e->loading, fd, path, s->debug_root, &lim);
+	if (r < 0) {
+		e->loading = 0;
+		e->refused = fd >= 0;
+		s->stats.deferred_dropped++;
+		log_info("symbols: %s: not read: %s", what, strerror(-r));
+		return;
+	}
+	s->stats.deferred_loads++;
+	e->adopting = fd < 0;
+	e->refused = false;
+	e->reserved = need;
+	symbols_make_room(s, e->uid, 0, e);
+}
+
+/* A table with its names (or loading them): one refused for another
+ * uid's budget is not. */
+static bool symbols_elf_named(const struct sym_elf *e)
+{
+	return !e->refused;
+}
+
+/* A cached table left without names for its loader's lack of room is read
+ * again (on the worker) for a process whose uid has room: one user filling
+ * its share must not leave root's processes, or another user's, unnamed
+ * when they map the same file. Takes fd. */
+static void symbols_elf_retry(struct symbols *s, struct sym_elf *e, uid_t uid, int fd,
+			      const char *path)
+{
+	struct elfsym_limits lim;
+
+	if (!e->es || symbols_elf_named(e) || e->loading) {
+		close(fd);
+		return;
+	}
+	lim = symbols_limits(s, uid);
+	if (elfsym_table_bytes(e->es) > lim.max_bytes || !s->loader) {
+		close(fd);
+		return;
+	}
+	e->uid = uid;
+	symbols_defer(s, e, fd, path, path);
+}
+
 /* Attaches the cached (or newly loaded) symbol table to a file mapping.
  * Failures leave m->elf NULL; only -ENOMEM is returned. */
 static int symbols_attach_elf(struct symbols *s, const struct sym_proc *p, struct sym_map *m)
 {
 	struct sym_file_key key;
+	struct elfsym_limits lim;
 	struct elfsym *es = NULL;
 	struct sym_elf *e;
 	const uint8_t *bid;
@@ -631,10 +844,13 @@ static int symbols_attach_elf(struct symbols *s, const struct sym_proc *p, struc
 		for (size_t i = 0; i < e->nkeys; i++)
 			if (symbols_key_eq(&e->keys[i], &key)) {
 				s->stats.elf_cache_hits++;
+				symbols_elf_retry(s, e, p->uid, fd, m->path);
+				fd = -1;
 				goto attach;
 			}
 	s->stats.elf_cache_misses++;
-	ret = elfsym_open_fd(fd, m->path, s->debug_root, &es);
+	lim = symbols_limits(s, p->uid);
+	ret = elfsym_open_fd_limited(fd, m->path, s->debug_root, &lim, &es);
 	if (ret == -ENOMEM)
 		goto out;
 	if (ret < 0) {
@@ -652,7 +868,7 @@ static int symbols_attach_elf(struct symbols *s, const struct sym_proc *p, struc
 	shared = bid && proc_file_root_only(&st);
 	for (e = shared ? s->elfs : NULL; e; e = e->next)
 		if (e->es && e->shared && e->build_id_len == bid_len &&
-		    memcmp(e->build_id, bid, bid_len) == 0)
+		    memcmp(e->build_id, bid, bid_len) == 0 && symbols_elf_named(e))
 			break;
 	if (!e) {
 		e = calloc(1, sizeof(*e));
@@ -666,9 +882,16 @@ static int symbols_attach_elf(struct symbols *s, const struct sym_proc *p, struc
 			memcpy(e->build_id, bid, bid_len);
 		e->build_id_len = bid_len;
 		e->shared = shared;
+		e->uid = p->uid;
 		e->next = s->elfs;
 		s->elfs = e;
 		s->nelfs++;
+		if (elfsym_names(e->es) != ELFSYM_NAMES_READ) {
+			symbols_defer(s, e, fd, m->path, m->path);
+			fd = -1;
+		} else {
+			symbols_make_room(s, e->uid, 0, e);
+		}
 	}
 	ret = symbols_elf_add_key(e, &key);
 	if (ret < 0)
@@ -677,11 +900,13 @@ attach:
 	/* Stripped: a debuginfod server may have its symbols (taken in by a
 	 * later lookup, symbols_take_debuginfod). Charged to this process's
 	 * uid; over its budget, the next process to map the file asks. */
-	if (s->dbg && !e->dbg_asked && e->es && e->build_id_len &&
+	if (s->dbg && !e->dbg_asked && e->es && e->build_id_len && !e->loading &&
+	    elfsym_names(e->es) == ELFSYM_NAMES_READ &&
 	    (elfsym_source(e->es) == ELFSYM_SRC_DYNSYM ||
 	     elfsym_source(e->es) == ELFSYM_SRC_NONE))
 		e->dbg_asked = dbginfod_want(s->dbg, e->build_id, e->build_id_len, p->uid) > 0;
 	e->refcnt++;
+	e->last_used_ms = symbols_now_ms();
 	m->elf = e;
 out:
 	elfsym_free(es);
@@ -769,6 +994,15 @@ uint64_t symbols_region(const struct elfsym *es, uint64_t vaddr)
 	return vaddr & ~(uint64_t)(SYMBOLS_REGION_PAGE - 1);
 }
 
+static void symbols_debuginfod_taken(struct symbols *s, struct sym_elf *e, const char *path)
+{
+	s->stats.debuginfod_loaded++;
+	/* Its DWARF gives lines too. */
+	if (s->lines)
+		lines_add_debug_file(s->lines, e->build_id, e->build_id_len, path);
+	symbols_make_room(s, e->uid, 0, e);
+}
+
 /* Debug files the debuginfod worker fetched: their symbols replace the
  * stripped tables of the same build-id, for every process mapping it. */
 static void symbols_take_debuginfod(struct symbols *s)
@@ -778,16 +1012,64 @@ static void symbols_take_debuginfod(struct symbols *s)
 
 	while ((n = dbginfod_take(s->dbg, r, sizeof(r) / sizeof(r[0]))) > 0)
 		for (size_t i = 0; i < n; i++)
-			for (struct sym_elf *e = s->elfs; e; e = e->next)
-				if (e->es && e->build_id_len == r[i].build_id_len &&
-				    memcmp(e->build_id, r[i].build_id, e->build_id_len) == 0 &&
-				    elfsym_adopt_debug_file(e->es, r[i].path) > 0) {
-					s->stats.debuginfod_loaded++;
-					/* Its DWARF gives lines too. */
-					if (s->lines)
-						lines_add_debug_file(s->lines, e->build_id,
-								     e->build_id_len, r[i].path);
+			for (struct sym_elf *e = s->elfs; e; e = e->next) {
+				struct elfsym_limits lim;
+				int a;
+
+				if (!e->es || e->loading || e->build_id_len != r[i].build_id_len ||
+				    memcmp(e->build_id, r[i].build_id, e->build_id_len) != 0)
+					continue;
+				/* Within the budget of the table's uid, and on the
+				 * worker when big, as any other table. */
+				lim = symbols_limits(s, e->uid);
+				a = elfsym_adopt_debug_file_limited(e->es, r[i].path, &lim);
+				if (a > 0) {
+					symbols_debuginfod_taken(s, e, r[i].path);
+				} else if (elfsym_names(e->es) != ELFSYM_NAMES_READ) {
+					symbols_defer(s, e, -1, r[i].path, r[i].path);
 				}
+			}
+}
+
+/* Finished loads of the worker: their tables replace the placeholders
+ * (segments, build-id, function starts) the mappings used meanwhile. */
+static void symbols_take_loads(struct symbols *s)
+{
+	struct symload_result r;
+
+	while (symload_take(s->loader, &r, 1) > 0) {
+		struct sym_elf *e = s->elfs;
+
+		while (e && e->loading != r.token)
+			e = e->next;
+		if (!e) {
+			elfsym_free(r.es);
+			continue;
+		}
+		e->loading = 0;
+		e->reserved = 0;
+		if (!r.es) {
+			s->stats.elf_errors++;
+		} else if (e->adopting) {
+			if (elfsym_adopt(e->es, r.es, ELFSYM_SRC_DEBUGINFOD) > 0)
+				symbols_debuginfod_taken(s, e, r.path);
+			elfsym_free(r.es);
+		} else {
+			if (elfsym_names(r.es) == ELFSYM_NAMES_OVER_BUDGET)
+				s->stats.over_budget++;
+			elfsym_free(e->es);
+			e->es = r.es;
+			/* Charged to the uid it was loaded for (see symbols_attach_elf). */
+			if (s->dbg && !e->dbg_asked && e->build_id_len &&
+			    elfsym_names(e->es) == ELFSYM_NAMES_READ &&
+			    (elfsym_source(e->es) == ELFSYM_SRC_DYNSYM ||
+			     elfsym_source(e->es) == ELFSYM_SRC_NONE))
+				e->dbg_asked = dbginfod_want(s->dbg, e->build_id, e->build_id_len,
+							     e->uid) > 0;
+		}
+		e->adopting = false;
+		symbols_make_room(s, e->uid, 0, e);
+	}
 }
 
 int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t start_ns, uint64_t addr,
@@ -803,6 +1085,8 @@ int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t start_ns, uint64
 		goto out;
 	if (s->dbg && dbginfod_pending(s->dbg))
 		symbols_take_debuginfod(s);
+	if (symload_pending(s->loader))
+		symbols_take_loads(s);
 	out->has_loc = false;
 	now = symbols_now_ms();
 	/* A return address points after the call; addr - 1 is inside it. */
@@ -984,6 +1268,8 @@ void symbols_expire(struct symbols *s, unsigned max_idle_s)
 	if (!s)
 		return;
 	now = symbols_now_ms();
+	if (symload_pending(s->loader))
+		symbols_take_loads(s);
 	htab_map_retain(&s->procs, symbols_keep_proc, &(struct sym_expire){ now, idle_ms });
 	symbols_elf_sweep(s, now, idle_ms < SYM_ELF_KEEP_MS ? idle_ms : SYM_ELF_KEEP_MS);
 }
@@ -1004,6 +1290,8 @@ void symbols_get_stats(const struct symbols *s, struct symbols_stats *out)
 		out->debuginfod_failed = ds.failed;
 		out->debuginfod_refused = ds.refused;
 	}
+	for (const struct sym_elf *e = s->elfs; e; e = e->next)
+		out->mem_bytes += symbols_elf_bytes(e);
 	if (s->lines) {
 		struct lines_stats ls;
 

@@ -64,6 +64,12 @@ struct symbols_stats {
 	uint64_t debuginfod_requested;  /* lookups queued (dbginfod.h) */
 	uint64_t debuginfod_failed;   /* lookups the server had no file for, or timed out */
 	uint64_t debuginfod_refused;  /* wants over their uid's budget (asked again later) */
+	/* Symbol table memory (symbols_set_max_memory). */
+	uint64_t mem_bytes;           /* held by cached tables (and reserved for loads) */
+	uint64_t over_budget;         /* tables not read: past the total or the uid's share */
+	uint64_t evicted;             /* unused tables dropped to make room */
+	uint64_t deferred_loads;      /* tables too big for the loop, read on the worker */
+	uint64_t deferred_dropped;    /* such tables not read: the worker's queue was full */
 	/* Source lines (lines.h), when symbols_set_lines gave a worker. */
 	uint64_t lines_resolved;      /* addresses given a file:line */
 	uint64_t lines_unresolved;    /* addresses the debug info had no line for, or none read */
@@ -119,6 +125,16 @@ void symbols_get_stats(const struct symbols *s, struct symbols_stats *out);
  * "<dir of binary>/<debuglink name>"); NULL restores /usr/lib/debug. Applies
  * to ELF files loaded afterwards. 0 or -ENOMEM. */
 int symbols_set_debug_root(struct symbols *s, const char *dir);
+
+/* Symbol table memory: the bytes all cached tables may hold (default
+ * SYMBOLS_MAX_MEMORY_DEFAULT). Processes of a uid other than root may hold
+ * at most a quarter of it, and all of them together three quarters, so
+ * that root's processes always have a quarter. Unused tables are dropped,
+ * least recently attached first, to make room; a table that still does not
+ * fit is not read (its frames get module+offset names) and is counted in
+ * over_budget. */
+#define SYMBOLS_MAX_MEMORY_DEFAULT ((uint64_t)1 << 30)
+void symbols_set_max_memory(struct symbols *s, uint64_t bytes);
 
 /* Where debug files a debuginfod server gives are also announced, for
  * their line info (lines.h; borrowed, outlives s; NULL: nowhere). */

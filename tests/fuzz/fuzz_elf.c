@@ -7,7 +7,10 @@
  * bytes are the ".gnu_debuglink" file "fuzz.debug", so separate debug
  * files are parsed too) and memory (elfsym_open_memory, as for the vdso).
  * Every symbol the input's own tables list is then looked up, which runs
- * the demangler and the sanitizer on names the input chose. */
+ * the demangler and the sanitizer on names the input chose. A third load
+ * has the limits the symbolizer's loop sets (bytes, entries), and the full
+ * table is adopted into it as the worker's result is. elf.options bounds
+ * each input's time. */
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -143,6 +146,27 @@ static void check(struct elfsym *e, const uint8_t *data, size_t size)
 	lookup_listed(e, data, size);
 }
 
+/* As the symbolizer loads on its loop (a byte budget and an entry cap
+ * the input may exceed), then the full table as its worker does, adopted
+ * into the first. */
+static void limited(const uint8_t *data, size_t size)
+{
+	struct elfsym_limits lim = { .max_bytes = size / 2 + 1, .max_entries = 64 };
+	struct elfsym *e, *full;
+
+	if (elfsym_open_fd_limited(elf_fd, FUZZ_ELF_PATH, debug_root, &lim, &e) < 0)
+		return;
+	fuzz_check(elfsym_names(e) == ELFSYM_NAMES_READ || elfsym_count(e) == 0 ||
+		   elfsym_source(e) == ELFSYM_SRC_DYNSYM, "a table past the limits was read");
+	check(e, data, size);
+	if (elfsym_open_fd(elf_fd, FUZZ_ELF_PATH, debug_root, &full) == 0) {
+		(void)elfsym_adopt(e, full, ELFSYM_SRC_DEBUGINFOD);
+		check(e, data, size);
+		elfsym_free(full);
+	}
+	elfsym_free(e);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct elfsym *e;
@@ -162,5 +186,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check(e, data, size);
 		elfsym_free(e);
 	}
+	limited(data, size);
 	return 0;
 }

@@ -12,7 +12,9 @@ kallsyms  slices of /proc/kallsyms (start, around _etext, modules), moved to
           and a slice as a reader without CAP_SYSLOG sees it (all zeros)
 elf       the vdso of this process; unit test fixtures with the debug info
           stripped (own .symtab, C++ names, .dynsym only, a .gnu_debuglink
-          naming "fuzz.debug", the name fuzz_elf gives its debug file)
+          naming "fuzz.debug", the name fuzz_elf gives its debug file), and
+          symfix_stripped given a .symtab of 2048 functions sharing one
+          255-byte name (the shape of issue 26's huge-.symtab attack, small)
 agent     the bytes a real agent sent to a real jprofd (strace of the daemon)
           while it recorded a JVM, cut at frame boundaries; and a synthetic
           stream of the frames a cpu recording lacks (events, names, signal)
@@ -114,6 +116,37 @@ def make_kallsyms():
 
 # ---- elf ------------------------------------------------------------------
 
+def with_shared_symtab(elf, nsyms, name_len):
+    """elf (a stripped ELF64 LE) with a .symtab and .strtab appended: nsyms
+    global functions over .text, every one named by the same string."""
+    sh = struct.Struct("<IIQQQQIIQQ")
+    sym = struct.Struct("<IBBHQQ")
+    out = bytearray(elf)
+    shoff, = struct.unpack_from("<Q", out, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", out, 0x3a)
+    hdrs = [list(sh.unpack_from(out, shoff + i * shentsize)) for i in range(shnum)]
+    shstr = bytes(out[hdrs[shstrndx][4]:hdrs[shstrndx][4] + hdrs[shstrndx][5]])
+    text = [i for i, h in enumerate(hdrs)
+            if shstr[h[0]:shstr.index(b"\0", h[0])] == b".text"][0]
+    taddr, tsize = hdrs[text][3], hdrs[text][5]
+    strtab = b"\0" + b"f" * name_len + b"\0"
+    syms = bytes(sym.size) + b"".join(
+        sym.pack(1, 0x12, 0, text, taddr + (i * 16) % tsize, 16) for i in range(nsyms))
+    new_shstr = shstr + b".symtab\0.strtab\0"
+
+    def add(data):
+        out.extend(bytes(-len(out) % 8))
+        off = len(out)
+        out.extend(data)
+        return off
+    hdrs[shstrndx][4], hdrs[shstrndx][5] = add(new_shstr), len(new_shstr)
+    hdrs.append([len(shstr), 2, 0, 0, add(syms), len(syms), len(hdrs) + 1, 1, 8, sym.size])
+    hdrs.append([len(shstr) + 8, 3, 0, 0, add(strtab), len(strtab), 0, 0, 1, 0])
+    struct.pack_into("<Q", out, 0x28, add(b"".join(sh.pack(*h) for h in hdrs)))  # e_shoff
+    struct.pack_into("<H", out, 0x3c, len(hdrs))  # e_shnum
+    return bytes(out)
+
+
 def make_elf(build):
     with open("/proc/self/maps") as f:
         vdso = [ln for ln in f if ln.rstrip().endswith("[vdso]")][0]
@@ -130,6 +163,9 @@ def make_elf(build):
                            check=True)
             with open(out, "rb") as f:
                 put("elf", name, f.read())
+            if name == "symfix_stripped":
+                with open(out, "rb") as f:
+                    put("elf", "shared_names", with_shared_symtab(f.read(), 2048, 255))
         # Stripped, pointing at "fuzz.debug" (objcopy reads it for the CRC).
         debug = os.path.join(tmp, "fuzz.debug")
         shutil.copy(os.path.join(progs, "symfix.debug"), debug)

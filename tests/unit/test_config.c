@@ -109,12 +109,14 @@ START_TEST(test_every_key)
 				   "unwind_max_memory = 2M\n"
 				   "lines = off\n"
 				   "lines_max_memory = 64M\n"
+				   "symbols_max_memory = 96M\n"
 				   "debug_root = /srv/debug\n"
 				   "start_gate_ms = 500\n",
 				   &c, err, sizeof(err)), 0);
 	ck_assert_uint_eq(c.start_gate_ms, 500);
 	ck_assert(!c.lines);
 	ck_assert_uint_eq(c.lines_max_memory, 64ull << 20);
+	ck_assert_uint_eq(c.symbols_max_memory, 96ull << 20);
 	ck_assert_str_eq(c.debug_root, "/srv/debug");
 	ck_assert(c.unwind_fp_only);
 	ck_assert_uint_eq(c.unwind_max_memory, 2ull << 20);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bigsym_fixture.h"
 #include "elfsym.h"
 #include "symbols.h"
 
@@ -73,6 +74,15 @@ static uint64_t raw_symbol(const char *path, const char *want)
 	close(fd);
 	ck_assert_msg(v != 0, "%s not in %s", want, path);
 	return v;
+}
+
+static struct elfsym *load_path(const char *path)
+{
+	struct elfsym *e = NULL;
+	int r = elfsym_open(path, NO_DEBUG_ROOT, &e);
+
+	ck_assert_msg(r == 0, "elfsym_open(%s) = %d", path, r);
+	return e;
 }
 
 static void assert_name_at(struct elfsym *e, uint64_t vaddr, const char *want)
@@ -459,6 +469,120 @@ START_TEST(test_corrupt)
 }
 END_TEST
 
+/* 200,000 symbols sharing one 255-byte name over 1000 addresses (a 4.8 MB
+ * file): held as 1000 entries and one copy of the name, and formatted once.
+ * Each symbol copied its name before: 51 MB. */
+START_TEST(test_shared_name)
+{
+	struct bigsym_spec sp = { .nsyms = 200000, .text_size = 16000, .name_of = bigsym_name_one,
+				  .bind = STB_GLOBAL };
+	char path[PATH_MAX + 16], want[300];
+	struct elfsym *e;
+	size_t after_load;
+	char *strtab = bigsym_one_name(255, 'f', &sp.strtab_len);
+
+	sp.strtab = strtab;
+	make_tmpdir();
+	snprintf(path, sizeof(path), "%s/shared", tmpdir);
+	ck_assert_int_eq(bigsym_write(path, &sp), 0);
+	e = load_path(path);
+	ck_assert_uint_eq(elfsym_count(e), 1000);
+	ck_assert_int_eq(elfsym_names(e), ELFSYM_NAMES_READ);
+	after_load = elfsym_mem_bytes(e);
+	ck_assert_msg(after_load < 64 * 1024, "holds %zu bytes", after_load);
+	memset(want, 'f', 255);
+	want[255] = '\0';
+	for (uint64_t a = BIGSYM_TEXT; a < BIGSYM_TEXT + 16000; a += 16)
+		assert_name_at(e, a + 3, want);
+	/* One formatted name for all of them. */
+	ck_assert_msg(elfsym_mem_bytes(e) < after_load + 4096 + 2048, "%zu bytes after lookups",
+		      elfsym_mem_bytes(e));
+	elfsym_free(e);
+	free(strtab);
+	rm_rf(tmpdir);
+}
+END_TEST
+
+/* Every symbol names a different suffix of one 64 KiB string: the names
+ * overlap, so copying each would take 2 GB; the string table is kept once. */
+START_TEST(test_overlapping_names)
+{
+	struct bigsym_spec sp = { .nsyms = 65536, .text_size = 65536 * 16,
+				  .name_of = bigsym_name_suffix, .bind = STB_GLOBAL };
+	char path[PATH_MAX + 16], name[ELFSYM_NAME_MAX];
+	struct elfsym *e;
+	char *strtab = bigsym_one_name(65536, 'a', &sp.strtab_len);
+
+	sp.strtab = strtab;
+	make_tmpdir();
+	snprintf(path, sizeof(path), "%s/overlap", tmpdir);
+	ck_assert_int_eq(bigsym_write(path, &sp), 0);
+	e = load_path(path);
+	ck_assert_uint_eq(elfsym_count(e), 65536);
+	ck_assert_msg(elfsym_mem_bytes(e) < 65536 * 16 + sp.strtab_len + 16384,
+		      "holds %zu bytes", elfsym_mem_bytes(e));
+	/* The last symbol's name is the shortest suffix, "a". */
+	ck_assert_int_eq(elfsym_lookup(e, BIGSYM_TEXT + 65535 * 16, name, sizeof(name), NULL), 0);
+	ck_assert_str_eq(name, "a");
+	/* The first ones are 64 KiB long: shown up to the name limit. */
+	ck_assert_int_eq(elfsym_lookup(e, BIGSYM_TEXT, name, sizeof(name), NULL), 0);
+	ck_assert_uint_eq(strlen(name), ELFSYM_NAME_MAX - 1);
+	elfsym_free(e);
+	free(strtab);
+	rm_rf(tmpdir);
+}
+END_TEST
+
+/* A table past max_bytes or max_entries is not read; the file keeps its
+ * segments, and says how much the table would have needed. */
+START_TEST(test_limits)
+{
+	struct bigsym_spec sp = { .nsyms = 100000, .text_size = 16000, .name_of = bigsym_name_one,
+				  .bind = STB_GLOBAL };
+	size_t need = (sp.nsyms + 1) * 16 + 257 + 1;
+	char path[PATH_MAX + 16];
+	struct elfsym_limits lim = { 0 };
+	struct elfsym *e;
+	uint64_t v;
+	int fd;
+	char *strtab = bigsym_one_name(255, 'g', &sp.strtab_len);
+
+	sp.strtab = strtab;
+	make_tmpdir();
+	snprintf(path, sizeof(path), "%s/big", tmpdir);
+	ck_assert_int_eq(bigsym_write(path, &sp), 0);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+
+	lim.max_bytes = need - 1;
+	ck_assert_int_eq(elfsym_open_fd_limited(fd, path, NO_DEBUG_ROOT, &lim, &e), 0);
+	ck_assert_int_eq(elfsym_names(e), ELFSYM_NAMES_OVER_BUDGET);
+	ck_assert_uint_eq(elfsym_table_bytes(e), need);
+	ck_assert_uint_eq(elfsym_count(e), 0);
+	ck_assert_int_eq(elfsym_offset_to_vaddr(e, BIGSYM_TEXT + 5, &v), 0);
+	ck_assert_uint_eq(v, BIGSYM_TEXT + 5);
+	ck_assert_uint_lt(elfsym_mem_bytes(e), 16384);
+	elfsym_free(e);
+
+	lim.max_bytes = need;
+	lim.max_entries = 65536;
+	ck_assert_int_eq(elfsym_open_fd_limited(fd, path, NO_DEBUG_ROOT, &lim, &e), 0);
+	ck_assert_int_eq(elfsym_names(e), ELFSYM_NAMES_DEFERRED);
+	ck_assert_uint_eq(elfsym_count(e), 0);
+	elfsym_free(e);
+
+	lim.max_entries = 0;
+	ck_assert_int_eq(elfsym_open_fd_limited(fd, path, NO_DEBUG_ROOT, &lim, &e), 0);
+	ck_assert_int_eq(elfsym_names(e), ELFSYM_NAMES_READ);
+	ck_assert_uint_eq(elfsym_count(e), 1000);
+	ck_assert_uint_eq(elfsym_table_bytes(e), 0);
+	elfsym_free(e);
+	close(fd);
+	free(strtab);
+	rm_rf(tmpdir);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("elfsym");
@@ -476,6 +600,9 @@ int main(void)
 	tcase_add_test(tc, test_cxx_and_rust_demangling);
 	tcase_add_test(tc, test_sanitize);
 	tcase_add_test(tc, test_corrupt);
+	tcase_add_test(tc, test_shared_name);
+	tcase_add_test(tc, test_overlapping_names);
+	tcase_add_test(tc, test_limits);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bigsym_fixture.h"
 #include "elfsym.h"
 #include "proc.h"
 #include "procmaps.h"
@@ -611,6 +612,224 @@ START_TEST(test_other_process_with_the_pid)
 }
 END_TEST
 
+/* ---- symbol table budget (symbols_set_max_memory) ---- */
+
+#define BUDGET (4u << 20)  /* the smallest symbols_max_memory: 1 MiB per uid */
+
+static char budget_dir[64];
+
+/* A file of nsyms symbols whose names are suffixes of one name_len-byte
+ * string of c: its table needs about nsyms * 16 + name_len bytes. */
+static void budget_file(const char *name, size_t nsyms, size_t name_len, char c, char *path,
+			size_t size)
+{
+	struct bigsym_spec sp = { .nsyms = nsyms, .text_size = nsyms * 16,
+				  .name_of = bigsym_name_suffix, .bind = STB_GLOBAL };
+	char *strtab = bigsym_one_name(name_len, c, &sp.strtab_len);
+
+	if (!budget_dir[0]) {
+		snprintf(budget_dir, sizeof(budget_dir), "/tmp/jprof-symbudget.XXXXXX");
+		ck_assert_ptr_nonnull(mkdtemp(budget_dir));
+		ck_assert_int_eq(chmod(budget_dir, 0755), 0);
+	}
+	sp.strtab = strtab;
+	snprintf(path, size, "%s/%s", budget_dir, name);
+	ck_assert_int_eq(bigsym_write(path, &sp), 0);
+	ck_assert_int_eq(chmod(path, 0644), 0);
+	free(strtab);
+}
+
+static void budget_cleanup(const char **names, size_t n)
+{
+	char path[128];
+
+	for (size_t i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "%s/%s", budget_dir, names[i]);
+		unlink(path);
+	}
+	rmdir(budget_dir);
+	budget_dir[0] = '\0';
+}
+
+static void *map_exec(const char *path, size_t *len)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	void *p;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+	ck_assert_ptr_ne(p, MAP_FAILED);
+	close(fd);
+	*len = (size_t)st.st_size;
+	return p;
+}
+
+/* The name of the first function of the file mapped at base (by pid). */
+static void first_function(pid_t pid, const void *base, struct sym_result *r)
+{
+	ck_assert_int_eq(symbols_resolve_user(syms, pid, 0, (uintptr_t)base + BIGSYM_TEXT + 4, false,
+					      r), 0);
+}
+
+static struct symbols_stats stats(void)
+{
+	struct symbols_stats st;
+
+	symbols_get_stats(syms, &st);
+	return st;
+}
+
+/* A table bigger than the budget is not read: module+offset, counted. */
+START_TEST(test_budget_over)
+{
+	const char *names[] = { "over" };
+	char path[128];
+	struct sym_result r;
+	size_t len;
+	void *base;
+
+	symbols_set_max_memory(syms, BUDGET);
+	budget_file("over", 60000, BUDGET, 'o', path, sizeof(path));
+	base = map_exec(path, &len);
+	first_function(getpid(), base, &r);
+	ck_assert_str_eq(r.name, "over+0x1000");
+	ck_assert_uint_eq(stats().over_budget, 1);
+	ck_assert_uint_lt(stats().mem_bytes, 1u << 20);
+	munmap(base, len);
+	budget_cleanup(names, 1);
+}
+END_TEST
+
+/* An unused table is dropped to make room for a new one. */
+START_TEST(test_budget_evicts_unused)
+{
+	const char *names[] = { "one", "two" };
+	char path[128];
+	struct sym_result r;
+	size_t len;
+	void *base;
+
+	symbols_set_max_memory(syms, BUDGET);
+	budget_file("one", 50000, 1500000, 'a', path, sizeof(path));
+	base = map_exec(path, &len);
+	first_function(getpid(), base, &r);
+	ck_assert_uint_eq(strspn(r.name, "a"), 1500000 < SYM_NAME_MAX ? 1500000 : SYM_NAME_MAX - 1);
+	munmap(base, len);
+	/* Our maps are read again: "one" is no longer mapped. */
+	symbols_forget_pid(syms, getpid());
+	budget_file("two", 50000, 1500000, 'b', path, sizeof(path));
+	base = map_exec(path, &len);
+	first_function(getpid(), base, &r);
+	ck_assert_msg(r.name[0] == 'b', "%.40s", r.name);
+	ck_assert_uint_eq(stats().evicted, 1);
+	ck_assert_uint_eq(stats().over_budget, 0);
+	ck_assert_uint_le(stats().mem_bytes, BUDGET);
+	munmap(base, len);
+	budget_cleanup(names, 2);
+}
+END_TEST
+
+/* A table too big for the loop is read on the worker: module+offset names
+ * until it is in, the function's name after. */
+START_TEST(test_big_table_on_worker)
+{
+	const char *names[] = { "big" };
+	char path[128];
+	struct sym_result r;
+	struct timespec t0, t;
+	size_t len;
+	void *base;
+
+	budget_file("big", 200000, 255, 'w', path, sizeof(path));
+	base = map_exec(path, &len);
+	first_function(getpid(), base, &r);
+	ck_assert_str_eq(r.name, "big+0x1000");
+	ck_assert_uint_eq(stats().deferred_loads, 1);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		struct timespec ms = { 0, 1000000 };
+
+		nanosleep(&ms, NULL);
+		first_function(getpid(), base, &r);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while (r.name[0] != 'w' && t.tv_sec - t0.tv_sec < 30);
+	ck_assert_msg(strspn(r.name, "w") == 255, "%s", r.name);
+	munmap(base, len);
+	budget_cleanup(names, 1);
+}
+END_TEST
+
+/* nobody's process: its uid may hold a quarter of the budget, so a table of
+ * 1.5 MB is refused for it; root's process mapping the same file then gets
+ * it read (on the worker) for root. */
+START_TEST(test_budget_uid_share)
+{
+	const char *names[] = { "share" };
+	char path[128], c;
+	struct sym_result r;
+	struct timespec t0, t;
+	int ready[2];
+	size_t len;
+	void *base;
+	pid_t child;
+
+	symbols_set_max_memory(syms, BUDGET);
+	budget_file("share", 30000, 1000000, 's', path, sizeof(path));
+	ck_assert_int_eq(pipe2(ready, O_CLOEXEC), 0);
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
+			_exit(1);
+		base = map_exec(path, &len);
+		if (write(ready[1], "r", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	close(ready[1]);
+	ck_assert_int_eq(read(ready[0], &c, 1), 1);
+	close(ready[0]);
+	base = map_exec(path, &len);  /* same address in the child: a fresh mapping each */
+	{
+		/* The child's mapping: find it by reading its maps through
+		 * symbols: the file's first function is at the same file
+		 * offset, so resolve by the child's own base. */
+		struct procmaps *pm = NULL;
+		char mp[64];
+		uint64_t cbase = 0;
+
+		snprintf(mp, sizeof(mp), "/proc/%d/maps", (int)child);
+		ck_assert_int_eq(procmaps_read(mp, &pm), 0);
+		for (size_t i = 0; i < pm->count; i++)
+			if (strcmp(pm->entries[i].path, path) == 0 && pm->entries[i].offset == 0)
+				cbase = pm->entries[i].start;
+		procmaps_free(pm);
+		ck_assert_uint_ne(cbase, 0);
+		first_function(child, (const void *)(uintptr_t)cbase, &r);
+	}
+	ck_assert_str_eq(r.name, "share+0x1000");
+	ck_assert_uint_eq(stats().over_budget, 1);
+	/* Root's mapping of the same file: read for root. */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		struct timespec ms = { 0, 1000000 };
+
+		first_function(getpid(), base, &r);
+		nanosleep(&ms, NULL);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while (r.name[0] != 's' && t.tv_sec - t0.tv_sec < 30);
+	ck_assert_msg(r.name[0] == 's', "%.40s", r.name);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	munmap(base, len);
+	budget_cleanup(names, 1);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("symbols");
@@ -632,6 +851,11 @@ int main(void)
 	tcase_add_test(tc, test_debug_root_and_shared_cache);
 	tcase_add_test(tc, test_vdso_and_self);
 	tcase_add_test(tc, test_other_process_with_the_pid);
+	tcase_add_test(tc, test_budget_over);
+	tcase_add_test(tc, test_budget_evicts_unused);
+	tcase_add_test(tc, test_big_table_on_worker);
+	if (geteuid() == 0)
+		tcase_add_test(tc, test_budget_uid_share);  /* it becomes nobody */
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
