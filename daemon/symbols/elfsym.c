@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "elfmeta.h"
+#include "gopclntab.h"
 #include "htab.h"
 #include "log.h"
 
@@ -625,6 +626,82 @@ static int elfsym_load_debug(struct elfsym *e, Elf *elf, const char *path, const
 	return r;
 }
 
+/* A Go binary without .symtab: its functions from .gopclntab, the table
+ * the Go runtime names its own frames with. Under the same limits as a
+ * symbol table (the section's size stands for what the names need; a
+ * function takes some 50 bytes of it). 0 also when there is none. */
+static int elfsym_load_gopclntab(struct elfsym *e, Elf *elf, const struct elfsym_limits *lim)
+{
+	struct gopclntab t = { 0 };
+	Elf_Scn *scn = NULL, *pcln = NULL;
+	GElf_Shdr shdr, pshdr;
+	uint64_t text = 0;
+	size_t shstrndx, need;
+	Elf_Data *d;
+	int ret = 0;
+
+	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+		goto out;
+	while ((scn = elf_nextscn(elf, scn)) != NULL) {
+		const char *name;
+
+		if (!gelf_getshdr(scn, &shdr))
+			goto out;
+		name = elf_strptr(elf, shstrndx, shdr.sh_name);
+		if (!name)
+			continue;
+		if (strcmp(name, ".gopclntab") == 0) {
+			pcln = scn;
+			pshdr = shdr;
+		} else if (strcmp(name, ".text") == 0) {
+			text = shdr.sh_addr;
+		}
+	}
+	if (!pcln || pshdr.sh_type == SHT_NOBITS || pshdr.sh_size == 0 ||
+	    pshdr.sh_size >= ELFSYM_STRTAB_MAX)
+		goto out;
+	need = elfsym_table_need(pshdr.sh_size / 50, pshdr.sh_size);
+	if (lim && ((lim->max_entries && pshdr.sh_size / 50 > lim->max_entries) ||
+		    (lim->max_bytes && need > lim->max_bytes))) {
+		e->names_state = lim->max_entries && pshdr.sh_size / 50 > lim->max_entries ?
+			ELFSYM_NAMES_DEFERRED : ELFSYM_NAMES_OVER_BUDGET;
+		e->table_bytes = need;
+		goto out;
+	}
+	d = elf_getdata(pcln, NULL);
+	if (!d || !d->d_buf)
+		goto out;
+	ret = gopclntab_parse(d->d_buf, d->d_size, text, &t);
+	if (ret < 0) {
+		log_debug("elfsym: .gopclntab unreadable: %s", strerror(-ret));
+		ret = ret == -ENOMEM ? ret : 0;
+		goto out;
+	}
+	e->syms = malloc(t.nfuncs * sizeof(*e->syms));
+	if (!e->syms) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < t.nfuncs; i++) {
+		struct elfsym_sym *k = &e->syms[e->nsyms++];
+		uint64_t size = t.funcs[i + 1].entry - t.funcs[i].entry;
+
+		k->value = t.funcs[i].entry;
+		k->size = size > UINT32_MAX ? UINT32_MAX : (uint32_t)size;
+		k->name = t.funcs[i].name;
+		k->rank = 0;
+	}
+	/* Sorted by the parser; equal entries (never in a real table) keep one. */
+	elfsym_dedup(e, t.names, t.names_len);
+	ret = elfsym_copy_names(e, t.names, t.names_len);
+	if (ret < 0)
+		goto out;
+	e->source = ELFSYM_SRC_GOPCLNTAB;
+out:
+	gopclntab_release(&t);
+	return ret;
+}
+
 /* fd: the file elf reads (-1: memory). */
 static int elfsym_load(Elf *elf, int fd, const char *path, const char *debug_root,
 		       const struct elfsym_limits *lim, struct elfsym **out)
@@ -668,7 +745,14 @@ static int elfsym_load(Elf *elf, int fd, const char *path, const char *debug_roo
 	ret = elfsym_load_section_type(e, elf, fd, SHT_SYMTAB, lim, &found);
 	if (ret < 0)
 		goto out;
-	if (e->nsyms > 0) {
+	if (e->nsyms == 0 && !found && e->names_state == ELFSYM_NAMES_READ) {
+		ret = elfsym_load_gopclntab(e, elf, lim);
+		if (ret < 0)
+			goto out;
+	}
+	if (e->source == ELFSYM_SRC_GOPCLNTAB) {
+		/* named already */
+	} else if (e->nsyms > 0) {
 		e->source = ELFSYM_SRC_SYMTAB;
 	} else if (e->names_state != ELFSYM_NAMES_DEFERRED) {
 		/* A table too big for the budget: .dynsym may still fit. */

@@ -28,6 +28,7 @@ enum elfsym_source {
 	ELFSYM_SRC_DEBUGLINK,      /* <debug_root>/<dir>/<.gnu_debuglink name> */
 	ELFSYM_SRC_DYNSYM,         /* .dynsym only (stripped file) */
 	ELFSYM_SRC_DEBUGINFOD,     /* a debug file a debuginfod server gave (dbginfod.h) */
+	ELFSYM_SRC_GOPCLNTAB,      /* a Go binary's .gopclntab (no .symtab; gopclntab.h) */
 };
 
 /* Whether the symbol table's names were read (elfsym_names). */
