@@ -28,7 +28,8 @@
 
 struct hv_bucket {
 	struct hv_bucket *next;     /* newer, or another bucket of the same window */
-	uint64_t start_ns;          /* aligned to bucket_ns */
+	uint64_t start_ns;          /* aligned to len_ns */
+	uint64_t len_ns;            /* its window: fine_ns, or bucket_ns once compacted */
 	/* The time its samples were taken in: a drain delivers the samples
 	 * taken since the previous drain, so a window's data starts at the last
 	 * drain before its first sample and ends at its last drain (while open:
@@ -57,13 +58,19 @@ struct hostview_tap {
 struct hostview {
 	struct hostview_config cfg;
 	struct hostview_tap *taps;
-	uint64_t bucket_ns, retention_ns;
+	/* Windows are fine_ns long while they are among the newest fine_keep_ns,
+	 * then compacted into windows of bucket_ns (host_bucket): a query of
+	 * the last seconds is cut to within a second, an older range to within
+	 * a bucket, and old data costs what coarse windows cost. */
+	uint64_t bucket_ns, fine_ns, fine_keep_ns, retention_ns;
 	/* oldest .. newest; open .. newest are the newest window's buckets */
 	struct hv_bucket *oldest, *open, *newest;
 	size_t closed_bytes;        /* sum of bytes of the buckets before open */
 	uint64_t last_now;          /* the latest drain (tick or sample); 0 = none yet */
 	struct hostview_stats st;
 };
+
+static void hv_compact(struct hostview *hv, uint64_t now_ns);
 
 /* ---- buckets ---- */
 
@@ -136,6 +143,7 @@ static struct hv_bucket *hv_bucket_new(struct hostview *hv, uint64_t start)
 	}
 	b->procs.bytes = &b->procs_bytes;
 	b->start_ns = start;
+	b->len_ns = hv->fine_ns;
 	return b;
 }
 
@@ -153,9 +161,9 @@ static void hv_append(struct hostview *hv, struct hv_bucket *b)
  * joins the newest). false on ENOMEM. */
 static bool hv_window(struct hostview *hv, uint64_t now_ns)
 {
-	uint64_t start = now_ns - now_ns % hv->bucket_ns;
+	uint64_t start = now_ns - now_ns % hv->fine_ns;
 	uint64_t prev = hv->last_now ? hv->last_now : hv->cfg.start_ns;
-	bool adjacent = hv->newest && hv->newest->start_ns + hv->bucket_ns == start;
+	bool adjacent = hv->newest && hv->newest->start_ns + hv->fine_ns == start;
 	struct hv_bucket *b;
 
 	if (now_ns > hv->last_now)
@@ -173,12 +181,12 @@ static bool hv_window(struct hostview *hv, uint64_t now_ns)
 	 * first drain: since the sampler started). Without a recent one
 	 * (nothing heard for a whole window) we do not know: the window's own
 	 * start is the honest guess. */
-	b->from_ns = prev && prev + hv->bucket_ns >= start ? prev : start;
+	b->from_ns = prev && prev + hv->fine_ns >= start ? prev : start;
 	b->to_ns = hv->last_now;
 	for (struct hv_bucket *o = hv->open; o; o = o->next) {
 		/* Its last drain, within its own window when one was skipped. */
-		if (!adjacent && o->to_ns > o->start_ns + hv->bucket_ns)
-			o->to_ns = o->start_ns + hv->bucket_ns;
+		if (!adjacent && o->to_ns > o->start_ns + hv->fine_ns)
+			o->to_ns = o->start_ns + hv->fine_ns;
 		if (adjacent)
 			o->to_ns = b->from_ns;
 		o->bytes = hv_bucket_bytes(o);
@@ -326,7 +334,7 @@ void hostview_tick(struct hostview *hv, uint64_t now_ns)
 	for (struct hv_bucket *b = hv->open; b; b = b->next)
 		b->to_ns = hv->last_now;
 	/* A bucket is gone once all of it is older than the retention. */
-	while (hv->oldest && hv->oldest->start_ns + hv->bucket_ns + hv->retention_ns <= now_ns) {
+	while (hv->oldest && hv->oldest->start_ns + hv->oldest->len_ns + hv->retention_ns <= now_ns) {
 		if (hv->oldest == hv->open) {
 			/* The newest window too: nothing is left. */
 			struct hv_bucket *b = hv->oldest;
@@ -345,7 +353,165 @@ void hostview_tick(struct hostview *hv, uint64_t now_ns)
 		}
 		hv->st.evicted_age++;
 	}
+	hv_compact(hv, now_ns);
 	hv_enforce_cap(hv);
+}
+
+/* ---- compaction: fine windows into coarse ones ---- */
+
+struct hv_compact_arg {
+	const struct hv_bucket *src;
+	const struct hv_bucket *head;  /* the coarse buckets before dst */
+	struct hv_bucket *dst;
+	bool left;                  /* a stack was skipped: its pid is another process here */
+	int err;
+};
+
+/* store_merge filter: the stacks of processes dst holds already, or whose
+ * pid it does not hold yet (which it takes), unless an earlier coarse
+ * bucket took their process. */
+static bool hv_compact_stack(const struct store *src, const struct store_stack *s,
+			     struct store *dst, uint32_t *prefix, void *arg)
+{
+	struct hv_compact_arg *a = arg;
+	const uint64_t *start = htab_map_get(&a->src->procs, s->pid);
+	const uint64_t *have = htab_map_get(&a->dst->procs, s->pid);
+	uint64_t st = start ? *start : 0;
+
+	(void)src;
+	(void)dst;
+	(void)prefix;
+	for (const struct hv_bucket *e = a->head; e && e != a->dst; e = e->next) {
+		const uint64_t *took = htab_map_get(&e->procs, s->pid);
+
+		if (took && *took == st)
+			return false;  /* merged there already */
+	}
+	if (have && *have != st) {
+		a->left = true;
+		return false;
+	}
+	if (!have && htab_map_put(&a->dst->procs, s->pid, st) < 0) {
+		a->err = -ENOMEM;
+		return false;
+	}
+	return true;
+}
+
+/* Merges the fine buckets first..last (one coarse window's) into a list of
+ * coarse buckets at *head (one per process a pid stands for). */
+static int hv_compact_run(struct hostview *hv, struct hv_bucket *first, struct hv_bucket *last,
+			  uint64_t cstart, struct hv_bucket **head)
+{
+	struct hv_bucket *tail = NULL;
+	int r = 0;
+
+	*head = NULL;
+	for (struct hv_bucket *b = first;; b = b->next) {
+		struct hv_bucket *dst = *head;
+		bool done = false;
+
+		while (!done) {
+			struct hv_compact_arg a = { .src = b };
+
+			if (!dst) {
+				dst = hv_bucket_new(hv, cstart);
+				if (!dst) {
+					r = -ENOMEM;
+					goto out;
+				}
+				dst->len_ns = hv->bucket_ns;
+				dst->from_ns = b->from_ns;
+				if (tail)
+					tail->next = dst;
+				else
+					*head = dst;
+				tail = dst;
+			}
+			a.dst = dst;
+			a.head = *head;
+			r = store_merge(dst->st, b->st, hv_compact_stack, &a);
+			if (r == 0)
+				r = a.err;
+			if (r < 0)
+				goto out;
+			if (b->from_ns < dst->from_ns)
+				dst->from_ns = b->from_ns;
+			if (b->to_ns > dst->to_ns)
+				dst->to_ns = b->to_ns;
+			done = !a.left;
+			dst = dst->next;
+		}
+		if (b == last)
+			break;
+	}
+	for (struct hv_bucket *c = *head; c; c = c->next)
+		c->bytes = hv_bucket_bytes(c);
+out:
+	if (r < 0) {
+		while (*head) {
+			struct hv_bucket *c = *head;
+
+			*head = c->next;
+			hv_bucket_free(c);
+		}
+	}
+	return r;
+}
+
+/* Compacts the oldest fine windows once a whole coarse window of them is
+ * older than fine_keep_ns. Never the open window. */
+static void hv_compact(struct hostview *hv, uint64_t now_ns)
+{
+	if (hv->fine_ns == hv->bucket_ns)
+		return;
+	for (;;) {
+		struct hv_bucket **pp = &hv->oldest, *first, *last, *coarse, *c;
+		uint64_t cstart;
+		size_t old_bytes = 0, new_bytes = 0, nold = 0, nnew = 0;
+
+		while (*pp && (*pp)->len_ns != hv->fine_ns)
+			pp = &(*pp)->next;
+		first = *pp;
+		if (!first || first == hv->open)
+			return;
+		cstart = first->start_ns - first->start_ns % hv->bucket_ns;
+		if (cstart + hv->bucket_ns + hv->fine_keep_ns > now_ns)
+			return;
+		last = first;
+		while (last->next && last->next != hv->open && last->next->len_ns == hv->fine_ns &&
+		       last->next->start_ns < cstart + hv->bucket_ns)
+			last = last->next;
+		if (hv_compact_run(hv, first, last, cstart, &coarse) < 0)
+			return;  /* out of memory: the fine windows stay (the cap evicts them) */
+		for (c = first;; c = c->next) {
+			old_bytes += c->bytes;
+			nold++;
+			if (c == last)
+				break;
+		}
+		for (c = coarse; c; c = c->next) {
+			new_bytes += c->bytes;
+			nnew++;
+			if (!c->next)
+				break;
+		}
+		/* c: the last coarse bucket. Splice the coarse list in. */
+		c->next = last->next;
+		last->next = NULL;
+		*pp = coarse;
+		if (hv->newest == last)
+			hv->newest = c;
+		while (first) {
+			struct hv_bucket *b = first;
+
+			first = b->next;
+			hv_bucket_free(b);
+		}
+		hv->closed_bytes = hv->closed_bytes - old_bytes + new_bytes;
+		hv->st.buckets = hv->st.buckets - nold + nnew;
+		hv->st.compacted += nold;
+	}
 }
 
 /* ---- queries ---- */
@@ -476,10 +642,26 @@ int hostview_query_grouped(struct hostview *hv, uint64_t from_ns, uint64_t to_ns
 	*out = NULL;
 	if (!hv || from_ns > to_ns)
 		return -EINVAL;
+	/* The newest data is that of the last drain (up to a second old): a
+	 * range reaching past it is moved back by the difference, so that
+	 * "the last 10 s" holds 10 s of samples. */
+	if (hv->last_now && to_ns > hv->last_now && to_ns != UINT64_MAX) {
+		uint64_t d = to_ns - hv->last_now;
+
+		from_ns = from_ns > d ? from_ns - d : 0;
+		to_ns = hv->last_now;
+	}
 	for (struct hv_bucket *b = hv->oldest; b; b = b->next) {
-		uint64_t end = b->to_ns;
+		uint64_t end = b->to_ns, lo, hi;
 
 		if (b->from_ns > to_ns || end < from_ns)
+			continue;
+		/* A window is taken when most of it lies in the range, or when it
+		 * holds most of the range: the answer's edges are then within
+		 * half a window of the range's (a fine window near now). */
+		lo = b->from_ns > from_ns ? b->from_ns : from_ns;
+		hi = end < to_ns ? end : to_ns;
+		if (2 * (hi - lo) < end - b->from_ns && 2 * (hi - lo) < to_ns - from_ns)
 			continue;
 		if (!st) {
 			st = store_new(&lim, NULL, 0);
@@ -561,6 +743,18 @@ int hostview_new(const struct hostview_config *cfg, struct hostview **out)
 	if (hv->cfg.retention_s < hv->cfg.bucket_s)
 		hv->cfg.retention_s = hv->cfg.bucket_s;
 	hv->bucket_ns = hv->cfg.bucket_s * 1000000000ull;
+	/* A tenth of a bucket of 20 s or more (a multiple of 10 s), else a
+	 * second; a divisor of the bucket either way. */
+	if (hv->cfg.fine_s)
+		hv->fine_ns = hv->cfg.fine_s * 1000000000ull;
+	else
+		hv->fine_ns = hv->cfg.bucket_s >= 20 && hv->cfg.bucket_s % 10 == 0 ?
+			hv->bucket_ns / 10 : 1000000000ull;
+	if (hv->fine_ns > hv->bucket_ns || hv->bucket_ns % hv->fine_ns)
+		hv->fine_ns = hv->bucket_ns;
+	/* A range reaching past the fine windows ends within a bucket of
+	 * what was asked: a tenth of a range at least 10 buckets long. */
+	hv->fine_keep_ns = 10 * hv->bucket_ns;
 	hv->retention_ns = hv->cfg.retention_s * 1000000000ull;
 	*out = hv;
 	return 0;

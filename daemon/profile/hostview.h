@@ -31,6 +31,10 @@ struct hostview_config {
 	 * start), where the first drain's samples begin; 0 = unknown (the first
 	 * window's start is assumed). */
 	uint64_t start_ns;
+	/* Windows of the newest 10 buckets: 0 = a tenth of a bucket of 20 s
+	 * or more (a multiple of 10 s), else 1 s; compacted into buckets as
+	 * they age. bucket_s: one tier (tests of the window mechanics). */
+	unsigned fine_s;
 };
 
 /* Any member left 0 / NULL matches everything. */
@@ -52,6 +56,7 @@ struct hostview_stats {
 	uint64_t evicted_age;      /* buckets dropped for retention */
 	uint64_t evicted_memory;   /* buckets dropped for the memory cap */
 	uint64_t reuse_buckets;    /* extra buckets of a window: a pid held by two processes in it */
+	uint64_t compacted;        /* fine windows merged into coarse ones */
 	uint64_t oldest_ns, newest_ns;  /* CLOCK_MONOTONIC span retained */
 };
 

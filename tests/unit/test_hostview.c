@@ -17,7 +17,9 @@
 
 static struct hostview *hv_make(unsigned bucket_s, unsigned retention_s, size_t max_bytes)
 {
-	struct hostview_config cfg = { bucket_s, retention_s, max_bytes, 0 };
+	/* One tier of windows: the window mechanics at bucket_s (the fine
+	 * windows and their compaction: test_fine_windows_compact). */
+	struct hostview_config cfg = { bucket_s, retention_s, max_bytes, 0, bucket_s };
 	struct hostview *hv = NULL;
 
 	ck_assert_int_eq(hostview_new(&cfg, &hv), 0);
@@ -387,9 +389,9 @@ START_TEST(test_span_is_what_the_buckets_cover)
 		if (now == T0 + 14 * S + S / 2)
 			ck_assert_int_eq(hostview_tap_open(hv, NULL, &tap), 0);
 	}
-	/* 4 s across a window boundary: the open window's bucket and the one
-	 * before it, 15 s of samples. */
-	ck_assert_int_eq(hostview_query(hv, T0 + 18 * S, T0 + 22 * S, NULL, &st, &from, &to), 0);
+	/* 11 s across a window boundary, most of each window in it: the open
+	 * window's bucket and the one before it, 15 s of samples. */
+	ck_assert_int_eq(hostview_query(hv, T0 + 12 * S, T0 + 23 * S, NULL, &st, &from, &to), 0);
 	ck_assert_uint_eq(total_samples(st), 15);             /* T0+10.5 .. T0+24.5 */
 	ck_assert_uint_eq(from, T0 + 9 * S + S / 2);         /* the drain before T0+10.5 */
 	ck_assert_uint_eq(to, T0 + 24 * S + S / 2);          /* the last drain */
@@ -626,6 +628,65 @@ START_TEST(test_pid_reuse_in_one_window)
 }
 END_TEST
 
+/* Default windows: 1 s for the newest 10 buckets, then compacted into
+ * 10 s ones. The last 10 s is answered within a second of 10 s (it was 10
+ * to 20 s with 10 s windows); a range reaching into the compacted past
+ * within half a bucket; nothing is lost or mixed in the compaction, two
+ * processes with one pid included. */
+START_TEST(test_fine_windows_compact)
+{
+	struct hostview *hv = NULL;
+	struct hostview_stats stats;
+	struct hostview_filter f = { .pid = 4242, .start_ns = 5 * S };
+	struct store *st = NULL;
+	uint64_t from, to, now = 0;
+
+	ck_assert_int_eq(hostview_new(&(struct hostview_config){ .bucket_s = 10,
+								 .retention_s = 600 }, &hv), 0);
+	for (now = T0 + S / 2; now <= T0 + 200 * S + S / 2; now += S) {
+		add(hv, 100, 100, "busy", now);
+		/* One pid, two processes, in one 10 s window that gets compacted. */
+		if (now == T0 + 21 * S + S / 2)
+			add_proc(hv, 4242, 5 * S, "first", now);
+		if (now == T0 + 24 * S + S / 2)
+			add_proc(hv, 4242, 7 * S, "second", now);
+		hostview_tick(hv, now);
+	}
+	now -= S;
+	hostview_get_stats(hv, &stats);
+	ck_assert_uint_gt(stats.compacted, 80);
+	ck_assert_uint_lt(stats.buckets, 130);   /* 200 fine windows had there been no compaction */
+	ck_assert_uint_gt(stats.buckets, 100);
+
+	ck_assert_int_eq(hostview_query(hv, now - 10 * S, now, NULL, &st, &from, &to), 0);
+	ck_assert_uint_ge(to - from, 9 * S);
+	ck_assert_uint_le(to - from, 11 * S);
+	ck_assert_uint_ge(total_samples(st), 9);
+	ck_assert_uint_le(total_samples(st), 11);
+	store_free(st);
+
+	ck_assert_int_eq(hostview_query(hv, now - 150 * S, now, NULL, &st, &from, &to), 0);
+	ck_assert_uint_ge(to - from, 145 * S);
+	ck_assert_uint_le(to - from, 155 * S);
+	store_free(st);
+
+	ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, &f, &st, NULL, NULL), 0);
+	ck_assert_uint_eq(total_samples(st), 1);
+	ck_assert_uint_eq(leaf_samples(st, "first"), 1);
+	store_free(st);
+	f.start_ns = 7 * S;
+	ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, &f, &st, NULL, NULL), 0);
+	ck_assert_uint_eq(total_samples(st), 1);
+	ck_assert_uint_eq(leaf_samples(st, "second"), 1);
+	store_free(st);
+	ck_assert_int_eq(hostview_query(hv, 0, UINT64_MAX, NULL, &st, &from, &to), 0);
+	ck_assert_uint_eq(total_samples(st), 201 + 2);
+	ck_assert_uint_eq(from, T0);
+	store_free(st);
+	hostview_free(hv);
+}
+END_TEST
+
 static Suite *hostview_suite(void)
 {
 	Suite *s = suite_create("hostview");
@@ -639,6 +700,7 @@ static Suite *hostview_suite(void)
 	tcase_add_test(tc, test_retention);
 	tcase_add_test(tc, test_taps_are_exact_windows);
 	tcase_add_test(tc, test_pid_reuse_in_one_window);
+	tcase_add_test(tc, test_fine_windows_compact);
 	tcase_add_test(tc, test_span_is_what_the_buckets_cover);
 	tcase_add_test(tc, test_addresses_stay_with_their_process);
 	tcase_add_test(tc, test_query_keeps_addresses_for_pprof);
