@@ -27,6 +27,7 @@
 #include "pipeline.h"
 #include "pprof.h"
 #include "quota.h"
+#include "render.h"
 #include "sampler.h"
 #include "session.h"
 #include "symbols.h"
@@ -287,6 +288,7 @@ int main(int argc, char **argv)
 	struct sampler *sampler = NULL;
 	struct symbols *symbols = NULL;
 	struct lines *lines = NULL;
+	struct render *render = NULL;
 	struct hostview *hostview = NULL;
 	struct control *control = NULL;
 	struct agentlink *agents = NULL;
@@ -396,6 +398,14 @@ int main(int argc, char **argv)
 	r = session_mgr_new(loop, pipeline, &slim, &sessions);
 	if (r < 0)
 		goto out;
+	/* Profiles are rendered on a thread of their own, off the loop. */
+	r = render_new(loop, &render);
+	if (r < 0) {
+		log_err("cannot start the render worker: %s", strerror(-r));
+		goto out;
+	}
+	session_mgr_set_render(sessions, render);
+	ccfg.render = render;
 	if (cfg.rate_hz) {
 		struct hostview_config hcfg = {
 			.bucket_s = cfg.host_bucket_s,
@@ -441,6 +451,7 @@ int main(int argc, char **argv)
 					    .group = ccfg.group, .group_name = ccfg.group_name };
 		struct http_sources hsrc = { .sampler = sampler, .symbols = symbols, .agents = agents,
 					     .hostview = hostview, .sessions = sessions, .control = control,
+					     .render = render,
 					     .host_rate_hz = cfg.rate_hz };
 		char err[CONFIG_ERR_MAX];
 
@@ -541,6 +552,9 @@ out:
 	session_mgr_free(sessions);
 	control_free(control);
 	agentlink_free(agents);
+	/* Every job's requester has cancelled it by now; the running one is
+	 * waited for (it may read source lines: lines goes later). */
+	render_free(render);
 	pipeline_free(pipeline);  /* stops watching the sampler's drain fd */
 	sampler_free(sampler);
 	hostview_free(hostview);

@@ -20,6 +20,7 @@ int control_new(struct loop *loop, struct session_mgr *sessions, struct sampler 
 		.group_name = cfg->group_name,
 		.max_sessions_per_client = cfg->max_sessions_per_client,
 		.quota = cfg->quota,
+		.render = cfg->render,
 	};
 	struct server_config scfg = {
 		.group = cfg->group,

@@ -15,6 +15,7 @@ struct agentlink;
 struct hostview;
 struct loop;
 struct quota;
+struct render;
 struct sampler;
 struct session_mgr;
 struct control;
@@ -26,6 +27,7 @@ struct control_config {
 	unsigned max_sessions_per_client;/* default 4 */
 	size_t max_output;               /* queued bytes per client before it is dropped; default 512 MiB */
 	struct quota *quota;             /* per-uid connections, queued bytes, recordings; NULL: none */
+	struct render *render;           /* where host profiles are rendered; NULL: on the loop */
 };
 
 /* agents: where connections that speak the agent protocol go (NULL: refused

@@ -713,6 +713,7 @@ int http_new(struct loop *loop, const struct http_config *cfg, const struct http
 		.loop = loop,
 		.hostview = src->hostview,
 		.host_rate_hz = src->host_rate_hz,
+		.render = src->render,
 		.max_windows = h->cfg.max_profiles,
 		.max_waiting = h->cfg.max_connections,
 		.max_seconds = h->cfg.max_seconds,

@@ -36,6 +36,7 @@ struct hostview;
 struct loop;
 struct MHD_Response;
 struct sampler;
+struct render;
 struct session_mgr;
 struct symbols;
 struct http;
@@ -68,6 +69,7 @@ struct http_sources {
 	struct hostview *hostview;
 	struct session_mgr *sessions;
 	struct control *control;
+	struct render *render;           /* where scrapes are rendered; NULL: on the loop */
 	unsigned host_rate_hz;           /* for the profile's period */
 };
 

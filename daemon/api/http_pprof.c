@@ -18,6 +18,7 @@
 #include "loop.h"
 #include "proc.h"
 #include "profile_msg.h"
+#include "render.h"
 #include "store.h"
 
 #define FILTER_MAX 256                /* bytes of a comm/unit/cgroup filter */
@@ -52,6 +53,7 @@ struct pp_window {
 	struct pp_waiter *waiters;          /* still waiting */
 	struct loop_source *timer;
 	struct hostview_tap *tap;
+	struct render_job *job;             /* due: its profile is being rendered */
 	uint64_t t0_mono_ns, t0_unix_ns;
 	uint64_t hv_samples_at_open;        /* the host view's sample count then */
 	struct pp_key key;                  /* strings owned */
@@ -152,6 +154,7 @@ static void window_free(struct pp_window *w)
 		}
 	}
 	loop_remove(w->timer);
+	render_cancel(w->job);
 	store_free(hostview_tap_close(w->tap));
 	free((char *)w->key.comm);
 	free((char *)w->key.unit);
@@ -256,23 +259,44 @@ void http_pprof_get_stats(const struct http_pprof *pp, struct http_pprof_stats *
 	*out = pp->st;
 }
 
-/* Renders what the window's tap collected as gzipped pprof. 0 or -errno
- * with a message in msg. */
-static int window_render(struct pp_window *w, struct pp_blob **out, char *msg, size_t len)
+/* The worker rendered a window (render.h): its bytes go to every request
+ * still waiting. */
+static void on_window_rendered(void *arg, int err, struct buf *out)
 {
+	struct pp_window *w = arg;
+	struct pp_blob *b = NULL;
+	char msg[MSG_MAX] = "";
+
+	w->job = NULL;
+	if (err < 0) {
+		log_err("http: rendering a %u s profile failed: %s", w->key.seconds, strerror(-err));
+		snprintf(msg, sizeof(msg), "could not render the profile: %s", strerror(-err));
+	} else if ((b = calloc(1, sizeof(*b)))) {
+		b->refs = 1;
+		b->data = buf_steal(out, &b->len);
+	} else {
+		snprintf(msg, sizeof(msg), "out of memory");
+	}
+	window_finish(w, b, b ? MHD_HTTP_OK : MHD_HTTP_INTERNAL_SERVER_ERROR, msg);
+	blob_unref(b);
+}
+
+/* Hands what the window's tap collected to the render worker, as gzipped
+ * pprof; the window keeps its requests until on_window_rendered. */
+static void on_window_due(struct loop_source *src, void *arg)
+{
+	struct pp_window *w = arg;
 	struct export_meta meta = {
 		.pid = (uint32_t)(w->key.pid > 0 ? w->key.pid : 0),
 		.comm = w->key.comm,
 		.status = "complete",
 	};
-	struct export_options opt = { 0 };
-	struct pp_blob *b = NULL;
-	struct buf out_buf = BUF_INIT;
+	struct render_req req = { .meta = &meta, .fmt = JPROF_FMT_PPROF };
 	uint64_t from, to;
-	struct store *st;
 	int r;
 
-	*out = NULL;
+	loop_remove(w->timer);
+	w->timer = NULL;
 	profile_msg_host_meta(&meta, w->pp->cfg.host_rate_hz);
 	/* The tap holds what the drains of the window delivered, taken from
 	 * the drain before it opened to the last drain: that is the duration,
@@ -284,46 +308,13 @@ static int window_render(struct pp_window *w, struct pp_blob **out, char *msg, s
 	}
 	meta.start_unix_ns = w->t0_unix_ns - (w->t0_mono_ns - from);
 	meta.duration_ns = to - from;
-	st = hostview_tap_close(w->tap);
+	req.st = hostview_tap_close(w->tap);
 	w->tap = NULL;
-	if (!st) {
-		r = -ENOMEM;
-		snprintf(msg, len, "out of memory");
-		goto out;
-	}
-	r = export_render(st, &meta, &opt, JPROF_FMT_PPROF, &out_buf);
+	r = req.st ? render_submit(w->pp->cfg.render, &req, on_window_rendered, w, &w->job) : -ENOMEM;
 	if (r < 0) {
-		log_err("http: rendering a %u s profile failed: %s", w->key.seconds, strerror(-r));
-		snprintf(msg, len, "could not render the profile: %s", strerror(-r));
-		goto out;
+		store_free(req.st);
+		on_window_rendered(w, r, NULL);
 	}
-	b = calloc(1, sizeof(*b));
-	if (!b) {
-		r = -ENOMEM;
-		snprintf(msg, len, "out of memory");
-		goto out;
-	}
-	b->refs = 1;
-	b->data = buf_steal(&out_buf, &b->len);
-	*out = b;
-out:
-	buf_release(&out_buf);
-	store_free(st);
-	return r;
-}
-
-static void on_window_due(struct loop_source *src, void *arg)
-{
-	struct pp_window *w = arg;
-	struct pp_blob *blob;
-	char msg[MSG_MAX] = "";
-	int r;
-
-	loop_remove(w->timer);
-	w->timer = NULL;
-	r = window_render(w, &blob, msg, sizeof(msg));
-	window_finish(w, blob, r < 0 ? MHD_HTTP_INTERNAL_SERVER_ERROR : MHD_HTTP_OK, msg);
-	blob_unref(blob);
 }
 
 /* The client of a waiting request closed its end: drop the request now

@@ -23,6 +23,7 @@
 
 struct hostview;
 struct loop;
+struct render;
 struct MHD_Connection;
 struct MHD_Response;
 struct http_pprof;
@@ -33,6 +34,7 @@ struct http_pprof_config {
 	struct loop *loop;
 	struct hostview *hostview;       /* NULL: answered with 503 (host view off) */
 	unsigned host_rate_hz;           /* for the profile's period */
+	struct render *render;           /* where windows are rendered; NULL: on the loop */
 	unsigned max_windows;            /* distinct windows open at once, then 503 */
 	unsigned max_waiting;            /* requests waiting in all windows, then 503 */
 	unsigned max_seconds;            /* seconds=N is clamped to 1..this */

@@ -18,6 +18,8 @@
 #include "log.h"
 #include "proc.h"
 #include "profile_msg.h"
+#include "render.h"
+#include "server.h"
 #include "sampler.h"
 
 /* A continuous profile of pid needs the same right as recording it.
@@ -97,6 +99,65 @@ static int64_t ms_before(uint64_t now, uint64_t t)
 	return t ? -(int64_t)((now - t) / 1000000ull) : 0;
 }
 
+/* The worker rendered a connection's host profile: its line goes out, and
+ * the connection's next requests are taken up. */
+static void on_rendered(void *arg, int err, struct buf *out)
+{
+	struct server_client *c = arg;
+	struct requests_conn *conn = server_client_data(c);
+
+	conn->profile_job = NULL;
+	if (err < 0) {
+		log_err("rendering a host profile failed: %s", strerror(-err));
+		server_client_send_error(c, conn->profile_id, true, JPROF_E_INTERNAL,
+					 "rendering the profile failed");
+	} else {
+		server_client_send(c, out->data, out->len);
+	}
+	server_client_hold(c, false);
+}
+
+/* Renders st (taken on success) into the message o (taken) on the render
+ * worker, holding the connection's further requests until it is sent, so
+ * that its answers keep their order. 0, or -errno after the error reply
+ * (st is still the caller's). */
+static int profile_submit(const struct request *r, struct store *st, const struct export_meta *meta,
+			  const struct export_options *opt, enum jprof_format fmt,
+			  struct json_object *o)
+{
+	struct render_req req = {
+		.st = st, .meta = meta, .opt = opt, .fmt = fmt, .msg = o, .uid = r->peer->uid,
+		.max_per_uid = r->peer->uid ? REQUESTS_PROFILE_RENDERS_PER_UID : 0,
+	};
+	struct requests_conn *conn = r->conn;
+	struct render_job *job = NULL;
+	int ret;
+
+	conn->profile_id = r->msg->id;
+	server_client_hold(r->client, true);
+	ret = render_submit(r->rq->cfg.render, &req, on_rendered, r->client, &job);
+	if (ret < 0) {
+		json_object_put(o);
+		server_client_hold(r->client, false);
+		if (ret == -EDQUOT)
+			requests_error(r, JPROF_E_LIMIT,
+				       "uid %u has %u host profiles being rendered already, its limit; "
+				       "try again when one has arrived",
+				       (unsigned)r->peer->uid, REQUESTS_PROFILE_RENDERS_PER_UID);
+		else if (!requests_exhausted(r, ret))
+			requests_error(r, JPROF_E_INTERNAL, "rendering the profile failed");
+		return ret;
+	}
+	conn->profile_job = job;  /* NULL when it ran at once (no worker) */
+	return 0;
+}
+
+void req_profile_abandon(struct requests_conn *conn)
+{
+	render_cancel(conn->profile_job);
+	conn->profile_job = NULL;
+}
+
 void req_profile(const struct request *r)
 {
 	const struct jprof_profile_req *pr = &r->msg->profile;
@@ -166,12 +227,6 @@ void req_profile(const struct request *r)
 	profile_msg_host_meta(&meta, ss.host_rate_hz);
 	meta.duration_ns = span_to - span_from;
 	meta.start_unix_ns = clock_ns(CLOCK_REALTIME) - (span_from ? now - span_from : 0);
-	ret = export_render(st, &meta, &opt, (enum jprof_format)fmt, &out);
-	if (ret < 0) {
-		log_err("rendering a %s host profile failed: %s", jprof_format_info(fmt)->name, strerror(-ret));
-		requests_error(r, JPROF_E_INTERNAL, "rendering the profile failed");
-		goto out;
-	}
 	o = profile_msg_new(r->msg->id, "complete", (enum jprof_format)fmt, &out, st, &sum);
 	if (!o) {
 		requests_error(r, JPROF_E_INTERNAL, "out of memory");
@@ -183,7 +238,8 @@ void req_profile(const struct request *r)
 	json_object_object_add(sum, "to_ms", json_object_new_int64(ms_before(now, span_to)));
 	json_object_object_add(sum, "group_by",
 			       json_object_new_string(hostview_group_name((enum hostview_group)group)));
-	requests_send(r, o);
+	if (profile_submit(r, st, &meta, &opt, (enum jprof_format)fmt, o) == 0)
+		st = NULL;  /* the job's */
 out:
 	if (pidfd >= 0)
 		close(pidfd);

@@ -220,4 +220,5 @@ void requests_on_line(void *ctx, struct server_client *c, const struct authz_pee
 void requests_on_gone(void *ctx, struct server_client *c)
 {
 	req_record_abandon_all(server_client_data(c));
+	req_profile_abandon(server_client_data(c));
 }

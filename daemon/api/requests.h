@@ -23,6 +23,8 @@ struct hostview;
 struct jprof_request;
 struct json_object;
 struct quota;
+struct render;
+struct render_job;
 struct sampler;
 struct server;
 struct server_client;
@@ -30,11 +32,15 @@ struct session;
 struct session_mgr;
 
 #define REQUESTS_MAX_RECORDINGS 16   /* per connection, upper bound of the setting */
+/* Host profiles of one uid (but root) being rendered at once, over all its
+ * connections (each connection has one at most: it is held meanwhile). */
+#define REQUESTS_PROFILE_RENDERS_PER_UID 4
 
 struct requests_config {
 	const char *group_name;          /* the authorized group, for messages; NULL: "jprof" */
 	unsigned max_sessions_per_client;/* default 4, at most REQUESTS_MAX_RECORDINGS */
 	struct quota *quota;             /* recordings per uid; NULL: none */
+	struct render *render;           /* where host profiles are rendered; NULL: on the loop */
 };
 
 /* What the handlers read; set up by requests_new and the setters. */
@@ -57,6 +63,10 @@ struct requests_conn {
 	unsigned nrec;
 	struct quota *quota;             /* where the recordings are charged, */
 	uid_t uid;                       /* and to whom */
+	/* The host profile being rendered for this connection (its requests
+	 * are held until it is sent), and its request's id. */
+	struct render_job *profile_job;
+	int64_t profile_id;
 };
 
 /* One request being answered. */
@@ -129,5 +139,7 @@ void req_record_cancel(const struct request *r);
 void req_profile(const struct request *r);
 /* The client is gone: its recordings are dropped, not finished. */
 void req_record_abandon_all(struct requests_conn *conn);
+/* ... and the host profile being rendered for it. */
+void req_profile_abandon(struct requests_conn *conn);
 
 #endif

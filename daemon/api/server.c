@@ -50,6 +50,7 @@ struct server_client {
 	bool decided;               /* JSON client, not an agent */
 	bool want_out;
 	bool backlog;               /* complete lines wait for the next round; not read meanwhile */
+	bool held;                  /* an answer is being prepared: no lines handled, not read */
 	bool dead;
 	max_align_t data[];         /* cfg.client_data_size bytes for the dispatcher */
 };
@@ -79,7 +80,7 @@ struct server {
 static void client_watch(struct server_client *c)
 {
 	if (!c->dead)
-		loop_set_events(c->src, (c->backlog ? 0 : EPOLLIN | EPOLLRDHUP) |
+		loop_set_events(c->src, (c->backlog || c->held ? 0 : EPOLLIN | EPOLLRDHUP) |
 					(c->want_out ? EPOLLOUT : 0));
 }
 
@@ -233,7 +234,8 @@ static bool process_input(struct server_client *c)
 	unsigned handled = 0;
 	char *nl;
 
-	while (!c->dead && (nl = memchr(c->in.data + c->in_off, '\n', c->in.len - c->in_off))) {
+	while (!c->dead && !c->held &&
+	       (nl = memchr(c->in.data + c->in_off, '\n', c->in.len - c->in_off))) {
 		const char *line = c->in.data + c->in_off;
 		size_t len = (size_t)(nl - line);
 
@@ -247,9 +249,11 @@ static bool process_input(struct server_client *c)
 			srv->hooks.line(srv->hooks.ctx, c, &c->peer, line, len);
 		c->in_off += len + 1;
 	}
-	/* At most a partial line is left. */
 	buf_consume(&c->in, c->in_off);
 	c->in_off = 0;
+	if (c->held)
+		return false;  /* complete lines may wait; server_client_hold takes them up */
+	/* At most a partial line is left. */
 	if (c->in.len >= JPROF_PROTO_MAX_REQUEST) {
 		if (!c->discarding)
 			send_line_too_long(c);
@@ -298,6 +302,18 @@ static void on_backlog(struct loop_source *src, void *arg)
 	for (struct server_client *c = srv->clients; c; c = c->next)
 		if (c->backlog)
 			client_input(c);
+}
+
+void server_client_hold(struct server_client *c, bool on)
+{
+	if (c->held == on)
+		return;
+	c->held = on;
+	client_watch(c);
+	/* Lines that arrived meanwhile are handled next round, not under
+	 * the caller's feet (it may be answering one of them). */
+	if (!on && !client_backlog(c, true))
+		client_input(c);
 }
 
 /* ---- connections ---- */
@@ -368,8 +384,12 @@ static void on_client(struct loop_source *src, int fd, uint32_t events, void *ar
 
 	if (events & EPOLLOUT)
 		client_flush(c);
-	if (!c->backlog && (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))) {
-		while (budget && !c->dead && !c->backlog) {
+	/* epoll reports these even unasked: a held client that hung up is
+	 * dropped now (its pending answer with it), not polled in a spin. */
+	if (c->held && (events & (EPOLLHUP | EPOLLERR)))
+		c->dead = true;
+	if (!c->backlog && !c->held && (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))) {
+		while (budget && !c->dead && !c->backlog && !c->held) {
 			ssize_t n;
 
 			if (buf_reserve(&c->in, READ_CHUNK) < 0) {

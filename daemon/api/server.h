@@ -69,6 +69,11 @@ unsigned server_client_count(const struct server *s);
 /* Queues one complete line for c and sends what the socket takes now. A
  * client past max_output is marked dead and dropped after its callback. */
 void server_client_send(struct server_client *c, const char *line, size_t len);
+/* Holds c's requests while an answer of it is prepared elsewhere (the render
+ * worker): its further lines wait unhandled and it is not read, so that its
+ * answers keep the order of its requests; on false they are taken up in the
+ * next loop round. Replies may still be sent to a held client. */
+void server_client_hold(struct server_client *c, bool on);
 /* Sends {"ok":false,"error":{code,message}} with the id when has_id. */
 void server_client_send_error(struct server_client *c, int64_t id, bool has_id, const char *code,
 			      const char *message);

@@ -25,6 +25,7 @@
 #include "proc.h"
 #include "pipeline.h"
 #include "profile_msg.h"
+#include "render.h"
 #include "sample.h"
 #include "sampler.h"
 #include "store.h"
@@ -465,6 +466,33 @@ static const struct event_info *periodic_event(const struct session *s)
 	return s->event;
 }
 
+static void session_end(struct session *s);
+
+/* The worker rendered the profile (render.h): the line goes to the client,
+ * then the session ends. */
+static void on_rendered(void *arg, int err, struct buf *out)
+{
+	struct session *s = arg;
+
+	s->render_job = NULL;
+	if (err < 0) {
+		log_err("session %u: rendering %s failed: %s", s->id, jprof_format_info(s->p.format)->name,
+			strerror(-err));
+		session_send_error(s, JPROF_E_INTERNAL, "rendering the profile failed");
+	} else {
+		s->sink.send(s->sink.ctx, out->data, out->len);
+	}
+	session_end(s);
+}
+
+static void session_release(struct session *s);
+
+/* Builds the profile message but for its data, here on the loop (the
+ * summary reads the threads, the agent, the sampler), then lets go of
+ * everything but the store and hands store and message to the render
+ * worker; on_rendered sends the line. The session waits on the manager's
+ * rendering list, still charged to its connection, so a uid's renderings
+ * are bounded by its recordings. */
 static void send_profile(struct session *s, const char *status)
 {
 	const struct event_info *pe = periodic_event(s);
@@ -492,7 +520,8 @@ static void send_profile(struct session *s, const char *status)
 		.event_values = mains,
 		.nevent_values = s->p.events.n,
 	};
-	struct buf out = BUF_INIT;
+	struct render_req req = { .meta = &meta, .opt = &opt, .fmt = s->p.format, .uid = s->p.uid };
+	struct buf none = BUF_INIT;
 	struct json_object *o, *sum;
 	int r;
 
@@ -502,17 +531,11 @@ static void send_profile(struct session *s, const char *status)
 		mains[i] = ev->types[ev->main_value].type;
 	}
 	session_jvm_thread_names(s);
-	r = export_render(s->store, &meta, &opt, s->p.format, &out);
-	if (r < 0) {
-		log_err("session %u: rendering %s failed: %s", s->id, jprof_format_info(s->p.format)->name,
-			strerror(-r));
-		session_send_error(s, JPROF_E_INTERNAL, "rendering the profile failed");
-		goto out;
-	}
-	o = profile_msg_new(s->p.req_id, status, s->p.format, &out, s->store, &sum);
+	o = profile_msg_new(s->p.req_id, status, s->p.format, &none, s->store, &sum);
 	if (!o) {
 		session_send_error(s, JPROF_E_INTERNAL, "out of memory");
-		goto out;
+		session_end(s);
+		return;
 	}
 	json_object_object_add(sum, "duration_ms", json_object_new_int64((int64_t)elapsed_ms(s)));
 	json_object_object_add(sum, "lost", json_object_new_int64((int64_t)s->stacks_lost));
@@ -528,9 +551,18 @@ static void send_profile(struct session *s, const char *status)
 				       json_object_new_int64((int64_t)(cpu / interval_ns(s))));
 	}
 	session_jvm_summary(s, sum);
-	session_send_obj(s, o);
-out:
-	buf_release(&out);
+	session_release(s);
+	req.st = s->store;
+	req.msg = o;
+	s->store = NULL;  /* the job's (without a worker, s is gone when it returns) */
+	s->next = s->mgr->rendering;
+	s->mgr->rendering = s;
+	r = render_submit(s->mgr->render, &req, on_rendered, s, &s->render_job);
+	if (r < 0) {  /* nothing was taken */
+		s->store = req.st;
+		json_object_put(o);
+		on_rendered(s, r, NULL);
+	}
 }
 
 /* ---- lifecycle ---- */
@@ -547,30 +579,66 @@ static void unlink_session(struct session *s)
 	}
 }
 
-static void session_free(struct session *s)
+/* Everything but the store and the session itself: what samples, times,
+ * watches or holds the process. Idempotent. */
+static void session_release(struct session *s)
 {
-	if (!s)
-		return;
 	close_events(s);
 	if (s->join)
 		sampler_set_min_gap(s->mgr->sampler, s->id, 0);
 	attach_cancel(s->attach);
+	s->attach = NULL;
 	agent_stop(s->agent);
+	s->agent = NULL;
 	loop_remove(s->ring_timer);
 	loop_remove(s->java_timer);
 	loop_remove(s->join_timer);
 	loop_remove(s->agent_ev_timer);
+	s->ring_timer = s->java_timer = s->join_timer = s->agent_ev_timer = NULL;
 	jvm_join_free(s->join);
+	s->join = NULL;
 	loop_remove(s->end_timer);
 	loop_remove(s->gate_timer);
 	loop_remove(s->access_timer);
 	loop_remove(s->pidfd_src);
+	s->end_timer = s->gate_timer = s->access_timer = s->pidfd_src = NULL;
 	if (s->p.pidfd >= 0)
 		close(s->p.pidfd);
+	s->p.pidfd = -1;
 	pipeline_source_close(s->src);
+	s->src = NULL;
 	store_free(s->pending);
+	s->pending = NULL;
+}
+
+static void session_free(struct session *s)
+{
+	if (!s)
+		return;
+	render_cancel(s->render_job);
+	session_release(s);
 	store_free(s->store);
 	free(s);
+}
+
+/* Takes s off the manager's rendering list, if it is there. */
+static void unlink_rendering(struct session *s)
+{
+	for (struct session **pp = &s->mgr->rendering; *pp; pp = &(*pp)->next) {
+		if (*pp == s) {
+			*pp = s->next;
+			return;
+		}
+	}
+}
+
+/* After its last line: the connection lets go of s, and s goes. */
+static void session_end(struct session *s)
+{
+	unlink_rendering(s);
+	if (s->sink.done)
+		s->sink.done(s->sink.ctx, s);
+	session_free(s);
 }
 
 /* Renders and sends the profile, then frees the session. */
@@ -593,11 +661,8 @@ void session_complete(struct session *s, const char *status)
 	if (s->first_java_ms)
 		log_info("session %u: first sample with Java frames taken %llu ms after the request",
 			 s->id, (unsigned long long)s->first_java_ms);
-	send_profile(s, status);
 	unlink_session(s);
-	if (s->sink.done)
-		s->sink.done(s->sink.ctx, s);
-	session_free(s);
+	send_profile(s, status);  /* ends s, now or once rendered */
 }
 
 static void finish(struct session *s, const char *status)
@@ -645,6 +710,13 @@ void session_stop(struct session *s, const char *status)
 
 void session_abandon(struct session *s)
 {
+	if (s && s->render_job) {
+		/* Ended, its profile being rendered: nobody to send it to. */
+		log_info("session %u: client gone before its profile was rendered", s->id);
+		unlink_rendering(s);
+		session_free(s);  /* cancels the job */
+		return;
+	}
 	if (!s || (s->finishing && !s->java_finishing))
 		return;
 	s->finishing = true;
@@ -935,6 +1007,11 @@ void session_mgr_set_jvm(struct session_mgr *m, struct agentlink *agents, const 
 	m->agent_socket = agent_socket;
 }
 
+void session_mgr_set_render(struct session_mgr *m, struct render *rw)
+{
+	m->render = rw;
+}
+
 void session_mgr_set_sampler(struct session_mgr *m, struct sampler *sampler)
 {
 	m->sampler = sampler;
@@ -953,6 +1030,14 @@ void session_mgr_free(struct session_mgr *m)
 		if (s->sink.done)
 			s->sink.done(s->sink.ctx, s);
 		session_free(s);
+	}
+	/* Profiles still being rendered are not waited for. */
+	while (m->rendering) {
+		struct session *s = m->rendering;
+
+		session_send_error(s, JPROF_E_SHUTTING_DOWN,
+				   "jprofd is shutting down; the recording's profile was not rendered");
+		session_end(s);
 	}
 	free(m);
 }

@@ -23,6 +23,7 @@ struct agentlink;
 struct loop;
 struct pipeline;
 struct quota;
+struct render;
 struct sampler;
 struct session;
 struct session_mgr;
@@ -97,6 +98,10 @@ int session_mgr_new(struct loop *loop, struct pipeline *pipeline, const struct s
 void session_mgr_set_sampler(struct session_mgr *m, struct sampler *sampler);
 /* Ends every session with a shutting_down error to its client; NULL-safe. */
 void session_mgr_free(struct session_mgr *m);
+
+/* Where profiles are rendered (NULL, the default: on the loop). Set before
+ * the first recording; freed after the manager. */
+void session_mgr_set_render(struct session_mgr *m, struct render *rw);
 
 /* JVM support: where agents connect, the agent library to load, and the
  * socket path the agent is told to connect to (as the target sees it). */

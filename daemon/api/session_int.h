@@ -21,6 +21,8 @@ struct jvm_join;
 struct built_sample;
 struct loop_source;
 struct pipeline_source;
+struct render;
+struct render_job;
 struct sampler_events;
 struct store;
 struct threadset;
@@ -82,6 +84,9 @@ struct session {
 	bool offcpu_target;         /* an off-CPU target in the sampler (and a watch for --pid) */
 	bool finishing;
 	struct store *store;
+	/* Ended: the profile is being rendered (render.h), s is on the
+	 * manager's rendering list and holds nothing else. */
+	struct render_job *render_job;
 	uint64_t samples;
 	uint64_t stacks_lost;       /* samples with a stack that could not be read */
 	uint64_t threads_over_limit;
@@ -139,6 +144,8 @@ struct session_mgr {
 	struct session_limits lim;
 	struct session *sessions;
 	size_t count;
+	struct render *render;      /* NULL: profiles are rendered on the loop */
+	struct session *rendering;  /* ended, waiting for their profile */
 	struct agentlink *agents;
 	const char *agent_path;
 	const char *agent_socket;

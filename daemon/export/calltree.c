@@ -211,6 +211,10 @@ int calltree_build(const struct export_job *job, bool all_values, struct calltre
 	for (i = 0; i < nstacks; i++) {
 		const struct store_stack *s = store_stack_get(st, i);
 
+		if (export_cancelled(job)) {
+			r = -ECANCELED;
+			goto out;
+		}
 		node = root;
 		if (thread_frames) {
 			r = calltree_thread_key(t, s->pid, s->tid, &key);

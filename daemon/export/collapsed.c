@@ -138,6 +138,10 @@ int collapsed_render(const struct export_job *job, struct buf *out)
 	/* Equal lines are adjacent now: stacks of different threads (or frames
 	 * that differ only in what this format does not show) merge into one. */
 	for (i = 0; i < nstacks; i = j) {
+		if (export_cancelled(job)) {
+			r = -ECANCELED;
+			goto out;
+		}
 		value = items[i].value;
 		for (j = i + 1; j < nstacks && !collapsed_cmp(&items[i], &items[j], &c); j++)
 			value += items[j].value;

@@ -5,6 +5,7 @@
 #ifndef JPROF_EXPORT_H
 #define JPROF_EXPORT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -43,6 +44,9 @@ struct export_options {
 	 * nevent_values <= 1: only value. */
 	const char *const *event_values;
 	size_t nevent_values;
+	/* Set (by another thread: the render worker's owner) to stop a
+	 * rendering: it ends with -ECANCELED at its next stack. NULL: never. */
+	const atomic_bool *cancel;
 };
 
 /* Appends the rendering of st in format fmt (proto/jprof_formats.h) to out;
@@ -82,6 +86,14 @@ struct export_renderer {
 const struct export_renderer *export_renderer(enum jprof_format id);
 
 /* ---- helpers for renderers ------------------------------------------------ */
+
+/* Whether the rendering was cancelled (export_options.cancel): renderers
+ * look once per stack (or call-tree node) and return -ECANCELED. */
+static inline bool export_cancelled(const struct export_job *job)
+{
+	return job->opt && job->opt->cancel &&
+	       atomic_load_explicit(job->opt->cancel, memory_order_relaxed);
+}
 
 /* A period in nanoseconds (the interval), or 0 when meta's period is in
  * another unit or absent. */

@@ -167,6 +167,11 @@ static int flamegraph_data(const struct calltree *t, const struct export_job *jo
 	i = 0;
 	while (i != CALLTREE_NONE) {
 		const struct calltree_node *n = calltree_node(t, i);
+
+		if (export_cancelled(job)) {
+			r = -ECANCELED;
+			goto out;
+		}
 		uint32_t kind = n->key == CALLTREE_ROOT_KEY ? FRAME_KIND_COUNT
 							    : (uint32_t)calltree_key_frame_kind(t, n->key);
 

@@ -87,13 +87,19 @@ static struct jfr_clock jfr_clock(const struct export_meta *m, const struct jfr_
 	return c;
 }
 
-static int jfr_write_samples(struct jfr_pools *p, const struct jfr_samples *s, struct buf *events)
+static int jfr_write_samples(const struct export_job *job, struct jfr_pools *p,
+			     const struct jfr_samples *s, struct buf *events)
 {
 	struct buf ev = BUF_INIT;
 	int r = 0;
 
 	for (size_t i = 0; r == 0 && i < s->n; i++) {
 		const struct jfr_sample *x = &s->v[i];
+
+		if (export_cancelled(job)) {
+			r = -ECANCELED;
+			break;
+		}
 		const struct store_stack *st = store_stack_get(p->st, x->stack);
 		int64_t thread = st ? jfr_pools_thread(p, st->pid, x->tid) : -EINVAL;
 		bool java = false;
@@ -169,7 +175,7 @@ int jfr_render(const struct export_job *job, struct buf *out)
 	clk = jfr_clock(job->meta, &s);
 	store_get_totals(job->st, &tot);
 	/* Events first, into their own buffer: they fill the pools. */
-	r = jfr_write_samples(&p, &s, &events);
+	r = jfr_write_samples(job, &p, &s, &events);
 	if (r == 0 && tot.times_dropped)
 		r = jfr_write_truncated(&tot, s.n ? s.v[s.n - 1].time_ns : clk.start_ticks, &events);
 	if (r == 0)

@@ -614,6 +614,11 @@ int pprof_render(const struct export_job *job, struct buf *out)
 	for (i = 0; i < nstacks; i++) {
 		const struct store_stack *s = store_stack_get(st, i);
 		Perftools__Profiles__Sample *smp = &c.samples[i];
+
+		if (export_cancelled(job)) {
+			r = -ECANCELED;
+			goto out;
+		}
 		Perftools__Profiles__Label *lab = &c.labels[nlabels];
 		const char *tname = store_thread_name(st, s->pid, s->tid);
 		const char *comm = store_process_name(st, s->pid);

@@ -8,6 +8,7 @@ struct json_list {
 	struct buf *out;
 	bool first;
 	const struct store *st;
+	const struct export_job *job;
 };
 
 /* Opens the next object of a list with its first member, "pid". */
@@ -66,7 +67,11 @@ static int rawjson_stack(const struct store_stack *s, void *arg)
 	struct json_list *l = arg;
 	struct buf *out = l->out;
 	uint32_t i;
-	int r = rawjson_item(l, s->pid);
+	int r;
+
+	if (export_cancelled(l->job))
+		return -ECANCELED;
+	r = rawjson_item(l, s->pid);
 
 	if (r == 0)
 		r = export_json_u64(out, "tid", s->tid, false);
@@ -96,7 +101,7 @@ static int rawjson_stack(const struct store_stack *s, void *arg)
 int rawjson_render(const struct export_job *job, struct buf *out)
 {
 	const struct store *st = job->st;
-	struct json_list list = { out, true, st };
+	struct json_list list = { out, true, st, job };
 	struct store_totals t;
 	size_t i, n;
 	int r;

@@ -15,9 +15,10 @@ if(JPROF_WERROR)
 endif()
 
 # waiter: the off-CPU workload (test_offcpu.py); alternate: test_timeline.py;
-# wall_split: test_wall.py; fp_garbage: test_fp_garbage.py.
+# wall_split: test_wall.py; fp_garbage: test_fp_garbage.py; deep_stacks:
+# test_big_outputs.py.
 foreach(prog spin_chain read_zero thread_spawner alternate waiter short_threads wall_split
-    fp_garbage)
+    fp_garbage deep_stacks)
   add_executable(prog_${prog} ${CMAKE_CURRENT_LIST_DIR}/${prog}.c)
   set_target_properties(prog_${prog} PROPERTIES
     OUTPUT_NAME ${prog}
@@ -30,6 +31,7 @@ endforeach()
 target_link_libraries(prog_thread_spawner PRIVATE Threads::Threads)
 target_link_libraries(prog_short_threads PRIVATE Threads::Threads)
 target_link_libraries(prog_wall_split PRIVATE Threads::Threads)
+target_link_libraries(prog_deep_stacks PRIVATE Threads::Threads)
 
 # DWARF unwinding workloads (test_dwarf_unwind.py): optimized and without
 # frame pointers, as distributions build, so only .eh_frame finds callers.
