@@ -630,7 +630,9 @@ static struct table *table_for(struct unwtab *u, struct proc_view *pv,
 	t0 = clock_mono_ns();
 	t->owner = uid;
 	dfd = open_debug_file(bid, (size_t)len);
-	r = cfi_build_fd(fd, dfd, u->cap < MAX_TABLE_ROWS ? u->cap : MAX_TABLE_ROWS, &ct, &why);
+	r = cfi_build_fd(fd, dfd,
+			 &(struct cfi_limits){ .max_rows = u->cap < MAX_TABLE_ROWS ? u->cap : MAX_TABLE_ROWS },
+			 &ct, &why);
 	if (dfd >= 0)
 		close(dfd);
 	if (r == 0 && over_share(u, uid, ct->n)) {

@@ -98,7 +98,7 @@ START_TEST(test_own_process)
 
 	/* The row BPF would find is the one the builder makes for that pc. */
 	fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
-	ck_assert_int_eq(cfi_build_fd(fd, -1, 1u << 20, &t, &why), 0);
+	ck_assert_int_eq(cfi_build_fd(fd, -1, &(struct cfi_limits){ .max_rows = 1u << 20 }, &t, &why), 0);
 	close(fd);
 	ck_assert_uint_eq(m->row_count, t->n);
 	elf_pc = addr - m->bias;
