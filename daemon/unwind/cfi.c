@@ -9,8 +9,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "cfiprog.h"
 #include "elfmeta.h"
 
 #define DWARF_REG_RBP 6
@@ -18,19 +18,6 @@
 #define DWARF_REG_RA 16
 /* An FDE with more rows than this is not a function's: corrupt. */
 #define FDE_MAX_ROWS 65536
-/* No x86-64 DWARF register is numbered above 125 (k7). libdw sizes a
- * frame's register file by the largest number named (16 bytes each) and
- * copies it at every row and saved state: 10^8 was 1.6 GB per copy. */
-#define CFI_MAX_REG 127
-/* Saved states (DW_CFA_remember_state) one FDE may push in all, and hold
- * at once. Compilers push one per epilogue that is not the last; libdw
- * copies the register file for each at every row of the FDE. */
-#define CFI_MAX_REMEMBER 4096
-#define CFI_MAX_DEPTH 64
-/* The CPU clock (a system call) is read after about this many bytes of
- * CFI program handed to libdw or read here: at every row of a long FDE,
- * every few thousand rows of ordinary ones. */
-#define BUDGET_CHECK_BYTES 65536
 
 struct range {
 	uint64_t lo, hi;
@@ -43,8 +30,7 @@ struct builder {
 	struct range plt[4];
 	size_t nplt;
 	enum cfi_error err;
-	uint64_t cpu_deadline;     /* CLOCK_THREAD_CPUTIME_ID */
-	size_t work;               /* bytes of CFI program since the clock was read */
+	struct cfiprog_budget budget;
 };
 
 const char *cfi_error_name(enum cfi_error e)
@@ -71,23 +57,21 @@ static int fail(struct builder *b, enum cfi_error e)
 	return codes[e];
 }
 
-static uint64_t thread_cpu_ns(void)
+/* fail() for the -errno of cfiprog.h. */
+static int fail_errno(struct builder *b, int r)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* Counts bytes of CFI program about to be run or read; -ETIME once the
- * build's CPU time is spent. */
-static int spend(struct builder *b, size_t bytes)
-{
-	b->work += bytes;
-	if (b->work < BUDGET_CHECK_BYTES)
-		return 0;
-	b->work = 0;
-	return thread_cpu_ns() > b->cpu_deadline ? fail(b, CFI_ERR_BUDGET) : 0;
+	switch (r) {
+	case -EINVAL:
+		return fail(b, CFI_ERR_CORRUPT);
+	case -ETIME:
+		return fail(b, CFI_ERR_BUDGET);
+	case -EBADMSG:
+		return fail(b, CFI_ERR_BAD_HDR);
+	case -E2BIG:
+		return fail(b, CFI_ERR_TOO_BIG);
+	default:
+		return fail(b, CFI_ERR_NOMEM);
+	}
 }
 
 static bool in_exec_segment(const struct cfi_table *t, uint64_t addr)
@@ -300,287 +284,18 @@ static int push_fp(struct builder *b, uint64_t pc)
 	return push(b, &r);
 }
 
-/* ---- what libdw will run ---- */
-
-/* A ULEB128 or SLEB128 at *p skipped, its value (unsigned) in *v when v;
- * false when it runs past end or past the 10 bytes libdw reads. */
-static bool leb(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-	uint64_t r = 0;
-
-	for (unsigned i = 0; *p < end && i < 10; i++) {
-		uint8_t c = *(*p)++;
-
-		r |= (uint64_t)(c & 0x7f) << (7 * i);
-		if (!(c & 0x80)) {
-			if (v)
-				*v = r;
-			return true;
-		}
-	}
-	return false;
-}
-
-/* Bytes of a value in DW_EH_PE encoding enc at p (absptr: asz); 0 when
- * it is not one libdw reads or runs past end. */
-static size_t enc_size(uint8_t enc, const uint8_t *p, const uint8_t *end, size_t asz)
-{
-	const uint8_t *q = p;
-
-	switch (enc & 0x0f) {
-	case DW_EH_PE_absptr:
-		return asz;
-	case DW_EH_PE_udata2: case DW_EH_PE_sdata2:
-		return 2;
-	case DW_EH_PE_udata4: case DW_EH_PE_sdata4:
-		return 4;
-	case DW_EH_PE_udata8: case DW_EH_PE_sdata8:
-		return 8;
-	case DW_EH_PE_uleb128: case DW_EH_PE_sleb128:
-		return p && leb(&q, end, NULL) ? (size_t)(q - p) : 0;
-	default:
-		return 0;
-	}
-}
-
-/* Reads a CFI program as libdw would run it, before it does: register
- * numbers beyond any x86-64 register, or saved states past the bounds,
- * reject the table. enc, asz: DW_CFA_set_loc's operand. Counts its bytes
- * against the budget. */
-static int check_program(struct builder *b, const uint8_t *p, const uint8_t *end, uint8_t enc,
-			 size_t asz)
-{
-	unsigned depth = 0, saved = 0;
-	int r = spend(b, (size_t)(end - p));
-
-	while (r == 0 && p < end) {
-		uint8_t op = *p++;
-		uint64_t reg = 0, len = 0;
-		size_t skip = 0;
-		bool ok = true;
-
-		switch (op & 0xc0) {
-		case DW_CFA_advance_loc:
-		case DW_CFA_restore:
-			continue;  /* the register, if any, is 6 bits */
-		case DW_CFA_offset:
-			ok = leb(&p, end, NULL);
-			goto next;
-		}
-		switch (op) {
-		case DW_CFA_nop:
-		case DW_CFA_GNU_window_save:  /* registers 8-31 */
-			continue;
-		case DW_CFA_set_loc:
-			skip = enc_size(enc, p, end, asz);
-			ok = skip > 0;
-			break;
-		case DW_CFA_advance_loc1:
-			skip = 1;
-			break;
-		case DW_CFA_advance_loc2:
-			skip = 2;
-			break;
-		case DW_CFA_advance_loc4:
-			skip = 4;
-			break;
-		case DW_CFA_MIPS_advance_loc8:
-			skip = 8;
-			break;
-		case DW_CFA_remember_state:
-			if (++saved > CFI_MAX_REMEMBER)
-				return fail(b, CFI_ERR_BUDGET);
-			if (++depth > CFI_MAX_DEPTH)
-				return fail(b, CFI_ERR_CORRUPT);
-			continue;
-		case DW_CFA_restore_state:
-			depth -= depth > 0;
-			continue;
-		case DW_CFA_def_cfa_offset:
-		case DW_CFA_def_cfa_offset_sf:
-		case DW_CFA_GNU_args_size:
-			ok = leb(&p, end, NULL);
-			break;
-		case DW_CFA_def_cfa_expression:
-			ok = leb(&p, end, &len) && len <= (uint64_t)(end - p);
-			skip = (size_t)len;
-			break;
-		case DW_CFA_undefined:
-		case DW_CFA_same_value:
-		case DW_CFA_restore_extended:
-		case DW_CFA_def_cfa_register:
-			ok = leb(&p, end, &reg);
-			break;
-		case DW_CFA_register:
-			ok = leb(&p, end, &reg) && leb(&p, end, &len) && len <= CFI_MAX_REG;
-			break;
-		case DW_CFA_offset_extended:
-		case DW_CFA_offset_extended_sf:
-		case DW_CFA_def_cfa:
-		case DW_CFA_def_cfa_sf:
-		case DW_CFA_val_offset:
-		case DW_CFA_val_offset_sf:
-		case DW_CFA_GNU_negative_offset_extended:
-			ok = leb(&p, end, &reg) && leb(&p, end, NULL);
-			break;
-		case DW_CFA_expression:
-		case DW_CFA_val_expression:
-			ok = leb(&p, end, &reg) && leb(&p, end, &len) && len <= (uint64_t)(end - p);
-			skip = (size_t)len;
-			break;
-		default:
-			ok = false;  /* libdw stops at an opcode it does not know: so do we */
-		}
-next:
-		if (!ok || reg > CFI_MAX_REG || skip > (size_t)(end - p))
-			return fail(b, CFI_ERR_CORRUPT);
-		p += skip;
-	}
-	return r;
-}
-
-/* What a CIE tells about its FDEs. */
-struct cie_info {
-	uint8_t fde_enc;  /* encoding of their addresses */
-	bool sized;       /* 'z': their instructions follow an augmentation block */
-};
-
-/* The CIE at off of section d checked as libdw reads it (dwarf_next_cfi,
- * then its augmentation). 1: not a CIE libdw can use (nor any FDE of it). */
-static int check_cie(struct builder *b, const unsigned char *ident, Elf_Data *d, bool eh,
-		     Dwarf_Off off, struct cie_info *ci)
-{
-	size_t asz = ident[EI_CLASS] == ELFCLASS32 ? 4 : 8;
-	const uint8_t *a, *aend;
-	Dwarf_CFI_Entry e;
-	Dwarf_Off next;
-	const char *ap;
-
-	if (dwarf_next_cfi(ident, d, eh, off, &next, &e) != 0 || !dwarf_cfi_cie_p(&e))
-		return 1;
-	*ci = (struct cie_info){ .fde_enc = DW_EH_PE_absptr };
-	ap = e.cie.augmentation;
-	a = e.cie.augmentation_data;
-	aend = a + e.cie.augmentation_data_size;
-	if (e.cie.return_address_register > CFI_MAX_REG)
-		return fail(b, CFI_ERR_CORRUPT);
-	/* Compilers write "", "zR", "zPLR" and the like: data only after 'z'. */
-	if (*ap && *ap != 'z')
-		return fail(b, CFI_ERR_CORRUPT);
-	for (; *ap; ap++) {
-		uint8_t enc;
-		size_t n;
-
-		switch (*ap) {
-		case 'z':
-			ci->sized = true;
-			break;
-		case 'L':
-		case 'R':
-			if (a >= aend)
-				return fail(b, CFI_ERR_CORRUPT);
-			enc = *a++;
-			if (*ap == 'R')
-				ci->fde_enc = enc;
-			break;
-		case 'P':
-			if (a >= aend)
-				return fail(b, CFI_ERR_CORRUPT);
-			enc = *a++;
-			n = enc_size(enc, a, aend, asz);
-			if (!n || n > (size_t)(aend - a))
-				return fail(b, CFI_ERR_CORRUPT);
-			a += n;
-			break;
-		default:
-			break;  /* 'S' and others: no data */
-		}
-	}
-	return check_program(b, e.cie.initial_instructions, e.cie.initial_instructions_end,
-			     ci->fde_enc, asz);
-}
-
-/* The FDE e of section d and its CIE checked; *cost: its program's bytes,
- * what libdw runs (at most) per row. 1: an FDE libdw cannot use. */
-static int check_fde(struct builder *b, const unsigned char *ident, Elf_Data *d, bool eh,
-		     const Dwarf_CFI_Entry *e, size_t *cost)
-{
-	size_t asz = ident[EI_CLASS] == ELFCLASS32 ? 4 : 8, n;
-	const uint8_t *p = e->fde.start, *end = e->fde.end;
-	struct cie_info ci;
-	uint64_t len;
-	int r = check_cie(b, ident, d, eh, e->fde.CIE_pointer, &ci);
-
-	if (r != 0)
-		return r;
-	n = enc_size(ci.fde_enc, p, end, asz);
-	if (!n || n > (size_t)(end - p))
-		return 1;
-	p += n;
-	n = enc_size(ci.fde_enc & 0x0f, p, end, asz);
-	if (!n || n > (size_t)(end - p))
-		return 1;
-	p += n;
-	if (ci.sized) {
-		if (!leb(&p, end, &len) || len > (uint64_t)(end - p))
-			return 1;
-		p += len;
-	}
-	*cost = (size_t)(end - p);
-	return check_program(b, p, end, ci.fde_enc, asz);
-}
-
-/* The entry at off of section d: an FDE checked (*cost set), or a CIE
- * checked; 1: nothing libdw would run. */
-static int check_entry(struct builder *b, const unsigned char *ident, Elf_Data *d, bool eh,
-		       Dwarf_Off off, Dwarf_Off *next, size_t *cost)
-{
-	struct cie_info ci;
-	Dwarf_CFI_Entry e;
-	int rc;
-
-	*next = off;
-	rc = dwarf_next_cfi(ident, d, eh, off, next, &e);
-	if (rc != 0)
-		return 1;
-	return dwarf_cfi_cie_p(&e) ? check_cie(b, ident, d, eh, off, &ci)
-				   : check_fde(b, ident, d, eh, &e, cost);
-}
-
-/* Every entry of d in order, as libdw reads a section it has no search
- * table for (skipping what it cannot read, as libdw does). */
-static int check_section(struct builder *b, const unsigned char *ident, Elf_Data *d, bool eh)
-{
-	Dwarf_Off off = 0, next;
-
-	for (size_t guard = 0; guard < 2 * (size_t)ELFMETA_MAX_FDES; guard++, off = next) {
-		size_t cost;
-		int rc = check_entry(b, ident, d, eh, off, &next, &cost);
-
-		if (rc < 0)
-			return rc;
-		if (next == (Dwarf_Off)-1 || next <= off)
-			return 0;
-	}
-	return fail(b, CFI_ERR_TOO_BIG);
-}
-
 /* .eh_frame as dwarf_getcfi_elf() finds it: the first section of that
  * name, with the last .eh_frame_hdr section before it as its search
  * table. Every FDE libdw could reach, through the table or reading the
- * section through, is checked; *eh_out, *vaddr_out: the section, for the
- * FDEs' costs. Without such a section libdw would look for one through
- * the program headers: not taken. */
+ * section through, is checked (cfiprog.h); *eh_out, *vaddr_out: the
+ * section, for the FDEs' costs. Without such a section libdw would look
+ * for one through the program headers: not taken. */
 static int check_eh_frame(struct builder *b, const unsigned char *ident, Elf_Data **eh_out,
 			  uint64_t *vaddr_out)
 {
 	Elf_Data *names = names_data(b->elf), *hdr = NULL, *eh = NULL;
 	uint64_t hdr_vaddr = 0, eh_vaddr = 0;
 	Elf_Scn *scn = NULL;
-	const uint8_t *h;
-	size_t psz, cost;
-	uint32_t count;
-	Dwarf_Off next;
 	int r;
 
 	while (names && !eh && (scn = elf_nextscn(b->elf, scn))) {
@@ -602,43 +317,10 @@ static int check_eh_frame(struct builder *b, const unsigned char *ident, Elf_Dat
 		return fail(b, CFI_ERR_BAD_HDR);
 	*eh_out = eh;
 	*vaddr_out = eh_vaddr;
-	r = check_section(b, ident, eh, true);
-	if (r < 0 || !hdr)
-		return r;
-	/* The search table in the one form linkers write (as elfmeta_ehhdr). */
-	h = hdr->d_buf;
-	if (!h || hdr->d_size < 4 || h[0] != 1 || h[2] != DW_EH_PE_udata4 ||
-	    h[3] != (DW_EH_PE_datarel | DW_EH_PE_sdata4))
-		return fail(b, CFI_ERR_BAD_HDR);
-	psz = enc_size(h[1], NULL, NULL, 8);
-	if (!psz || hdr->d_size < 8 + psz)
-		return fail(b, CFI_ERR_BAD_HDR);
-	memcpy(&count, h + 4 + psz, 4);
-	if ((hdr->d_size - 8 - psz) / 8 < count)
-		return fail(b, CFI_ERR_BAD_HDR);
-	for (size_t i = 0; i < count && r >= 0; i++) {
-		int32_t rel;
-		uint64_t off;
-
-		memcpy(&rel, h + 8 + psz + 8 * i + 4, 4);
-		off = hdr_vaddr + (uint64_t)(int64_t)rel - eh_vaddr;
-		if (off < eh->d_size)
-			r = check_entry(b, ident, eh, true, off, &next, &cost);
-	}
-	return r < 0 ? r : 0;
-}
-
-/* The bytes of program of the FDE at vaddr in .eh_frame: what libdw runs
- * at most per row of it. */
-static size_t fde_cost(Elf_Data *eh, uint64_t eh_vaddr, const unsigned char *ident, uint64_t vaddr)
-{
-	Dwarf_CFI_Entry e;
-	Dwarf_Off next;
-
-	if (vaddr - eh_vaddr >= eh->d_size ||
-	    dwarf_next_cfi(ident, eh, true, vaddr - eh_vaddr, &next, &e) != 0 || dwarf_cfi_cie_p(&e))
-		return 0;
-	return (size_t)(e.fde.end - e.fde.start);
+	r = cfiprog_check_section(&b->budget, ident, eh, true);
+	if (r == 0)
+		r = cfiprog_check_table(&b->budget, ident, eh, eh_vaddr, hdr, hdr_vaddr);
+	return r < 0 ? fail_errno(b, r) : 0;
 }
 
 /* The rows of one FDE, from its first address up to limit (the next FDE or
@@ -650,10 +332,10 @@ static int expand_fde(struct builder *b, Dwarf_CFI *cfi, uint64_t addr, uint64_t
 		Dwarf_Frame *f = NULL;
 		Dwarf_Addr start, end;
 		struct jp_unwind_row r;
-		int rc = spend(b, cost + 64);
+		int rc = cfiprog_spend(&b->budget, cost + 64);
 
 		if (rc < 0)
-			return rc;
+			return fail_errno(b, rc);
 		if (dwarf_cfi_addrframe(cfi, addr, &f) < 0)
 			return push_fp(b, addr);  /* past the FDE: a gap without CFI */
 		if (dwarf_frame_info(f, &start, &end, NULL) < 0 || start > addr || end <= addr) {
@@ -732,7 +414,7 @@ static int add_hdr(struct builder *b, struct fde_list *l, Dwarf_CFI *cfi,
 			continue;  /* an FDE of no code: ignore it */
 		memcpy(&rel, h->table + 8 * i + 4, sizeof(rel));
 		rc = fde_add(b, l, &(struct fde_ref){ .lo = loc, .cfi = cfi,
-			.cost = fde_cost(eh, eh_vaddr, ident, h->base + (uint64_t)(int64_t)rel) });
+			.cost = cfiprog_fde_cost(eh, eh_vaddr, ident, h->base + (uint64_t)(int64_t)rel) });
 	}
 	return rc;
 }
@@ -894,7 +576,7 @@ static int build(Elf *elf, Elf *debug_elf, const struct cfi_limits *lim, struct 
 	int r;
 
 	*out = NULL;
-	b.cpu_deadline = thread_cpu_ns() + (lim->cpu_ns ? lim->cpu_ns : CFI_BUILD_CPU_NS);
+	cfiprog_budget_start(&b.budget, lim->cpu_ns ? lim->cpu_ns : CFI_BUILD_CPU_NS);
 	b.t = calloc(1, sizeof(*b.t));
 	if (!b.t) {
 		r = fail(&b, CFI_ERR_NOMEM);
@@ -936,9 +618,12 @@ static int build(Elf *elf, Elf *debug_elf, const struct cfi_limits *lim, struct 
 		d = section_data(src, ".debug_frame");
 		if (!d || !d->d_buf || !d->d_size)
 			continue;
-		r = check_section(&b, (const unsigned char *)elf_getident(src, NULL), d, false);
-		if (r < 0)
+		r = cfiprog_check_section(&b.budget, (const unsigned char *)elf_getident(src, NULL), d,
+					  false);
+		if (r < 0) {
+			r = fail_errno(&b, r);
 			goto out;
+		}
 		dcfi = frame_image_cfi(&img[k], src, d);
 		if (!dcfi)
 			continue;

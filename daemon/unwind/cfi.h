@@ -12,12 +12,9 @@
  * become rsp + 8 (exact but for the one instruction after plt0's push).
  * Anything inconsistent rejects the whole table, with the cause.
  *
- * The files are any user's, and libdw's cost is theirs to choose: it
- * replays an FDE's program from the start for every row (quadratic in the
- * FDE's length), and copies its whole register file, sized by the largest
- * register number the program names, at each DW_CFA_remember_state. So
- * every program libdw could run is read first (register numbers, saved
- * states), and a build stops at a CPU time budget. */
+ * The files are any user's, and libdw's cost is theirs to choose: every
+ * program libdw could run is read first, and a build stops at a CPU time
+ * budget (cfiprog.h). */
 #ifndef JPROF_CFI_H
 #define JPROF_CFI_H
 
