@@ -99,6 +99,12 @@ static void unwind_metrics(struct out *o, const struct sampler_stats *s)
 	counter(o, "jprofd_unwind_table_builds_total", "Unwind tables built.", t->builds);
 	fcounter(o, "jprofd_unwind_table_build_seconds_total", "Time spent building unwind tables.",
 		 (double)t->build_ns_total / 1e9);
+	fcounter(o, "jprofd_unwind_table_build_cpu_seconds_total",
+		 "CPU time of the unwind worker spent building unwind tables.",
+		 (double)t->build_cpu_ns_total / 1e9);
+	counter(o, "jprofd_unwind_table_builds_deferred_total",
+		"Unwind table builds put off because the file's owner spent its build time.",
+		t->builds_deferred);
 	counter(o, "jprofd_unwind_tables_evicted_total", "Unwind tables evicted to make room.", t->evicted);
 	counter(o, "jprofd_unwind_table_reloads_total",
 		"Evicted unwind tables loaded again from the daemon's copy, not rebuilt.", t->reloads);

@@ -155,6 +155,7 @@ static void add_unwind_status(const struct sampler_stats *ss, struct json_object
 	requests_add_u64(u, "too_many_mappings", t->too_many_maps);
 	requests_add_u64(u, "processes_full", t->procs_full);
 	requests_add_u64(u, "uid_share", t->uid_share);
+	requests_add_u64(u, "builds_deferred", t->builds_deferred);
 	for (int i = CFI_OK + 1; i < CFI_NERRORS; i++)
 		requests_add_u64(rej, cfi_error_name((enum cfi_error)i), t->rejected[i]);
 	json_object_object_add(u, "rejected", rej);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cfiprog.h"
 #include "elfmeta.h"
 
 #define DWARF_REG_RBP 6
@@ -29,6 +30,7 @@ struct builder {
 	struct range plt[4];
 	size_t nplt;
 	enum cfi_error err;
+	struct cfiprog_budget budget;
 };
 
 const char *cfi_error_name(enum cfi_error e)
@@ -37,6 +39,7 @@ const char *cfi_error_name(enum cfi_error e)
 		[CFI_OK] = "ok", [CFI_ERR_NOT_ELF] = "not_elf", [CFI_ERR_NO_CFI] = "no_cfi",
 		[CFI_ERR_BAD_HDR] = "bad_hdr", [CFI_ERR_CORRUPT] = "corrupt",
 		[CFI_ERR_TOO_BIG] = "too_big", [CFI_ERR_NOMEM] = "nomem",
+		[CFI_ERR_BUDGET] = "over_budget",
 	};
 
 	return (unsigned)e < CFI_NERRORS ? names[e] : "unknown";
@@ -47,10 +50,28 @@ static int fail(struct builder *b, enum cfi_error e)
 	static const int codes[CFI_NERRORS] = {
 		[CFI_ERR_NOT_ELF] = -EINVAL, [CFI_ERR_NO_CFI] = -ENOENT, [CFI_ERR_BAD_HDR] = -EINVAL,
 		[CFI_ERR_CORRUPT] = -EINVAL, [CFI_ERR_TOO_BIG] = -E2BIG, [CFI_ERR_NOMEM] = -ENOMEM,
+		[CFI_ERR_BUDGET] = -ETIME,
 	};
 
 	b->err = e;
 	return codes[e];
+}
+
+/* fail() for the -errno of cfiprog.h. */
+static int fail_errno(struct builder *b, int r)
+{
+	switch (r) {
+	case -EINVAL:
+		return fail(b, CFI_ERR_CORRUPT);
+	case -ETIME:
+		return fail(b, CFI_ERR_BUDGET);
+	case -EBADMSG:
+		return fail(b, CFI_ERR_BAD_HDR);
+	case -E2BIG:
+		return fail(b, CFI_ERR_TOO_BIG);
+	default:
+		return fail(b, CFI_ERR_NOMEM);
+	}
 }
 
 static bool in_exec_segment(const struct cfi_table *t, uint64_t addr)
@@ -263,16 +284,58 @@ static int push_fp(struct builder *b, uint64_t pc)
 	return push(b, &r);
 }
 
+/* .eh_frame as dwarf_getcfi_elf() finds it: the first section of that
+ * name, with the last .eh_frame_hdr section before it as its search
+ * table. Every FDE libdw could reach, through the table or reading the
+ * section through, is checked (cfiprog.h); *eh_out, *vaddr_out: the
+ * section, for the FDEs' costs. Without such a section libdw would look
+ * for one through the program headers: not taken. */
+static int check_eh_frame(struct builder *b, const unsigned char *ident, Elf_Data **eh_out,
+			  uint64_t *vaddr_out)
+{
+	Elf_Data *names = names_data(b->elf), *hdr = NULL, *eh = NULL;
+	uint64_t hdr_vaddr = 0, eh_vaddr = 0;
+	Elf_Scn *scn = NULL;
+	int r;
+
+	while (names && !eh && (scn = elf_nextscn(b->elf, scn))) {
+		GElf_Shdr sh;
+		const char *name;
+
+		if (!gelf_getshdr(scn, &sh) || !(name = name_at(names, sh.sh_name)))
+			continue;
+		if (strcmp(name, ".eh_frame_hdr") == 0) {
+			hdr = elf_getdata(scn, NULL);
+			hdr_vaddr = sh.sh_addr;
+		} else if (strcmp(name, ".eh_frame") == 0) {
+			if (sh.sh_type == SHT_NOBITS || !(eh = elf_getdata(scn, NULL)) || !eh->d_buf)
+				return fail(b, CFI_ERR_BAD_HDR);
+			eh_vaddr = sh.sh_addr;
+		}
+	}
+	if (!eh)
+		return fail(b, CFI_ERR_BAD_HDR);
+	*eh_out = eh;
+	*vaddr_out = eh_vaddr;
+	r = cfiprog_check_section(&b->budget, ident, eh, true);
+	if (r == 0)
+		r = cfiprog_check_table(&b->budget, ident, eh, eh_vaddr, hdr, hdr_vaddr);
+	return r < 0 ? fail_errno(b, r) : 0;
+}
+
 /* The rows of one FDE, from its first address up to limit (the next FDE or
  * the end of the segment). */
-static int expand_fde(struct builder *b, Dwarf_CFI *cfi, uint64_t addr, uint64_t limit)
+static int expand_fde(struct builder *b, Dwarf_CFI *cfi, uint64_t addr, uint64_t limit,
+		      size_t cost)
 {
 	for (int k = 0; k < FDE_MAX_ROWS && addr < limit; k++) {
 		Dwarf_Frame *f = NULL;
 		Dwarf_Addr start, end;
 		struct jp_unwind_row r;
-		int rc;
+		int rc = cfiprog_spend(&b->budget, cost + 64);
 
+		if (rc < 0)
+			return fail_errno(b, rc);
 		if (dwarf_cfi_addrframe(cfi, addr, &f) < 0)
 			return push_fp(b, addr);  /* past the FDE: a gap without CFI */
 		if (dwarf_frame_info(f, &start, &end, NULL) < 0 || start > addr || end <= addr) {
@@ -293,6 +356,7 @@ static int expand_fde(struct builder *b, Dwarf_CFI *cfi, uint64_t addr, uint64_t
  * .eh_frame_hdr gives no length), with the CFI it belongs to. */
 struct fde_ref {
 	uint64_t lo, hi;
+	size_t cost;  /* bytes of its program: libdw runs up to them per row */
 	Dwarf_CFI *cfi;
 	int pref;  /* at one address, .eh_frame (0) wins over .debug_frame (1) */
 };
@@ -329,22 +393,28 @@ static int fde_cmp(const void *a, const void *b)
 	return x->pref - y->pref;
 }
 
-/* The search table's FDEs (sorted, or the file is corrupt). */
+/* The search table's FDEs (sorted, or the file is corrupt); eh, eh_vaddr:
+ * .eh_frame, for their costs. */
 static int add_hdr(struct builder *b, struct fde_list *l, Dwarf_CFI *cfi,
-		   const struct elfmeta_ehhdr *h)
+		   const struct elfmeta_ehhdr *h, Elf_Data *eh, uint64_t eh_vaddr)
 {
+	const unsigned char *ident = (const unsigned char *)elf_getident(b->elf, NULL);
+
 	uint64_t prev = 0;
 	int rc = 0;
 
 	for (size_t i = 0; i < h->count && rc == 0; i++) {
 		uint64_t loc = elfmeta_ehhdr_loc(h, i);
+		int32_t rel;
 
 		if (i && loc < prev)
 			return fail(b, CFI_ERR_CORRUPT);  /* the search table must be sorted */
 		prev = loc;
 		if (!in_exec_segment(b->t, loc))
 			continue;  /* an FDE of no code: ignore it */
-		rc = fde_add(b, l, &(struct fde_ref){ .lo = loc, .cfi = cfi });
+		memcpy(&rel, h->table + 8 * i + 4, sizeof(rel));
+		rc = fde_add(b, l, &(struct fde_ref){ .lo = loc, .cfi = cfi,
+			.cost = cfiprog_fde_cost(eh, eh_vaddr, ident, h->base + (uint64_t)(int64_t)rel) });
 	}
 	return rc;
 }
@@ -452,7 +522,8 @@ static int add_debug_frame(struct builder *b, struct fde_list *l, Elf *elf, Elf_
 			continue;  /* discarded by the linker (address 0), or no code */
 		if (len > segment_end(b->t, lo) - lo)
 			return fail(b, CFI_ERR_CORRUPT);
-		rc = fde_add(b, l, &(struct fde_ref){ .lo = lo, .hi = lo + len, .cfi = cfi, .pref = 1 });
+		rc = fde_add(b, l, &(struct fde_ref){ .lo = lo, .hi = lo + len, .cfi = cfi, .pref = 1,
+						     .cost = (size_t)(e.fde.end - e.fde.start) });
 		if (rc < 0)
 			return rc;
 	}
@@ -481,7 +552,7 @@ static int expand_all(struct builder *b, struct fde_list *l)
 			}
 		if (f->lo > UINT32_MAX || next > (uint64_t)UINT32_MAX + 1)
 			return fail(b, CFI_ERR_TOO_BIG);
-		rc = expand_fde(b, f->cfi, f->lo, f->hi && f->hi < next ? f->hi : next);
+		rc = expand_fde(b, f->cfi, f->lo, f->hi && f->hi < next ? f->hi : next, f->cost);
 		if (rc == 0 && f->hi && f->hi < next)
 			rc = push_fp(b, f->hi);
 		b->t->fdes++;
@@ -489,20 +560,23 @@ static int expand_all(struct builder *b, struct fde_list *l)
 	return rc;
 }
 
-static int build(Elf *elf, Elf *debug_elf, size_t max_rows, struct cfi_table **out,
+static int build(Elf *elf, Elf *debug_elf, const struct cfi_limits *lim, struct cfi_table **out,
 		 enum cfi_error *why)
 {
 	struct fde_list fdes = { 0 };
 	struct frame_image img[2] = { { 0 }, { 0 } };
 	Dwarf_CFI *dcfi;
 	size_t ndebug = 0, before;
-	struct builder b = { .elf = elf, .max_rows = max_rows ? max_rows : 1 };
+	struct builder b = { .elf = elf, .max_rows = lim->max_rows ? lim->max_rows : 1 };
 	Dwarf_CFI *cfi = NULL;
 	struct elfmeta_ehhdr hdr;
+	Elf_Data *ehd = NULL;
+	uint64_t eh_vaddr = 0;
 	GElf_Ehdr eh;
 	int r;
 
 	*out = NULL;
+	cfiprog_budget_start(&b.budget, lim->cpu_ns ? lim->cpu_ns : CFI_BUILD_CPU_NS);
 	b.t = calloc(1, sizeof(*b.t));
 	if (!b.t) {
 		r = fail(&b, CFI_ERR_NOMEM);
@@ -524,8 +598,12 @@ static int build(Elf *elf, Elf *debug_elf, size_t max_rows, struct cfi_table **o
 	}
 	find_plt(&b);
 	if (r == 0 && hdr.count) {
+		/* Everything libdw could run of it, before it runs any. */
+		r = check_eh_frame(&b, (const unsigned char *)eh.e_ident, &ehd, &eh_vaddr);
+		if (r < 0)
+			goto out;
 		cfi = dwarf_getcfi_elf(elf);
-		r = cfi ? add_hdr(&b, &fdes, cfi, &hdr) : 0;
+		r = cfi ? add_hdr(&b, &fdes, cfi, &hdr, ehd, eh_vaddr) : 0;
 		if (r < 0)
 			goto out;
 	}
@@ -540,6 +618,12 @@ static int build(Elf *elf, Elf *debug_elf, size_t max_rows, struct cfi_table **o
 		d = section_data(src, ".debug_frame");
 		if (!d || !d->d_buf || !d->d_size)
 			continue;
+		r = cfiprog_check_section(&b.budget, (const unsigned char *)elf_getident(src, NULL), d,
+					  false);
+		if (r < 0) {
+			r = fail_errno(&b, r);
+			goto out;
+		}
 		dcfi = frame_image_cfi(&img[k], src, d);
 		if (!dcfi)
 			continue;
@@ -569,7 +653,7 @@ out:
 	return 0;
 }
 
-int cfi_build_fd(int fd, int debug_fd, size_t max_rows, struct cfi_table **out,
+int cfi_build_fd(int fd, int debug_fd, const struct cfi_limits *lim, struct cfi_table **out,
 		 enum cfi_error *why)
 {
 	Elf *elf, *dbg = NULL;
@@ -585,21 +669,21 @@ int cfi_build_fd(int fd, int debug_fd, size_t max_rows, struct cfi_table **out,
 			dbg = NULL;
 		}
 	}
-	r = build(elf, dbg, max_rows, out, why);
+	r = build(elf, dbg, lim, out, why);
 	elf_end(dbg);
 	elf_end(elf);
 	return r;
 }
 
-int cfi_build_memory(const void *image, size_t size, size_t max_rows, struct cfi_table **out,
-		     enum cfi_error *why)
+int cfi_build_memory(const void *image, size_t size, const struct cfi_limits *lim,
+		     struct cfi_table **out, enum cfi_error *why)
 {
 	Elf *elf;
 	int r;
 
 	elf_version(EV_CURRENT);
 	elf = elf_memory((char *)image, size);
-	r = build(elf, NULL, max_rows, out, why);
+	r = build(elf, NULL, lim, out, why);
 	elf_end(elf);
 	return r;
 }

@@ -10,7 +10,11 @@
  * the gaps between FDEs become JP_UW_FP rows: the unwinder uses frame
  * pointers for that frame only. PLT stubs, whose CFA is an expression,
  * become rsp + 8 (exact but for the one instruction after plt0's push).
- * Anything inconsistent rejects the whole table, with the cause. */
+ * Anything inconsistent rejects the whole table, with the cause.
+ *
+ * The files are any user's, and libdw's cost is theirs to choose: every
+ * program libdw could run is read first, and a build stops at a CPU time
+ * budget (cfiprog.h). */
 #ifndef JPROF_CFI_H
 #define JPROF_CFI_H
 
@@ -29,6 +33,7 @@ enum cfi_error {
 	CFI_ERR_CORRUPT,     /* CFI that contradicts itself or points outside the code */
 	CFI_ERR_TOO_BIG,     /* more rows than allowed, or addresses beyond 4 GiB */
 	CFI_ERR_NOMEM,
+	CFI_ERR_BUDGET,      /* past the CPU time budget, or an FDE that saves too many states */
 	CFI_NERRORS
 };
 
@@ -49,16 +54,30 @@ struct cfi_table {
 	size_t fdes;                 /* FDEs expanded */
 };
 
+/* The CPU time (of the building thread) one build may take. Legitimate
+ * builds measured on the development machine: cc1 0.30 s, libLLVM-14
+ * 0.25 s, libjvm 0.10-0.12 s, libc 0.01 s. A hostile file (one FDE of
+ * 65,000 rows: 6.7 s; a register number of 10^8 in a 15 KB file: 172 s
+ * and 2.3 GB) stops here. One second, not more: another user's new
+ * process may wait for one such build (docs/security.md). */
+#define CFI_BUILD_CPU_NS 1000000000ull
+
+struct cfi_limits {
+	size_t max_rows;   /* rows of the result */
+	uint64_t cpu_ns;   /* CPU time of the build; 0: CFI_BUILD_CPU_NS */
+};
+
 /* Builds the table of the ELF file open on fd (read only; the caller keeps
  * fd) from its .eh_frame and its .debug_frame, or, when it has no
  * .debug_frame, that of its separate debug file open on debug_fd (-1:
- * none). max_rows bounds the result. Returns 0, or -errno with *why set:
- * -ENOENT (CFI_ERR_NO_CFI), -EINVAL (not ELF, malformed), -E2BIG, -ENOMEM. */
-int cfi_build_fd(int fd, int debug_fd, size_t max_rows, struct cfi_table **out,
+ * none), within lim. Returns 0, or -errno with *why set: -ENOENT
+ * (CFI_ERR_NO_CFI), -EINVAL (not ELF, malformed), -E2BIG, -ENOMEM,
+ * -ETIME (CFI_ERR_BUDGET). */
+int cfi_build_fd(int fd, int debug_fd, const struct cfi_limits *lim, struct cfi_table **out,
 		 enum cfi_error *why);
 /* The same from an image in memory (tests, fuzzing). */
-int cfi_build_memory(const void *image, size_t size, size_t max_rows, struct cfi_table **out,
-		     enum cfi_error *why);
+int cfi_build_memory(const void *image, size_t size, const struct cfi_limits *lim,
+		     struct cfi_table **out, enum cfi_error *why);
 void cfi_table_free(struct cfi_table *t);
 
 /* The ELF address of file offset off, when an executable segment holds it. */

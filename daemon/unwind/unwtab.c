@@ -41,6 +41,14 @@
 #define UPLOAD_CHUNK 8192
 /* The BPF row search takes 24 steps: no table may be longer. */
 #define MAX_TABLE_ROWS (1u << 24)
+/* A file owner's charge for build CPU time (the worker's, on its files) up
+ * to which its files are built at once; past it, while other requests
+ * wait, they wait until it has drained to that, by one ns per
+ * UID_BUILD_DRAIN_DIV ns of the worker's time (worker_clock): a process of
+ * another user waits for one such build at most. */
+#define UID_BUILD_BURST_NS (CFI_BUILD_CPU_NS / 4)
+#define UID_BUILD_DRAIN_DIV 2
+#define MAX_UID_CHARGES 256
 
 struct table {
 	dev_t dev;
@@ -53,6 +61,7 @@ struct table {
 	size_t nsegs;
 	uint32_t first, count;    /* count 0: no table (kept so it is not rebuilt) */
 	uint32_t owner;           /* euid of the process it was built for: its share */
+	uint32_t share_rows;      /* count 0 for the share: its rows, built once it has room */
 	bool shared;              /* from a file no user could write: found by build-id */
 	uint32_t refs;
 	uint64_t last_used;
@@ -67,6 +76,7 @@ struct proc {
 	uint64_t loaded_ns;
 	uint64_t refresh_ns;      /* its maps are not read again sooner */
 	uint64_t maps_hash;       /* of its executable mappings */
+	bool retry;               /* a build of its was put off: read again when asked */
 	struct table **refs;
 	size_t nrefs;
 };
@@ -79,6 +89,14 @@ struct request {
 	uint32_t tgid;
 	uint64_t start_ns;
 	uint64_t due_ns;           /* deferred requests: CLOCK_BOOTTIME it is taken at */
+	bool retry;                /* a build put off (not pending for a recording) */
+};
+
+/* Build CPU time charged to one file owner, drained up to worker_clock()
+ * at at. */
+struct uid_charge {
+	uint32_t uid;
+	uint64_t ns, at;
 };
 
 struct unwtab {
@@ -97,8 +115,9 @@ struct unwtab {
 	uint32_t building;          /* the tgid the worker is loading, 0: none */
 	struct request *queue;     /* under mu */
 	size_t nq;
-	struct request *later;     /* under mu: young processes' requests (DEFER_NS) */
+	struct request *later;     /* under mu: young processes' requests (DEFER_NS), retries */
 	size_t nlater;
+	size_t nretry;             /* under mu: of those, retries of builds put off */
 	uint64_t wakes_at;         /* under mu: CLOCK_BOOTTIME the idle worker wakes by */
 	struct unwtab_stats shared;  /* under mu: copied from st after each batch */
 
@@ -115,6 +134,9 @@ struct unwtab {
 	struct jp_unwind_proc entry;
 	struct procmaps_fuse_cache fuse;
 	size_t spill_max;          /* bytes of evicted rows kept encoded */
+	struct uid_charge charges[MAX_UID_CHARGES];
+	size_t ncharges;
+	uint64_t idle_ns;          /* time spent waiting for requests */
 };
 
 /* What load_proc learns of one process, read only when needed. */
@@ -122,6 +144,7 @@ struct proc_view {
 	uint32_t tgid;
 	int64_t uid;               /* effective; -1: not read yet */
 	bool fuse_free;            /* in the daemon's mount namespace, which has no FUSE mount */
+	uint64_t retry_ns;         /* a build was put off: worth trying again in this long */
 };
 
 /* ---- row allocator ---- */
@@ -500,12 +523,97 @@ static uint64_t rows_owned(const struct unwtab *u, uint32_t uid)
 	return n;
 }
 
+static bool share_full(const struct unwtab *u, uint32_t uid, uint64_t more)
+{
+	return uid != 0 && rows_owned(u, uid) + more > u->cap / UID_SHARE_DIV;
+}
+
 static bool over_share(struct unwtab *u, uint32_t uid, uint64_t more)
 {
-	if (uid == 0 || rows_owned(u, uid) + more <= u->cap / UID_SHARE_DIV)
+	if (!share_full(u, uid, more))
 		return false;
 	u->st.uid_share++;
 	return true;
+}
+
+/* ---- build time charged to file owners ---- */
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The time the worker had, the clock charges drain by: its CPU time and
+ * the time it waited for requests, not wall time. On a busy host, where
+ * nice 5 gets it a small share, a wall-time drain emptied a user's charge
+ * while another build ran, and its next build went ahead of the requests
+ * waiting; a CPU-time drain alone never emptied it while the worker idled
+ * (only that user's retries to serve). */
+static uint64_t worker_clock(const struct unwtab *u)
+{
+	return thread_cpu_ns() + u->idle_ns;
+}
+
+/* c's charge drained up to now (worker_clock). */
+static uint64_t charge_drain(struct uid_charge *c, uint64_t now)
+{
+	uint64_t d = (now - c->at) / UID_BUILD_DRAIN_DIV;
+
+	c->ns = c->ns > d ? c->ns - d : 0;
+	c->at = now;
+	return c->ns;
+}
+
+static struct uid_charge *charge_find(struct unwtab *u, uint32_t uid)
+{
+	for (size_t i = 0; i < u->ncharges; i++)
+		if (u->charges[i].uid == uid)
+			return &u->charges[i];
+	return NULL;
+}
+
+/* How long until owner's files may be built: 0, now. Root's always may
+ * (its files are the system's), and anyone's when no other request waits
+ * (the worker would idle). Otherwise the wall time the charge takes to
+ * drain if the worker had all of it (on a busy host longer: the retry may
+ * wait again). */
+static uint64_t build_wait(struct unwtab *u, uint32_t owner)
+{
+	struct uid_charge *c = owner ? charge_find(u, owner) : NULL;
+	uint64_t ns = c ? charge_drain(c, worker_clock(u)) : 0;
+	bool others;
+
+	if (ns < UID_BUILD_BURST_NS)
+		return 0;
+	pthread_mutex_lock(&u->mu);
+	others = u->nq > 0;
+	pthread_mutex_unlock(&u->mu);
+	return others ? (ns - UID_BUILD_BURST_NS + 1) * UID_BUILD_DRAIN_DIV : 0;
+}
+
+static void charge_add(struct unwtab *u, uint32_t owner, uint64_t ns)
+{
+	uint64_t now = worker_clock(u);
+	struct uid_charge *c;
+
+	if (!owner)
+		return;
+	c = charge_find(u, owner);
+	if (!c && u->ncharges < MAX_UID_CHARGES) {
+		c = &u->charges[u->ncharges++];
+		*c = (struct uid_charge){ .uid = owner, .at = now };
+	}
+	/* Full: one drained to nothing gives way, else the last. */
+	for (size_t i = 0; !c && i < u->ncharges; i++)
+		if (charge_drain(&u->charges[i], now) == 0 || i == u->ncharges - 1)
+			c = &u->charges[i];
+	if (c->uid != owner)
+		*c = (struct uid_charge){ .uid = owner, .at = now };
+	charge_drain(c, now);
+	c->ns += ns;
 }
 
 /* The host's separate debug file of a build-id (Debian's -dbgsym packages),
@@ -560,6 +668,14 @@ static struct table *table_by_path(struct unwtab *u, const struct proc_view *pv,
 	return table_find_file(u, &sb);
 }
 
+/* A table left without rows for its user's share (t->share_rows) that
+ * the share of pv's user now has room for: to be built again. */
+static bool share_retry(struct unwtab *u, struct proc_view *pv, const struct table *t)
+{
+	return t->share_rows && !t->count && !t->spill && proc_uid(pv) &&
+	       !share_full(u, (uint32_t)pv->uid, t->share_rows);
+}
+
 /* build false: only a table already known (*need_build set when the file
  * has none yet), so that building one never evicts a table another mapping
  * of the same process is about to use. */
@@ -570,17 +686,18 @@ static struct table *table_for(struct unwtab *u, struct proc_view *pv,
 	uint8_t bid[64];
 	struct stat sb;
 	bool shared;
-	struct table *t = NULL, **tabs;
+	struct table *t = NULL, *old = NULL, **tabs = NULL;
 	struct cfi_table *ct = NULL;
 	enum cfi_error why = CFI_OK;
-	uint64_t t0;
+	uint64_t t0, c0, wait;
 	uint32_t tgid = pv->tgid, uid;
 	int fd, dfd, len, r;
 
 	fd = -1;
 	t = table_by_path(u, pv, e);
-	if (t)
+	if (t && !share_retry(u, pv, t))
 		goto out;
+	t = NULL;
 	/* map_files: the file as mapped, whatever its path now says (replaced,
 	 * deleted, another mount namespace). */
 	snprintf(path, sizeof(path), "/proc/%u/map_files/%llx-%llx", tgid,
@@ -589,8 +706,9 @@ static struct table *table_for(struct unwtab *u, struct proc_view *pv,
 	 * side effects. */
 	if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
 		t = table_find_file(u, &sb);
-		if (t)
+		if (t && !share_retry(u, pv, t))
 			goto out;
+		t = NULL;
 		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	}
 	if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
@@ -604,6 +722,10 @@ static struct table *table_for(struct unwtab *u, struct proc_view *pv,
 	}
 	shared = len > 0 && proc_file_root_only(&sb);
 	t = table_find(u, &sb, bid, (size_t)len, shared);
+	if (t && share_retry(u, pv, t)) {
+		old = t;  /* built again in place: processes may reference it */
+		t = NULL;
+	}
 	if (!t && !build)
 		*need_build = true;
 	if (t || !build || !proc_uid(pv))
@@ -611,15 +733,27 @@ static struct table *table_for(struct unwtab *u, struct proc_view *pv,
 	uid = (uint32_t)pv->uid;
 	if (over_share(u, uid, 0))
 		goto out;
-	tabs = realloc(u->tables, (u->ntables + 1) * sizeof(*tabs));
-	t = calloc(1, sizeof(*t));
-	if (tabs)
-		u->tables = tabs;
-	if (!tabs || !t) {
-		free(t);
-		t = NULL;
+	/* Its owner's builds took their time: later, and the process's other
+	 * mappings meanwhile. */
+	wait = build_wait(u, (uint32_t)sb.st_uid);
+	if (wait) {
+		u->st.builds_deferred++;
+		if (!pv->retry_ns || wait < pv->retry_ns)
+			pv->retry_ns = wait;
 		goto out;
 	}
+	if (!old) {
+		tabs = realloc(u->tables, (u->ntables + 1) * sizeof(*tabs));
+		t = calloc(1, sizeof(*t));
+		if (tabs)
+			u->tables = tabs;
+		if (!tabs || !t) {
+			free(t);
+			t = NULL;
+			goto out;
+		}
+	}
+	t = old ? old : t;
 	t->dev = sb.st_dev;
 	t->ino = sb.st_ino;
 	t->size = sb.st_size;
@@ -628,20 +762,23 @@ static struct table *table_for(struct unwtab *u, struct proc_view *pv,
 	t->build_id_len = (size_t)len;
 	t->shared = shared;
 	t0 = clock_mono_ns();
+	c0 = thread_cpu_ns();
 	t->owner = uid;
+	t->share_rows = 0;
 	dfd = open_debug_file(bid, (size_t)len);
-	r = cfi_build_fd(fd, dfd, u->cap < MAX_TABLE_ROWS ? u->cap : MAX_TABLE_ROWS, &ct, &why);
+	r = cfi_build_fd(fd, dfd,
+			 &(struct cfi_limits){ .max_rows = u->cap < MAX_TABLE_ROWS ? u->cap : MAX_TABLE_ROWS },
+			 &ct, &why);
 	if (dfd >= 0)
 		close(dfd);
+	c0 = thread_cpu_ns() - c0;
+	charge_add(u, (uint32_t)sb.st_uid, c0);
+	u->st.build_cpu_ns_total += c0;
 	if (r == 0 && over_share(u, uid, ct->n)) {
-		/* Not kept: once the user's other tables are released, the
-		 * next load of a process builds it again. */
-		cfi_table_free(ct);
-		free(t);
-		t = NULL;
-		goto out;
-	}
-	if (r == 0) {
+		/* Kept without rows, so that the next process of it does not
+		 * build it again; built again once the share has room. */
+		t->share_rows = (uint32_t)ct->n;
+	} else if (r == 0) {
 		memcpy(t->segs, ct->segs, sizeof(t->segs));
 		t->nsegs = ct->nsegs;
 		table_load(u, t, ct);
@@ -651,14 +788,17 @@ static struct table *table_for(struct unwtab *u, struct proc_view *pv,
 	t0 = clock_mono_ns() - t0;
 	/* Which binaries a host keeps building (debug level): the worker's
 	 * largest cost on a host that starts new programs all the time. */
-	log_debug("unwind: built %s for pid %u: %zu rows, %llu ms", e->path, tgid,
-		  r == 0 ? ct->n : 0, (unsigned long long)(t0 / 1000000ull));
+	log_debug("unwind: built %s for pid %u: %zu rows, %llu ms (%llu ms CPU)%s%s", e->path, tgid,
+		  r == 0 ? ct->n : 0, (unsigned long long)(t0 / 1000000ull),
+		  (unsigned long long)(c0 / 1000000ull), r < 0 ? ", rejected: " : "",
+		  r < 0 ? cfi_error_name(why) : "");
 	u->st.builds++;
 	u->st.build_ns_total += t0;
 	if (t0 > u->st.build_ns_max)
 		u->st.build_ns_max = t0;
 	cfi_table_free(ct);
-	u->tables[u->ntables++] = t;
+	if (!old)
+		u->tables[u->ntables++] = t;
 out:
 	if (t && !t->count && t->spill)
 		table_unspill(u, t);
@@ -709,6 +849,23 @@ static uint64_t hash_exec_maps(const struct procmaps *m)
 	return h;
 }
 
+/* tgid had a build put off: asked for again in wait_ns, unless it is
+ * waiting already. Not pending for a recording (unwtab_pending). */
+static void retry_later(struct unwtab *u, uint32_t tgid, uint64_t start, uint64_t wait_ns)
+{
+	size_t i;
+
+	pthread_mutex_lock(&u->mu);
+	for (i = 0; i < u->nlater && u->later[i].tgid != tgid; i++)
+		;
+	if (i == u->nlater && u->nlater < MAX_QUEUE) {
+		u->later[u->nlater++] = (struct request){ tgid, start,
+							  clock_ns(CLOCK_BOOTTIME) + wait_ns, true };
+		u->nretry++;
+	}
+	pthread_mutex_unlock(&u->mu);
+}
+
 /* -ESRCH: the process (the one that started at want_start) is gone. */
 static int load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 {
@@ -730,7 +887,7 @@ static int load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 	/* Read moments ago. Past the first interval only while its entry is
 	 * still in BPF: an exec deletes it, and the new image should not
 	 * wait for the back-off. */
-	fresh = p && now - p->loaded_ns < p->refresh_ns &&
+	fresh = p && !p->retry && now - p->loaded_ns < p->refresh_ns &&
 		(p->refresh_ns == REFRESH_NS || bpf_map_lookup_elem(u->procs_fd, &tgid, ent) == 0);
 	/* BPF asks again at every sample that leaves the known mappings,
 	 * which some processes' stacks do all the time (garbage frame
@@ -757,7 +914,7 @@ static int load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 	h = hash_exec_maps(m);
 	/* Its entry gone from BPF with the same maps (deleted by an exec of
 	 * the same binary): written again below. */
-	if (p && p->start_ns == start && p->maps_hash == h &&
+	if (p && !p->retry && p->start_ns == start && p->maps_hash == h &&
 	    bpf_map_lookup_elem(u->procs_fd, &tgid, ent) == 0) {
 		/* Nothing new mapped: its misses are not dlopen()s; a
 		 * process that does map new code later waits at most
@@ -855,6 +1012,9 @@ static int load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 	np.loaded_ns = now;
 	np.refresh_ns = REFRESH_NS;
 	np.maps_hash = h;
+	np.retry = pv.retry_ns != 0;
+	if (np.retry)
+		retry_later(u, tgid, start, pv.retry_ns);
 	if (p) {
 		proc_unref(p);
 		*p = np;
@@ -946,6 +1106,7 @@ static uint64_t later_promote(struct unwtab *u)
 		}
 		if (u->nq < MAX_QUEUE && !queued(u, r->tgid))
 			u->queue[u->nq++] = *r;
+		u->nretry -= r->retry;
 		u->later[i] = u->later[--u->nlater];
 	}
 	return next;
@@ -964,7 +1125,7 @@ static void *worker(void *arg)
 	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 5);
 	pthread_mutex_lock(&u->mu);
 	for (;;) {
-		uint64_t builds;
+		uint64_t builds, idle;
 		bool sweep_due = false;
 
 		/* Woken by a request, a deferred one's time, or the sweep's. */
@@ -974,7 +1135,9 @@ static void *worker(void *arg)
 			if (u->nq || sweep_due)
 				break;
 			u->wakes_at = clock_ns(CLOCK_BOOTTIME) + wait;
+			idle = clock_mono_ns();
 			sweep_due = wait_wake(u, wait) && wait == SWEEP_NS;
+			u->idle_ns += clock_mono_ns() - idle;
 		}
 		u->wakes_at = 0;
 		if (u->stop)
@@ -994,7 +1157,8 @@ static void *worker(void *arg)
 		builds = u->st.builds;
 		/* A deferred request's process gone meanwhile cost one failed
 		 * open of its stat. */
-		if (req.tgid && load_proc(u, req.tgid, req.start_ns) == -ESRCH && req.due_ns)
+		if (req.tgid && load_proc(u, req.tgid, req.start_ns) == -ESRCH && req.due_ns &&
+		    !req.retry)
 			u->st.deferred_gone++;
 		/* A build's rows (megabytes for a large binary) were freed once
 		 * uploaded: give the heap back rather than keep it as RSS. */
@@ -1012,7 +1176,7 @@ static void *worker(void *arg)
 		u->st.requests = u->shared.requests;
 		u->st.deferred = u->shared.deferred;
 		u->shared = u->st;
-		if (!u->nq && !u->nlater)
+		if (!u->nq && u->nlater == u->nretry)
 			pthread_cond_broadcast(&u->idle);
 	}
 	pthread_mutex_unlock(&u->mu);
@@ -1129,6 +1293,8 @@ static bool request_defer(struct unwtab *u, uint32_t tgid, uint64_t start_ns)
 		;
 	if (i < u->nlater) {
 		/* Held already, or the pid is another process's now. */
+		u->nretry -= u->later[i].retry;
+		u->later[i].retry = false;
 		u->later[i].start_ns = start_ns;
 		u->later[i].due_ns = due > u->later[i].due_ns ? due : u->later[i].due_ns;
 		return true;
@@ -1136,7 +1302,7 @@ static bool request_defer(struct unwtab *u, uint32_t tgid, uint64_t start_ns)
 	if (!start_ns || queued(u, tgid) || clock_ns(CLOCK_BOOTTIME) >= due ||
 	    u->nlater == MAX_QUEUE)
 		return false;
-	u->later[u->nlater++] = (struct request){ tgid, start_ns, due };
+	u->later[u->nlater++] = (struct request){ tgid, start_ns, due, false };
 	u->shared.requests++;
 	u->shared.deferred++;
 	/* Woken only to wait for this one: when idle it sleeps until the
@@ -1149,7 +1315,7 @@ static bool request_defer(struct unwtab *u, uint32_t tgid, uint64_t start_ns)
 
 void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns, bool urgent)
 {
-	struct request req = { tgid, start_ns, 0 };
+	struct request req = { tgid, start_ns, 0, false };
 	size_t i;
 
 	pthread_mutex_lock(&u->mu);
@@ -1158,6 +1324,7 @@ void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns, bool urg
 	/* A recording starts: its process is served now, not when due. */
 	for (i = 0; urgent && i < u->nlater; i++)
 		if (u->later[i].tgid == tgid) {
+			u->nretry -= u->later[i].retry;
 			u->later[i] = u->later[--u->nlater];
 			break;
 		}
@@ -1165,6 +1332,7 @@ void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns, bool urg
 		;
 	if (i < u->nq) {
 		u->queue[i].start_ns = start_ns;
+		u->queue[i].retry = false;  /* asked for: pending now */
 		if (urgent) {  /* to the front */
 			req = u->queue[i];
 			memmove(u->queue + 1, u->queue, i * sizeof(*u->queue));
@@ -1193,9 +1361,9 @@ bool unwtab_pending(struct unwtab *u, uint32_t tgid)
 	pthread_mutex_lock(&u->mu);
 	pending = tgid && u->building == tgid;
 	for (i = 0; i < u->nq && !pending; i++)
-		pending = u->queue[i].tgid == tgid;
+		pending = u->queue[i].tgid == tgid && !u->queue[i].retry;
 	for (i = 0; i < u->nlater && !pending; i++)
-		pending = u->later[i].tgid == tgid;
+		pending = u->later[i].tgid == tgid && !u->later[i].retry;
 	pthread_mutex_unlock(&u->mu);
 	return pending;
 }
@@ -1206,7 +1374,9 @@ int unwtab_wait_idle(struct unwtab *u, uint64_t timeout_ns)
 	int r = 0;
 
 	pthread_mutex_lock(&u->mu);
-	while ((u->nq || u->nlater || u->busy) && r == 0)
+	/* Retries of builds put off wait for their owner's charge to drain:
+	 * not for them. */
+	while ((u->nq || u->nlater > u->nretry || u->busy) && r == 0)
 		r = pthread_cond_timedwait(&u->idle, &u->mu, &ts);
 	pthread_mutex_unlock(&u->mu);
 	return r ? -ETIMEDOUT : 0;

@@ -11,7 +11,17 @@
  *
  * The event loop only queues requests (unwtab_request never blocks on a
  * build); reading ELF files, building, and writing the BPF maps
- * (unwind_rows, unwind_procs) happen on the worker. */
+ * (unwind_rows, unwind_procs) happen on the worker.
+ *
+ * Builds are any user's to trigger, with files of their making: each stops
+ * at CFI_BUILD_CPU_NS, a file whose build failed is remembered (not built
+ * again for its next process), and the CPU time of builds is charged to
+ * the owner of the file. While other requests wait, an owner (not root)
+ * whose charge passes a quarter of a build's budget waits: its processes
+ * are loaded without those builds, and asked for again once the charge
+ * has drained (at half the rate of the worker's time: its CPU time, and
+ * its time idle), so another user's new process waits behind one build of
+ * theirs at most. */
 #ifndef JPROF_UNWTAB_H
 #define JPROF_UNWTAB_H
 
@@ -46,6 +56,8 @@ struct unwtab_stats {
 	uint64_t too_many_maps;   /* executable mappings beyond the per-process limit */
 	uint64_t procs_full;      /* processes left without tables: unwind_procs was full */
 	uint64_t uid_share;       /* tables not built: their user's processes hold their share */
+	uint64_t builds_deferred; /* builds put off: their file's owner spent its build time */
+	uint64_t build_cpu_ns_total;  /* CPU time of the builds (the worker thread's) */
 	uint64_t rejected[CFI_NERRORS];  /* binaries without a table, by cause */
 };
 

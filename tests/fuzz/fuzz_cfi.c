@@ -7,7 +7,14 @@
  * The bytes go through both entry points (a memfd, as the daemon reads
  * /proc/PID/map_files, and memory); a table that comes out must be what the
  * BPF unwinder can trust: rows strictly ascending, kinds known, no two
- * neighbours alike, within the row bound, and found again by cfi_lookup. */
+ * neighbours alike, within the row bound, and found again by cfi_lookup.
+ *
+ * Each build has FUZZ_CPU_NS of CPU (the daemon's CFI_BUILD_CPU_NS, made
+ * short so that slow inputs stay cheap to run); cfi.options gives every
+ * input a time limit, so an input whose cost escapes the budget (libdw's
+ * work between two reads of the clock) is a finding. Seeds regress-*:
+ * register numbers of a million (11.7 s of CPU per build before the
+ * check), saved states that pass the checks and end at the budget. */
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,6 +25,9 @@
 #include "fuzz.h"
 
 #define FUZZ_MAX_ROWS 100000
+#define FUZZ_CPU_NS 200000000ull
+
+static const struct cfi_limits limits = { .max_rows = FUZZ_MAX_ROWS, .cpu_ns = FUZZ_CPU_NS };
 
 static void check_table(const struct cfi_table *t)
 {
@@ -59,7 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int fd, r;
 	uint8_t bid[64];
 
-	r = cfi_build_memory(data, size, FUZZ_MAX_ROWS, &t, &why);
+	r = cfi_build_memory(data, size, &limits, &t, &why);
 	one(r, t, why);
 	fd = memfd_create("fuzz_cfi", MFD_CLOEXEC);
 	if (fd < 0)
@@ -67,7 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (write(fd, data, size) == (ssize_t)size) {
 		t = NULL;
 		why = CFI_OK;
-		r = cfi_build_fd(fd, -1, FUZZ_MAX_ROWS, &t, &why);
+		r = cfi_build_fd(fd, -1, &limits, &t, &why);
 		one(r, t, why);
 		r = cfi_read_build_id(fd, bid, sizeof(bid));
 		if (r > (int)sizeof(bid))

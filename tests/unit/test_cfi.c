@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cfi.h"
@@ -23,7 +24,7 @@ static struct cfi_table *build_file(const char *path, size_t max_rows, int *rc,
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	ck_assert_int_ge(fd, 0);
-	*rc = cfi_build_fd(fd, -1, max_rows, &t, why);
+	*rc = cfi_build_fd(fd, -1, &(struct cfi_limits){ .max_rows = max_rows }, &t, why);
 	close(fd);
 	return t;
 }
@@ -125,7 +126,7 @@ static int kind_at(const char *path, int debug_fd, uint64_t pc)
 	const struct jp_unwind_row *r;
 
 	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(cfi_build_fd(fd, debug_fd, 1u << 20, &t, &why), 0);
+	ck_assert_int_eq(cfi_build_fd(fd, debug_fd, &(struct cfi_limits){ .max_rows = 1u << 20 }, &t, &why), 0);
 	close(fd);
 	check_rows_sorted(t);
 	r = cfi_lookup(t, pc);
@@ -191,7 +192,7 @@ START_TEST(test_not_elf)
 	struct cfi_table *t = NULL;
 	enum cfi_error why;
 
-	ck_assert_int_eq(cfi_build_memory(text, sizeof(text), 1000, &t, &why), -EINVAL);
+	ck_assert_int_eq(cfi_build_memory(text, sizeof(text), &(struct cfi_limits){ .max_rows = 1000 }, &t, &why), -EINVAL);
 	ck_assert_int_eq(why, CFI_ERR_NOT_ELF);
 	ck_assert_ptr_null(t);
 }
@@ -226,7 +227,7 @@ START_TEST(test_corrupt_copies)
 			size = rand_r(&seed) % size;  /* truncated */
 		for (int k = 0; k < 64; k++)
 			copy[rand_r(&seed) % size] ^= (uint8_t)(1u << (rand_r(&seed) % 8));
-		rc = cfi_build_memory(copy, size, 1u << 22, &t, &why);
+		rc = cfi_build_memory(copy, size, &(struct cfi_limits){ .max_rows = 1u << 22 }, &t, &why);
 		if (rc == 0) {
 			ck_assert_ptr_nonnull(t);
 			check_rows_sorted(t);
@@ -244,6 +245,73 @@ START_TEST(test_corrupt_copies)
 }
 END_TEST
 
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A test program of tests/progs with hostile CFI, built within lim; the
+ * thread's CPU time it took in *cpu_ns. */
+static int build_hostile(const char *name, const struct cfi_limits *lim, enum cfi_error *why,
+			 uint64_t *cpu_ns)
+{
+	const char *dir = getenv("JPROF_PROGS_DIR");
+	struct cfi_table *t = NULL;
+	char path[1024];
+	uint64_t c0;
+	int fd, rc;
+
+	ck_assert_ptr_nonnull(dir);
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	c0 = thread_cpu_ns();
+	rc = cfi_build_fd(fd, -1, lim, &t, why);
+	*cpu_ns = thread_cpu_ns() - c0;
+	close(fd);
+	ck_assert_ptr_null(t);
+	return rc;
+}
+
+/* One FDE of 65,000 rows (libdw replays it per row: 6.7 s of CPU) stops at
+ * the budget given, and at CFI_BUILD_CPU_NS by default. */
+START_TEST(test_long_fde_budget)
+{
+	enum cfi_error why = CFI_OK;
+	uint64_t ns;
+
+	ck_assert_int_eq(build_hostile("cfi_long", &(struct cfi_limits){ 1u << 22, 200000000ull },
+				       &why, &ns), -ETIME);
+	ck_assert_int_eq(why, CFI_ERR_BUDGET);
+	ck_assert_str_eq(cfi_error_name(why), "over_budget");
+	ck_assert_uint_ge(ns, 200000000ull);
+	ck_assert_uint_lt(ns, 700000000ull);  /* the clock is read often enough */
+	why = CFI_OK;
+	ck_assert_int_eq(build_hostile("cfi_long", &(struct cfi_limits){ .max_rows = 1u << 22 },
+				       &why, &ns), -ETIME);
+	ck_assert_int_eq(why, CFI_ERR_BUDGET);
+	ck_assert_uint_ge(ns, CFI_BUILD_CPU_NS);
+	ck_assert_uint_lt(ns, CFI_BUILD_CPU_NS + 500000000ull);
+}
+END_TEST
+
+/* Register 1,000,000 and 1,000 saved states (libdw copies a 16 MB register
+ * file at each, per row: 6.8 s) are refused before libdw runs any of it. */
+START_TEST(test_register_numbers)
+{
+	enum cfi_error why = CFI_OK;
+	uint64_t ns;
+
+	ck_assert_int_eq(build_hostile("cfi_regs", &(struct cfi_limits){ .max_rows = 1u << 22 },
+				       &why, &ns), -EINVAL);
+	ck_assert_int_eq(why, CFI_ERR_CORRUPT);
+	ck_assert_uint_lt(ns, 100000000ull);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cfi");
@@ -256,6 +324,8 @@ int main(void)
 	tcase_add_test(tc, test_row_bound);
 	tcase_add_test(tc, test_not_elf);
 	tcase_add_test(tc, test_corrupt_copies);
+	tcase_add_test(tc, test_long_fde_budget);
+	tcase_add_test(tc, test_register_numbers);
 	suite_add_tcase(s, tc);
 	return jprof_check_run(s);
 }

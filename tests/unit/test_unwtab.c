@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <link.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -98,7 +99,7 @@ START_TEST(test_own_process)
 
 	/* The row BPF would find is the one the builder makes for that pc. */
 	fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
-	ck_assert_int_eq(cfi_build_fd(fd, -1, 1u << 20, &t, &why), 0);
+	ck_assert_int_eq(cfi_build_fd(fd, -1, &(struct cfi_limits){ .max_rows = 1u << 20 }, &t, &why), 0);
 	close(fd);
 	ck_assert_uint_eq(m->row_count, t->n);
 	elf_pc = addr - m->bias;
@@ -407,8 +408,8 @@ static pid_t spawn_prog(const char *path, const char *a1, const char *a2)
 	return p;
 }
 
-/* Loads pid once its loader has mapped libc and its own binary (name). */
-static void load_when_mapped(struct unwtab *u, pid_t pid, const char *name)
+/* Waits until pid's loader has mapped libc and its own binary (name). */
+static void wait_mapped(pid_t pid, const char *name)
 {
 	struct timespec ts = { 0, 20 * 1000 * 1000 };
 
@@ -416,6 +417,12 @@ static void load_when_mapped(struct unwtab *u, pid_t pid, const char *name)
 	     i++)
 		nanosleep(&ts, NULL);
 	ck_assert(maps_have((int)pid, "libc.so") && maps_have((int)pid, name));
+}
+
+/* Loads pid once its loader has mapped libc and its own binary (name). */
+static void load_when_mapped(struct unwtab *u, pid_t pid, const char *name)
+{
+	wait_mapped(pid, name);
 	unwtab_request(u, (uint32_t)pid, 0, false);
 	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
 }
@@ -540,6 +547,128 @@ END_TEST
 
 /* A new process (sleep, until killed) and its start time, read while it
  * certainly runs. */
+/* path run as uid (and its group) with argument a1. */
+static pid_t spawn_as(uid_t uid, const char *path, const char *a1)
+{
+	pid_t p = fork();
+
+	ck_assert_int_ge(p, 0);
+	if (p == 0) {
+		if (setgroups(0, NULL) < 0 || setgid(uid) < 0 || setuid(uid) < 0)
+			_exit(126);
+		execl(path, path, a1, (char *)NULL);
+		_exit(127);
+	}
+	return p;
+}
+
+static void end_all(pid_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		kill(p[i], SIGKILL);
+		waitpid(p[i], NULL, 0);
+	}
+}
+
+/* A binary whose CFI costs libdw seconds (tests/progs/cfi_long, owned by
+ * nobody, run by root) is built once, stopped at the budget and counted;
+ * another process of it builds nothing; another such file of the same
+ * owner, asked for before a process of root's files (both queued while the
+ * worker builds a root-owned copy, which root's charge does not limit),
+ * waits while the owner's charge drains (root's are built meanwhile), and
+ * is built (and stopped) then. */
+START_TEST(test_hostile_build_bounded)
+{
+	const char *dir = getenv("JPROF_PROGS_DIR");
+	char tmp[] = "/tmp/jprof-unwtab-XXXXXX", src[1024], h[3][64];
+	struct timespec ts = { 0, 50 * 1000 * 1000 };
+	struct unwtab_stats a, b, c, d;
+	struct unwtab *u;
+	pid_t p[5];
+	int i;
+
+	ck_assert_ptr_nonnull(dir);
+	ck_assert_ptr_nonnull(mkdtemp(tmp));
+	ck_assert_int_eq(chmod(tmp, 0755), 0);
+	snprintf(src, sizeof(src), "%s/cfi_long", dir);
+	for (i = 0; i < 3; i++) {
+		snprintf(h[i], sizeof(h[i]), "%s/hostile%d", tmp, i);
+		copy_file(src, h[i], i < 2 ? 65534 : 0);
+	}
+	make_maps(1u << 20);
+	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 1u << 20, &u), 0);
+	p[0] = spawn_prog(h[0], "60", NULL);
+	load_when_mapped(u, p[0], "hostile0");
+	unwtab_get_stats(u, &a);
+	ck_assert_uint_eq(a.rejected[CFI_ERR_BUDGET], 1);
+	ck_assert_uint_ge(a.build_cpu_ns_total, CFI_BUILD_CPU_NS);
+	ck_assert_uint_lt(a.build_cpu_ns_total, CFI_BUILD_CPU_NS + 1000000000ull);
+
+	p[1] = spawn_prog(h[0], "60", NULL);
+	load_when_mapped(u, p[1], "hostile0");
+	unwtab_get_stats(u, &b);
+	ck_assert_uint_eq(b.builds, a.builds);
+	ck_assert_uint_eq(b.rejected[CFI_ERR_BUDGET], 1);
+
+	p[2] = spawn_prog(h[1], "60", NULL);
+	p[3] = spawn_sleeper();
+	p[4] = spawn_prog(h[2], "60", NULL);
+	wait_mapped(p[2], "hostile1");
+	wait_mapped(p[3], "sleep");
+	wait_mapped(p[4], "hostile2");
+	unwtab_request(u, (uint32_t)p[4], 0, false);
+	unwtab_request(u, (uint32_t)p[2], 0, false);
+	unwtab_request(u, (uint32_t)p[3], 0, false);
+	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
+	unwtab_get_stats(u, &c);
+	ck_assert_uint_ge(c.builds_deferred, 1);
+	ck_assert_uint_gt(c.builds, b.builds);  /* sleep's own table */
+	d = c;
+
+	/* root's copy, and nobody's second once retried. */
+	for (i = 0; i < 600 && d.rejected[CFI_ERR_BUDGET] < 3; i++) {
+		nanosleep(&ts, NULL);
+		unwtab_get_stats(u, &d);
+	}
+	ck_assert_uint_eq(d.rejected[CFI_ERR_BUDGET], 3);
+	end_all(p, 5);
+	unwtab_free(u);
+	close_maps();
+	for (i = 0; i < 3; i++)
+		unlink(h[i]);
+	rmdir(tmp);
+}
+END_TEST
+
+/* A table its user's share has no room for is kept without rows: the next
+ * process of the binary (nobody's sleep maps libc, 28,000 rows, half of
+ * the array is 20,000) does not build it again. */
+START_TEST(test_share_refused_kept)
+{
+	struct unwtab_stats a, b;
+	struct unwtab *u;
+	pid_t p[2];
+
+	make_maps(40000);
+	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 40000, &u), 0);
+	p[0] = spawn_as(65534, "/bin/sleep", "60");
+	load_when_mapped(u, p[0], "sleep");
+	unwtab_get_stats(u, &a);
+	ck_assert_uint_ge(a.uid_share, 1);
+	p[1] = spawn_as(65534, "/bin/sleep", "60");
+	load_when_mapped(u, p[1], "sleep");
+	unwtab_get_stats(u, &b);
+	ck_assert_uint_eq(b.procs, 2);
+	/* Each build of it would count again (the old code dropped the rows
+	 * and built it anew, uncounted in builds). */
+	ck_assert_uint_eq(b.uid_share, a.uid_share);
+	ck_assert_uint_eq(b.builds, a.builds);
+	end_all(p, 2);
+	unwtab_free(u);
+	close_maps();
+}
+END_TEST
+
 static pid_t young_child(uint64_t *start)
 {
 	pid_t pid = spawn_prog("/bin/sleep", "30", NULL);
@@ -642,6 +771,8 @@ int main(void)
 	tcase_add_test(tc, test_reread_backoff);
 	tcase_add_test(tc, test_evicted_reloaded);
 	tcase_add_test(tc, test_young_deferred);
+	tcase_add_test(tc, test_hostile_build_bounded);
+	tcase_add_test(tc, test_share_refused_kept);
 	suite_add_tcase(s, tc);
 	tcase_set_timeout(tm, 60);
 	tcase_add_checked_fixture(tm, use_mapping, NULL);
