@@ -577,6 +577,7 @@ static int build(Elf *elf, Elf *debug_elf, const struct cfi_limits *lim, struct 
 
 	*out = NULL;
 	cfiprog_budget_start(&b.budget, lim->cpu_ns ? lim->cpu_ns : CFI_BUILD_CPU_NS);
+	b.budget.cancel = lim->cancel;
 	b.t = calloc(1, sizeof(*b.t));
 	if (!b.t) {
 		r = fail(&b, CFI_ERR_NOMEM);

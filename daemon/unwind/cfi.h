@@ -19,6 +19,7 @@
 #define JPROF_CFI_H
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include <linux/types.h>
@@ -65,6 +66,9 @@ struct cfi_table {
 struct cfi_limits {
 	size_t max_rows;   /* rows of the result */
 	uint64_t cpu_ns;   /* CPU time of the build; 0: CFI_BUILD_CPU_NS */
+	/* Set by another thread (the daemon stopping): the build ends soon, as
+	 * if over its budget. NULL: never. */
+	const atomic_bool *cancel;
 };
 
 /* Builds the table of the ELF file open on fd (read only; the caller keeps

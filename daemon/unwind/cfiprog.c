@@ -34,10 +34,13 @@ void cfiprog_budget_start(struct cfiprog_budget *bg, uint64_t cpu_ns)
 {
 	bg->deadline = thread_cpu_ns() + cpu_ns;
 	bg->work = 0;
+	bg->cancel = NULL;
 }
 
 int cfiprog_spend(struct cfiprog_budget *bg, size_t bytes)
 {
+	if (bg->cancel && atomic_load_explicit(bg->cancel, memory_order_relaxed))
+		return -ETIME;
 	bg->work += bytes;
 	if (bg->work < BUDGET_CHECK_BYTES)
 		return 0;

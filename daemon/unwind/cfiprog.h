@@ -14,11 +14,13 @@
 #include <elfutils/libdw.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 struct cfiprog_budget {
 	uint64_t deadline;  /* CLOCK_THREAD_CPUTIME_ID */
 	size_t work;        /* bytes of CFI program since the clock was read */
+	const atomic_bool *cancel;  /* set: spent at once (cfi_limits.cancel) */
 };
 
 /* The calling thread may spend cpu_ns from now. */

@@ -112,6 +112,7 @@ struct unwtab {
 	pthread_mutex_t mu;
 	pthread_cond_t wake, idle;
 	bool stop, busy;
+	atomic_bool cancel;         /* unwtab_free: a build in progress stops */
 	uint32_t building;          /* the tgid the worker is loading, 0: none */
 	struct request *queue;     /* under mu */
 	size_t nq;
@@ -767,7 +768,8 @@ static struct table *table_for(struct unwtab *u, struct proc_view *pv,
 	t->share_rows = 0;
 	dfd = open_debug_file(bid, (size_t)len);
 	r = cfi_build_fd(fd, dfd,
-			 &(struct cfi_limits){ .max_rows = u->cap < MAX_TABLE_ROWS ? u->cap : MAX_TABLE_ROWS },
+			 &(struct cfi_limits){ .max_rows = u->cap < MAX_TABLE_ROWS ? u->cap : MAX_TABLE_ROWS,
+					       .cancel = &u->cancel },
 			 &ct, &why);
 	if (dfd >= 0)
 		close(dfd);
@@ -1256,6 +1258,8 @@ void unwtab_free(struct unwtab *u)
 	if (!u)
 		return;
 	if (u->started) {
+		/* A build in progress ends at its next look at its budget. */
+		atomic_store(&u->cancel, true);
 		pthread_mutex_lock(&u->mu);
 		u->stop = true;
 		pthread_cond_signal(&u->wake);

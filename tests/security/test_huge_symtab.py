@@ -33,10 +33,9 @@ MiB = 2**20
 SHDR = struct.Struct("<IIQQQQIIQQ")
 SYM = struct.Struct("<IBBHQQ")
 NAME_LEN = 255
-# The daemon's exit waits for the unwind table builder to finish a build in
-# flight (it does not cancel one): on this busy machine, with the host view
-# sampling other tests' big binaries, that took more than jproftest's 5 s.
-STOP_S = 30
+# The daemon stops within jproftest's limit (a table build or symbol load
+# in flight is cancelled).
+STOP_S = jt.STOP_WAIT_S
 
 
 def add_symtab(src, dst, nsyms, distinct):

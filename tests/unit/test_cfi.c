@@ -283,7 +283,8 @@ START_TEST(test_long_fde_budget)
 	enum cfi_error why = CFI_OK;
 	uint64_t ns;
 
-	ck_assert_int_eq(build_hostile("cfi_long", &(struct cfi_limits){ 1u << 22, 200000000ull },
+	ck_assert_int_eq(build_hostile("cfi_long",
+				       &(struct cfi_limits){ .max_rows = 1u << 22, .cpu_ns = 200000000ull },
 				       &why, &ns), -ETIME);
 	ck_assert_int_eq(why, CFI_ERR_BUDGET);
 	ck_assert_str_eq(cfi_error_name(why), "over_budget");
@@ -295,6 +296,21 @@ START_TEST(test_long_fde_budget)
 	ck_assert_int_eq(why, CFI_ERR_BUDGET);
 	ck_assert_uint_ge(ns, CFI_BUILD_CPU_NS);
 	ck_assert_uint_lt(ns, CFI_BUILD_CPU_NS + 500000000ull);
+}
+END_TEST
+
+/* A build stops as soon as it is cancelled (the daemon stopping): its
+ * thread is joined at shutdown, which must not wait for a second of CPU. */
+START_TEST(test_cancel)
+{
+	atomic_bool cancel = 1;
+	enum cfi_error why = CFI_OK;
+	uint64_t ns;
+
+	ck_assert_int_eq(build_hostile("cfi_long",
+				       &(struct cfi_limits){ .max_rows = 1u << 22, .cancel = &cancel },
+				       &why, &ns), -ETIME);
+	ck_assert_uint_lt(ns, 100000000ull);
 }
 END_TEST
 
@@ -325,6 +341,7 @@ int main(void)
 	tcase_add_test(tc, test_not_elf);
 	tcase_add_test(tc, test_corrupt_copies);
 	tcase_add_test(tc, test_long_fde_budget);
+	tcase_add_test(tc, test_cancel);
 	tcase_add_test(tc, test_register_numbers);
 	suite_add_tcase(s, tc);
 	return jprof_check_run(s);
