@@ -49,6 +49,13 @@
 #define UID_BUILD_BURST_NS (CFI_BUILD_CPU_NS / 4)
 #define UID_BUILD_DRAIN_DIV 2
 #define MAX_UID_CHARGES 256
+/* A table refused for want of rows is built again after this long (rows
+ * free up: processes exit, idle tables age out), the wait doubling to
+ * ROOM_RETRY_MAX_NS while there is still none; its processes are read again
+ * then (sweep). Before, such a table stayed without rows for as long as the
+ * daemon ran: gcc's cc1 at 0% complete stacks after a JVM had come and gone. */
+#define ROOM_RETRY_NS 10000000000ull
+#define ROOM_RETRY_MAX_NS 300000000000ull
 
 struct table {
 	dev_t dev;
@@ -68,6 +75,9 @@ struct table {
 	uint8_t *spill;           /* evicted rows, encoded (spill_encode); NULL: none */
 	size_t spill_len;
 	uint32_t spill_rows;
+	uint64_t room_at;         /* count 0 for want of rows: built again then (0: not so) */
+	uint64_t loaded_ns;       /* its rows went into BPF then */
+	uint64_t room_wait;       /* the wait before room_at, doubling */
 };
 
 struct proc {
@@ -77,6 +87,7 @@ struct proc {
 	uint64_t refresh_ns;      /* its maps are not read again sooner */
 	uint64_t maps_hash;       /* of its executable mappings */
 	bool retry;               /* a build of its was put off: read again when asked */
+	bool short_rows;          /* a table of its had no room when its entry was written */
 	struct table **refs;
 	size_t nrefs;
 };
@@ -440,11 +451,31 @@ static void table_load(struct unwtab *u, struct table *t, const struct cfi_table
 	}
 	t->first = first;
 	t->count = (uint32_t)ct->n;
+	t->loaded_ns = clock_mono_ns();
 	u->st.rows_used += t->count;
 	u->st.tables++;
 	return;
 full:
 	u->st.rows_full++;
+}
+
+/* A table left without rows for want of room whose wait is over: to be
+ * built again. */
+static bool room_retry(const struct table *t)
+{
+	return t->room_at && !t->count && !t->spill && clock_mono_ns() >= t->room_at;
+}
+
+/* After a load: rows refused for room start (or lengthen) the wait. */
+static void room_after_load(struct unwtab *u, struct table *t, size_t rows)
+{
+	if (t->count || rows > u->cap) {
+		t->room_at = t->room_wait = 0;  /* loaded, or never fits */
+		return;
+	}
+	t->room_wait = !t->room_wait ? ROOM_RETRY_NS :
+		t->room_wait * 2 < ROOM_RETRY_MAX_NS ? t->room_wait * 2 : ROOM_RETRY_MAX_NS;
+	t->room_at = clock_mono_ns() + t->room_wait;
 }
 
 /* An evicted table needed again: its kept rows back into BPF. */
@@ -458,6 +489,7 @@ static void table_unspill(struct unwtab *u, struct table *t)
 		t->refs++;
 		table_load(u, t, &ct);
 		t->refs--;
+		room_after_load(u, t, ct.n);
 	}
 	free(ct.rows);
 	/* No room even after evicting every idle table: like a new table that
@@ -696,7 +728,7 @@ static struct table *table_for(struct unwtab *u, struct proc_view *pv,
 
 	fd = -1;
 	t = table_by_path(u, pv, e);
-	if (t && !share_retry(u, pv, t))
+	if (t && !share_retry(u, pv, t) && !room_retry(t))
 		goto out;
 	t = NULL;
 	/* map_files: the file as mapped, whatever its path now says (replaced,
@@ -707,7 +739,7 @@ static struct table *table_for(struct unwtab *u, struct proc_view *pv,
 	 * side effects. */
 	if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
 		t = table_find_file(u, &sb);
-		if (t && !share_retry(u, pv, t))
+		if (t && !share_retry(u, pv, t) && !room_retry(t))
 			goto out;
 		t = NULL;
 		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
@@ -723,9 +755,11 @@ static struct table *table_for(struct unwtab *u, struct proc_view *pv,
 	}
 	shared = len > 0 && proc_file_root_only(&sb);
 	t = table_find(u, &sb, bid, (size_t)len, shared);
-	if (t && share_retry(u, pv, t)) {
+	if (t && (share_retry(u, pv, t) || room_retry(t))) {
 		old = t;  /* built again in place: processes may reference it */
 		t = NULL;
+		if (old->room_at && build)
+			u->st.room_retries++;
 	}
 	if (!t && !build)
 		*need_build = true;
@@ -784,6 +818,7 @@ static struct table *table_for(struct unwtab *u, struct proc_view *pv,
 		memcpy(t->segs, ct->segs, sizeof(t->segs));
 		t->nsegs = ct->nsegs;
 		table_load(u, t, ct);
+		room_after_load(u, t, ct->n);
 	} else {
 		u->st.rejected[why]++;
 	}
@@ -1015,6 +1050,8 @@ static int load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 	np.refresh_ns = REFRESH_NS;
 	np.maps_hash = h;
 	np.retry = pv.retry_ns != 0;
+	for (size_t i = 0; i < np.nrefs; i++)
+		np.short_rows |= np.refs[i]->room_at != 0;
 	if (np.retry)
 		retry_later(u, tgid, start, pv.retry_ns);
 	if (p) {
@@ -1059,6 +1096,21 @@ static void sweep(struct unwtab *u)
 		idle += !u->tables[i]->refs;
 	for (; idle > MAX_IDLE_TABLES && evict_one(u, false); idle--)
 		;
+	/* Processes written without a table for want of room: read again once
+	 * it is loaded (by another process of it) or may be built again. */
+	for (size_t i = 0; i < u->nprocs; i++) {
+		struct proc *p = &u->procs[i];
+		bool again = false;
+
+		for (size_t k = 0; p->short_rows && k < p->nrefs && !again; k++)
+			again = (p->refs[k]->count && p->refs[k]->loaded_ns > p->loaded_ns) ||
+				room_retry(p->refs[k]);
+		if (again) {
+			log_debug("unwind: pid %u read again: a table of its may have room now", p->tgid);
+			p->retry = true;
+			retry_later(u, p->tgid, p->start_ns, 0);
+		}
+	}
 }
 
 /* ns from now as the condition variables' clock (CLOCK_REALTIME) reads. */

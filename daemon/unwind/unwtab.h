@@ -51,6 +51,7 @@ struct unwtab_stats {
 	uint64_t reloads;         /* evicted tables loaded again from the daemon's copy, not rebuilt */
 	uint64_t spill_bytes;     /* memory of those copies (bounded) */
 	uint64_t rows_full;       /* tables not loaded: no room even after evicting */
+	uint64_t room_retries;    /* tables refused for room built again later (ROOM_RETRY_NS) */
 	uint64_t open_failed;     /* mapped files that could not be opened */
 	uint64_t untrusted_fs;    /* mappings of files on FUSE: not read (they could stall) */
 	uint64_t too_many_maps;   /* executable mappings beyond the per-process limit */

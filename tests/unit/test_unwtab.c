@@ -485,6 +485,67 @@ static struct jp_unwind_row *exe_rows(pid_t pid, const char *name, uint32_t *n)
 	return rows;
 }
 
+/* A table refused for want of room is built again once rows may have
+ * freed up, and its process read again: tail cannot fit beside python3;
+ * python3 exits (its tables idle, evicted for room, its own binary's a
+ * hole big enough); within ROOM_RETRY_NS and a sweep tail's process has
+ * its rows (before, it stayed without them for as long as the daemon ran). */
+START_TEST(test_room_retried)
+{
+	struct unwtab_stats st;
+	struct unwtab *u;
+	uint32_t used, k;
+	struct jp_unwind_proc *e = calloc(1, sizeof(*e));
+	const struct jp_unwind_map *m = NULL;
+	struct timespec ts = { 0, 100 * 1000 * 1000 };
+	pid_t a, b;
+
+	/* What python3 needs (its binary's rows, tens of thousands, and its
+	 * libraries'), measured; then room for that and not tail's 1,241. */
+	make_maps(1u << 20);
+	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 1u << 20, &u), 0);
+	a = spawn_prog("/usr/bin/python3", "-c", "import time; time.sleep(60)");
+	load_when_mapped(u, a, "python3");
+	unwtab_get_stats(u, &st);
+	used = (uint32_t)st.rows_used;
+	end_and_sweep(u, a);
+	unwtab_free(u);
+	close_maps();
+
+	k = used + 500;
+	make_maps(k);
+	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, k, &u), 0);
+	a = spawn_prog("/usr/bin/python3", "-c", "import time; time.sleep(60)");
+	load_when_mapped(u, a, "python3");
+	b = spawn_prog("/usr/bin/tail", "-f", "/dev/null");
+	load_when_mapped(u, b, "tail");
+	unwtab_get_stats(u, &st);
+	ck_assert_uint_ge(st.rows_full, 1);
+	k = (uint32_t)b;
+	ck_assert_int_eq(bpf_map_lookup_elem(procs_fd, &k, e), 0);
+	m = map_of(e, exe_addr(b, "tail"));
+	ck_assert_ptr_nonnull(m);
+	ck_assert_uint_eq(m->row_count, 0);
+	end_and_sweep(u, a);
+	for (int i = 0; i < 400; i++) {
+		ck_assert_int_eq(bpf_map_lookup_elem(procs_fd, &k, e), 0);
+		m = map_of(e, exe_addr(b, "tail"));
+		if (m && m->row_count)
+			break;
+		nanosleep(&ts, NULL);
+	}
+	ck_assert_ptr_nonnull(m);
+	ck_assert_uint_gt(m->row_count, 0);
+	unwtab_get_stats(u, &st);
+	ck_assert_uint_ge(st.room_retries, 1);
+	kill(b, SIGKILL);
+	waitpid(b, NULL, 0);
+	unwtab_free(u);
+	close_maps();
+	free(e);
+}
+END_TEST
+
 /* A binary that runs again after its table was evicted for another one is
  * loaded from the daemon's encoded copy, not rebuilt, with the same rows:
  * sleep, then tail (which needs sleep's room), then sleep again, in an
@@ -780,6 +841,7 @@ int main(void)
 	tcase_add_test(tm, test_shared_and_released);
 	tcase_add_test(tm, test_rows_full);
 	tcase_add_test(tm, test_evicted_reloaded);
+	tcase_add_test(tm, test_room_retried);
 	suite_add_tcase(s, tm);
 	return jprof_check_run(s);
 }
