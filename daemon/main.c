@@ -39,10 +39,12 @@ struct options {
 	bool check_config;
 };
 
-/* A profile rendering runs on the loop and never waits for source lines:
- * recordings ask for them as their profile grows (session.c), renderings
- * take what the worker has answered. */
-#define MAIN_LINES_BUDGET_MS 0
+/* How long a pprof rendering may wait for source lines the line worker has
+ * not answered yet. Renderings run on the render worker, not the loop
+ * (api/render.c), so the first scrape of a window carries the lines of
+ * files the worker can read in this time; recordings also ask for them as
+ * their profile grows (session.c). */
+#define MAIN_LINES_BUDGET_MS 2000
 
 static void usage(FILE *f)
 {

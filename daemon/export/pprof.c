@@ -164,8 +164,11 @@ static Perftools__Profiles__Mapping *pprof_mapping_new(struct pprof_ctx *c)
 
 /* The mapping a user frame's location lies in, as /proc/PID/maps had it:
  * path as mapped, start, limit, file offset and build-id, which is what a
- * backend needs to symbolize the address again. has_functions only while
- * every location in it has a name from a symbol table. */
+ * backend needs to symbolize the address again. has_functions once a
+ * location in it has a name from a symbol table (the file had one: the
+ * others' module+0x names are what it has for them), has_line_numbers and
+ * has_filenames once one has a source line: pprof then takes the names and
+ * lines as given instead of looking for the file to symbolize it again. */
 static Perftools__Profiles__Mapping *pprof_loc_mapping_find(struct pprof_ctx *c, uint32_t hash,
 							     int64_t path, int64_t bid,
 							     const struct frame_loc *loc)
@@ -205,13 +208,12 @@ static int pprof_loc_mapping(struct pprof_ctx *c, const struct frame_loc *loc, u
 		m->file_offset = loc->map_offset;
 		m->filename = path;
 		m->build_id = bid;
-		m->has_functions = true;
 		r = htab_index_insert(&c->map_idx, hash, (uint32_t)(m->id - 1));
 		if (r < 0)
 			return r;
 	}
-	if (!loc->symbolized)
-		m->has_functions = false;
+	if (loc->symbolized)
+		m->has_functions = true;
 	*id = m->id;
 	return 0;
 }
@@ -441,6 +443,13 @@ static int pprof_location(struct pprof_ctx *c, const struct store_frame *f, uint
 		file = pprof_clean_string(&c->strs, fl[nfl - 1].file, &c->tmp);
 		if (file < 0)
 			return (int)file;
+		if (f->loc) {
+			Perftools__Profiles__Mapping *m = &c->maps[map - 1];
+
+			m->has_line_numbers = m->has_filenames = true;
+			if (nfl > 1)
+				m->has_inline_frames = true;
+		}
 	}
 	r = pprof_function(c, name, sysname, file, &fid);
 	if (r < 0)

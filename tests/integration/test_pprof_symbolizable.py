@@ -271,6 +271,39 @@ def main(t):
         check_two_lines(prog, raw, want, "profile --last")
         check_top_lines(path, want, env)
 
+    with t.case("the first pprof of a new binary carries its names and lines ([FN][FL][LN])"):
+        # A binary the daemon has never read lines of, profiled as pprof
+        # once: its lines are read while the profile renders (off the loop),
+        # not by a later scrape (issue 27 item 6: 6.3% of locations had a
+        # line in a first scrape, and no mapping said it had functions).
+        fresh = t._copy_bin(prog, "line_spin_fresh")
+        # A build-id of its own: nothing read for line_spin serves it.
+        old_bid = bytes.fromhex(elf_build_id(fresh))
+        with open(fresh, "rb") as f:
+            image = f.read()
+        jt.check(image.count(old_bid) == 1, "line_spin's build-id is not found once")
+        with open(fresh, "wb") as f:
+            f.write(image.replace(old_bid, bytes(b ^ 0x5a for b in old_bid)))
+        f2 = t.spawn([fresh, "60", "two"], what="line_spin_fresh two")
+        jt.wait_until(lambda: sum(n for st, n in jt.parse_collapsed(c.request(
+            "profile", timeout=60, pid=f2.pid, last_s=60, format="collapsed")["data"]).items()
+            if "line_two" in st) >= 100, 60, interval=0.5,
+            what="100 samples of line_spin_fresh in the host view")
+        path = os.path.join(t.mkdtemp("pp-"), "first.pb.gz")
+        t.ctl(["profile", "--pid", str(f2.pid), "--last", "60s", "-f", "pprof", "-o", path],
+              socket_path=d.socket, check_rc=0)
+        raw = go_pprof(["-raw", path], env)
+        share, total, _ = line_two_shares(fresh, raw)
+        flags = [ln for ln in raw.splitlines() if fresh in ln and re.match(r"\s*\d+: 0x", ln)]
+        jt.log("first pprof of line_spin_fresh: samples per line %r of %d; mapping %r"
+               % (share, total, flags))
+        jt.check(total >= 100 and share.get(0, 0) <= 0.1 * total,
+                 "%d of %d samples of line_two have no line in the first pprof" %
+                 (share.get(0, 0), total))
+        jt.check(flags and all("[FN]" in ln and "[LN]" in ln and "[FL]" in ln for ln in flags),
+                 "the mapping of line_spin_fresh lacks [FN][FL][LN]: %r" % flags)
+        f2.kill()
+
     with t.case("a whole-host pprof (locations per process and address) opens in go tool pprof"):
         rec = c.record(all=True, duration_ms=1000, interval_us=10000, format="pprof", progress=False)
         path = os.path.join(t.mkdtemp("pp-"), "host.pb.gz")
