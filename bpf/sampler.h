@@ -52,6 +52,16 @@ struct jp_count_key {
 #define JP_UW_CFA_RSP 1  /* CFA = rsp + cfa_off */
 #define JP_UW_CFA_RBP 2  /* CFA = rbp + cfa_off */
 #define JP_UW_END 3      /* the return address is undefined: the outermost frame */
+/* A signal frame (the return trampoline, __restore_rt): the interrupted
+ * context's rsp is saved at sp + cfa_off, its rip 8 bytes after, its rbp
+ * at sp + rbp_off. */
+#define JP_UW_SIGNAL 4
+
+/* Tags on user frames the CFI walk stored (never on valid user addresses,
+ * which are below 2^47): the signal trampoline's frame, and the frame a
+ * signal interrupted (its pc is no return address: looked up as is). */
+#define JP_IP_SIGNAL (1ULL << 63)
+#define JP_IP_INTERRUPTED (1ULL << 62)
 
 /* One row of a binary's table, in effect from pc up to the next row's pc.
  * pc is an address of the ELF file (its p_vaddr space). */

@@ -40,6 +40,7 @@ struct jp_uw_state {
 	__u32 root;      /* the walk ended at a frame CFI calls outermost */
 	__u32 unmapped;  /* ... or at an address outside the known mappings */
 	__u32 by_cfi;    /* pc came from a CFI row (trusted), not a frame pointer */
+	__u32 interrupted;  /* pc came from a signal frame: not a return address */
 	__s32 last_map;  /* the mapping of the last frame, or -1 */
 	__u32 pad;
 	__u64 sp0;       /* the interrupted sp: the stack starts there */
@@ -165,7 +166,7 @@ static long unwind_step(__u64 i, void *arg)
 	}
 	/* A return address points after its call, which may be the last
 	 * instruction of a function: look up the call itself. */
-	look = n ? pc - 1 : pc;
+	look = n && !u->interrupted ? pc - 1 : pc;
 	/* Consecutive frames are mostly in one binary: try the last mapping
 	 * before searching. */
 	mi = u->last_map;
@@ -182,7 +183,8 @@ static long unwind_step(__u64 i, void *arg)
 		u->unmapped = 1;
 	if (!m && n)
 		return 1;
-	u->st.ips[n] = pc;
+	u->st.ips[n] = pc | (u->interrupted && n ? JP_IP_INTERRUPTED : 0);
+	u->interrupted = 0;
 	u->n = n + 1;
 	u->st.hash = (u->st.hash ^ pc) * 0x100000001b3ULL;
 	if (!m)
@@ -198,6 +200,24 @@ static long unwind_step(__u64 i, void *arg)
 	if (r && r->kind == JP_UW_END) {
 		u->root = 1;
 		return 1;
+	}
+	if (r && r->kind == JP_UW_SIGNAL) {
+		/* The kernel's signal frame on the stack: the interrupted code's
+		 * registers, which may be on another stack (sigaltstack). */
+		__u64 ctx[2];
+
+		if (bpf_probe_read_user(ctx, sizeof(ctx), (void *)(u->sp + (__s64)r->cfa_off)) ||
+		    bpf_probe_read_user(&bp, sizeof(bp), (void *)(u->sp + (__s64)r->rbp_off)))
+			return 1;
+		if (ctx[0] < 4096 || ctx[0] >= UW_USER_TOP || ctx[1] < 4096 || ctx[1] >= UW_USER_TOP)
+			return 1;
+		u->st.ips[n] |= JP_IP_SIGNAL;
+		u->sp = ctx[0];
+		u->pc = ctx[1];
+		u->bp = bp;
+		u->by_cfi = 1;
+		u->interrupted = 1;
+		return 0;
 	}
 	if (r && (r->kind == JP_UW_CFA_RSP || r->kind == JP_UW_CFA_RBP)) {
 		cfa = (r->kind == JP_UW_CFA_RSP ? u->sp : u->bp) + (__s64)r->cfa_off;
@@ -284,6 +304,7 @@ __noinline __s32 dwarf_stack_id(__u32 gen, __u32 tgid, struct jp_counters *c)
 	u->root = 0;
 	u->unmapped = 0;
 	u->by_cfi = 0;
+	u->interrupted = 0;
 	u->last_map = -1;
 	u->st.hash = 0xcbf29ce484222325ULL;
 	walk.u = u;

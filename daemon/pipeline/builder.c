@@ -139,10 +139,17 @@ static void push_user(struct builder *b, uint32_t pid, uint64_t start, const uin
 
 	for (uint32_t i = 0; i < nu; i++) {
 		/* Every user frame but an interrupted leaf is a return address; in
-		 * kernel mode even the leaf points after the syscall instruction. */
-		bool ret = i > 0 || kernel_mode;
+		 * kernel mode even the leaf points after the syscall instruction.
+		 * The CFI walk tags the frame of a signal's return trampoline, and
+		 * the frame the signal interrupted (no return address either). */
+		uint64_t ip = uips[i] & ~(JP_IP_SIGNAL | JP_IP_INTERRUPTED);
+		bool ret = (i > 0 || kernel_mode) && !(uips[i] & JP_IP_INTERRUPTED);
 
-		if (symbols_resolve_user(b->sym, (pid_t)pid, start, uips[i], ret, &b->r) < 0)
+		if (uips[i] & JP_IP_SIGNAL) {
+			push(b, FRAME_MARKER, "[signal]", "");
+			continue;
+		}
+		if (symbols_resolve_user(b->sym, (pid_t)pid, start, ip, ret, &b->r) < 0)
 			continue;
 		if (cut_at_jit && b->r.kind == FRAME_JIT_UNKNOWN) {
 			if (jit_marker)

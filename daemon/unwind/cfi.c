@@ -187,6 +187,43 @@ static bool cfa_offset_rule(const Dwarf_Op *ops, size_t n, int64_t *off)
 	return true;
 }
 
+/* The address of a saved register as "rsp + off" (a DW_CFA_expression of
+ * DW_OP_breg7 off, which libdw gives after DW_OP_call_frame_cfa). */
+static bool saved_at_rsp(Dwarf_Frame *f, int reg, int64_t *off)
+{
+	Dwarf_Op mem[3], *ops;
+	size_t n;
+
+	if (dwarf_frame_register(f, reg, mem, &ops, &n) < 0 || n != 2 ||
+	    ops[0].atom != DW_OP_call_frame_cfa || ops[1].atom != DW_OP_breg7)
+		return false;
+	*off = (int64_t)ops[1].number;
+	return true;
+}
+
+/* A signal frame (CIE augmentation "S": the return trampoline): the
+ * interrupted context's registers as the kernel saved them. A JP_UW_SIGNAL
+ * row when they are where Linux on x86-64 puts them relative to rsp (the
+ * CFA read from rsp + N, the return address at rsp + N + 8, rbp saved at
+ * rsp + M), else frame pointers. */
+static void signal_row(Dwarf_Frame *f, struct jp_unwind_row *r)
+{
+	Dwarf_Op *ops;
+	size_t n;
+	int64_t ra, bp;
+
+	if (dwarf_frame_cfa(f, &ops, &n) < 0 || n != 2 || ops[0].atom != DW_OP_breg7 ||
+	    ops[1].atom != DW_OP_deref || (int64_t)ops[0].number < 0 ||
+	    (int64_t)ops[0].number > 4096)
+		return;
+	if (!saved_at_rsp(f, DWARF_REG_RA, &ra) || ra != (int64_t)ops[0].number + 8 ||
+	    !saved_at_rsp(f, DWARF_REG_RBP, &bp) || bp <= 0 || bp > 4096)
+		return;
+	r->kind = JP_UW_SIGNAL;
+	r->cfa_off = (int32_t)ops[0].number;
+	r->rbp_off = (int16_t)bp;
+}
+
 /* Reduces libdw's frame state at pc to a row. */
 static void row_of(const struct builder *b, Dwarf_Frame *f, uint64_t pc, struct jp_unwind_row *r)
 {
@@ -198,8 +235,12 @@ static void row_of(const struct builder *b, Dwarf_Frame *f, uint64_t pc, struct 
 	memset(r, 0, sizeof(*r));
 	r->pc = (uint32_t)pc;
 	r->kind = JP_UW_FP;
-	if (dwarf_frame_info(f, NULL, NULL, &signal) < 0 || signal)
+	if (dwarf_frame_info(f, NULL, NULL, &signal) < 0)
 		return;
+	if (signal) {
+		signal_row(f, r);
+		return;
+	}
 	if (dwarf_frame_cfa(f, &ops, &n) < 0 || n == 0)
 		return;
 	if (n == 1 && ops[0].atom == DW_OP_bregx &&

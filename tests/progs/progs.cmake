@@ -76,3 +76,12 @@ set_target_properties(prog_line_spin PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${JPROF_PROGS_OUT}
   COMPILE_OPTIONS "${JPROF_UNWIND_COPTS};-finline-functions"
   LINK_OPTIONS "")
+
+# sig_spin: a signal handler's stacks through libc's signal frame
+# (test_signal_frames.py); optimized, without frame pointers.
+add_executable(prog_sig_spin ${CMAKE_CURRENT_LIST_DIR}/sig_spin.c)
+set_target_properties(prog_sig_spin PROPERTIES
+  OUTPUT_NAME sig_spin
+  RUNTIME_OUTPUT_DIRECTORY ${JPROF_PROGS_OUT}
+  COMPILE_OPTIONS "${JPROF_UNWIND_COPTS}"
+  LINK_OPTIONS "")

@@ -54,7 +54,7 @@ START_TEST(test_libc)
 	int rc;
 	struct cfi_table *t = build_file(path, 1u << 22, &rc, &why);
 	const struct jp_unwind_row *r;
-	int rsp = 0, rbp_saved = 0;
+	int rsp = 0, rbp_saved = 0, signal_rows = 0;
 
 	ck_assert_int_eq(rc, 0);
 	ck_assert_int_eq(why, CFI_OK);
@@ -72,8 +72,16 @@ START_TEST(test_libc)
 	for (size_t i = 0; i < t->n; i++) {
 		rsp += t->rows[i].kind == JP_UW_CFA_RSP;
 		rbp_saved += t->rows[i].rbp_off != 0;
-		ck_assert_int_le(t->rows[i].kind, JP_UW_END);
+		ck_assert_int_le(t->rows[i].kind, JP_UW_SIGNAL);
+		/* The signal trampoline (__restore_rt): the kernel's sigcontext,
+		 * rsp at uc + 160, rip after it, rbp at uc + 120. */
+		if (t->rows[i].kind == JP_UW_SIGNAL) {
+			ck_assert_int_eq(t->rows[i].cfa_off, 160);
+			ck_assert_int_eq(t->rows[i].rbp_off, 120);
+			signal_rows++;
+		}
 	}
+	ck_assert_int_eq(signal_rows, 1);
 	/* Most of libc is rsp-based; functions that push rbp say where. */
 	ck_assert_int_gt(rsp, (int)t->n / 2);
 	ck_assert_int_gt(rbp_saved, 0);
