@@ -149,6 +149,7 @@ struct unwtab {
 	struct uid_charge charges[MAX_UID_CHARGES];
 	size_t ncharges;
 	uint64_t idle_ns;          /* time spent waiting for requests */
+	uint64_t room_retry_ns;    /* ROOM_RETRY_NS (unwtab_set_room_retry: tests) */
 };
 
 /* What load_proc learns of one process, read only when needed. */
@@ -473,7 +474,7 @@ static void room_after_load(struct unwtab *u, struct table *t, size_t rows)
 		t->room_at = t->room_wait = 0;  /* loaded, or never fits */
 		return;
 	}
-	t->room_wait = !t->room_wait ? ROOM_RETRY_NS :
+	t->room_wait = !t->room_wait ? u->room_retry_ns :
 		t->room_wait * 2 < ROOM_RETRY_MAX_NS ? t->room_wait * 2 : ROOM_RETRY_MAX_NS;
 	t->room_at = clock_mono_ns() + t->room_wait;
 }
@@ -1286,6 +1287,7 @@ int unwtab_new(int rows_fd, int procs_fd, uint32_t rows_capacity, struct unwtab 
 	u->free[0] = (struct range){ 0, rows_capacity };
 	u->nfree = rows_capacity ? 1 : 0;
 	u->last_sweep = clock_mono_ns();
+	u->room_retry_ns = ROOM_RETRY_NS;
 	procmaps_fuse_cache_init(&u->fuse);
 	pthread_mutex_init(&u->mu, NULL);
 	pthread_condattr_init(&ca);
@@ -1442,5 +1444,12 @@ void unwtab_get_stats(struct unwtab *u, struct unwtab_stats *out)
 {
 	pthread_mutex_lock(&u->mu);
 	*out = u->shared;
+	pthread_mutex_unlock(&u->mu);
+}
+
+void unwtab_set_room_retry(struct unwtab *u, uint64_t ns)
+{
+	pthread_mutex_lock(&u->mu);
+	u->room_retry_ns = ns ? ns : ROOM_RETRY_NS;
 	pthread_mutex_unlock(&u->mu);
 }

@@ -85,5 +85,8 @@ bool unwtab_pending(struct unwtab *u, uint32_t tgid);
 int unwtab_wait_idle(struct unwtab *u, uint64_t timeout_ns);
 
 void unwtab_get_stats(struct unwtab *u, struct unwtab_stats *out);
+/* The first wait before a table refused for want of rows is built again
+ * (0: the default, 10 s); for tests. */
+void unwtab_set_room_retry(struct unwtab *u, uint64_t ns);
 
 #endif

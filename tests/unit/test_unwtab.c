@@ -413,7 +413,9 @@ static void wait_mapped(pid_t pid, const char *name)
 {
 	struct timespec ts = { 0, 20 * 1000 * 1000 };
 
-	for (int i = 0; i < 500 && !(maps_have((int)pid, "libc.so") && maps_have((int)pid, name));
+	/* A deadline, not a count of tries: a loaded machine (ASan beside
+	 * other tests) took over 10 s to start a child once. */
+	for (int i = 0; i < 3000 && !(maps_have((int)pid, "libc.so") && maps_have((int)pid, name));
 	     i++)
 		nanosleep(&ts, NULL);
 	ck_assert(maps_have((int)pid, "libc.so") && maps_have((int)pid, name));
@@ -515,6 +517,7 @@ START_TEST(test_room_retried)
 	k = used + 500;
 	make_maps(k);
 	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, k, &u), 0);
+	unwtab_set_room_retry(u, 1000000000ull);  /* 1 s: the sweep's 5 s decide */
 	a = spawn_prog("/usr/bin/python3", "-c", "import time; time.sleep(60)");
 	load_when_mapped(u, a, "python3");
 	b = spawn_prog("/usr/bin/tail", "-f", "/dev/null");
