@@ -838,7 +838,7 @@ int main(void)
 	tcase_add_test(tc, test_hostile_build_bounded);
 	tcase_add_test(tc, test_share_refused_kept);
 	suite_add_tcase(s, tc);
-	tcase_set_timeout(tm, 60);
+	tcase_set_timeout(tm, 120);
 	tcase_add_checked_fixture(tm, use_mapping, NULL);
 	tcase_add_test(tm, test_own_process);
 	tcase_add_test(tm, test_shared_and_released);
