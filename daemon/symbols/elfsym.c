@@ -472,7 +472,7 @@ int elfsym_function_start(const struct elfsym *e, uint64_t vaddr, uint64_t *star
 	return 0;
 }
 
-static int elfsym_open_regular(const char *path)
+int elfsym_open_regular(const char *path)
 {
 	struct stat st;
 	int fd;

@@ -67,6 +67,10 @@ int elfsym_open_fd_limited(int fd, const char *path, const char *debug_root,
 			   const struct elfsym_limits *limits, struct elfsym **out);
 /* Same, opening path itself (regular files only; never blocks on FIFOs). */
 int elfsym_open(const char *path, const char *debug_root, struct elfsym **out);
+/* path opened read-only if it is a regular file (O_NONBLOCK: a FIFO put
+ * where a file was expected must not hang the daemon): the fd, -ENOEXEC
+ * (not a regular file) or -errno. */
+int elfsym_open_regular(const char *path);
 /* Loads an ELF image from memory (copied first; e.g. the vdso). No debug
  * file lookup. */
 int elfsym_open_memory(const void *image, size_t size, struct elfsym **out);

@@ -47,20 +47,6 @@ static void symload_job_free(struct symload_job *j)
 
 /* A debug file named by path: regular files only (a FIFO must not hang
  * the worker). */
-static int symload_open_path(const char *path)
-{
-	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return -ENOEXEC;
-	}
-	return fd;
-}
-
 static struct symload_result *symload_run(struct symload *l, struct symload_job *j)
 {
 	struct symload_result *r = calloc(1, sizeof(*r));
@@ -71,7 +57,7 @@ static struct symload_result *symload_run(struct symload *l, struct symload_job 
 	snprintf(r->path, sizeof(r->path), "%s", j->path);
 	j->limits.cancel = &l->cancel;
 	if (j->fd < 0)
-		j->fd = symload_open_path(j->path);
+		j->fd = elfsym_open_regular(j->path);
 	if (j->fd >= 0 &&
 	    elfsym_open_fd_limited(j->fd, j->path[0] ? j->path : NULL,
 				   j->has_debug_root ? j->debug_root : NULL, &j->limits, &r->es) < 0)
