@@ -168,7 +168,7 @@ void req_profile(const struct request *r)
 		.unit = pr->unit[0] ? pr->unit : NULL,
 		.cgroup = pr->cgroup[0] ? pr->cgroup : NULL,
 	};
-	struct export_meta meta = { .event = "cpu-clock", .status = "complete" };
+	struct export_meta meta = { .status = "complete" };  /* the event: profile_msg_host_meta */
 	struct export_options opt = { .thread_frames = false };
 	struct json_object *o, *sum;
 	uint64_t now = clock_ns(CLOCK_MONOTONIC), from, to, span_from = 0, span_to = 0;
