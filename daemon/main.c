@@ -41,9 +41,9 @@ struct options {
 
 /* How long a pprof rendering may wait for source lines the line worker has
  * not answered yet. Renderings run on the render worker, not the loop
- * (api/render.c), so the first scrape of a window carries the lines of
+ * (record/render.c), so the first scrape of a window carries the lines of
  * files the worker can read in this time; recordings also ask for them as
- * their profile grows (session.c). */
+ * their profile grows (record/session.c). */
 #define MAIN_LINES_BUDGET_MS 2000
 
 static void usage(FILE *f)

@@ -914,6 +914,11 @@ char *jprof_json_line(struct json_object *obj, size_t *len)
 	return line;
 }
 
+void jprof_json_add_u64(struct json_object *o, const char *key, uint64_t v)
+{
+	json_object_object_add(o, key, json_object_new_int64((int64_t)v));
+}
+
 int jprof_response_parse(const char *line, size_t len, struct jprof_response *resp)
 {
 	struct json_object *root, *v, *e;
