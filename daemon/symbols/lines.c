@@ -28,7 +28,7 @@ static uint64_t lines_now_ns(void);
 enum lines_state { LINES_QUEUED, LINES_DONE };
 
 struct lines_addr {
-	struct lines_addr *hnext;      /* hash chain */
+	uint32_t hash;                 /* lines_hash: its key in the index */
 	struct lines_addr *qnext;      /* queue */
 	enum lines_state state;
 	uint8_t bid[ELFMETA_BUILD_ID_MAX];
@@ -62,7 +62,6 @@ struct lines_dbgfile {
 	bool fresh;                    /* not tried yet by the worker */
 };
 
-#define LINES_BUCKETS 65536u
 /* Files that failed are remembered (not retried) up to this many. */
 #define LINES_MAX_FAILED 256
 
@@ -77,8 +76,11 @@ struct lines {
 	pthread_cond_t done;           /* an address was answered */
 	bool stop;
 	unsigned waiters;              /* callers waiting: no entry may be freed */
-	struct lines_addr **buckets;
-	size_t naddrs;
+	/* The address cache: entries in addrs[], found by the hash of their
+	 * key (build-id, file, vaddr) through index. */
+	struct lines_addr **addrs;
+	size_t naddrs, addrs_cap;
+	struct htab_index index;
 	struct lines_addr *qhead, *qtail;
 	struct lines_dbgfile *dbgfiles;
 	struct lines_stats stats;
@@ -102,9 +104,9 @@ static int lines_hex_to_bid(const char *hex, uint8_t *bid, size_t cap)
 	return hex[0] ? 0 : (int)n;
 }
 
-static size_t lines_bucket(const uint8_t *bid, size_t len, uint64_t vaddr)
+static uint32_t lines_hash(const uint8_t *bid, size_t len, uint64_t vaddr)
 {
-	return htab_mix64(htab_fnv1a(HTAB_FNV_SEED, bid, len) ^ vaddr) & (LINES_BUCKETS - 1);
+	return (uint32_t)htab_mix64(htab_fnv1a(HTAB_FNV_SEED, bid, len) ^ vaddr);
 }
 
 static void lines_addr_free(struct lines_addr *a)
@@ -120,21 +122,21 @@ static void lines_addr_free(struct lines_addr *a)
  * the worker's and their waiters'). Under mu. */
 static void lines_cache_reset(struct lines *l)
 {
-	for (size_t b = 0; b < LINES_BUCKETS; b++) {
-		struct lines_addr **pp = &l->buckets[b];
+	size_t n = 0;
 
-		while (*pp) {
-			struct lines_addr *a = *pp;
+	for (size_t i = 0; i < l->naddrs; i++) {
+		struct lines_addr *a = l->addrs[i];
 
-			if (a->state == LINES_DONE) {
-				*pp = a->hnext;
-				lines_addr_free(a);
-				l->naddrs--;
-			} else {
-				pp = &a->hnext;
-			}
-		}
+		if (a->state == LINES_DONE)
+			lines_addr_free(a);
+		else
+			l->addrs[n++] = a;
 	}
+	l->naddrs = n;
+	/* Fewer entries than the slots held: no insert here can fail. */
+	htab_index_clear(&l->index);
+	for (size_t i = 0; i < n; i++)
+		htab_index_insert(&l->index, l->addrs[i]->hash, (uint32_t)i);
 }
 
 /* Opens the binary behind a mapping through /proc/PID/map_files only: it
@@ -408,9 +410,8 @@ int lines_new(const char *proc_root, const char *debug_root, uint64_t mem_cap, s
 	pthread_condattr_destroy(&ca);
 	l->proc_root = strdup(proc_root ? proc_root : "/proc");
 	l->debug_root = strdup(debug_root ? debug_root : ELFSYM_DEBUG_ROOT);
-	l->buckets = calloc(LINES_BUCKETS, sizeof(*l->buckets));
 	l->mem_cap = mem_cap ? mem_cap : LINES_MEM_DEFAULT;
-	if (!l->proc_root || !l->debug_root || !l->buckets)
+	if (!l->proc_root || !l->debug_root)
 		goto out;
 	r = -pthread_create(&l->thread, NULL, lines_main, l);
 	if (r < 0)
@@ -434,13 +435,10 @@ void lines_free(struct lines *l)
 		pthread_mutex_unlock(&l->mu);
 		pthread_join(l->thread, NULL);
 	}
-	for (size_t b = 0; l->buckets && b < LINES_BUCKETS; b++)
-		while (l->buckets[b]) {
-			struct lines_addr *a = l->buckets[b];
-
-			l->buckets[b] = a->hnext;
-			lines_addr_free(a);
-		}
+	for (size_t i = 0; i < l->naddrs; i++)
+		lines_addr_free(l->addrs[i]);
+	free(l->addrs);
+	htab_index_release(&l->index);
 	while (l->open) {
 		struct lines_open *o = l->open;
 
@@ -454,7 +452,6 @@ void lines_free(struct lines *l)
 		free(d->path);
 		free(d);
 	}
-	free(l->buckets);
 	free(l->proc_root);
 	free(l->debug_root);
 	pthread_cond_destroy(&l->work);
@@ -495,13 +492,31 @@ static uint64_t lines_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Room for one more entry in addrs[] (up to LINES_MAX_ADDRS). Under mu. */
+static int lines_addrs_grow(struct lines *l)
+{
+	size_t cap = l->addrs_cap ? l->addrs_cap * 2 : 1024;
+	struct lines_addr **n;
+
+	if (cap > LINES_MAX_ADDRS)
+		cap = LINES_MAX_ADDRS;
+	n = realloc(l->addrs, cap * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	l->addrs = n;
+	l->addrs_cap = cap;
+	return 0;
+}
+
 size_t lines_lookup(struct lines *l, const struct frame_loc *loc, uint64_t deadline_ns,
 		    struct frame_line *out, size_t max)
 {
 	uint8_t bid[ELFMETA_BUILD_ID_MAX];
-	struct lines_addr *a;
+	struct lines_addr *a = NULL;
+	struct htab_probe probe;
 	uint64_t dev, ino;
-	size_t b, n = 0;
+	uint32_t h, i;
+	size_t n = 0;
 	int len;
 
 	if (!l || !loc || !loc->build_id || !loc->pid)
@@ -509,7 +524,7 @@ size_t lines_lookup(struct lines *l, const struct frame_loc *loc, uint64_t deadl
 	len = lines_hex_to_bid(loc->build_id, bid, sizeof(bid));
 	if (len <= 0)
 		return 0;
-	b = lines_bucket(bid, (size_t)len, loc->vaddr);
+	h = lines_hash(bid, (size_t)len, loc->vaddr);
 	pthread_mutex_lock(&l->mu);
 	/* A build-id a user's file claims is that file's alone: its answers
 	 * are keyed by the file too, and never serve another file's. */
@@ -517,20 +532,28 @@ size_t lines_lookup(struct lines *l, const struct frame_loc *loc, uint64_t deadl
 	ino = loc->build_id_shared ? 0 : loc->file_ino;
 	if (!loc->build_id_shared && !dev && !ino)
 		return 0;
-	for (a = l->buckets[b]; a; a = a->hnext)
+	for (i = htab_index_first(&l->index, h, &probe); i != HTAB_NONE;
+	     i = htab_index_next(&l->index, &probe)) {
+		a = l->addrs[i];
 		if (a->vaddr == loc->vaddr && a->bid_len == (size_t)len &&
 		    !memcmp(a->bid, bid, a->bid_len) && a->file_dev == dev && a->file_ino == ino)
 			break;
+		a = NULL;
+	}
 	if (!a) {
 		if (l->naddrs >= LINES_MAX_ADDRS && !l->waiters)
 			lines_cache_reset(l);
 		if (l->naddrs >= LINES_MAX_ADDRS)
 			goto out;   /* all queued: the worker is far behind */
+		if (l->naddrs == l->addrs_cap && lines_addrs_grow(l) < 0)
+			goto out;
 		a = calloc(1, sizeof(*a));
-		if (!a || !(a->path = strdup(loc->path ? loc->path : ""))) {
-			free(a);
+		if (!a || !(a->path = strdup(loc->path ? loc->path : "")) ||
+		    htab_index_insert(&l->index, h, (uint32_t)l->naddrs) < 0) {
+			lines_addr_free(a);
 			goto out;
 		}
+		a->hash = h;
 		memcpy(a->bid, bid, (size_t)len);
 		a->bid_len = (size_t)len;
 		a->file_dev = dev;
@@ -540,9 +563,7 @@ size_t lines_lookup(struct lines *l, const struct frame_loc *loc, uint64_t deadl
 		a->map_start = loc->map_start;
 		a->map_limit = loc->map_limit;
 		a->state = LINES_QUEUED;
-		a->hnext = l->buckets[b];
-		l->buckets[b] = a;
-		l->naddrs++;
+		l->addrs[l->naddrs++] = a;
 		if (l->qtail)
 			l->qtail->qnext = a;
 		else
