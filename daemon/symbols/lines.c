@@ -525,13 +525,13 @@ size_t lines_lookup(struct lines *l, const struct frame_loc *loc, uint64_t deadl
 	if (len <= 0)
 		return 0;
 	h = lines_hash(bid, (size_t)len, loc->vaddr);
-	pthread_mutex_lock(&l->mu);
 	/* A build-id a user's file claims is that file's alone: its answers
 	 * are keyed by the file too, and never serve another file's. */
 	dev = loc->build_id_shared ? 0 : loc->file_dev;
 	ino = loc->build_id_shared ? 0 : loc->file_ino;
 	if (!loc->build_id_shared && !dev && !ino)
 		return 0;
+	pthread_mutex_lock(&l->mu);
 	for (i = htab_index_first(&l->index, h, &probe); i != HTAB_NONE;
 	     i = htab_index_next(&l->index, &probe)) {
 		a = l->addrs[i];
