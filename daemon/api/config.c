@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "http.h"
+#include "netaddr.h"
 #include "jprof_proto.h"
 #include "log.h"
 
@@ -202,7 +202,7 @@ int config_set(struct config *c, enum config_key k, const char *v, char *err, si
 		bool loopback;
 
 		if (strlen(v) >= sizeof(c->http) ||
-		    (v[0] && http_addr_parse(v, &ss, &slen, &loopback) < 0)) {
+		    (v[0] && netaddr_parse(v, &ss, &slen, &loopback) < 0)) {
 			snprintf(err, errlen, "http wants ADDR:PORT with a numeric address, such as "
 				 "127.0.0.1:9464, [::1]:9464 or :9464 (loopback), or nothing for off; not \"%s\"", v);
 			return -EINVAL;
@@ -547,7 +547,7 @@ int config_check(const struct config *c, const char *path, char *err, size_t err
 	}
 	if (!c->http[0] || c->http_token_file[0])
 		return 0;
-	if (http_addr_parse(c->http, &ss, &slen, &loopback) < 0 || loopback)
+	if (netaddr_parse(c->http, &ss, &slen, &loopback) < 0 || loopback)
 		return 0;  /* a bad address was refused by config_set already */
 	if (c->line[CONFIG_HTTP])
 		snprintf(err, errlen, "%s:%u: http = %s is not a loopback address, and anyone who can "
