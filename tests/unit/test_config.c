@@ -112,9 +112,11 @@ START_TEST(test_every_key)
 				   "lines_max_memory = 64M\n"
 				   "symbols_max_memory = 96M\n"
 				   "debug_root = /srv/debug\n"
-				   "start_gate_ms = 500\n",
+				   "start_gate_ms = 500\n"
+				   "report_dir = /var/lib/jprofd/reports\n",
 				   &c, err, sizeof(err)), 0);
 	ck_assert_uint_eq(c.start_gate_ms, 500);
+	ck_assert_str_eq(c.report_dir, "/var/lib/jprofd/reports");
 	ck_assert(!c.lines);
 	ck_assert_uint_eq(c.lines_max_memory, 64ull << 20);
 	ck_assert_uint_eq(c.symbols_max_memory, 96ull << 20);
