@@ -28,6 +28,7 @@
 #include "pprof.h"
 #include "quota.h"
 #include "render.h"
+#include "report.h"
 #include "sampler.h"
 #include "session.h"
 #include "symbols.h"
@@ -41,9 +42,9 @@ struct options {
 
 /* How long a pprof rendering may wait for source lines the line worker has
  * not answered yet. Renderings run on the render worker, not the loop
- * (api/render.c), so the first scrape of a window carries the lines of
+ * (record/render.c), so the first scrape of a window carries the lines of
  * files the worker can read in this time; recordings also ask for them as
- * their profile grows (session.c). */
+ * their profile grows (record/session.c). */
 #define MAIN_LINES_BUDGET_MS 2000
 
 static void usage(FILE *f)
@@ -76,6 +77,8 @@ static void usage(FILE *f)
 		"                         (default on)\n"
 		"      --debug-root DIR   separate debug files (.build-id/xx/yyy.debug) (default\n"
 		"                         /usr/lib/debug)\n"
+		"      --report-dir DIR   write each closed host window as gzipped pprof into DIR\n"
+		"                         (owned by root, not group/other-writable; off by default)\n"
 		"      --max-sessions N   concurrent recordings (default 64)\n"
 		"      --max-clients N    concurrent connections (default 1024)\n"
 		"  Per-uid quotas (root has none, and a sixteenth of each total is kept for it):\n"
@@ -101,7 +104,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 {
 	enum { OPT_MAX_SESSIONS = 256, OPT_MAX_CLIENTS, OPT_HOST_BUCKET, OPT_HOST_RETENTION,
 	       OPT_HOST_MAX_MEMORY, OPT_HTTP, OPT_HTTP_TOKEN_FILE, OPT_HTTP_SOCKET, OPT_UNWIND,
-	       OPT_UNWIND_MAX_MEMORY, OPT_LINES, OPT_DEBUG_ROOT,
+	       OPT_UNWIND_MAX_MEMORY, OPT_LINES, OPT_DEBUG_ROOT, OPT_REPORT_DIR,
 	       /* a per-uid quota flag is OPT_QUOTA + its config key */
 	       OPT_QUOTA = 512 };
 	static const struct option longopts[] = {
@@ -121,6 +124,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "unwind-max-memory", required_argument, NULL, OPT_UNWIND_MAX_MEMORY },
 		{ "lines", required_argument, NULL, OPT_LINES },
 		{ "debug-root", required_argument, NULL, OPT_DEBUG_ROOT },
+		{ "report-dir", required_argument, NULL, OPT_REPORT_DIR },
 		{ "http-token-file", required_argument, NULL, OPT_HTTP_TOKEN_FILE },
 		{ "http-socket", required_argument, NULL, OPT_HTTP_SOCKET },
 		{ "max-clients-per-uid", required_argument, NULL, OPT_QUOTA + CONFIG_MAX_CLIENTS_PER_UID },
@@ -160,6 +164,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case OPT_UNWIND_MAX_MEMORY: k = CONFIG_UNWIND_MAX_MEMORY; break;
 		case OPT_LINES: k = CONFIG_LINES; break;
 		case OPT_DEBUG_ROOT: k = CONFIG_DEBUG_ROOT; break;
+		case OPT_REPORT_DIR: k = CONFIG_REPORT_DIR; break;
 		case OPT_HTTP_TOKEN_FILE: k = CONFIG_HTTP_TOKEN_FILE; break;
 		case OPT_HTTP_SOCKET: k = CONFIG_HTTP_SOCKET; break;
 		case 'l': k = CONFIG_LOG_LEVEL; break;
@@ -292,6 +297,7 @@ int main(int argc, char **argv)
 	struct lines *lines = NULL;
 	struct render *render = NULL;
 	struct hostview *hostview = NULL;
+	struct reports *reports = NULL;
 	struct control *control = NULL;
 	struct agentlink *agents = NULL;
 	struct quota_limits qlim;
@@ -446,6 +452,19 @@ int main(int argc, char **argv)
 	if (r < 0)
 		goto out;
 	control_set_hostview(control, hostview);
+	{
+		/* Reporters push closed host windows (report.h); the host view's
+		 * bucket is their window. */
+		struct report_settings rset = { .dir = cfg.report_dir, .period_s = cfg.host_bucket_s,
+						.host_rate_hz = cfg.rate_hz };
+		char err[CONFIG_ERR_MAX];
+
+		r = reports_new(loop, hostview, render, &rset, &reports, err, sizeof(err));
+		if (r < 0) {
+			log_err("%s; not starting", err);
+			goto out;
+		}
+	}
 
 	if (cfg.http[0] || cfg.http_socket[0]) {
 		struct http_config hcfg = { .listen = cfg.http[0] ? cfg.http : NULL,
@@ -552,6 +571,7 @@ out:
 		free(http_token);
 	}
 	session_mgr_free(sessions);
+	reports_free(reports);  /* cancels its renderings, closes its tap */
 	control_free(control);
 	agentlink_free(agents);
 	/* Every job's requester has cancelled it by now; the running one is

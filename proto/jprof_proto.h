@@ -209,6 +209,10 @@ int jprof_profile_add_data(struct json_object *msg, const char *format, bool bin
 /* Serializes obj compactly as one line ending in '\n'. malloc'd; *len set. */
 char *jprof_json_line(struct json_object *obj, size_t *len);
 
+/* Adds key: v to o, an integer member (counters, sizes and times of the
+ * protocol, all below 2^63). Out of memory leaves the member out. */
+void jprof_json_add_u64(struct json_object *o, const char *key, uint64_t v);
+
 /* Client side: one parsed response line. */
 struct jprof_response {
 	int version;

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "http.h"
+#include "netaddr.h"
 #include "jprof_proto.h"
 #include "log.h"
 
@@ -37,6 +37,7 @@ static const char *const key_names[CONFIG_NKEYS] = {
 	[CONFIG_SYMBOLS_MAX_MEMORY] = "symbols_max_memory",
 	[CONFIG_DEBUG_ROOT] = "debug_root",
 	[CONFIG_START_GATE_MS] = "start_gate_ms",
+	[CONFIG_REPORT_DIR] = "report_dir",
 };
 
 void config_defaults(struct config *c)
@@ -202,7 +203,7 @@ int config_set(struct config *c, enum config_key k, const char *v, char *err, si
 		bool loopback;
 
 		if (strlen(v) >= sizeof(c->http) ||
-		    (v[0] && http_addr_parse(v, &ss, &slen, &loopback) < 0)) {
+		    (v[0] && netaddr_parse(v, &ss, &slen, &loopback) < 0)) {
 			snprintf(err, errlen, "http wants ADDR:PORT with a numeric address, such as "
 				 "127.0.0.1:9464, [::1]:9464 or :9464 (loopback), or nothing for off; not \"%s\"", v);
 			return -EINVAL;
@@ -281,6 +282,14 @@ int config_set(struct config *c, enum config_key k, const char *v, char *err, si
 			snprintf(err, errlen, "start_gate_ms wants 1..60000, not \"%s\"", v);
 			return -EINVAL;
 		}
+		break;
+	case CONFIG_REPORT_DIR:
+		if ((v[0] && v[0] != '/') || strlen(v) >= sizeof(c->report_dir) || has_space(v)) {
+			snprintf(err, errlen, "report_dir wants an absolute path (or nothing for off), "
+				 "not \"%s\"", v);
+			return -EINVAL;
+		}
+		snprintf(c->report_dir, sizeof(c->report_dir), "%s", v);
 		break;
 	case CONFIG_HTTP_TOKEN_FILE:
 	case CONFIG_HTTP_SOCKET: {
@@ -466,6 +475,7 @@ void config_format(const struct config *c, enum config_key k, char *buf, size_t 
 	case CONFIG_LINES_MAX_MEMORY: format_bytes(c->lines_max_memory, buf, len); break;
 	case CONFIG_SYMBOLS_MAX_MEMORY: format_bytes(c->symbols_max_memory, buf, len); break;
 	case CONFIG_DEBUG_ROOT: snprintf(buf, len, "%s", c->debug_root); break;
+	case CONFIG_REPORT_DIR: snprintf(buf, len, "%s", c->report_dir); break;
 	case CONFIG_START_GATE_MS: snprintf(buf, len, "%u", c->start_gate_ms); break;
 	default: snprintf(buf, len, "?"); break;
 	}
@@ -523,6 +533,8 @@ void config_override(struct config *dst, const struct config *src)
 		memcpy(dst->debug_root, src->debug_root, sizeof(dst->debug_root));
 	if (src->set & (1u << CONFIG_START_GATE_MS))
 		dst->start_gate_ms = src->start_gate_ms;
+	if (src->set & (1u << CONFIG_REPORT_DIR))
+		memcpy(dst->report_dir, src->report_dir, sizeof(dst->report_dir));
 	for (int k = 0; k < CONFIG_NKEYS; k++)
 		if (src->set & (1u << k))
 			dst->line[k] = src->line[k];
@@ -547,7 +559,7 @@ int config_check(const struct config *c, const char *path, char *err, size_t err
 	}
 	if (!c->http[0] || c->http_token_file[0])
 		return 0;
-	if (http_addr_parse(c->http, &ss, &slen, &loopback) < 0 || loopback)
+	if (netaddr_parse(c->http, &ss, &slen, &loopback) < 0 || loopback)
 		return 0;  /* a bad address was refused by config_set already */
 	if (c->line[CONFIG_HTTP])
 		snprintf(err, errlen, "%s:%u: http = %s is not a loopback address, and anyone who can "

@@ -19,6 +19,7 @@
 #include "hostview.h"
 #include "http_pprof.h"
 #include "log.h"
+#include "netaddr.h"
 #include "loop.h"
 #include "sampler.h"
 #include "session.h"
@@ -600,7 +601,7 @@ static int listener_start(struct http *h, struct http_listener *l, const char *a
 			r = -ENOMEM;
 			goto out;
 		}
-	} else if (http_addr_parse(addr, &ss, &slen, &loopback) == 0) {
+	} else if (netaddr_parse(addr, &ss, &slen, &loopback) == 0) {
 		if (ss.ss_family == AF_INET6)
 			flags |= MHD_USE_IPv6;
 	} else {
@@ -668,7 +669,7 @@ int http_new(struct loop *loop, const struct http_config *cfg, const struct http
 	*out = NULL;
 	if (!cfg->listen && !cfg->socket)
 		return -EINVAL;
-	if (cfg->listen && http_addr_parse(cfg->listen, &ss, &slen, &loopback) < 0) {
+	if (cfg->listen && netaddr_parse(cfg->listen, &ss, &slen, &loopback) < 0) {
 		log_err("http: \"%s\" is not ADDR:PORT", cfg->listen);
 		return -EINVAL;
 	}

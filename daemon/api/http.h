@@ -46,7 +46,7 @@ struct http;
 #define HTTP_TOKEN_MAX 4096
 
 struct http_config {
-	const char *listen;              /* TCP "ADDR:PORT" (http_addr_parse), NULL: none */
+	const char *listen;              /* TCP "ADDR:PORT" (netaddr_parse), NULL: none */
 	const char *socket;              /* Unix socket path, NULL: none */
 	const char *token;               /* NULL: no bearer token */
 	gid_t group;                     /* besides root, reads profiles on the Unix
@@ -72,10 +72,6 @@ struct http_sources {
 	struct render *render;           /* where scrapes are rendered; NULL: on the loop */
 	unsigned host_rate_hz;           /* for the profile's period */
 };
-
-/* "ADDR:PORT", "[V6ADDR]:PORT", ":PORT" or "PORT" (127.0.0.1). Numeric
- * addresses only (no name lookups in the daemon). 0 or -EINVAL. */
-int http_addr_parse(const char *s, struct sockaddr_storage *ss, socklen_t *len, bool *loopback);
 
 /* Reads the bearer token from path: a regular file, not readable or writable
  * by others, holding one token of HTTP_TOKEN_MIN..HTTP_TOKEN_MAX visible

@@ -232,8 +232,8 @@ void req_profile(const struct request *r)
 		requests_error(r, JPROF_E_INTERNAL, "out of memory");
 		goto out;
 	}
-	requests_add_u64(sum, "duration_ms", (span_to - span_from) / 1000000ull);
-	requests_add_u64(sum, "span_ms", (span_to - span_from) / 1000000ull);
+	jprof_json_add_u64(sum, "duration_ms", (span_to - span_from) / 1000000ull);
+	jprof_json_add_u64(sum, "span_ms", (span_to - span_from) / 1000000ull);
 	json_object_object_add(sum, "from_ms", json_object_new_int64(ms_before(now, span_from)));
 	json_object_object_add(sum, "to_ms", json_object_new_int64(ms_before(now, span_to)));
 	json_object_object_add(sum, "group_by",

@@ -1,4 +1,4 @@
-/* record and cancel: a recording is a session (session.c) whose lines go to
+/* record and cancel: a recording is a session (record/session.c) whose lines go to
  * the client that asked; this file keeps each connection's recordings, by
  * request id, within the per-connection limit and the per-uid quotas. */
 #include "requests.h"

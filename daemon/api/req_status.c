@@ -67,9 +67,9 @@ static int status_session(struct session *s, void *arg)
 	json_object_object_add(e, "pid", json_object_new_int64(si.pid));
 	json_object_object_add(e, "all", json_object_new_boolean(si.all));
 	json_object_object_add(e, "uid", json_object_new_int64(si.uid));
-	requests_add_u64(e, "elapsed_ms", si.elapsed_ms);
-	requests_add_u64(e, "duration_ms", si.duration_ms);
-	requests_add_u64(e, "samples", si.samples);
+	jprof_json_add_u64(e, "elapsed_ms", si.elapsed_ms);
+	jprof_json_add_u64(e, "duration_ms", si.duration_ms);
+	jprof_json_add_u64(e, "samples", si.samples);
 	json_object_object_add(e, "threads", json_object_new_int64(si.threads));
 	json_object_array_add(sc->list, e);
 	sc->shown++;
@@ -85,10 +85,10 @@ static void add_gate_status(struct session_mgr *m, struct json_object *sess)
 	if (!g)
 		return;
 	session_get_gate_stats(m, &gs);
-	requests_add_u64(g, "opened_ready", gs.opened_ready);
-	requests_add_u64(g, "opened_deadline", gs.opened_deadline);
-	requests_add_u64(g, "wait_ms_total", gs.wait_ms_total);
-	requests_add_u64(g, "wait_ms_max", gs.wait_ms_max);
+	jprof_json_add_u64(g, "opened_ready", gs.opened_ready);
+	jprof_json_add_u64(g, "opened_deadline", gs.opened_deadline);
+	jprof_json_add_u64(g, "wait_ms_total", gs.wait_ms_total);
+	jprof_json_add_u64(g, "wait_ms_max", gs.wait_ms_max);
 	json_object_object_add(sess, "gate", g);
 }
 
@@ -104,15 +104,15 @@ static void add_hostview_status(struct hostview *hv, struct json_object *st)
 	if (hv) {
 		hostview_get_config(hv, &hc);
 		hostview_get_stats(hv, &hs);
-		requests_add_u64(h, "bucket_s", hc.bucket_s);
-		requests_add_u64(h, "retention_s", hc.retention_s);
-		requests_add_u64(h, "max_bytes", hc.max_bytes);
-		requests_add_u64(h, "bytes", hs.bytes);
-		requests_add_u64(h, "buckets", hs.buckets);
-		requests_add_u64(h, "samples", hs.samples);
-		requests_add_u64(h, "evicted_age", hs.evicted_age);
-		requests_add_u64(h, "evicted_memory", hs.evicted_memory);
-		requests_add_u64(h, "span_ms", hs.newest_ns > hs.oldest_ns ?
+		jprof_json_add_u64(h, "bucket_s", hc.bucket_s);
+		jprof_json_add_u64(h, "retention_s", hc.retention_s);
+		jprof_json_add_u64(h, "max_bytes", hc.max_bytes);
+		jprof_json_add_u64(h, "bytes", hs.bytes);
+		jprof_json_add_u64(h, "buckets", hs.buckets);
+		jprof_json_add_u64(h, "samples", hs.samples);
+		jprof_json_add_u64(h, "evicted_age", hs.evicted_age);
+		jprof_json_add_u64(h, "evicted_memory", hs.evicted_memory);
+		jprof_json_add_u64(h, "span_ms", hs.newest_ns > hs.oldest_ns ?
 			(hs.newest_ns - hs.oldest_ns) / 1000000ull : 0);
 	}
 	json_object_object_add(st, "hostview", h);
@@ -130,35 +130,35 @@ static void add_unwind_status(const struct sampler_stats *ss, struct json_object
 		return;
 	}
 	json_object_object_add(u, "enabled", json_object_new_boolean(ss->unwind_on));
-	requests_add_u64(u, "stacks", ss->uw_dwarf);
-	requests_add_u64(u, "stacks_without_tables", ss->uw_no_tables);
-	requests_add_u64(u, "stacks_to_root", ss->uw_root);
-	requests_add_u64(u, "frames", ss->uw_frames);
-	requests_add_u64(u, "frame_pointer_frames", ss->uw_fp_frames);
-	requests_add_u64(u, "id_collisions", ss->uw_collision);
-	requests_add_u64(u, "processes", t->procs);
-	requests_add_u64(u, "tables", t->tables);
-	requests_add_u64(u, "rows", t->rows_used);
-	requests_add_u64(u, "rows_capacity", t->rows_capacity);
-	requests_add_u64(u, "requests", t->requests);
-	requests_add_u64(u, "requests_deferred", t->deferred);
-	requests_add_u64(u, "requests_deferred_exited", t->deferred_gone);
-	requests_add_u64(u, "process_reads", t->proc_reads);
-	requests_add_u64(u, "process_reads_unchanged", t->maps_unchanged);
-	requests_add_u64(u, "rows_uploaded", t->rows_uploaded);
-	requests_add_u64(u, "builds", t->builds);
-	requests_add_u64(u, "build_ms_max", t->build_ns_max / 1000000ull);
-	requests_add_u64(u, "evicted", t->evicted);
-	requests_add_u64(u, "rows_full", t->rows_full);
-	requests_add_u64(u, "room_retries", t->room_retries);
-	requests_add_u64(u, "open_failed", t->open_failed);
-	requests_add_u64(u, "untrusted_fs", t->untrusted_fs);
-	requests_add_u64(u, "too_many_mappings", t->too_many_maps);
-	requests_add_u64(u, "processes_full", t->procs_full);
-	requests_add_u64(u, "uid_share", t->uid_share);
-	requests_add_u64(u, "builds_deferred", t->builds_deferred);
+	jprof_json_add_u64(u, "stacks", ss->uw_dwarf);
+	jprof_json_add_u64(u, "stacks_without_tables", ss->uw_no_tables);
+	jprof_json_add_u64(u, "stacks_to_root", ss->uw_root);
+	jprof_json_add_u64(u, "frames", ss->uw_frames);
+	jprof_json_add_u64(u, "frame_pointer_frames", ss->uw_fp_frames);
+	jprof_json_add_u64(u, "id_collisions", ss->uw_collision);
+	jprof_json_add_u64(u, "processes", t->procs);
+	jprof_json_add_u64(u, "tables", t->tables);
+	jprof_json_add_u64(u, "rows", t->rows_used);
+	jprof_json_add_u64(u, "rows_capacity", t->rows_capacity);
+	jprof_json_add_u64(u, "requests", t->requests);
+	jprof_json_add_u64(u, "requests_deferred", t->deferred);
+	jprof_json_add_u64(u, "requests_deferred_exited", t->deferred_gone);
+	jprof_json_add_u64(u, "process_reads", t->proc_reads);
+	jprof_json_add_u64(u, "process_reads_unchanged", t->maps_unchanged);
+	jprof_json_add_u64(u, "rows_uploaded", t->rows_uploaded);
+	jprof_json_add_u64(u, "builds", t->builds);
+	jprof_json_add_u64(u, "build_ms_max", t->build_ns_max / 1000000ull);
+	jprof_json_add_u64(u, "evicted", t->evicted);
+	jprof_json_add_u64(u, "rows_full", t->rows_full);
+	jprof_json_add_u64(u, "room_retries", t->room_retries);
+	jprof_json_add_u64(u, "open_failed", t->open_failed);
+	jprof_json_add_u64(u, "untrusted_fs", t->untrusted_fs);
+	jprof_json_add_u64(u, "too_many_mappings", t->too_many_maps);
+	jprof_json_add_u64(u, "processes_full", t->procs_full);
+	jprof_json_add_u64(u, "uid_share", t->uid_share);
+	jprof_json_add_u64(u, "builds_deferred", t->builds_deferred);
 	for (int i = CFI_OK + 1; i < CFI_NERRORS; i++)
-		requests_add_u64(rej, cfi_error_name((enum cfi_error)i), t->rejected[i]);
+		jprof_json_add_u64(rej, cfi_error_name((enum cfi_error)i), t->rejected[i]);
 	json_object_object_add(u, "rejected", rej);
 	json_object_object_add(smp, "unwind", u);
 }
@@ -182,7 +182,7 @@ static void add_bpf_time_status(const struct samplehist *h, struct json_object *
 
 	if (!t)
 		return;
-	requests_add_u64(t, "count", h->count);
+	jprof_json_add_u64(t, "count", h->count);
 	json_object_object_add(t, "mean", json_us(samplehist_mean_us(h)));
 	json_object_object_add(t, "p50", json_us(samplehist_quantile(h, 0.50)));
 	json_object_object_add(t, "p90", json_us(samplehist_quantile(h, 0.90)));
@@ -198,27 +198,27 @@ static void add_sampler_status(struct sampler *sampler, struct json_object *smp,
 
 	sampler_get_stats(sampler, &ss);
 	json_object_object_add(smp, "state", json_object_new_string("running"));
-	requests_add_u64(smp, "rate_hz", ss.host_rate_hz);
-	requests_add_u64(smp, "cpus", ss.cpus);
-	requests_add_u64(smp, "samples", ss.samples);
-	requests_add_u64(smp, "idle", ss.idle);
-	requests_add_u64(smp, "drains", ss.drains);
-	requests_add_u64(smp, "thread_events", ss.thread_events);
-	requests_add_u64(lost, "kernel_stack", ss.kstack_err);
-	requests_add_u64(lost, "user_stack", ss.ustack_err);
-	requests_add_u64(lost, "stack_collision", ss.collision);
-	requests_add_u64(lost, "map_full", ss.map_full);
-	requests_add_u64(lost, "ringbuf", ss.ringbuf_full);
-	requests_add_u64(lost, "throttled", ss.throttled);
-	requests_add_u64(lost, "foreign_namespace", ss.foreign_ns);
-	requests_add_u64(lost, "stack_missing", ss.stack_missing);
-	requests_add_u64(lost, "offcpu_start_full", ss.offcpu_start_full);
+	jprof_json_add_u64(smp, "rate_hz", ss.host_rate_hz);
+	jprof_json_add_u64(smp, "cpus", ss.cpus);
+	jprof_json_add_u64(smp, "samples", ss.samples);
+	jprof_json_add_u64(smp, "idle", ss.idle);
+	jprof_json_add_u64(smp, "drains", ss.drains);
+	jprof_json_add_u64(smp, "thread_events", ss.thread_events);
+	jprof_json_add_u64(lost, "kernel_stack", ss.kstack_err);
+	jprof_json_add_u64(lost, "user_stack", ss.ustack_err);
+	jprof_json_add_u64(lost, "stack_collision", ss.collision);
+	jprof_json_add_u64(lost, "map_full", ss.map_full);
+	jprof_json_add_u64(lost, "ringbuf", ss.ringbuf_full);
+	jprof_json_add_u64(lost, "throttled", ss.throttled);
+	jprof_json_add_u64(lost, "foreign_namespace", ss.foreign_ns);
+	jprof_json_add_u64(lost, "stack_missing", ss.stack_missing);
+	jprof_json_add_u64(lost, "offcpu_start_full", ss.offcpu_start_full);
 	json_object_object_add(smp, "lost", lost);
 	if (off) {
-		requests_add_u64(off, "recordings", ss.offcpu_targets);
-		requests_add_u64(off, "intervals", ss.offcpu);
-		requests_add_u64(off, "below_threshold", ss.offcpu_short);
-		requests_add_u64(off, "held_stacks", ss.offcpu_held_stacks);
+		jprof_json_add_u64(off, "recordings", ss.offcpu_targets);
+		jprof_json_add_u64(off, "intervals", ss.offcpu);
+		jprof_json_add_u64(off, "below_threshold", ss.offcpu_short);
+		jprof_json_add_u64(off, "held_stacks", ss.offcpu_held_stacks);
 		json_object_object_add(smp, "offcpu", off);
 	}
 	add_bpf_time_status(&ss.bpf_time, smp);
@@ -234,9 +234,9 @@ static void add_attach_status(struct json_object *st)
 	if (!a)
 		return;
 	attach_get_stats(&as);
-	requests_add_u64(a, "helpers_abandoned", as.helpers_abandoned);
-	requests_add_u64(a, "helpers_stuck", as.helpers_stuck);
-	requests_add_u64(a, "helpers_unreaped", as.helpers_unreaped);
+	jprof_json_add_u64(a, "helpers_abandoned", as.helpers_abandoned);
+	jprof_json_add_u64(a, "helpers_stuck", as.helpers_stuck);
+	jprof_json_add_u64(a, "helpers_unreaped", as.helpers_unreaped);
 	json_object_object_add(st, "attach", a);
 }
 
@@ -262,8 +262,8 @@ void req_status(const struct request *r)
 	}
 	json_object_object_add(st, "version", json_object_new_string(JPROF_VERSION));
 	json_object_object_add(st, "protocol", json_object_new_int(JPROF_PROTO_VERSION));
-	requests_add_u64(st, "pid", (uint64_t)getpid());
-	requests_add_u64(st, "uptime_ms", (clock_ns(CLOCK_MONOTONIC) - rq->start_mono_ns) / 1000000ull);
+	jprof_json_add_u64(st, "pid", (uint64_t)getpid());
+	jprof_json_add_u64(st, "uptime_ms", (clock_ns(CLOCK_MONOTONIC) - rq->start_mono_ns) / 1000000ull);
 	add_sampler_status(rq->sampler, smp, lost);
 	json_object_object_add(st, "sampler", smp);
 	/* What others do with the daemon (their recordings, start gates,
@@ -271,7 +271,7 @@ void req_status(const struct request *r)
 	 * anyone else gets counts of their own. The sampler and host-view
 	 * counters are the host's, as /proc/stat is (docs/security.md). */
 	session_foreach(rq->sessions, status_session, &sc);
-	requests_add_u64(sess, "active", r->peer->privileged ? session_count(rq->sessions) : sc.shown);
+	jprof_json_add_u64(sess, "active", r->peer->privileged ? session_count(rq->sessions) : sc.shown);
 	if (r->peer->privileged)
 		add_gate_status(rq->sessions, sess);
 	json_object_object_add(sess, "list", sc.list);
@@ -279,11 +279,11 @@ void req_status(const struct request *r)
 	add_hostview_status(rq->hostview, st);
 	if (r->peer->privileged)
 		add_attach_status(st);
-	requests_add_u64(st, "clients",
+	jprof_json_add_u64(st, "clients",
 			 r->peer->privileged || !rq->cfg.quota ?
 				 server_client_count(rq->server) :
 				 quota_used(rq->cfg.quota, r->peer->uid, QUOTA_CLIENTS));
-	requests_add_u64(peer, "uid", r->peer->uid);
+	jprof_json_add_u64(peer, "uid", r->peer->uid);
 	json_object_object_add(peer, "authorized_all", json_object_new_boolean(r->peer->privileged));
 	json_object_object_add(st, "peer", peer);
 	json_object_object_add(o, "status", st);

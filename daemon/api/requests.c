@@ -95,11 +95,6 @@ void requests_send(const struct request *r, struct json_object *o)
 	json_object_put(o);
 }
 
-void requests_add_u64(struct json_object *o, const char *key, uint64_t v)
-{
-	json_object_object_add(o, key, json_object_new_int64((int64_t)v));
-}
-
 /* ---- what record and profile share ---- */
 
 int requests_format(const struct request *r, const char *name)

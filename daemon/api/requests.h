@@ -100,9 +100,6 @@ void requests_error(const struct request *r, const char *code, const char *fmt, 
 /* Sends o as one line and releases it (NULL: nothing is sent). */
 void requests_send(const struct request *r, struct json_object *o);
 
-/* Adds key: v to o (JSON numbers are int64 in json-c). */
-void requests_add_u64(struct json_object *o, const char *key, uint64_t v);
-
 /* The export format called name, or -EINVAL after a bad_request reply. */
 int requests_format(const struct request *r, const char *name);
 

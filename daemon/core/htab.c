@@ -154,6 +154,13 @@ void htab_index_release(struct htab_index *t)
 	t->cap = t->used = 0;
 }
 
+void htab_index_clear(struct htab_index *t)
+{
+	if (t->slots)
+		memset(t->slots, 0, t->cap * sizeof(*t->slots));
+	t->used = 0;
+}
+
 /* ---- map ------------------------------------------------------------------- */
 
 static size_t htab_map_home(const struct htab_map *m, uint64_t key)

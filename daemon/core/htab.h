@@ -68,6 +68,9 @@ size_t htab_index_insert_cost(const struct htab_index *t);
 size_t htab_index_count(const struct htab_index *t);
 /* Frees the slots (subtracting them from *bytes); the table is empty after. */
 void htab_index_release(struct htab_index *t);
+/* Empties the table but keeps its slots: re-inserting at most as many
+ * entries as it held cannot fail. */
+void htab_index_clear(struct htab_index *t);
 
 /* ---- map: u64 key -> u64 value ------------------------------------------- */
 

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "buf.h"
-#include "export.h"
+#include "export_util.h"
 #include "store.h"
 
 #define CALLTREE_NONE UINT32_MAX

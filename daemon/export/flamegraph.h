@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 #include "buf.h"
-#include "export.h"
+#include "export_util.h"
 #include "store.h"
 
 /* The page template, generated from flamegraph.html by cmake/embed.cmake. */

@@ -8,7 +8,7 @@
 #define JPROF_JFR_H
 
 #include "buf.h"
-#include "export.h"
+#include "export_util.h"
 
 int jfr_render(const struct export_job *job, struct buf *out);
 

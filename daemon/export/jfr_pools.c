@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "export.h"
+#include "export_util.h"
 #include "jfr_meta.h"
 
 /* Descriptions of enum jfr_frame_type, by id - 1. */

@@ -8,7 +8,7 @@
 #define JPROF_PPROF_H
 
 #include "buf.h"
-#include "export.h"
+#include "export_util.h"
 #include "store.h"
 
 int pprof_render(const struct export_job *job, struct buf *out);

@@ -4,7 +4,7 @@
 #define JPROF_RAWJSON_H
 
 #include "buf.h"
-#include "export.h"
+#include "export_util.h"
 
 int rawjson_render(const struct export_job *job, struct buf *out);
 

@@ -5,7 +5,7 @@
 #define JPROF_TEXTREPORT_H
 
 #include "buf.h"
-#include "export.h"
+#include "export_util.h"
 #include "store.h"
 
 #define TEXTREPORT_TOP_STACKS 10

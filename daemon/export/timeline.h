@@ -7,7 +7,7 @@
 #define JPROF_TIMELINE_H
 
 #include "buf.h"
-#include "export.h"
+#include "export_util.h"
 
 int timeline_render_trace(const struct export_job *job, struct buf *out);
 int timeline_render_speedscope(const struct export_job *job, struct buf *out);

@@ -1,4 +1,5 @@
 #include "agentlink.h"
+#include "agentlink_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,51 +18,6 @@
 #include "proc.h"
 #include "quota.h"
 
-#define AGENT_MAX_QUEUED (1u << 20)   /* bytes waiting for a slow agent */
-
-struct outmsg {
-	struct outmsg *next;
-	char *data;
-	size_t len, off;
-	int fd;                       /* owned dup, sent with the first byte; -1 none */
-	bool charged;                 /* fd counts in the agent uid's QUOTA_PERF_EVENTS */
-};
-
-struct agent {
-	struct agentlink *link;
-	struct agent *next;
-	int fd;
-	struct loop_source *src;
-	pid_t pid;
-	uid_t uid;
-	struct proc_ident ident;      /* the process that connected, not just its pid */
-	struct proc_exec_id exec;     /* what it ran then, as whom: an exec ends the binding */
-	struct loop_source *exit_src; /* its pidfd: closes the connection at its exit */
-	struct buf in;
-	bool hello;
-	bool dead;
-	char jvm[64];
-	struct outmsg *out_head, *out_tail;
-	size_t out_bytes;
-	bool want_out;
-	struct jring *ring;
-	const struct agentlink_ops *ops;
-	void *ctx;
-};
-
-struct agentlink {
-	struct loop *loop;
-	agentlink_connect_fn on_connect;
-	void *arg;
-	struct agent *agents;
-	struct agentlink_stats st;
-	struct quota *quota;          /* agent connections per uid; NULL: none */
-};
-
-static void agent_drop(struct agent *a, const char *why);
-static void agent_unlink(struct agent *a);
-static void agent_free(struct agent *a);
-
 /* Marks the agent dead from any context. The socket is shut down so that its
  * I/O handler runs next round: that is the one place which tells the bound
  * session (ops->gone) and frees the agent, never under a caller's feet. */
@@ -77,7 +33,7 @@ static void agent_kill(struct agent *a)
  * process runs: once it exits (its socket may live on in another process
  * it passed it to), or its pid names another process, the connection is
  * closed. Any context. */
-static int agent_verify(struct agent *a)
+int agent_verify(struct agent *a)
 {
 	int r;
 
@@ -178,8 +134,8 @@ static void agent_flush(struct agent *a)
 
 /* Queues one frame; fd (taken; -1: none) rides on its first byte. charged:
  * fd counts in the uid's perf events (given back once sent or dropped). */
-static int agent_send_fd(struct agent *a, uint16_t type, const void *payload, uint32_t len, int fd,
-			 bool charged)
+int agent_send_fd(struct agent *a, uint16_t type, const void *payload, uint32_t len, int fd,
+		  bool charged)
 {
 	struct jpag_hdr h = { .magic = JPAG_MAGIC, .version = JPAG_VERSION, .type = type, .len = len };
 	struct outmsg *m;
@@ -220,12 +176,12 @@ static int agent_send_fd(struct agent *a, uint16_t type, const void *payload, ui
 	return 0;
 }
 
-static int agent_send(struct agent *a, uint16_t type, const void *payload, uint32_t len, int fd)
+int agent_send(struct agent *a, uint16_t type, const void *payload, uint32_t len, int fd)
 {
 	return agent_send_fd(a, type, payload, len, fd, false);
 }
 
-static void send_error(struct agent *a, int code, const char *msg)
+void agent_send_error(struct agent *a, int code, const char *msg)
 {
 	struct jpag_error e = { .code = code };
 
@@ -233,314 +189,7 @@ static void send_error(struct agent *a, int code, const char *msg)
 	agent_send(a, JPAG_ERROR, &e, sizeof(e), -1);
 }
 
-/* ---- incoming frames ---- */
-
-static void on_hello(struct agent *a, const void *p, uint32_t len)
-{
-	struct agentlink *l = a->link;
-	struct jpag_hello hello;
-	struct jpag_welcome w = { .version = JPAG_VERSION, .features = JPAG_FEATURE_SIGNAL | JPAG_FEATURE_WALL |
-								    JPAG_FEATURE_ARMED };
-
-	if (a->hello || len != sizeof(hello)) {
-		agent_drop(a, "bad hello");
-		return;
-	}
-	memcpy(&hello, p, sizeof(hello));
-	hello.jvm[sizeof(hello.jvm) - 1] = '\0';
-	for (char *c = hello.jvm; *c; c++)
-		if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
-			*c = '?';
-	snprintf(a->jvm, sizeof(a->jvm), "%s", hello.jvm);
-	a->hello = true;
-	/* One agent per process. An older connection whose process is gone
-	 * goes; an idle one of this same process is replaced (the agent
-	 * reconnects after a re-attach); one bound to a recording stays, and
-	 * this newer one is refused. */
-	for (struct agent *o = l->agents, *next; o; o = next) {
-		next = o->next;
-		if (o == a || o->pid != a->pid || o->dead)
-			continue;
-		if (agent_verify(o) == 0 && o->ops) {
-			log_audit("agent of pid %d: a second connection refused; the one bound to a "
-				  "recording stays", (int)a->pid);
-			send_error(a, -EBUSY, "this process already has an agent bound to a recording");
-			agent_drop(a, NULL);
-			return;
-		}
-		agent_drop(o, o->dead ? NULL : "replaced by a newer connection of the same process");
-		agent_unlink(o);
-		agent_free(o);
-	}
-	agent_send(a, JPAG_WELCOME, &w, sizeof(w), -1);
-	log_info("agent connected: pid %d uid %u (%s)", (int)a->pid, (unsigned)a->uid, a->jvm);
-	if (l->on_connect && !a->dead)
-		l->on_connect(a, a->pid, l->arg);
-}
-
-static void on_perf_fd_req(struct agent *a, const void *p, uint32_t len)
-{
-	struct jpag_perf_fd_req req;
-	struct jpag_perf_fd rep;
-	int fd = -1, r;
-
-	if (len != sizeof(req)) {
-		agent_drop(a, "bad perf fd request");
-		return;
-	}
-	memcpy(&req, p, sizeof(req));
-	rep.tid = req.tid;
-	if (!a->ops) {
-		r = -ENOTCONN;  /* no recording of this process is running */
-	} else {
-		r = a->ops->perf_fd(a->ctx, req.tid, &fd);
-		/* Queue a private dup: the session may close its fd before the
-		 * message leaves. Until then it is a file of the daemon's held for
-		 * this uid: an agent asking again and again without reading would
-		 * run the daemon out of fds (30,000 requests once took 19,996 of
-		 * 20,000), so each counts as one of the uid's perf events. */
-		if (r >= 0)
-			r = quota_take(a->link->quota, a->uid, QUOTA_PERF_EVENTS, 1);
-		if (r >= 0) {
-			int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-
-			r = dup < 0 ? -errno : 0;
-			fd = dup;
-			if (r < 0)
-				quota_give(a->link->quota, a->uid, QUOTA_PERF_EVENTS, 1);
-		}
-	}
-	rep.status = r < 0 ? r : 0;
-	if (r < 0) {
-		a->link->st.fds_denied++;
-		agent_send(a, JPAG_PERF_FD, &rep, sizeof(rep), -1);
-		return;
-	}
-	a->link->st.fds_passed++;
-	agent_send_fd(a, JPAG_PERF_FD, &rep, sizeof(rep), fd, true);
-}
-
-static void on_method(struct agent *a, const char *p, uint32_t len, bool unknown)
-{
-	struct agentlink_method m = { .unknown = unknown };
-	struct jpag_method hm;
-	static struct jpag_line lines[JPAG_MAX_PAYLOAD / sizeof(struct jpag_line)];
-
-	if (unknown) {
-		struct jpag_method_unknown u;
-
-		if (len != sizeof(u)) {
-			agent_drop(a, "bad method-unknown record");
-			return;
-		}
-		memcpy(&u, p, sizeof(u));
-		m.id = u.id;
-	} else {
-		size_t need;
-
-		if (len < sizeof(hm)) {
-			agent_drop(a, "short method record");
-			return;
-		}
-		memcpy(&hm, p, sizeof(hm));
-		need = sizeof(hm) + (size_t)hm.class_len + hm.name_len + hm.sig_len +
-		       (size_t)hm.nlines * sizeof(struct jpag_line);
-		if (need != len || hm.name_len == 0 || hm.class_len == 0) {
-			agent_drop(a, "method record lengths do not add up");
-			return;
-		}
-		m.id = hm.id;
-		m.cls = p + sizeof(hm);
-		m.cls_len = hm.class_len;
-		m.name = m.cls + hm.class_len;
-		m.name_len = hm.name_len;
-		m.sig = m.name + hm.name_len;
-		m.sig_len = hm.sig_len;
-		if (hm.nlines)
-			memcpy(lines, m.sig + hm.sig_len, (size_t)hm.nlines * sizeof(struct jpag_line));
-		m.lines = lines;
-		m.nlines = hm.nlines;
-	}
-	if (a->ops)
-		a->ops->method(a->ctx, &m);
-}
-
-static void on_thread_name(struct agent *a, const char *p, uint32_t len)
-{
-	struct jpag_thread_name tn;
-
-	if (len < sizeof(tn)) {
-		agent_drop(a, "short thread name record");
-		return;
-	}
-	memcpy(&tn, p, sizeof(tn));
-	if (tn.name_len == 0 || tn.name_len > JPAG_THREAD_NAME_MAX ||
-	    sizeof(tn) + tn.name_len != len) {
-		agent_drop(a, "thread name record lengths do not add up");
-		return;
-	}
-	if (a->ops && a->ops->thread_name)
-		a->ops->thread_name(a->ctx, tn.tid, p + sizeof(tn), tn.name_len);
-}
-
-static void on_event_status(struct agent *a, const char *p, uint32_t len)
-{
-	struct jpag_event_status st;
-
-	if (len != sizeof(st)) {
-		agent_drop(a, "bad event status record");
-		return;
-	}
-	memcpy(&st, p, sizeof(st));
-	st.message[sizeof(st.message) - 1] = '\0';
-	if (a->ops && a->ops->event_status)
-		a->ops->event_status(a->ctx, st.event, st.status > 0 ? -EPROTO : st.status,
-				     st.message);
-}
-
-/* A batch of event records: every length is checked against the frame
- * before anything is handed on (the frame is the agent's, unchecked). */
-static void on_events(struct agent *a, const char *p, uint32_t len)
-{
-	static struct jpring_frame frames[JPAG_EVENT_MAX_FRAMES];
-	struct jpag_events hdr;
-	size_t off = sizeof(hdr);
-
-	if (len < sizeof(hdr)) {
-		agent_drop(a, "short events record");
-		return;
-	}
-	memcpy(&hdr, p, sizeof(hdr));
-	for (uint32_t i = 0; i < hdr.count; i++) {
-		struct jpag_event_rec rec;
-		size_t cpad, need;
-
-		if (len - off < sizeof(rec))
-			goto bad;
-		memcpy(&rec, p + off, sizeof(rec));
-		if (rec.nframes > JPAG_EVENT_MAX_FRAMES || rec.class_len > JPAG_EVENT_CLASS_MAX)
-			goto bad;
-		cpad = ((size_t)rec.class_len + 7) & ~(size_t)7;
-		need = sizeof(rec) + cpad + (size_t)rec.nframes * sizeof(struct jpring_frame);
-		if (len - off < need)
-			goto bad;
-		memcpy(frames, p + off + sizeof(rec) + cpad,
-		       (size_t)rec.nframes * sizeof(struct jpring_frame));
-		if (a->ops && a->ops->event)
-			a->ops->event(a->ctx, &rec, p + off + sizeof(rec), frames);
-		off += need;
-	}
-	if (off == len)
-		return;
-bad:
-	a->link->st.protocol_errors++;
-	agent_drop(a, "event record lengths do not add up");
-}
-
-/* The daemon cannot know the JVM's SIGRTMIN (glibc's is 34, musl's 35):
- * any kernel real-time signal is accepted, besides the classic ones the
- * agent may use. */
-static bool signal_plausible(uint32_t sig)
-{
-	return sig == SIGPROF || sig == SIGVTALRM || sig == SIGIO || (sig >= 32 && sig <= 64);
-}
-
-static void on_signal(struct agent *a, const char *p, uint32_t len)
-{
-	struct jpag_signal sg;
-
-	if (len != sizeof(sg)) {
-		agent_drop(a, "bad signal record");
-		return;
-	}
-	memcpy(&sg, p, sizeof(sg));
-	if (!signal_plausible(sg.signal) || !signal_plausible(sg.proposed) ||
-	    sg.signal == sg.proposed || sg.reserved ||
-	    (sg.reason != JPAG_SIGNAL_AT_START && sg.reason != JPAG_SIGNAL_TAKEN_OVER)) {
-		agent_drop(a, "implausible signal record");
-		return;
-	}
-	/* Only meaningful during a recording; a late one is ignored. */
-	if (a->ops && a->ops->signal)
-		a->ops->signal(a->ctx, sg.signal, sg.proposed, sg.reason == JPAG_SIGNAL_TAKEN_OVER);
-}
-
-static void handle_frame(struct agent *a, const struct jpag_hdr *h, const char *p)
-{
-	if (!a->hello && h->type != JPAG_HELLO) {
-		agent_drop(a, "first frame is not a hello");
-		return;
-	}
-	switch (h->type) {
-	case JPAG_HELLO:
-		on_hello(a, p, h->len);
-		break;
-	case JPAG_PERF_FD_REQ:
-		on_perf_fd_req(a, p, h->len);
-		break;
-	case JPAG_METHOD:
-		on_method(a, p, h->len, false);
-		break;
-	case JPAG_METHOD_UNKNOWN:
-		on_method(a, p, h->len, true);
-		break;
-	case JPAG_THREAD_NAME:
-		on_thread_name(a, p, h->len);
-		break;
-	case JPAG_SIGNAL:
-		on_signal(a, p, h->len);
-		break;
-	case JPAG_STOPPED:
-		break;
-	case JPAG_EVENT_STATUS:
-		on_event_status(a, p, h->len);
-		break;
-	case JPAG_EVENTS:
-		on_events(a, p, h->len);
-		break;
-	case JPAG_EVENTS_DONE:
-		if (a->ops && a->ops->events_done)
-			a->ops->events_done(a->ctx);
-		break;
-	case JPAG_THREADS_ARMED:
-		if (h->len) {
-			agent_drop(a, "bad threads-armed record");
-			break;
-		}
-		if (a->ops && a->ops->threads_armed)
-			a->ops->threads_armed(a->ctx);
-		break;
-	default:
-		send_error(a, -EPROTO, "unknown frame type");
-		agent_drop(a, "unknown frame type");
-		break;
-	}
-}
-
-static void process_input(struct agent *a)
-{
-	while (!a->dead && a->in.len >= sizeof(struct jpag_hdr)) {
-		struct jpag_hdr h;
-
-		memcpy(&h, a->in.data, sizeof(h));
-		if (h.magic != JPAG_MAGIC || h.version != JPAG_VERSION || h.reserved != 0 ||
-		    h.len > JPAG_MAX_PAYLOAD) {
-			a->link->st.protocol_errors++;
-			agent_drop(a, "bad frame header");
-			return;
-		}
-		if (a->in.len < sizeof(h) + h.len)
-			return;
-		if (agent_verify(a) < 0)
-			return;  /* nothing from a process that is not there */
-		handle_frame(a, &h, a->in.data + sizeof(h));
-		if (a->dead)
-			return;
-		buf_consume(&a->in, sizeof(h) + h.len);
-	}
-}
-
-static void agent_free(struct agent *a)
+void agent_free(struct agent *a)
 {
 	while (a->out_head) {
 		struct outmsg *m = a->out_head;
@@ -558,7 +207,7 @@ static void agent_free(struct agent *a)
 	free(a);
 }
 
-static void agent_unlink(struct agent *a)
+void agent_unlink(struct agent *a)
 {
 	struct agent **pp = &a->link->agents;
 
@@ -573,7 +222,7 @@ static void agent_unlink(struct agent *a)
 
 /* Marks dead and tells the bound session; freed by the I/O handler or now. */
 /* Handler context only: tells the bound session, once. */
-static void agent_drop(struct agent *a, const char *why)
+void agent_drop(struct agent *a, const char *why)
 {
 	const struct agentlink_ops *ops = a->ops;
 
@@ -615,7 +264,7 @@ static void on_agent_io(struct loop_source *src, int fd, uint32_t events, void *
 			}
 			a->in.len += (size_t)n;
 			a->in.data[a->in.len] = '\0';
-			process_input(a);
+			agentlink_process_input(a);
 		}
 	}
 	if (a->dead) {
@@ -750,7 +399,7 @@ int agentlink_adopt(struct agentlink *l, int fd, pid_t pid, uid_t uid, const voi
 	l->agents = a;
 	l->st.connected++;
 	l->st.accepted++;
-	process_input(a);
+	agentlink_process_input(a);
 	if (a->dead) {
 		agent_drop(a, NULL);
 		agent_unlink(a);
@@ -866,3 +515,4 @@ void agentlink_get_stats(const struct agentlink *l, struct agentlink_stats *out)
 {
 	*out = l->st;
 }
+

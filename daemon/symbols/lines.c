@@ -20,341 +20,6 @@
 #include "htab.h"
 #include "log.h"
 
-/* ---- one file's debug info (worker only) --------------------------------- */
-
-/* libdw is not given the user's file: it is given an ELF image in memory
- * holding only the file's .debug_* sections, decompressed, each followed by
- * LINES_PAD zero bytes. libdw 0.188 runs strlen() on strings in .debug_line
- * (and the string sections) without bounds, so a crafted section that ends
- * inside a string made it read past its buffer (fuzz_lines found it); with
- * the padding such a read ends inside the image. The file's fd, its other
- * sections and libelf's copies are released once the image is built. */
-#define LINES_PAD 16
-#define LINES_MAX_SECTIONS 64
-
-struct lines_file {
-	char *image;
-	Elf *elf;
-	Dwarf *dw;
-	uint64_t cost;           /* bytes of the image */
-};
-
-void lines_file_free(struct lines_file *f)
-{
-	if (!f)
-		return;
-	if (f->dw)
-		dwarf_end(f->dw);
-	if (f->elf)
-		elf_end(f->elf);
-	free(f->image);
-	free(f);
-}
-
-uint64_t lines_file_cost(const struct lines_file *f)
-{
-	return f ? f->cost : 0;
-}
-
-struct lines_sec {
-	const char *name;        /* ".debug_..." (a ".zdebug_" name without its z) */
-	Elf_Data *data;
-};
-
-/* Sections a file:line lookup never reads (location lists, macros, CFI,
- * name indexes): not decompressed, not held. Location lists alone are
- * 14% of libc's debug info (1.4 of 10 MB), which the first scrape that
- * shows a binary paid to inflate. */
-static bool lines_unneeded(const char *name)
-{
-	static const char *const skip[] = {
-		".debug_loc", ".debug_loclists", ".debug_macro", ".debug_macinfo",
-		".debug_frame", ".debug_pubnames", ".debug_pubtypes",
-		".debug_gnu_pubnames", ".debug_gnu_pubtypes",
-	};
-
-	for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
-		if (!strcmp(name, skip[i]))
-			return true;
-	return false;
-}
-
-/* The .debug_* sections of src a lookup needs, decompressed, at most cap
- * bytes in all: their count, -EFBIG, -ENOENT (no .debug_info or
- * .debug_line). */
-static int lines_sections(Elf *src, uint64_t cap, struct lines_sec *secs, uint64_t *total)
-{
-	bool has_info = false, has_line = false;
-	Elf_Scn *scn = NULL;
-	size_t shstrndx;
-	int n = 0;
-
-	*total = 0;
-	if (elf_getshdrstrndx(src, &shstrndx) < 0)
-		return -EINVAL;
-	while ((scn = elf_nextscn(src, scn)) && n < LINES_MAX_SECTIONS) {
-		GElf_Shdr sh;
-		GElf_Chdr ch;
-		const char *name;
-		uint64_t size;
-		bool gnu;
-		Elf_Data *d;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
-			continue;
-		name = elf_strptr(src, shstrndx, sh.sh_name);
-		if (!name || (strncmp(name, ".debug_", 7) && strncmp(name, ".zdebug_", 8)))
-			continue;
-		gnu = name[1] == 'z';
-		if (lines_unneeded(gnu ? name + 1 : name))
-			continue;
-		/* The size it will have, before anything is inflated. */
-		size = sh.sh_size;
-		if (sh.sh_flags & SHF_COMPRESSED)
-			size = gelf_getchdr(scn, &ch) ? ch.ch_size : UINT64_MAX;
-		else if (gnu)
-			size = sh.sh_size * 8;   /* no header to ask before inflating */
-		if (size > cap || *total + size > cap)
-			return -EFBIG;
-		if ((sh.sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0)
-			continue;
-		if (gnu && elf_compress_gnu(scn, 0, 0) < 0)
-			continue;
-		d = elf_getdata(scn, NULL);
-		if (!d || !d->d_buf || d->d_size > cap || *total + d->d_size > cap)
-			return d && d->d_size > cap ? -EFBIG : -EINVAL;
-		secs[n].name = gnu ? name + 1 : name;
-		secs[n].data = d;
-		*total += d->d_size;
-		has_info |= !strcmp(secs[n].name, ".debug_info") && d->d_size;
-		has_line |= !strcmp(secs[n].name, ".debug_line") && d->d_size;
-		n++;
-	}
-	return has_info && has_line ? n : -ENOENT;
-}
-
-/* The image of src's debug sections (see above) in f. */
-static int lines_file_build(struct lines_file *f, Elf *src, const uint8_t *bid, size_t bid_len,
-			    uint64_t cap)
-{
-	struct lines_sec secs[LINES_MAX_SECTIONS];
-	uint8_t have[ELFMETA_BUILD_ID_MAX];
-	size_t off, names_off, names_len = 1 + sizeof(".shstrtab"), sh_off, size;
-	GElf_Ehdr src_eh;
-	Elf64_Shdr *sh;
-	uint64_t total;
-	int n;
-
-	elf_version(EV_CURRENT);
-	if (!src || elf_kind(src) != ELF_K_ELF || !gelf_getehdr(src, &src_eh) ||
-	    src_eh.e_ident[EI_CLASS] != ELFCLASS64 || src_eh.e_ident[EI_DATA] != ELFDATA2LSB)
-		return -EINVAL;
-	if (bid_len) {
-		size_t len = elfmeta_build_id(src, have, sizeof(have));
-
-		if (len != bid_len || memcmp(have, bid, len))
-			return -EINVAL;
-	}
-	n = lines_sections(src, cap, secs, &total);
-	if (n < 0)
-		return n;
-	for (int i = 0; i < n; i++)
-		names_len += strlen(secs[i].name) + 1;
-	off = sizeof(Elf64_Ehdr);
-	for (int i = 0; i < n; i++)
-		off = ((off + 7) & ~(size_t)7) + secs[i].data->d_size + LINES_PAD;
-	names_off = off;
-	sh_off = (names_off + names_len + LINES_PAD + 7) & ~(size_t)7;
-	size = sh_off + (size_t)(n + 2) * sizeof(*sh);
-	if (size > cap + 4096 + (size_t)n * 64)
-		return -EFBIG;
-	f->image = calloc(1, size);
-	if (!f->image)
-		return -ENOMEM;
-	f->cost = size;
-	elfmeta_image_header(f->image, &src_eh, sh_off, (unsigned)n + 2, (unsigned)n + 1);
-	sh = (Elf64_Shdr *)(f->image + sh_off);
-	off = sizeof(Elf64_Ehdr);
-	names_len = 1;
-	for (int i = 0; i < n; i++) {
-		size_t len = strlen(secs[i].name) + 1;
-
-		off = (off + 7) & ~(size_t)7;
-		memcpy(f->image + off, secs[i].data->d_buf, secs[i].data->d_size);
-		memcpy(f->image + names_off + names_len, secs[i].name, len);
-		sh[i + 1] = (Elf64_Shdr){ .sh_name = (Elf64_Word)names_len, .sh_type = SHT_PROGBITS,
-					  .sh_offset = off, .sh_size = secs[i].data->d_size,
-					  .sh_addralign = 1 };
-		names_len += len;
-		off += secs[i].data->d_size + LINES_PAD;
-	}
-	memcpy(f->image + names_off + names_len, ".shstrtab", sizeof(".shstrtab"));
-	sh[n + 1] = (Elf64_Shdr){ .sh_name = (Elf64_Word)names_len, .sh_type = SHT_STRTAB,
-				  .sh_offset = names_off, .sh_size = names_len + sizeof(".shstrtab"),
-				  .sh_addralign = 1 };
-	f->elf = elf_memory(f->image, size);
-	f->dw = f->elf ? dwarf_begin_elf(f->elf, DWARF_C_READ, NULL) : NULL;
-	return f->dw ? 0 : -ENOENT;
-}
-
-static int lines_file_from(Elf *src, const uint8_t *bid, size_t bid_len, uint64_t cap,
-			   struct lines_file **out)
-{
-	struct lines_file *f = calloc(1, sizeof(*f));
-	int r = f ? lines_file_build(f, src, bid, bid_len, cap) : -ENOMEM;
-
-	*out = NULL;
-	if (r < 0)
-		lines_file_free(f);
-	else
-		*out = f;
-	return r;
-}
-
-int lines_file_open(int fd, const uint8_t *bid, size_t bid_len, uint64_t cap,
-		    struct lines_file **out)
-{
-	Elf *src;
-	int r;
-
-	elf_version(EV_CURRENT);
-	/* pread, never mmap: see the header. */
-	src = elf_begin(fd, ELF_C_READ, NULL);
-	r = lines_file_from(src, bid, bid_len, cap, out);
-	elf_end(src);
-	return r;
-}
-
-int lines_file_open_memory(const void *image, size_t size, uint64_t cap, struct lines_file **out)
-{
-	char *copy = malloc(size ? size : 1);
-	Elf *src;
-	int r;
-
-	*out = NULL;
-	if (!copy)
-		return -ENOMEM;
-	memcpy(copy, image, size);
-	elf_version(EV_CURRENT);
-	src = elf_memory(copy, size);
-	r = lines_file_from(src, NULL, 0, cap, out);
-	elf_end(src);
-	free(copy);
-	return r;
-}
-
-static void lines_copy(char *dst, size_t cap, const char *src)
-{
-	elfsym_sanitize(src ? src : "", src ? strlen(src) : 0, dst, cap);
-}
-
-/* The name of a function or inlined-subroutine DIE (following its abstract
- * origin), demangled as symbol names are. */
-static void lines_die_name(Dwarf_Die *die, char *out, size_t cap)
-{
-	Dwarf_Attribute a;
-	const char *name = NULL;
-
-	if (dwarf_attr_integrate(die, DW_AT_linkage_name, &a) ||
-	    dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &a))
-		name = dwarf_formstring(&a);
-	if (!name)
-		name = dwarf_diename(die);
-	if (name)
-		elfsym_format_name(name, out, cap);
-	else
-		*out = '\0';
-}
-
-/* Scopes nested deeper than this, or DIEs beyond LINES_MAX_VISITS in one
- * lookup, end the search (corrupt sibling chains must not loop). */
-#define LINES_MAX_SCOPES 64
-#define LINES_MAX_VISITS 1000000u
-
-/* Appends to chain (outermost first, from n) the scopes under parent that
- * hold vaddr: subprograms, inlined subroutines and lexical blocks whose
- * ranges hold it, looking inside namespaces too. Only those are descended
- * into: dwarf_getscopes() visits every DIE of the CU instead, which took
- * 5 ms a lookup in a CU of 2,500 functions (0.02 ms this way). Returns the
- * new length. */
-static int lines_find_scopes(Dwarf_Die *parent, uint64_t vaddr, Dwarf_Die *chain, int n,
-			     unsigned *visits)
-{
-	Dwarf_Die child;
-
-	if (n >= LINES_MAX_SCOPES || dwarf_child(parent, &child) != 0)
-		return n;
-	do {
-		int tag = dwarf_tag(&child);
-
-		if (++*visits > LINES_MAX_VISITS)
-			return n;
-		if (tag == DW_TAG_namespace || tag == DW_TAG_module) {
-			int m = lines_find_scopes(&child, vaddr, chain, n, visits);
-
-			if (m > n)
-				return m;
-		} else if ((tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
-			    tag == DW_TAG_lexical_block) && dwarf_haspc(&child, vaddr) == 1) {
-			chain[n] = child;
-			return lines_find_scopes(&chain[n], vaddr, chain, n + 1, visits);
-		}
-	} while (dwarf_siblingof(&child, &child) == 0);
-	return n;
-}
-
-size_t lines_file_lookup(struct lines_file *f, uint64_t vaddr, struct frame_line *out, size_t max)
-{
-	Dwarf_Die cu, scopes[LINES_MAX_SCOPES];
-	unsigned visits = 0;
-	Dwarf_Files *files = NULL;
-	Dwarf_Line *line;
-	const char *src;
-	int lineno = 0, nscopes;
-	size_t n = 0;
-
-	if (!f || !f->dw || !max || !dwarf_addrdie(f->dw, vaddr, &cu))
-		goto out;
-	line = dwarf_getsrc_die(&cu, vaddr);
-	if (!line || dwarf_lineno(line, &lineno) != 0 || lineno <= 0 ||
-	    !(src = dwarf_linesrc(line, NULL, NULL)))
-		goto out;
-	memset(&out[0], 0, sizeof(out[0]));
-	lines_copy(out[0].file, sizeof(out[0].file), src);
-	out[0].line = (uint32_t)lineno;
-	n = 1;
-	/* Scopes innermost first: each inlined subroutine is a frame whose
-	 * caller's position is its call_file:call_line; the subprogram ends
-	 * the chain. */
-	nscopes = lines_find_scopes(&cu, vaddr, scopes, 0, &visits);
-	if (nscopes <= 0)
-		goto out;
-	if (dwarf_getsrcfiles(&cu, &files, NULL) != 0)
-		files = NULL;
-	for (int i = nscopes - 1; i >= 0; i--) {
-		int tag = dwarf_tag(&scopes[i]);
-		Dwarf_Attribute a;
-		Dwarf_Word file_idx, call_line;
-
-		if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
-			continue;
-		lines_die_name(&scopes[i], out[n - 1].function, sizeof(out[n - 1].function));
-		if (tag == DW_TAG_subprogram || n == max)
-			break;
-		/* The caller's frame: where the inlined body was called. */
-		if (!dwarf_attr(&scopes[i], DW_AT_call_line, &a) || dwarf_formudata(&a, &call_line) ||
-		    !dwarf_attr(&scopes[i], DW_AT_call_file, &a) || dwarf_formudata(&a, &file_idx) ||
-		    !files || !(src = dwarf_filesrc(files, file_idx, NULL, NULL)) || !call_line ||
-		    call_line > UINT32_MAX)
-			break;
-		memset(&out[n], 0, sizeof(out[n]));
-		lines_copy(out[n].file, sizeof(out[n].file), src);
-		out[n].line = (uint32_t)call_line;
-		n++;
-	}
-out:
-	return n;
-}
 
 static uint64_t lines_now_ns(void);
 
@@ -363,7 +28,7 @@ static uint64_t lines_now_ns(void);
 enum lines_state { LINES_QUEUED, LINES_DONE };
 
 struct lines_addr {
-	struct lines_addr *hnext;      /* hash chain */
+	uint32_t hash;                 /* lines_hash: its key in the index */
 	struct lines_addr *qnext;      /* queue */
 	enum lines_state state;
 	uint8_t bid[ELFMETA_BUILD_ID_MAX];
@@ -397,7 +62,6 @@ struct lines_dbgfile {
 	bool fresh;                    /* not tried yet by the worker */
 };
 
-#define LINES_BUCKETS 65536u
 /* Files that failed are remembered (not retried) up to this many. */
 #define LINES_MAX_FAILED 256
 
@@ -412,8 +76,11 @@ struct lines {
 	pthread_cond_t done;           /* an address was answered */
 	bool stop;
 	unsigned waiters;              /* callers waiting: no entry may be freed */
-	struct lines_addr **buckets;
-	size_t naddrs;
+	/* The address cache: entries in addrs[], found by the hash of their
+	 * key (build-id, file, vaddr) through index. */
+	struct lines_addr **addrs;
+	size_t naddrs, addrs_cap;
+	struct htab_index index;
 	struct lines_addr *qhead, *qtail;
 	struct lines_dbgfile *dbgfiles;
 	struct lines_stats stats;
@@ -437,9 +104,9 @@ static int lines_hex_to_bid(const char *hex, uint8_t *bid, size_t cap)
 	return hex[0] ? 0 : (int)n;
 }
 
-static size_t lines_bucket(const uint8_t *bid, size_t len, uint64_t vaddr)
+static uint32_t lines_hash(const uint8_t *bid, size_t len, uint64_t vaddr)
 {
-	return htab_mix64(htab_fnv1a(HTAB_FNV_SEED, bid, len) ^ vaddr) & (LINES_BUCKETS - 1);
+	return (uint32_t)htab_mix64(htab_fnv1a(HTAB_FNV_SEED, bid, len) ^ vaddr);
 }
 
 static void lines_addr_free(struct lines_addr *a)
@@ -455,21 +122,21 @@ static void lines_addr_free(struct lines_addr *a)
  * the worker's and their waiters'). Under mu. */
 static void lines_cache_reset(struct lines *l)
 {
-	for (size_t b = 0; b < LINES_BUCKETS; b++) {
-		struct lines_addr **pp = &l->buckets[b];
+	size_t n = 0;
 
-		while (*pp) {
-			struct lines_addr *a = *pp;
+	for (size_t i = 0; i < l->naddrs; i++) {
+		struct lines_addr *a = l->addrs[i];
 
-			if (a->state == LINES_DONE) {
-				*pp = a->hnext;
-				lines_addr_free(a);
-				l->naddrs--;
-			} else {
-				pp = &a->hnext;
-			}
-		}
+		if (a->state == LINES_DONE)
+			lines_addr_free(a);
+		else
+			l->addrs[n++] = a;
 	}
+	l->naddrs = n;
+	/* Fewer entries than the slots held: no insert here can fail. */
+	htab_index_clear(&l->index);
+	for (size_t i = 0; i < n; i++)
+		htab_index_insert(&l->index, l->addrs[i]->hash, (uint32_t)i);
 }
 
 /* Opens the binary behind a mapping through /proc/PID/map_files only: it
@@ -743,9 +410,8 @@ int lines_new(const char *proc_root, const char *debug_root, uint64_t mem_cap, s
 	pthread_condattr_destroy(&ca);
 	l->proc_root = strdup(proc_root ? proc_root : "/proc");
 	l->debug_root = strdup(debug_root ? debug_root : ELFSYM_DEBUG_ROOT);
-	l->buckets = calloc(LINES_BUCKETS, sizeof(*l->buckets));
 	l->mem_cap = mem_cap ? mem_cap : LINES_MEM_DEFAULT;
-	if (!l->proc_root || !l->debug_root || !l->buckets)
+	if (!l->proc_root || !l->debug_root)
 		goto out;
 	r = -pthread_create(&l->thread, NULL, lines_main, l);
 	if (r < 0)
@@ -769,13 +435,10 @@ void lines_free(struct lines *l)
 		pthread_mutex_unlock(&l->mu);
 		pthread_join(l->thread, NULL);
 	}
-	for (size_t b = 0; l->buckets && b < LINES_BUCKETS; b++)
-		while (l->buckets[b]) {
-			struct lines_addr *a = l->buckets[b];
-
-			l->buckets[b] = a->hnext;
-			lines_addr_free(a);
-		}
+	for (size_t i = 0; i < l->naddrs; i++)
+		lines_addr_free(l->addrs[i]);
+	free(l->addrs);
+	htab_index_release(&l->index);
 	while (l->open) {
 		struct lines_open *o = l->open;
 
@@ -789,7 +452,6 @@ void lines_free(struct lines *l)
 		free(d->path);
 		free(d);
 	}
-	free(l->buckets);
 	free(l->proc_root);
 	free(l->debug_root);
 	pthread_cond_destroy(&l->work);
@@ -830,13 +492,31 @@ static uint64_t lines_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Room for one more entry in addrs[] (up to LINES_MAX_ADDRS). Under mu. */
+static int lines_addrs_grow(struct lines *l)
+{
+	size_t cap = l->addrs_cap ? l->addrs_cap * 2 : 1024;
+	struct lines_addr **n;
+
+	if (cap > LINES_MAX_ADDRS)
+		cap = LINES_MAX_ADDRS;
+	n = realloc(l->addrs, cap * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	l->addrs = n;
+	l->addrs_cap = cap;
+	return 0;
+}
+
 size_t lines_lookup(struct lines *l, const struct frame_loc *loc, uint64_t deadline_ns,
 		    struct frame_line *out, size_t max)
 {
 	uint8_t bid[ELFMETA_BUILD_ID_MAX];
-	struct lines_addr *a;
+	struct lines_addr *a = NULL;
+	struct htab_probe probe;
 	uint64_t dev, ino;
-	size_t b, n = 0;
+	uint32_t h, i;
+	size_t n = 0;
 	int len;
 
 	if (!l || !loc || !loc->build_id || !loc->pid)
@@ -844,28 +524,36 @@ size_t lines_lookup(struct lines *l, const struct frame_loc *loc, uint64_t deadl
 	len = lines_hex_to_bid(loc->build_id, bid, sizeof(bid));
 	if (len <= 0)
 		return 0;
-	b = lines_bucket(bid, (size_t)len, loc->vaddr);
-	pthread_mutex_lock(&l->mu);
+	h = lines_hash(bid, (size_t)len, loc->vaddr);
 	/* A build-id a user's file claims is that file's alone: its answers
 	 * are keyed by the file too, and never serve another file's. */
 	dev = loc->build_id_shared ? 0 : loc->file_dev;
 	ino = loc->build_id_shared ? 0 : loc->file_ino;
 	if (!loc->build_id_shared && !dev && !ino)
 		return 0;
-	for (a = l->buckets[b]; a; a = a->hnext)
+	pthread_mutex_lock(&l->mu);
+	for (i = htab_index_first(&l->index, h, &probe); i != HTAB_NONE;
+	     i = htab_index_next(&l->index, &probe)) {
+		a = l->addrs[i];
 		if (a->vaddr == loc->vaddr && a->bid_len == (size_t)len &&
 		    !memcmp(a->bid, bid, a->bid_len) && a->file_dev == dev && a->file_ino == ino)
 			break;
+		a = NULL;
+	}
 	if (!a) {
 		if (l->naddrs >= LINES_MAX_ADDRS && !l->waiters)
 			lines_cache_reset(l);
 		if (l->naddrs >= LINES_MAX_ADDRS)
 			goto out;   /* all queued: the worker is far behind */
+		if (l->naddrs == l->addrs_cap && lines_addrs_grow(l) < 0)
+			goto out;
 		a = calloc(1, sizeof(*a));
-		if (!a || !(a->path = strdup(loc->path ? loc->path : ""))) {
-			free(a);
+		if (!a || !(a->path = strdup(loc->path ? loc->path : "")) ||
+		    htab_index_insert(&l->index, h, (uint32_t)l->naddrs) < 0) {
+			lines_addr_free(a);
 			goto out;
 		}
+		a->hash = h;
 		memcpy(a->bid, bid, (size_t)len);
 		a->bid_len = (size_t)len;
 		a->file_dev = dev;
@@ -875,9 +563,7 @@ size_t lines_lookup(struct lines *l, const struct frame_loc *loc, uint64_t deadl
 		a->map_start = loc->map_start;
 		a->map_limit = loc->map_limit;
 		a->state = LINES_QUEUED;
-		a->hnext = l->buckets[b];
-		l->buckets[b] = a;
-		l->naddrs++;
+		l->addrs[l->naddrs++] = a;
 		if (l->qtail)
 			l->qtail->qnext = a;
 		else
@@ -924,3 +610,4 @@ void lines_get_stats(struct lines *l, struct lines_stats *out)
 	*out = l->stats;
 	pthread_mutex_unlock(&l->mu);
 }
+

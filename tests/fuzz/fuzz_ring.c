@@ -1,6 +1,6 @@
 /* libFuzzer harness: the agent's shared ring read by the daemon (jring.c)
  * and fed into the Java join (jvmjoin.c), as a recording of a JVM does
- * (daemon/api/session_jvm.c). The profiled process can write anything into
+ * (daemon/record/session_jvm.c). The profiled process can write anything into
  * the ring at any time, and names its own methods.
  *
  * The input is a small program: a config byte, then operations, each an

@@ -30,7 +30,7 @@ import rootwatch as rw  # noqa: E402
 
 NOBODY_PYTHON = "/usr/bin/python3"
 MiB = 2**20
-# The daemon's bounds (daemon/api/session_jvm.c).
+# The daemon's bounds (daemon/record/session_int.h).
 SESSION_BYTES = 64 * MiB
 UID_BYTES = 128 * MiB
 METHODS = 131072

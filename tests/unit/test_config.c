@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "http.h"
+#include "netaddr.h"
 #include "jprof_proto.h"
 #include "log.h"
 
@@ -111,9 +112,11 @@ START_TEST(test_every_key)
 				   "lines_max_memory = 64M\n"
 				   "symbols_max_memory = 96M\n"
 				   "debug_root = /srv/debug\n"
-				   "start_gate_ms = 500\n",
+				   "start_gate_ms = 500\n"
+				   "report_dir = /var/lib/jprofd/reports\n",
 				   &c, err, sizeof(err)), 0);
 	ck_assert_uint_eq(c.start_gate_ms, 500);
+	ck_assert_str_eq(c.report_dir, "/var/lib/jprofd/reports");
 	ck_assert(!c.lines);
 	ck_assert_uint_eq(c.lines_max_memory, 64ull << 20);
 	ck_assert_uint_eq(c.symbols_max_memory, 96ull << 20);
@@ -374,15 +377,15 @@ START_TEST(test_http_addresses)
 	bool lo;
 
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-		ck_assert_msg(http_addr_parse(ok[i].s, &ss, &len, &lo) == 0, "%s", ok[i].s);
+		ck_assert_msg(netaddr_parse(ok[i].s, &ss, &len, &lo) == 0, "%s", ok[i].s);
 		ck_assert_int_eq(ss.ss_family, ok[i].family);
 		ck_assert_uint_eq(ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port :
 					((struct sockaddr_in6 *)&ss)->sin6_port), ok[i].port);
 		ck_assert_msg(lo == ok[i].loopback, "%s: loopback %d", ok[i].s, lo);
 	}
-	ck_assert_int_eq(http_addr_parse("[::1]", &ss, &len, &lo), -EINVAL);
-	ck_assert_int_eq(http_addr_parse("1.2.3.4:x", &ss, &len, &lo), -EINVAL);
-	ck_assert_int_eq(http_addr_parse("", &ss, &len, &lo), -EINVAL);
+	ck_assert_int_eq(netaddr_parse("[::1]", &ss, &len, &lo), -EINVAL);
+	ck_assert_int_eq(netaddr_parse("1.2.3.4:x", &ss, &len, &lo), -EINVAL);
+	ck_assert_int_eq(netaddr_parse("", &ss, &len, &lo), -EINVAL);
 }
 END_TEST
 

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "collapsed.h"
 #include "export.h"
 #include "synth_store.h"
 

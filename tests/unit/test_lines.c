@@ -306,13 +306,38 @@ START_TEST(claimed_build_id_keyed_by_file)
 }
 END_TEST
 
+/* A frame of a file with a build-id it claims but no file identity (no
+ * dev, no inode) gets no lines, and the cache goes on answering: the
+ * refusal once returned with the cache's lock held, and the next lookup
+ * (and lines_free) hung. */
+START_TEST(unkeyed_claim_leaves_cache_usable)
+{
+	struct frame_line fl[LINES_MAX_FRAMES];
+	struct lines *l = NULL;
+	char bid[130];
+	uint64_t va = fn_vaddr("symfix_pie", "jp_fixture_beta");
+	struct frame_loc a, unkeyed;
+
+	hexbid("symfix_pie", bid, sizeof(bid));
+	a = loc_of("symfix_pie", bid, va);
+	unkeyed = a;
+	unkeyed.build_id_shared = false;
+	unkeyed.file_dev = unkeyed.file_ino = 0;
+	ck_assert_int_eq(lines_new(NULL, "/nonexistent-jprof-debug", 0, &l), 0);
+	ck_assert_uint_eq(lines_lookup(l, &unkeyed, now_ns() + 10000000000ull, fl, LINES_MAX_FRAMES), 0);
+	ck_assert_uint_ge(lines_lookup(l, &a, now_ns() + 10000000000ull, fl, LINES_MAX_FRAMES), 1);
+	check_like_addr2line("symfix_pie", va, &fl[0]);
+	lines_free(l);
+}
+END_TEST
+
 int main(void)
 {
 	const TTest *const tests[] = {
 		file_lookup_matches_addr2line, file_without_dwarf_or_too_big,
 		cache_answers_once_per_address, wrong_build_id_gets_no_lines,
 		debug_file_by_build_id_and_cap, deadline_passed_does_not_wait,
-		claimed_build_id_keyed_by_file,
+		claimed_build_id_keyed_by_file, unkeyed_claim_leaves_cache_usable,
 	};
 	Suite *s = suite_create("lines");
 	TCase *tc = tcase_create("core");

@@ -1,4 +1,4 @@
-/* The render worker (daemon/api/render.c): a job's line is the message
+/* The render worker (daemon/record/render.c): a job's line is the message
  * json-c prints with the rendered data in it, byte for byte, for text and
  * binary formats, with and without the worker thread; a cancelled job
  * never calls back; render_free with jobs queued and running frees them

@@ -14,7 +14,6 @@
 
 #include "agentlink.h"
 #include "attach.h"
-#include "authz.h"
 #include "event.h"
 #include "jprof_proto.h"
 #include "jring.h"
@@ -24,7 +23,6 @@
 #include "loop.h"
 #include "proc.h"
 #include "pipeline.h"
-#include "profile_msg.h"
 #include "render.h"
 #include "sample.h"
 #include "sampler.h"
@@ -39,7 +37,7 @@
 
 /* Threads sampled: those with an event now, or at the end of the recording
  * once the events are closed (the final summary). */
-static size_t thread_count(const struct session *s)
+size_t session_thread_count(const struct session *s)
 {
 	return s->threads ? threadset_count(s->threads) : s->threads_at_end;
 }
@@ -122,449 +120,6 @@ void session_mgr_on_new_thread(uint32_t tgid, uint32_t tid, void *arg)
 	}
 }
 
-/* ---- the requester's right, checked again ----
- * The kernel checks ptrace access once, at attach; an exec of a setuid or
- * setgid program (or of one with file capabilities) takes the process out
- * of its owner's reach. An unprivileged recording therefore keeps its
- * samples in s->pending until a check of the requester's right made after
- * their drain passes (after every drain, at once after an exec the sampler
- * reports, and at the end); a failed check drops them and ends the
- * recording with status "access_lost". */
-
-enum access { ACCESS_OK, ACCESS_LOST, ACCESS_GONE };
-
-static enum access access_check(struct session *s)
-{
-	char why[256];
-	int r = authz_check_pid(&s->p.peer, s->p.pid, s->proc_start_ns, why, sizeof(why));
-
-	if (r == -ESRCH)
-		return ACCESS_GONE;  /* reaped: nothing left to read */
-	if (r < 0) {
-		log_audit("session %u: uid %u may no longer record pid %d: %s; recording ends",
-			  s->id, (unsigned)s->p.peer.uid, (int)s->p.pid, why);
-		return ACCESS_LOST;
-	}
-	return ACCESS_OK;
-}
-
-/* A store for the recording's samples; one that keeps each sample's time
- * when the format asked for is time-ordered (up to SESSION_MAX_TIMES). */
-static struct store *session_store_new(struct session *s)
-{
-	/* pprof says which addresses (and lines) of a function are hot. */
-	struct store_limits lim = { .max_addrs = s->p.format == JPROF_FMT_PPROF ? STORE_PPROF_ADDRS : 0 };
-	struct store *st = store_new(&lim, s->types, s->ntypes);
-
-	if (st && s->timed && store_keep_times(st, SESSION_MAX_TIMES) < 0) {
-		store_free(st);
-		return NULL;
-	}
-	return st;
-}
-
-static int pending_reset(struct session *s, bool keep)
-{
-	int r = keep ? store_merge(s->store, s->pending, NULL, NULL) : 0;
-
-	if (keep) {
-		s->samples += s->pending_samples;
-		s->stacks_lost += s->pending_lost;
-	}
-	s->pending_samples = s->pending_lost = 0;
-	store_free(s->pending);
-	s->pending = session_store_new(s);
-	if (r < 0 || !s->pending) {
-		log_err("session %u: cannot keep checked samples: %s", s->id,
-			strerror(r < 0 ? -r : ENOMEM));
-		return r < 0 ? r : -ENOMEM;
-	}
-	return 0;
-}
-
-static void access_passed(struct session *s)
-{
-	struct sampler_stats st;
-
-	s->exec_seen = false;
-	sampler_get_stats(s->mgr->sampler, &st);
-	s->ringbuf_full_mark = st.ringbuf_full;
-	if (pending_reset(s, true) < 0)
-		s->access_lost = true;  /* cannot hold samples back any more */
-}
-
-/* The final check, as the recording ends: the status to report. */
-static const char *access_final(struct session *s, const char *status)
-{
-	struct sampler_stats st;
-
-	if (!s->pending || s->access_lost)
-		return s->access_lost ? "access_lost" : status;
-	switch (access_check(s)) {
-	case ACCESS_OK:
-		access_passed(s);
-		return status;
-	case ACCESS_LOST:
-		s->access_lost = true;
-		pending_reset(s, false);
-		return "access_lost";
-	case ACCESS_GONE:
-		break;
-	}
-	/* Reaped before it could be checked. Its credentials can only have
-	 * changed by an exec (its uids and gids were all the requester's, so
-	 * setuid() has nothing to switch to): keep the samples unless one was
-	 * seen, or the sampler dropped messages and could have lost one. */
-	sampler_get_stats(s->mgr->sampler, &st);
-	if (s->exec_seen || st.ringbuf_full != s->ringbuf_full_mark) {
-		log_info("session %u: pid %d exec'd and exited before its credentials could be read; "
-			 "%llu samples since the last check dropped", s->id, (int)s->p.pid,
-			 (unsigned long long)s->pending_samples);
-		pending_reset(s, false);
-	} else {
-		pending_reset(s, true);
-	}
-	return status;
-}
-
-static void finish(struct session *s, const char *status);
-
-/* After a drain or an exec: keeps the held samples, or ends the recording
- * (true: s is freed). */
-static bool access_recheck(struct session *s)
-{
-	if (!s->pending || s->finishing)
-		return false;
-	switch (access_check(s)) {
-	case ACCESS_OK:
-		access_passed(s);
-		break;
-	case ACCESS_LOST:
-		s->access_lost = true;
-		pending_reset(s, false);
-		finish(s, "access_lost");  /* no name wait: frees s */
-		return true;
-	case ACCESS_GONE:
-		break;  /* its pidfd ends the recording; access_final decides */
-	}
-	return false;
-}
-
-static void on_access_timer(struct loop_source *src, void *arg)
-{
-	struct session *s = arg;
-
-	loop_remove(s->access_timer);
-	s->access_timer = NULL;
-	access_recheck(s);
-}
-
-void session_mgr_on_exec(uint32_t tgid, void *arg)
-{
-	struct session_mgr *m = arg;
-
-	/* Called inside a drain: only note it and check from the loop. */
-	for (struct session *s = m->sessions; s; s = s->next) {
-		if (s->p.all || (uint32_t)s->p.pid != tgid || !s->pending || s->finishing)
-			continue;
-		s->exec_seen = true;
-		if (!s->access_timer)
-			loop_add_timer(m->loop, 0, 0, on_access_timer, s, &s->access_timer);
-	}
-}
-
-/* An unprivileged recording: when the process started (so a check never
- * reads a successor's credentials), and a store to hold samples in. */
-static int access_init(struct session *s)
-{
-	struct sampler_stats st;
-	int r;
-
-	if (s->p.peer.privileged || s->p.all)
-		return 0;
-	r = proc_read_start_boottime(s->p.pid, &s->proc_start_ns);
-	if (r == 0 && proc_pidfd_running(s->p.pidfd) != 1)
-		r = -ESRCH;  /* the start time may be a successor's */
-	if (r < 0)
-		return r == -ENOENT ? -ESRCH : r;
-	s->pending = session_store_new(s);
-	if (!s->pending)
-		return -ENOMEM;
-	sampler_get_stats(s->mgr->sampler, &st);
-	s->ringbuf_full_mark = st.ringbuf_full;
-	return 0;
-}
-
-/* ---- messages ---- */
-
-void session_send_obj(struct session *s, struct json_object *o)
-{
-	size_t len;
-	char *line = o ? jprof_json_line(o, &len) : NULL;
-
-	if (line)
-		s->sink.send(s->sink.ctx, line, len);
-	else
-		log_err("session %u: out of memory building a message", s->id);
-	free(line);
-	json_object_put(o);
-}
-
-void session_send_error(struct session *s, const char *code, const char *msg)
-{
-	char *line = jprof_error_line(s->p.req_id, true, code, msg);
-
-	if (line)
-		s->sink.send(s->sink.ctx, line, strlen(line));
-	free(line);
-}
-
-
-static void send_progress(struct session *s)
-{
-	struct json_object *o = jprof_response_new(s->p.req_id, "progress");
-
-	if (!o)
-		return;
-	json_object_object_add(o, "elapsed_ms", json_object_new_int64((int64_t)elapsed_ms(s)));
-	json_object_object_add(o, "duration_ms", json_object_new_int64((int64_t)s->p.duration_ms));
-	json_object_object_add(o, "samples", json_object_new_int64((int64_t)s->samples));
-	json_object_object_add(o, "threads", json_object_new_int64((int64_t)thread_count(s)));
-	session_send_obj(s, o);
-}
-
-static void send_started(struct session *s)
-{
-	struct json_object *o = jprof_response_new(s->p.req_id, "started");
-	struct json_object *t = json_object_new_object();
-
-	if (!o || !t) {
-		json_object_put(o);
-		json_object_put(t);
-		return;
-	}
-	json_object_object_add(o, "session", json_object_new_int64(s->id));
-	json_object_object_add(t, "pid", json_object_new_int64(s->p.all ? 0 : s->p.pid));
-	json_object_object_add(t, "comm", s->p.all ? NULL : json_object_new_string(s->comm));
-	json_object_object_add(t, "all", json_object_new_boolean(s->p.all));
-	json_object_object_add(o, "target", t);
-	json_object_object_add(o, "event", json_object_new_string(s->events_name));
-	json_object_object_add(o, "duration_ms", json_object_new_int64((int64_t)s->p.duration_ms));
-	json_object_object_add(o, "interval_us", json_object_new_int64((int64_t)s->p.interval_us));
-	if (session_has(s, EVENT_OFFCPU) || session_has(s, EVENT_WALL))
-		json_object_object_add(o, "threshold_us",
-				       json_object_new_int64((int64_t)(s->p.threshold_ns / 1000)));
-	else if (session_has(s, EVENT_LOCK))  /* as before lock_threshold_us existed */
-		json_object_object_add(o, "threshold_us",
-				       json_object_new_int64((int64_t)(s->p.lock_threshold_ns / 1000)));
-	if (session_has(s, EVENT_LOCK))
-		json_object_object_add(o, "lock_threshold_us",
-				       json_object_new_int64((int64_t)(s->p.lock_threshold_ns / 1000)));
-	if (session_has(s, EVENT_ALLOC))
-		json_object_object_add(o, "alloc_bytes", json_object_new_int64((int64_t)s->p.alloc_bytes));
-	session_send_obj(s, o);
-}
-
-/* The start gate opened: sampling runs from now, for the whole duration. */
-static void send_sampling(struct session *s)
-{
-	struct json_object *o = jprof_response_new(s->p.req_id, "sampling");
-
-	if (!o)
-		return;
-	json_object_object_add(o, "wait_ms", json_object_new_int64((int64_t)s->gate_wait_ms));
-	json_object_object_add(o, "ready", json_object_new_boolean(!s->gate_deadline_hit));
-	session_send_obj(s, o);
-}
-
-/* ---- the start gate ----
- * A `record --pid` opens its per-thread events stopped and starts them all
- * at once when the process is ready: a JVM's agent has armed the events of
- * the threads it knows (their samples carry Java frames from the first
- * one), and the process's unwind tables are built (no frame-pointer-only
- * stacks first). A deadline bounds the wait; the recording's time, and its
- * duration, count from the opening. */
-
-static void on_end_timer(struct loop_source *src, void *arg);
-
-static void gate_open(struct session *s)
-{
-	uint64_t now = clock_ns(CLOCK_MONOTONIC);
-	char msg[256];
-	int r;
-
-	loop_remove(s->gate_timer);
-	s->gate_timer = NULL;
-	s->gate_deadline_hit = now >= s->gate_deadline_ns;
-	s->gate_wait_ms = (now - s->request_mono_ns) / 1000000ull;
-	if (s->gate_deadline_hit)
-		s->mgr->gate.opened_deadline++;
-	else
-		s->mgr->gate.opened_ready++;
-	s->mgr->gate.wait_ms_total += s->gate_wait_ms;
-	if (s->gate_wait_ms > s->mgr->gate.wait_ms_max)
-		s->mgr->gate.wait_ms_max = s->gate_wait_ms;
-	/* Off-CPU intervals (counts without a time) of the gated wait are
-	 * outside the recording: those still open are forgotten, and those
-	 * ended are drained now, while on_sample still drops them. */
-	if (s->offcpu_target) {
-		sampler_offcpu_restart(s->mgr->sampler, s->id);
-		pipeline_drain(s->mgr->pipeline);
-	}
-	s->gated = false;
-	r = threadset_open_gate(s->threads);
-	if (r < 0)
-		log_warn("session %u: starting the events of pid %d: %s", s->id, (int)s->p.pid,
-			 strerror(-r));
-	s->start_mono_ns = now;
-	s->start_unix_ns = clock_ns(CLOCK_REALTIME);
-	r = loop_add_timer(s->mgr->loop, s->p.duration_ms, 0, on_end_timer, s, &s->end_timer);
-	if (r < 0) {
-		log_err("session %u: cannot time its end: %s", s->id, strerror(-r));
-		session_abort(s, JPROF_E_INTERNAL, "cannot start recording: no timer for its end");
-		return;
-	}
-	log_info("session %u: sampling pid %d %llu ms after the request%s", s->id, (int)s->p.pid,
-		 (unsigned long long)s->gate_wait_ms,
-		 s->gate_deadline_hit ? " (the gate's deadline)" : "");
-	if (s->gate_deadline_hit) {
-		bool java = session_jvm_ready(s);
-
-		snprintf(msg, sizeof(msg), "pid %d was not ready after %llu ms (%s); sampling "
-			 "started anyway: its first samples may lack %s", (int)s->p.pid,
-			 (unsigned long long)s->gate_wait_ms,
-			 !java ? "the JVM agent had not armed its threads' events"
-			 : "its unwind tables were still being built",
-			 !java ? "Java frames" : "frames of code without frame pointers");
-		session_send_warning(s, "sampling_not_ready", msg);
-	}
-	send_sampling(s);
-}
-
-void session_gate_check(struct session *s)
-{
-	if (!s->gated || s->finishing)
-		return;
-	if (clock_ns(CLOCK_MONOTONIC) < s->gate_deadline_ns &&
-	    (!session_jvm_ready(s) || sampler_unwind_pending(s->mgr->sampler, (uint32_t)s->p.pid)))
-		return;
-	gate_open(s);
-}
-
-static void on_gate_timer(struct loop_source *src, void *arg)
-{
-	session_gate_check(arg);
-}
-
-/* The sampling period of the recording: the first of its events that has
- * one (cpu's interval; the other events are not sampled at an interval). */
-static const struct event_info *periodic_event(const struct session *s)
-{
-	for (size_t i = 0; i < s->p.events.n; i++)
-		if (event_get(s->p.events.ids[i])->period_type.unit)
-			return event_get(s->p.events.ids[i]);
-	return s->event;
-}
-
-static void session_end(struct session *s);
-
-/* The worker rendered the profile (render.h): the line goes to the client,
- * then the session ends. */
-static void on_rendered(void *arg, int err, struct buf *out)
-{
-	struct session *s = arg;
-
-	s->render_job = NULL;
-	if (err < 0) {
-		log_err("session %u: rendering %s failed: %s", s->id, jprof_format_info(s->p.format)->name,
-			strerror(-err));
-		session_send_error(s, JPROF_E_INTERNAL, "rendering the profile failed");
-	} else {
-		s->sink.send(s->sink.ctx, out->data, out->len);
-	}
-	session_end(s);
-}
-
-static void session_release(struct session *s);
-
-/* Builds the profile message but for its data, here on the loop (the
- * summary reads the threads, the agent, the sampler), then lets go of
- * everything but the store and hands store and message to the render
- * worker; on_rendered sends the line. The session waits on the manager's
- * rendering list, still charged to its connection, so a uid's renderings
- * are bounded by its recordings. */
-static void send_profile(struct session *s, const char *status)
-{
-	const struct event_info *pe = periodic_event(s);
-	struct export_meta meta = {
-		.pid = s->p.all ? 0 : (uint32_t)s->p.pid,
-		.comm = s->p.all ? NULL : s->comm,
-		.event = s->p.events.n > 1 ? s->events_name : s->event->perf_name,
-		.start_unix_ns = s->start_unix_ns,
-		.start_mono_ns = s->start_mono_ns,
-		.duration_ns = elapsed_ms(s) * 1000000ull,
-		.period_type = pe->period_type,
-		.period = pe->period_type.unit ? interval_ns(s) : 0,
-		.status = status,
-	};
-	/* CPU profiles show sample counts (as always); other events, and
-	 * several events, the first one's main value (off-CPU: nanoseconds), a
-	 * count of intervals says little. Formats showing every event's main
-	 * value in turn (text, html) get them all. */
-	const char *mains[EVENT_COUNT];
-	struct export_options opt = {
-		.thread_frames = s->p.thread_frames,
-		.java_types = s->p.java_types,
-		.value = s->event->id == EVENT_CPU && s->p.events.n == 1 ? NULL
-			 : s->types[s->main_type].type,
-		.event_values = mains,
-		.nevent_values = s->p.events.n,
-	};
-	struct render_req req = { .meta = &meta, .opt = &opt, .fmt = s->p.format, .uid = s->p.uid };
-	struct buf none = BUF_INIT;
-	struct json_object *o, *sum;
-	int r;
-
-	for (size_t i = 0; i < s->p.events.n; i++) {
-		const struct event_info *ev = event_get(s->p.events.ids[i]);
-
-		mains[i] = ev->types[ev->main_value].type;
-	}
-	session_jvm_thread_names(s);
-	o = profile_msg_new(s->p.req_id, status, s->p.format, &none, s->store, &sum);
-	if (!o) {
-		session_send_error(s, JPROF_E_INTERNAL, "out of memory");
-		session_end(s);
-		return;
-	}
-	json_object_object_add(sum, "duration_ms", json_object_new_int64((int64_t)elapsed_ms(s)));
-	json_object_object_add(sum, "lost", json_object_new_int64((int64_t)s->stacks_lost));
-	json_object_object_add(sum, "threads", json_object_new_int64((int64_t)thread_count(s)));
-	/* Per-thread cpu-clock events: the CPU time they counted, and the
-	 * samples that time stands for, whatever became of them (a reader
-	 * compares with samples to see losses). */
-	if (s->thread_events) {
-		uint64_t cpu = s->threads ? threadset_cpu_ns(s->threads) : s->cpu_ns_at_end;
-
-		json_object_object_add(sum, "cpu_ns", json_object_new_int64((int64_t)cpu));
-		json_object_object_add(sum, "samples_expected",
-				       json_object_new_int64((int64_t)(cpu / interval_ns(s))));
-	}
-	session_jvm_summary(s, sum);
-	session_release(s);
-	req.st = s->store;
-	req.msg = o;
-	s->store = NULL;  /* the job's (without a worker, s is gone when it returns) */
-	s->next = s->mgr->rendering;
-	s->mgr->rendering = s;
-	r = render_submit(s->mgr->render, &req, on_rendered, s, &s->render_job);
-	if (r < 0) {  /* nothing was taken */
-		s->store = req.st;
-		json_object_put(o);
-		on_rendered(s, r, NULL);
-	}
-}
-
 /* ---- lifecycle ---- */
 
 static void unlink_session(struct session *s)
@@ -581,7 +136,7 @@ static void unlink_session(struct session *s)
 
 /* Everything but the store and the session itself: what samples, times,
  * watches or holds the process. Idempotent. */
-static void session_release(struct session *s)
+void session_release(struct session *s)
 {
 	close_events(s);
 	if (s->join)
@@ -633,7 +188,7 @@ static void unlink_rendering(struct session *s)
 }
 
 /* After its last line: the connection lets go of s, and s goes. */
-static void session_end(struct session *s)
+void session_end(struct session *s)
 {
 	unlink_rendering(s);
 	if (s->sink.done)
@@ -653,7 +208,7 @@ void session_complete(struct session *s, const char *status)
 		pipeline_source_join_flush(s->src);
 	agent_stop(s->agent);  /* the agent closes its fds and unmaps the ring */
 	s->agent = NULL;
-	status = access_final(s, status);
+	status = session_access_final(s, status);
 	store_get_totals(s->store, &tot);
 	log_info("session %u: %s after %llu ms, %llu samples, %zu stacks%s", s->id, status,
 		 (unsigned long long)elapsed_ms(s), (unsigned long long)tot.values[0], tot.stacks,
@@ -662,10 +217,10 @@ void session_complete(struct session *s, const char *status)
 		log_info("session %u: first sample with Java frames taken %llu ms after the request",
 			 s->id, (unsigned long long)s->first_java_ms);
 	unlink_session(s);
-	send_profile(s, status);  /* ends s, now or once rendered */
+	session_send_profile(s, status);  /* ends s, now or once rendered */
 }
 
-static void finish(struct session *s, const char *status)
+void session_finish(struct session *s, const char *status)
 {
 	if (s->finishing)
 		return;
@@ -705,7 +260,7 @@ void session_abort(struct session *s, const char *code, const char *msg)
 
 void session_stop(struct session *s, const char *status)
 {
-	finish(s, status);
+	session_finish(s, status);
 }
 
 void session_abandon(struct session *s)
@@ -726,9 +281,9 @@ void session_abandon(struct session *s)
 	session_free(s);
 }
 
-static void on_end_timer(struct loop_source *src, void *arg)
+void session_on_end_timer(struct loop_source *src, void *arg)
 {
-	finish(arg, "complete");
+	session_finish(arg, "complete");
 }
 
 static void on_pidfd(struct loop_source *src, int fd, uint32_t events, void *arg)
@@ -737,7 +292,7 @@ static void on_pidfd(struct loop_source *src, int fd, uint32_t events, void *arg
 
 	/* A pidfd polls readable once the process has exited. */
 	log_info("session %u: pid %d exited", s->id, (int)s->p.pid);
-	finish(s, "process_exited");
+	session_finish(s, "process_exited");
 }
 
 /* After every drain (a pipeline tick). */
@@ -752,7 +307,7 @@ static void on_tick(void *arg, uint64_t now)
 		if (s->finishing)
 			continue;
 		session_jvm_step(s, horizon);
-		if (access_recheck(s))
+		if (session_access_recheck(s))
 			continue;
 		if (s->threads)
 			threadset_rescan(s->threads);
@@ -761,7 +316,7 @@ static void on_tick(void *arg, uint64_t now)
 		if (s->p.format == JPROF_FMT_PPROF)
 			s->lines_from = pprof_lines_prefetch(s->store, s->lines_from);
 		if (s->p.progress)
-			send_progress(s);
+			session_send_progress(s);
 	}
 }
 
@@ -896,7 +451,7 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 		r = loop_add_io(m->loop, p->pidfd, EPOLLIN, on_pidfd, s, &s->pidfd_src);
 		if (r < 0)
 			goto fail_internal;
-		r = access_init(s);
+		r = session_access_init(s);
 		if (r == -ESRCH) {
 			*err_code = JPROF_E_NO_SUCH_PROCESS;
 			snprintf(err_msg, err_len, "pid %d exited before recording started", (int)p->pid);
@@ -907,10 +462,10 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 	}
 	if (s->gated) {
 		s->gate_deadline_ns = s->request_mono_ns + (uint64_t)m->lim.gate_ms * 1000000ull;
-		r = loop_add_timer(m->loop, SESSION_GATE_POLL_MS, SESSION_GATE_POLL_MS, on_gate_timer,
+		r = loop_add_timer(m->loop, SESSION_GATE_POLL_MS, SESSION_GATE_POLL_MS, session_on_gate_timer,
 				   s, &s->gate_timer);
 	} else {
-		r = loop_add_timer(m->loop, p->duration_ms, 0, on_end_timer, s, &s->end_timer);
+		r = loop_add_timer(m->loop, p->duration_ms, 0, session_on_end_timer, s, &s->end_timer);
 	}
 	if (r < 0)
 		goto fail_internal;
@@ -941,7 +496,7 @@ int session_start(struct session_mgr *m, const struct session_params *p,
 			  (unsigned long long)p->duration_ms,
 			  (unsigned long long)(p->event == EVENT_OFFCPU ? 0 : p->interval_us),
 			  (unsigned long long)(p->event == EVENT_CPU ? 0 : p->threshold_ns / 1000));
-	send_started(s);
+	session_send_started(s);
 	/* A JVM recorded with the agent for the other events, whose off-CPU
 	 * intervals get no Java stack yet: said once, as for -e offcpu alone. */
 	if (session_has(s, EVENT_OFFCPU) && p->events.n > 1 &&
@@ -1068,7 +623,7 @@ void session_get_info(const struct session *s, struct session_info *out)
 		.elapsed_ms = elapsed_ms(s),
 		.duration_ms = s->p.duration_ms,
 		.samples = s->samples,
-		.threads = (unsigned)thread_count(s),
+		.threads = (unsigned)session_thread_count(s),
 	};
 }
 

@@ -1,10 +1,14 @@
 /* Internals shared by the recording session's files: session.c (lifecycle,
- * samples, messages) and session_jvm.c (the JVM agent: attach, binding,
- * ring, join). Not for other modules. */
+ * samples), session_access.c (the requester's right, checked again),
+ * session_gate.c (the start gate), session_profile.c (messages, the
+ * profile), session_jvm.c (the JVM agent's ring, the join, the summary) and
+ * session_agent.c (attach, binding, the agent's callbacks). Not for other
+ * modules. */
 #ifndef JPROF_SESSION_INT_H
 #define JPROF_SESSION_INT_H
 
 #include <json-c/json.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
@@ -27,6 +31,38 @@ struct sampler_events;
 struct store;
 struct threadset;
 
+#define JVM_RING_SLOTS 4096            /* 16 MiB: room for 100 ms of records at 41 k/s */
+/* The ring is read in quarters, four times as often: the same 4096 records
+ * per 100 ms, but no loop round copies more than 4 MiB of a full ring
+ * (about 3 ms), so others wait no longer behind a flooding agent. */
+#define JVM_RING_PERIOD_MS 25
+/* Records joined per loop round (a slice of the join): a few ms of work
+ * in a release build, up to about 30 under ASan, for the heaviest records. */
+#define JVM_JOIN_SLICE 1024
+#define JVM_RING_READ_MAX (JVM_RING_SLOTS / 4)
+/* alloc/lock recordings send no ring records (no perf events): the
+ * protocol still wants a ring, the smallest will do. */
+#define JVM_RING_SLOTS_EVENTS 1
+#define JVM_ATTACH_TIMEOUT_MS 10000
+#define JVM_CONNECT_WAIT_MS 5000       /* from a loaded agent to its connection */
+#define JVM_SIGNAL SIGPROF
+/* Bounds on what one hostile agent (its ring, its method names) can make
+ * the daemon hold: heap bytes of one recording's join, of all the joins of
+ * one uid's recordings, and method ids per recording. */
+#define JVM_SESSION_MAX_BYTES (64u << 20)
+#define JVM_UID_MAX_BYTES (128u << 20)
+#define JVM_MAX_METHODS 131072
+/* alloc/lock: the agent's answer to EVENT_ON, and its last records after
+ * EVENT_OFF (it sends them at least every 100 ms). */
+#define JVM_EVENT_ANSWER_MS 5000
+#define JVM_EVENT_DRAIN_MS 2000
+/* alloc/lock: after the agent left, how long an exit of the process may
+ * take to show on its pidfd (the recording then ends "process_exited"):
+ * the agent leaves at VMDeath, and the JVM's shutdown goes on after it. */
+#define JVM_AGENT_GONE_MS 2000
+/* Larger than any Java object (an array is at most 2^31 elements of 8
+ * bytes): an agent claiming more is not believed. */
+#define JVM_ALLOC_MAX_BYTES (1ull << 36)
 #define JVM_NAME_WAIT_MS 1000          /* at the end, for the last method names */
 /* The start gate: how often it looks whether the process is ready, and the
  * deadline when session_limits.gate_ms is 0. */
@@ -177,17 +213,54 @@ static inline uint64_t since_request_ms(const struct session *s)
 }
 
 /* session.c */
+/* Threads sampled: those with an event now, or at the end of the recording
+ * once the events are closed (the final summary). */
+size_t session_thread_count(const struct session *s);
+/* Renders and sends the profile, then frees the session. */
+void session_complete(struct session *s, const char *status);
+/* Stops sampling, drains, and completes (at once or after the JVM's last
+ * records and names). */
+void session_finish(struct session *s, const char *status);
+/* Ends a recording with an error instead of a profile. */
+void session_abort(struct session *s, const char *code, const char *msg);
+/* Everything but the store and the session itself: what samples, times,
+ * watches or holds the process. Idempotent. */
+void session_release(struct session *s);
+/* After its last line: the connection lets go of s, and s goes. */
+void session_end(struct session *s);
+/* Loop timer: the recording's duration is over. */
+void session_on_end_timer(struct loop_source *src, void *arg);
+
+/* session_access.c */
+/* A store for the recording's samples; one that keeps each sample's time
+ * when the format asked for is time-ordered (up to SESSION_MAX_TIMES). */
+struct store *session_store_new(struct session *s);
+/* An unprivileged recording: when the process started, and a store to hold
+ * samples in until they are checked. 0, -ESRCH (gone) or -errno. */
+int session_access_init(struct session *s);
+/* After a drain or an exec: keeps the held samples, or ends the recording
+ * (true: s is freed). */
+bool session_access_recheck(struct session *s);
+/* The final check, as the recording ends: the status to report. */
+const char *session_access_final(struct session *s, const char *status);
+
+/* session_gate.c */
+/* Opens the start gate if the process is ready now (the agent's message). */
+void session_gate_check(struct session *s);
+/* Loop timer: looks whether the gate can open. */
+void session_on_gate_timer(struct loop_source *src, void *arg);
+
+/* session_profile.c */
 void session_send_obj(struct session *s, struct json_object *o);
 void session_send_error(struct session *s, const char *code, const char *msg);
 void session_send_warning(struct session *s, const char *code, const char *msg);
-/* Renders and sends the profile, then frees the session. */
-void session_complete(struct session *s, const char *status);
-/* Ends a recording with an error instead of a profile. */
-void session_abort(struct session *s, const char *code, const char *msg);
-/* Opens the start gate if the process is ready now (the agent's message). */
-void session_gate_check(struct session *s);
+void session_send_started(struct session *s);
+void session_send_progress(struct session *s);
+/* Builds the profile message but for its data, lets go of everything but
+ * the store, and hands both to the render worker; ends s once sent. */
+void session_send_profile(struct session *s, const char *status);
 
-/* session_jvm.c */
+/* session_agent.c and session_jvm.c */
 /* Decides, before anything starts, whether a JVM recording can go ahead.
  * Returns 0 (s->java set) or -errno with the client's error filled in. */
 int session_jvm_check(struct session *s, struct attach_result *res, const char **code, char *msg,
@@ -197,6 +270,8 @@ int session_jvm_check(struct session *s, struct attach_result *res, const char *
 bool session_jvm_ready(const struct session *s);
 /* Loop timer: bind, attach or warn as session_jvm_check decided. */
 void session_jvm_on_begin(struct loop_source *src, void *arg);
+/* Loop timer of a bound agent: empties (a quarter of) its ring. */
+void session_jvm_on_ring_timer(struct loop_source *src, void *arg);
 /* After a drain: empty the ring, join up to horizon, ask for names. */
 void session_jvm_step(struct session *s, uint64_t horizon);
 void session_jvm_read_ring(struct session *s);
