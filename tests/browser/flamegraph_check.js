@@ -5,6 +5,7 @@
 //
 //   node flamegraph_check.js --html FILE [--expect NAME] [--empty]
 //        [--screenshot OUT.png] [--names-json FILE] [--view TYPE=NAME ...]
+//        [--first-screen]
 //
 // --expect NAME   a frame that must be drawn, found by search and highlighted
 // --empty         the page must say "no samples"
@@ -12,18 +13,24 @@
 // --view TYPE=NAME (repeatable) a profile of several events: the selector
 //                 offers TYPE, and once TYPE is chosen frame NAME is drawn
 //                 and the root frame spans that value's total
+// --first-screen  opened in a 1400x900 window, the first screen (before any
+//                 scrolling) shows the root frame, and labelled frames
+//                 below it cover at least 80% of the page's width; the
+//                 screenshot is then of that first screen
 "use strict";
 const fs = require("fs");
 const path = require("path");
 const { launch, run, report, skip, checker } = require("./chromium");
 
 function parseArgs(argv) {
-  const a = { html: null, expect: null, empty: false, screenshot: null, namesJson: null, views: [] };
+  const a = { html: null, expect: null, empty: false, screenshot: null, namesJson: null, views: [],
+    firstScreen: false };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     if (k === "--html") a.html = argv[++i];
     else if (k === "--expect") a.expect = argv[++i];
     else if (k === "--empty") a.empty = true;
+    else if (k === "--first-screen") a.firstScreen = true;
     else if (k === "--screenshot") a.screenshot = argv[++i];
     else if (k === "--names-json") a.namesJson = argv[++i];
     else if (k === "--view") {
@@ -34,6 +41,39 @@ function parseArgs(argv) {
   }
   if (!a.html) throw new Error("--html FILE is required");
   return a;
+}
+
+// In the page: what the window shows without scrolling. A frame counts when
+// its whole row is inside the window and not under the sticky header. The
+// root frame (it always spans the width) is reported but not counted;
+// labelled_px sums the other frames' widths, covered_px is how much of the
+// width they cover together (a column of a hundred frames covers one
+// column's width).
+function firstScreen() {
+  const c = document.getElementById("canvas").getBoundingClientRect();
+  const top = document.querySelector("header").getBoundingClientRect().bottom;
+  const bottom = window.innerHeight;
+  // Pages before labelled/h were in frames(): rows of 17 px, a label over
+  // three characters' width (11 px monospace).
+  const all = window.jprofFlame.frames().map((f) => Object.assign(
+    { h: 16, labelled: f.w > 3 * 6.6 }, f));
+  const seen = all.filter((f) => c.top + f.y >= top && c.top + f.y + f.h <= bottom);
+  const root = seen.find((f) => f.depth === 0) || null;
+  const lab = seen.filter((f) => f.depth > 0 && f.labelled);
+  const spans = lab.map((f) => [f.x, f.x + f.w]).sort((a, b) => a[0] - b[0]);
+  let covered = 0, reach = -Infinity;
+  for (const [a, b] of spans) {
+    if (b <= reach) continue;
+    covered += b - Math.max(a, reach);
+    reach = b;
+  }
+  return {
+    page_width: document.documentElement.clientWidth, page_height: document.documentElement.scrollHeight,
+    window_height: bottom, header_bottom: top, scroll_y: window.scrollY,
+    frames_visible: seen.length, labelled_visible: lab.length, root_visible: !!root, root,
+    labelled_px: lab.reduce((s, f) => s + f.w, 0), covered_px: covered,
+    depths_visible: seen.length ? [Math.min(...seen.map((f) => f.depth)), Math.max(...seen.map((f) => f.depth))] : [],
+  };
 }
 
 async function main() {
@@ -55,6 +95,7 @@ async function main() {
       requests.push(url);
       return route.abort();
     });
+    if (args.firstScreen) await page.setViewportSize({ width: 1400, height: 900 });
     const t0 = Date.now();
     await page.goto("file://" + path.resolve(args.html), { waitUntil: "load", timeout: 120000 });
     await page.waitForFunction(() => window.jprofFlame !== undefined, null, { timeout: 120000 });
@@ -62,6 +103,32 @@ async function main() {
     result.title = await page.title();
     result.nodes = await page.evaluate(() => window.jprofFlame.nodes);
     result.total = await page.evaluate(() => window.jprofFlame.total);
+    // Measured before anything below scrolls the page.
+    if (args.firstScreen && !args.empty) {
+      // Two frames: whatever the page does on load has been laid out.
+      await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+      const fs0 = await page.evaluate(firstScreen);
+      Object.assign(result, { first_screen: fs0 });
+      const pageW = fs0.page_width;
+      check(fs0.root_visible, "the root frame is not on the first screen (page " + fs0.page_height +
+            " px high, scrolled to " + fs0.scroll_y + ", depths " + fs0.depths_visible.join("-") + " in view)");
+      check(fs0.labelled_px >= 0.8 * pageW, "labelled frames on the first screen sum to " +
+            fs0.labelled_px.toFixed(0) + " px, under 80% of the page's " + pageW + " px");
+      check(fs0.covered_px >= 0.8 * pageW, "labelled frames on the first screen cover " +
+            fs0.covered_px.toFixed(0) + " px of the width, under 80% of the page's " + pageW + " px");
+      result.first_screen_png = await page.screenshot();
+      // The switch to an icicle shows its root (now at the top), and the
+      // way back the flame's; so does Reset after scrolling away.
+      for (const [inv, what] of [[true, "icicle"], [false, "flame"]]) {
+        await page.evaluate((v) => window.jprofFlame.setInverted(v), inv);
+        const s = await page.evaluate(firstScreen);
+        check(s.root_visible && s.covered_px >= 0.8 * pageW,
+              "after switching to " + what + " the root is " + (s.root_visible ? "" : "not ") +
+              "in view, labelled frames cover " + s.covered_px.toFixed(0) + " px");
+      }
+      await page.evaluate(() => { window.scrollTo(0, 0); window.jprofFlame.reset(); });
+      check((await page.evaluate(firstScreen)).root_visible, "Reset does not bring the root back in view");
+    }
 
     if (args.empty) {
       const text = await page.evaluate(() => document.body.innerText);
@@ -154,7 +221,9 @@ async function main() {
       const c = document.getElementById("chart").getBoundingClientRect();
       return Math.ceil(c.bottom) + 10;
     });
-    const png = await page.screenshot({ clip: { x: 0, y: 0, width: 1200, height: Math.min(700, Math.max(200, bottom)) } });
+    const png = result.first_screen_png ||
+      await page.screenshot({ clip: { x: 0, y: 0, width: 1200, height: Math.min(700, Math.max(200, bottom)) } });
+    delete result.first_screen_png;
     if (args.screenshot) fs.writeFileSync(args.screenshot, png);
     result.colours = await page.evaluate(async (b64) => {
       const img = new Image();

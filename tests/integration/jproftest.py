@@ -49,7 +49,7 @@ SOCKET_WAIT_S = 15.0
 STOP_WAIT_S = 5.0
 PROGS = ("spin_chain", "read_zero", "thread_spawner", "alternate", "waiter", "unwind_chain_pie",
          "unwind_chain_nopie", "unwind_chain_dbgframe", "short_threads", "wall_split", "line_spin",
-         "fp_garbage", "deep_stacks", "sig_spin")
+         "fp_garbage", "deep_stacks", "sig_spin", "tower")
 
 _cleanups = []
 

@@ -16,9 +16,9 @@ endif()
 
 # waiter: the off-CPU workload (test_offcpu.py); alternate: test_timeline.py;
 # wall_split: test_wall.py; fp_garbage: test_fp_garbage.py; deep_stacks:
-# test_big_outputs.py.
+# test_big_outputs.py; tower: test_flamegraph_screen.py.
 foreach(prog spin_chain read_zero thread_spawner alternate waiter short_threads wall_split
-    fp_garbage deep_stacks)
+    fp_garbage deep_stacks tower)
   add_executable(prog_${prog} ${CMAKE_CURRENT_LIST_DIR}/${prog}.c)
   set_target_properties(prog_${prog} PROPERTIES
     OUTPUT_NAME ${prog}
