@@ -108,6 +108,11 @@ static void unwind_metrics(struct out *o, const struct sampler_stats *s)
 	counter(o, "jprofd_unwind_tables_evicted_total", "Unwind tables evicted to make room.", t->evicted);
 	counter(o, "jprofd_unwind_table_room_retries_total",
 		"Unwind tables refused for want of room, built again later.", t->room_retries);
+	counter(o, "jprofd_unwind_table_evicted_cold_total",
+		"Unwind tables in use whose rows went to another table: none of their processes "
+		"had been sampled for 30 s.", t->evicted_cold);
+	counter(o, "jprofd_unwind_table_cold_reloads_total",
+		"Processes given such a table back when sampled again.", t->cold_reloads);
 	counter(o, "jprofd_unwind_table_reloads_total",
 		"Evicted unwind tables loaded again from the daemon's copy, not rebuilt.", t->reloads);
 	gauge(o, "jprofd_unwind_evicted_copy_bytes", "Memory of the copies of evicted unwind tables.",

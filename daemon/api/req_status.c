@@ -151,6 +151,8 @@ static void add_unwind_status(const struct sampler_stats *ss, struct json_object
 	requests_add_u64(u, "evicted", t->evicted);
 	requests_add_u64(u, "rows_full", t->rows_full);
 	requests_add_u64(u, "room_retries", t->room_retries);
+	requests_add_u64(u, "evicted_cold", t->evicted_cold);
+	requests_add_u64(u, "cold_reloads", t->cold_reloads);
 	requests_add_u64(u, "open_failed", t->open_failed);
 	requests_add_u64(u, "untrusted_fs", t->untrusted_fs);
 	requests_add_u64(u, "too_many_mappings", t->too_many_maps);

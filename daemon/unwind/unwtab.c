@@ -227,6 +227,7 @@ static int load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 		goto out;
 	}
 	np.start_ns = start;
+	np.sampled_s = p ? p->sampled_s : 0;
 	np.loaded_ns = now;
 	np.refresh_ns = REFRESH_NS;
 	np.maps_hash = h;
@@ -277,15 +278,20 @@ static void sweep(struct unwtab *u)
 		idle += !u->tables[i]->refs;
 	for (; idle > MAX_IDLE_TABLES && unwtab_evict_one(u, false); idle--)
 		;
+	unwtab_cold_sweep(u);
 	/* Processes written without a table for want of room: read again once
-	 * it is loaded (by another process of it) or may be built again. */
+	 * it is loaded (by another process of it) or may be built again; those
+	 * that had a table taken for want of use, once they are sampled again
+	 * (not at the table's room wait: it would be built again for nobody). */
 	for (size_t i = 0; i < u->nprocs; i++) {
 		struct proc *p = &u->procs[i];
 		bool again = false;
 
 		for (size_t k = 0; p->short_rows && k < p->nrefs && !again; k++)
 			again = (p->refs[k]->count && p->refs[k]->loaded_ns > p->loaded_ns) ||
-				unwtab_room_retry(p->refs[k]);
+				(!p->cold_s && unwtab_room_retry(p->refs[k]));
+		if (unwtab_cold_woke(u, p))
+			again = true;
 		if (again) {
 			log_debug("unwind: pid %u read again: a table of its may have room now", p->tgid);
 			p->retry = true;
@@ -468,6 +474,7 @@ int unwtab_new(int rows_fd, int procs_fd, uint32_t rows_capacity, struct unwtab 
 	u->nfree = rows_capacity ? 1 : 0;
 	u->last_sweep = clock_mono_ns();
 	u->room_retry_ns = ROOM_RETRY_NS;
+	u->cold_ns = COLD_NS;
 	procmaps_fuse_cache_init(&u->fuse);
 	pthread_mutex_init(&u->mu, NULL);
 	pthread_condattr_init(&ca);
@@ -514,6 +521,7 @@ void unwtab_free(struct unwtab *u)
 	free(u->free);
 	free(u->queue);
 	free(u->later);
+	free(u->cold_ent);
 	if (u->rows_map)
 		munmap(u->rows_map, u->rows_map_len);
 	procmaps_fuse_cache_release(&u->fuse);
@@ -631,5 +639,12 @@ void unwtab_set_room_retry(struct unwtab *u, uint64_t ns)
 {
 	pthread_mutex_lock(&u->mu);
 	u->room_retry_ns = ns ? ns : ROOM_RETRY_NS;
+	pthread_mutex_unlock(&u->mu);
+}
+
+void unwtab_set_cold(struct unwtab *u, uint64_t ns)
+{
+	pthread_mutex_lock(&u->mu);
+	u->cold_ns = ns ? ns : COLD_NS;
 	pthread_mutex_unlock(&u->mu);
 }

@@ -52,6 +52,8 @@ struct unwtab_stats {
 	uint64_t spill_bytes;     /* memory of those copies (bounded) */
 	uint64_t rows_full;       /* tables not loaded: no room even after evicting */
 	uint64_t room_retries;    /* tables refused for room built again later (ROOM_RETRY_NS) */
+	uint64_t evicted_cold;    /* tables in use whose rows went to another: unsampled (COLD_NS) */
+	uint64_t cold_reloads;    /* processes given such tables back at a new sample */
 	uint64_t open_failed;     /* mapped files that could not be opened */
 	uint64_t untrusted_fs;    /* mappings of files on FUSE: not read (they could stall) */
 	uint64_t too_many_maps;   /* executable mappings beyond the per-process limit */
@@ -88,5 +90,9 @@ void unwtab_get_stats(struct unwtab *u, struct unwtab_stats *out);
 /* The first wait before a table refused for want of rows is built again
  * (0: the default, 10 s); for tests. */
 void unwtab_set_room_retry(struct unwtab *u, uint64_t ns);
+/* How long the processes of a table in use must have gone without a CFI
+ * walk before its rows may go to another table (0: the default, 30 s); for
+ * tests. */
+void unwtab_set_cold(struct unwtab *u, uint64_t ns);
 
 #endif

@@ -43,6 +43,13 @@
  * ROOM_RETRY_MAX_NS while there is still none; its processes are read again
  * then (sweep). Before, such a table stayed without rows for as long as the
  * daemon ran: gcc's cc1 at 0% complete stacks after a JVM had come and gone. */
+/* A table in use by live processes none of which has had a CFI walk for
+ * this long (nor been loaded) gives its rows to a table that finds none
+ * free (idle tables go first); its processes get it back at their next
+ * sample. Before, rows went to whichever binaries were mapped first: on a
+ * host up for an hour, the tables of idle daemons (postgres backends,
+ * nginx, a JVM's libjvm) held every row and gcc's cc1 got none. */
+#define COLD_NS 30000000000ull
 #define ROOM_RETRY_NS 10000000000ull
 #define ROOM_RETRY_MAX_NS 300000000000ull
 
@@ -67,6 +74,7 @@ struct table {
 	uint64_t room_at;         /* count 0 for want of rows: built again then (0: not so) */
 	uint64_t loaded_ns;       /* its rows went into BPF then */
 	uint64_t room_wait;       /* the wait before room_at, doubling */
+	uint32_t hot_s;           /* unwtab_cold.c's scratch: latest sampled_s of its processes */
 };
 
 struct proc {
@@ -77,6 +85,9 @@ struct proc {
 	uint64_t maps_hash;       /* of its executable mappings */
 	bool retry;               /* a build of its was put off: read again when asked */
 	bool short_rows;          /* a table of its had no room when its entry was written */
+	uint32_t sampled_s;       /* CLOCK_BOOTTIME s of its last CFI walk (its entry's, cached) */
+	uint32_t cold_s;          /* a table of its was taken back then for want of use
+				   * (unwtab_cold.c); 0: none */
 	struct table **refs;
 	size_t nrefs;
 };
@@ -139,6 +150,9 @@ struct unwtab {
 	size_t ncharges;
 	uint64_t idle_ns;          /* time spent waiting for requests */
 	uint64_t room_retry_ns;    /* ROOM_RETRY_NS (unwtab_set_room_retry: tests) */
+	uint64_t cold_ns;          /* COLD_NS (unwtab_set_cold: tests) */
+	uint64_t cold_read_ns;     /* processes' sampled_s were read from BPF then */
+	struct jp_unwind_proc *cold_ent;  /* unwtab_cold.c's scratch (u->entry is load_proc's) */
 };
 
 /* What load_proc learns of one process, read only when needed. */
@@ -158,6 +172,15 @@ void unwtab_table_load(struct unwtab *u, struct table *t, const struct cfi_table
 bool unwtab_room_retry(const struct table *t);
 void unwtab_room_after_load(struct unwtab *u, struct table *t, size_t rows);
 void unwtab_table_unspill(struct unwtab *u, struct table *t);
+void unwtab_table_unload(struct unwtab *u, struct table *t);
+
+/* unwtab_cold.c */
+bool unwtab_evict_cold(struct unwtab *u, const struct table *keep);
+/* Reads every process's last-sample stamp (the sweep). */
+void unwtab_cold_sweep(struct unwtab *u);
+/* p had a table taken and has been sampled since: true once (read it
+ * again, which loads the table back). */
+bool unwtab_cold_woke(struct unwtab *u, struct proc *p);
 
 /* unwtab_table.c */
 struct table *unwtab_table_for(struct unwtab *u, struct proc_view *pv,

@@ -275,6 +275,23 @@ bool unwtab_evict_one(struct unwtab *u, bool with_rows_only)
 	return true;
 }
 
+/* Takes a referenced table's rows out of BPF for another table's
+ * (unwtab_cold.c; its processes' entries no longer point at them): kept
+ * encoded when they fit the budget, else t is built again when it is next
+ * needed (its room wait is over at once). */
+void unwtab_table_unload(struct unwtab *u, struct table *t)
+{
+	u->st.evicted++;
+	if (table_spill(u, t))
+		return;
+	rows_release(u, t->first, t->count);
+	u->st.rows_used -= t->count;
+	u->st.tables--;
+	t->first = t->count = 0;
+	t->room_wait = 0;
+	t->room_at = clock_mono_ns();
+}
+
 static int upload(struct unwtab *u, uint32_t first, const struct jp_unwind_row *rows, size_t n)
 {
 	uint32_t keys[UPLOAD_CHUNK];
@@ -300,7 +317,8 @@ static int upload(struct unwtab *u, uint32_t first, const struct jp_unwind_row *
 	return r;
 }
 
-/* Loads a built table's rows into BPF, evicting idle tables for room. */
+/* Loads a built table's rows into BPF, evicting idle tables for room, then
+ * tables no process has been sampled in for a while. */
 void unwtab_table_load(struct unwtab *u, struct table *t, const struct cfi_table *ct)
 {
 	uint32_t first;
@@ -308,7 +326,7 @@ void unwtab_table_load(struct unwtab *u, struct table *t, const struct cfi_table
 	if (!ct->n || ct->n > u->cap)
 		goto full;
 	while (rows_take(u, (uint32_t)ct->n, &first) < 0)
-		if (!unwtab_evict_one(u, true))
+		if (!unwtab_evict_one(u, true) && !unwtab_evict_cold(u, t))
 			goto full;
 	if (upload(u, first, ct->rows, ct->n) < 0) {
 		rows_release(u, first, (uint32_t)ct->n);
