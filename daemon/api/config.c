@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "http.h"
@@ -39,6 +40,23 @@ static const char *const key_names[CONFIG_NKEYS] = {
 	[CONFIG_START_GATE_MS] = "start_gate_ms",
 };
 
+/* The unwind tables' default: RAM/512, 12M..128M. The binaries one busy
+ * host samples within a minute (gcc's cc1 479k rows, two libjvm 191k and
+ * 231k, cmake, postgres, python, perl, nginx and their libraries: 2.2M rows,
+ * 27 MB) did not fit the old fixed 12M; on a 24 GiB host this gives 48M,
+ * 4M rows (the kernel's array: 64 MiB). */
+static uint64_t unwind_memory_default(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	uint64_t m = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 512 : 0;
+
+	if (m < (12ull << 20))
+		m = 12ull << 20;
+	if (m > (128ull << 20))
+		m = 128ull << 20;
+	return m & ~((1ull << 20) - 1);
+}
+
 void config_defaults(struct config *c)
 {
 	memset(c, 0, sizeof(*c));
@@ -57,7 +75,7 @@ void config_defaults(struct config *c)
 	c->max_sessions_per_uid = 8;
 	c->max_perf_events_per_uid = 4096;
 	c->max_output_per_uid = 64ull << 20;
-	c->unwind_max_memory = 12ull << 20;
+	c->unwind_max_memory = unwind_memory_default();
 	c->lines = true;
 	c->lines_max_memory = 512ull << 20;
 	c->symbols_max_memory = 1ull << 30;
