@@ -45,11 +45,13 @@ static const char *const key_names[CONFIG_NKEYS] = {
  * 231k, cmake, postgres, python, perl, nginx and their libraries: 2.2M rows,
  * 27 MB) did not fit the old fixed 12M; on a 24 GiB host this gives 48M,
  * 4M rows (the kernel's array: 64 MiB). */
-static uint64_t unwind_memory_default(void)
+unsigned long long config_unwind_memory(const struct config *c)
 {
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
 	uint64_t m = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 512 : 0;
 
+	if (c->unwind_max_memory)
+		return c->unwind_max_memory;
 	if (m < (12ull << 20))
 		m = 12ull << 20;
 	if (m > (128ull << 20))
@@ -75,7 +77,6 @@ void config_defaults(struct config *c)
 	c->max_sessions_per_uid = 8;
 	c->max_perf_events_per_uid = 4096;
 	c->max_output_per_uid = 64ull << 20;
-	c->unwind_max_memory = unwind_memory_default();
 	c->lines = true;
 	c->lines_max_memory = 512ull << 20;
 	c->symbols_max_memory = 1ull << 30;
@@ -263,8 +264,13 @@ int config_set(struct config *c, enum config_key k, const char *v, char *err, si
 		c->unwind_fp_only = strcmp(v, "frame-pointers") == 0;
 		break;
 	case CONFIG_UNWIND_MAX_MEMORY:
+		if (strcmp(v, "auto") == 0) {
+			c->unwind_max_memory = 0;
+			break;
+		}
 		if (parse_bytes(v, 1ull << 20, 4ull << 30, &c->unwind_max_memory) < 0) {
-			snprintf(err, errlen, "unwind_max_memory wants 1M..4G (bytes, or K/M/G), not \"%s\"", v);
+			snprintf(err, errlen, "unwind_max_memory wants auto or 1M..4G (bytes, or K/M/G), "
+				 "not \"%s\"", v);
 			return -EINVAL;
 		}
 		break;
@@ -479,7 +485,12 @@ void config_format(const struct config *c, enum config_key k, char *buf, size_t 
 		break;
 	case CONFIG_MAX_OUTPUT_PER_UID: format_bytes(c->max_output_per_uid, buf, len); break;
 	case CONFIG_UNWIND: snprintf(buf, len, "%s", c->unwind_fp_only ? "frame-pointers" : "cfi"); break;
-	case CONFIG_UNWIND_MAX_MEMORY: format_bytes(c->unwind_max_memory, buf, len); break;
+	case CONFIG_UNWIND_MAX_MEMORY:
+		if (c->unwind_max_memory)
+			format_bytes(c->unwind_max_memory, buf, len);
+		else
+			snprintf(buf, len, "auto");
+		break;
 	case CONFIG_LINES: snprintf(buf, len, "%s", c->lines ? "on" : "off"); break;
 	case CONFIG_LINES_MAX_MEMORY: format_bytes(c->lines_max_memory, buf, len); break;
 	case CONFIG_SYMBOLS_MAX_MEMORY: format_bytes(c->symbols_max_memory, buf, len); break;

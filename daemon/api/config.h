@@ -61,7 +61,8 @@ struct config {
 	unsigned max_perf_events_per_uid;    /* per-thread events over all its recordings */
 	unsigned long long max_output_per_uid;  /* bytes of unread replies over all its connections */
 	bool unwind_fp_only;         /* unwind = frame-pointers: no CFI tables */
-	unsigned long long unwind_max_memory;  /* bytes of CFI table rows (BPF array) */
+	unsigned long long unwind_max_memory;  /* bytes of CFI table rows (BPF array); 0: auto
+						* (config_unwind_memory) */
 	bool lines;                  /* file:line from DWARF in pprof (default on) */
 	unsigned long long lines_max_memory;   /* debug sections held open for lines */
 	unsigned long long symbols_max_memory; /* ELF symbol tables held (symbols.h) */
@@ -103,5 +104,9 @@ void config_override(struct config *dst, const struct config *src);
  * is not the control socket's path. -EINVAL with a message naming the file
  * and line (path) or the flag in err. */
 int config_check(const struct config *c, const char *path, char *err, size_t errlen);
+
+/* unwind_max_memory, or when it is auto (0, the default) a 512th of the
+ * host's memory within 12M..128M. */
+unsigned long long config_unwind_memory(const struct config *c);
 
 #endif

@@ -275,9 +275,10 @@ int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks
 			goto fail;
 	}
 	log_info("sampler: %u CPUs, host view %s%u Hz, %u stack entries per generation, "
-		 "user stacks by %s%s",
+		 "user stacks by %s (%u table rows)%s",
 		 s->ncpus, s->host_rate_hz ? "at " : "off ", s->host_rate_hz, stack_entries,
 		 s->unwind ? "CFI (.eh_frame) tables" : "frame pointers only",
+		 bpf_map__max_entries(s->skel->maps.unwind_rows),
 		 s->membarrier_ok ? "" : ", membarrier unavailable (drains wait 20 ms)");
 	*out = s;
 	return 0;
