@@ -356,6 +356,7 @@ int main(int argc, char **argv)
 	scfg.host_rate_hz = cfg.rate_hz;
 	scfg.no_unwind = cfg.unwind_fp_only;
 	scfg.unwind_rows = (unsigned)(config_unwind_memory(&cfg) / sizeof(struct jp_unwind_row));
+	scfg.unwind_cold_s = cfg.unwind_cold_s;
 
 	r = loop_new(&loop);
 	if (r < 0)

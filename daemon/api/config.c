@@ -38,6 +38,7 @@ static const char *const key_names[CONFIG_NKEYS] = {
 	[CONFIG_SYMBOLS_MAX_MEMORY] = "symbols_max_memory",
 	[CONFIG_DEBUG_ROOT] = "debug_root",
 	[CONFIG_START_GATE_MS] = "start_gate_ms",
+	[CONFIG_UNWIND_COLD_S] = "unwind_cold_s",
 };
 
 /* The unwind tables' default: RAM/512, 12M..128M. The binaries one busy
@@ -82,6 +83,7 @@ void config_defaults(struct config *c)
 	c->symbols_max_memory = 1ull << 30;
 	snprintf(c->debug_root, sizeof(c->debug_root), "/usr/lib/debug");
 	c->start_gate_ms = 2000;
+	c->unwind_cold_s = 30;
 }
 
 const char *config_key_name(enum config_key k)
@@ -300,6 +302,12 @@ int config_set(struct config *c, enum config_key k, const char *v, char *err, si
 		}
 		snprintf(c->debug_root, sizeof(c->debug_root), "%s", v);
 		break;
+	case CONFIG_UNWIND_COLD_S:
+		if (config_parse_uint(v, 1, 86400, &c->unwind_cold_s) < 0) {
+			snprintf(err, errlen, "unwind_cold_s wants 1..86400, not \"%s\"", v);
+			return -EINVAL;
+		}
+		break;
 	case CONFIG_START_GATE_MS:
 		if (config_parse_uint(v, 1, 60000, &c->start_gate_ms) < 0) {
 			snprintf(err, errlen, "start_gate_ms wants 1..60000, not \"%s\"", v);
@@ -496,6 +504,7 @@ void config_format(const struct config *c, enum config_key k, char *buf, size_t 
 	case CONFIG_SYMBOLS_MAX_MEMORY: format_bytes(c->symbols_max_memory, buf, len); break;
 	case CONFIG_DEBUG_ROOT: snprintf(buf, len, "%s", c->debug_root); break;
 	case CONFIG_START_GATE_MS: snprintf(buf, len, "%u", c->start_gate_ms); break;
+	case CONFIG_UNWIND_COLD_S: snprintf(buf, len, "%u", c->unwind_cold_s); break;
 	default: snprintf(buf, len, "?"); break;
 	}
 }
@@ -552,6 +561,8 @@ void config_override(struct config *dst, const struct config *src)
 		memcpy(dst->debug_root, src->debug_root, sizeof(dst->debug_root));
 	if (src->set & (1u << CONFIG_START_GATE_MS))
 		dst->start_gate_ms = src->start_gate_ms;
+	if (src->set & (1u << CONFIG_UNWIND_COLD_S))
+		dst->unwind_cold_s = src->unwind_cold_s;
 	for (int k = 0; k < CONFIG_NKEYS; k++)
 		if (src->set & (1u << k))
 			dst->line[k] = src->line[k];

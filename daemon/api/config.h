@@ -38,6 +38,7 @@ enum config_key {
 	CONFIG_SYMBOLS_MAX_MEMORY,
 	CONFIG_DEBUG_ROOT,
 	CONFIG_START_GATE_MS,
+	CONFIG_UNWIND_COLD_S,
 	CONFIG_NKEYS,
 };
 
@@ -68,6 +69,7 @@ struct config {
 	unsigned long long symbols_max_memory; /* ELF symbol tables held (symbols.h) */
 	char debug_root[256];        /* separate debug files (absolute path) */
 	unsigned start_gate_ms;      /* longest wait of a `record --pid` for its process to be ready */
+	unsigned unwind_cold_s;      /* a table in use gives its rows up after so long unsampled */
 	unsigned set;                /* bit (1 << key) for every key given */
 	unsigned line[CONFIG_NKEYS]; /* file line a key came from; 0 = default or flag */
 };

@@ -117,6 +117,12 @@ static void unwind_metrics(struct out *o, const struct sampler_stats *s)
 		"Evicted unwind tables loaded again from the daemon's copy, not rebuilt.", t->reloads);
 	gauge(o, "jprofd_unwind_evicted_copy_bytes", "Memory of the copies of evicted unwind tables.",
 	      t->spill_bytes);
+	family(o, "jprofd_unwind_sampled_without_tables", "gauge",
+	       "Binaries that processes sampled within the last minute map and that have no "
+	       "unwind table (frame pointers there), by cause.");
+	for (int i = 0; i < UNWTAB_NWHY; i++)
+		put(o, "jprofd_unwind_sampled_without_tables{cause=\"%s\"} %llu\n",
+		    unwtab_why_name((enum unwtab_why)i), (unsigned long long)t->sampled_missing[i]);
 	family(o, "jprofd_unwind_tables_rejected_total", "counter",
 	       "Binaries left without unwind tables (frame pointers then), by cause.");
 	for (int i = CFI_OK + 1; i < CFI_NERRORS; i++)

@@ -255,6 +255,7 @@ int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks
 			log_err("sampler: cannot start the unwind table builder: %s", strerror(-r));
 			goto fail;
 		}
+		unwtab_set_cold(s->unwind, cfg->unwind_cold_s * 1000000000ull);
 	}
 	s->keys = calloc(DRAIN_BATCH, sizeof(*s->keys));
 	/* Optional: without them the drain reads stacks one by one. */
@@ -407,8 +408,12 @@ void sampler_get_stats(const struct sampler *s, struct sampler_stats *out)
 	out->offcpu_held_stacks = s->held.n;
 	read_sample_hist(s, &out->bpf_time);
 	out->unwind_on = s->unwind != NULL;
-	if (s->unwind)
+	if (s->unwind) {
 		unwtab_get_stats(s->unwind, &out->unwind);
+		out->unwind_nmissing = unwtab_missing(s->unwind, out->unwind_missing,
+						      sizeof(out->unwind_missing) /
+							      sizeof(out->unwind_missing[0]));
+	}
 }
 
 static int log_libbpf(enum libbpf_print_level level, const char *fmt, va_list ap)

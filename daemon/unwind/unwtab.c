@@ -279,6 +279,7 @@ static void sweep(struct unwtab *u)
 	for (; idle > MAX_IDLE_TABLES && unwtab_evict_one(u, false); idle--)
 		;
 	unwtab_cold_sweep(u);
+	unwtab_missing_sweep(u);
 	/* Processes written without a table for want of room: read again once
 	 * it is loaded (by another process of it) or may be built again; those
 	 * that had a table taken for want of use, once they are sampled again
@@ -514,6 +515,7 @@ void unwtab_free(struct unwtab *u)
 		proc_drop(u, u->nprocs - 1);
 	for (size_t i = 0; i < u->ntables; i++) {
 		free(u->tables[i]->spill);
+		free(u->tables[i]->path);
 		free(u->tables[i]);
 	}
 	free(u->tables);

@@ -1,4 +1,5 @@
-/* Unwind tables by use: rows of tables whose processes are alive but have
+/* Unwind tables by use: which binaries sampled processes are left without
+ * a table, and why (status); rows of tables whose processes are alive but have
  * not been sampled for a while (cold) go to a table that finds no free row
  * even after the idle tables went. BPF stamps each process's entry with the
  * second of its last CFI walk (jp_unwind_proc.sampled_s); the worker reads
@@ -9,9 +10,12 @@
 #include "unwtab.h"
 
 #include <bpf/bpf.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "clock.h"
@@ -137,4 +141,89 @@ bool unwtab_cold_woke(struct unwtab *u, struct proc *p)
 	p->cold_s = 0;
 	u->st.cold_reloads++;
 	return true;
+}
+
+static const char *const why_names[UNWTAB_NWHY] = {
+	[UNWTAB_NO_ROOM] = "no_room",
+	[UNWTAB_UID_SHARE] = "uid_share",
+	[UNWTAB_TAKEN] = "taken_unsampled",
+	[UNWTAB_REJECTED] = "rejected",
+};
+
+const char *unwtab_why_name(enum unwtab_why why)
+{
+	return (unsigned)why < UNWTAB_NWHY ? why_names[why] : "unknown";
+}
+
+static enum unwtab_why table_why(const struct unwtab *u, const struct table *t, uint32_t *rows)
+{
+	if (t->share_rows) {
+		*rows = t->share_rows;
+		return UNWTAB_UID_SHARE;
+	}
+	if (t->spill) {
+		*rows = t->spill_rows;
+		return UNWTAB_TAKEN;
+	}
+	*rows = t->want_rows;
+	if (t->room_at || (t->want_rows && t->want_rows > u->cap) || (t->want_rows && !t->error))
+		return UNWTAB_NO_ROOM;
+	return UNWTAB_REJECTED;
+}
+
+void unwtab_missing_sweep(struct unwtab *u)
+{
+	uint32_t now_s = boot_s();
+	uint64_t counts[UNWTAB_NWHY] = { 0 };
+	struct unwtab_missing list[UNWTAB_MAX_MISSING];
+	size_t n = 0;
+
+	/* hot_s: the latest stamp of the processes mapping each table (the
+	 * stamps were read by unwtab_cold_sweep just before). */
+	for (size_t i = 0; i < u->ntables; i++)
+		u->tables[i]->hot_s = 0;
+	for (size_t i = 0; i < u->nprocs; i++) {
+		const struct proc *p = &u->procs[i];
+
+		for (size_t k = 0; k < p->nrefs; k++)
+			if (p->refs[k]->hot_s < p->sampled_s)
+				p->refs[k]->hot_s = p->sampled_s;
+	}
+	for (size_t i = 0; i < u->ntables; i++) {
+		const struct table *t = u->tables[i];
+		struct unwtab_missing m = { 0 };
+		size_t at;
+
+		if (t->count || !t->refs || !t->hot_s || now_s - t->hot_s > MISSING_S)
+			continue;
+		m.why = table_why(u, t, &m.rows);
+		m.error = m.why == UNWTAB_REJECTED ? t->error : CFI_OK;
+		snprintf(m.path, sizeof(m.path), "%s", t->path ? t->path : "?");
+		counts[m.why]++;
+		/* Kept sorted, the most rows first. */
+		for (at = n; at > 0 && list[at - 1].rows < m.rows; at--)
+			;
+		if (at == UNWTAB_MAX_MISSING)
+			continue;
+		if (n == UNWTAB_MAX_MISSING)
+			n--;
+		memmove(&list[at + 1], &list[at], (n - at) * sizeof(list[0]));
+		list[at] = m;
+		n++;
+	}
+	memcpy(u->st.sampled_missing, counts, sizeof(counts));
+	pthread_mutex_lock(&u->mu);
+	memcpy(u->missing, list, n * sizeof(list[0]));
+	u->nmissing = n;
+	pthread_mutex_unlock(&u->mu);
+}
+
+size_t unwtab_missing(struct unwtab *u, struct unwtab_missing *out, size_t n)
+{
+	pthread_mutex_lock(&u->mu);
+	if (n > u->nmissing)
+		n = u->nmissing;
+	memcpy(out, u->missing, n * sizeof(*out));
+	pthread_mutex_unlock(&u->mu);
+	return n;
 }

@@ -50,6 +50,10 @@
  * host up for an hour, the tables of idle daemons (postgres backends,
  * nginx, a JVM's libjvm) held every row and gcc's cc1 got none. */
 #define COLD_NS 30000000000ull
+/* A binary counts as sampled without a table (status) if a process
+ * mapping it was sampled within this long. */
+#define MISSING_S 60
+#define UNWTAB_MAX_MISSING 16
 #define ROOM_RETRY_NS 10000000000ull
 #define ROOM_RETRY_MAX_NS 300000000000ull
 
@@ -75,6 +79,9 @@ struct table {
 	uint64_t loaded_ns;       /* its rows went into BPF then */
 	uint64_t room_wait;       /* the wait before room_at, doubling */
 	uint32_t hot_s;           /* unwtab_cold.c's scratch: latest sampled_s of its processes */
+	uint32_t want_rows;       /* rows it needs, when refused for room */
+	enum cfi_error error;     /* count 0 and no other cause: why no table was built */
+	char *path;               /* as first mapped (status: binaries without tables) */
 };
 
 struct proc {
@@ -153,6 +160,8 @@ struct unwtab {
 	uint64_t cold_ns;          /* COLD_NS (unwtab_set_cold: tests) */
 	uint64_t cold_read_ns;     /* processes' sampled_s were read from BPF then */
 	struct jp_unwind_proc *cold_ent;  /* unwtab_cold.c's scratch (u->entry is load_proc's) */
+	struct unwtab_missing missing[UNWTAB_MAX_MISSING];  /* under mu: unwtab_missing's */
+	size_t nmissing;
 };
 
 /* What load_proc learns of one process, read only when needed. */
@@ -178,6 +187,8 @@ void unwtab_table_unload(struct unwtab *u, struct table *t);
 bool unwtab_evict_cold(struct unwtab *u, const struct table *keep);
 /* Reads every process's last-sample stamp (the sweep). */
 void unwtab_cold_sweep(struct unwtab *u);
+/* Counts the sampled binaries without rows (stats, unwtab_missing). */
+void unwtab_missing_sweep(struct unwtab *u);
 /* p had a table taken and has been sampled since: true once (read it
  * again, which loads the table back). */
 bool unwtab_cold_woke(struct unwtab *u, struct proc *p);

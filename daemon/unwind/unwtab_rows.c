@@ -198,6 +198,7 @@ static void table_drop(struct unwtab *u, size_t i)
 	u->st.tables -= t->count ? 1 : 0;
 	u->st.spill_bytes -= t->spill_len;
 	free(t->spill);
+	free(t->path);
 	free(t);
 	u->tables[i] = u->tables[--u->ntables];
 }
@@ -352,6 +353,7 @@ bool unwtab_room_retry(const struct table *t)
 /* After a load: rows refused for room start (or lengthen) the wait. */
 void unwtab_room_after_load(struct unwtab *u, struct table *t, size_t rows)
 {
+	t->want_rows = (uint32_t)rows;
 	if (t->count || rows > u->cap) {
 		t->room_at = t->room_wait = 0;  /* loaded, or never fits */
 		return;

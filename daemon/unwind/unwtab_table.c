@@ -311,6 +311,8 @@ struct table *unwtab_table_for(struct unwtab *u, struct proc_view *pv,
 		}
 	}
 	t = old ? old : t;
+	if (!t->path)
+		t->path = strdup(e->path);
 	t->dev = sb.st_dev;
 	t->ino = sb.st_ino;
 	t->size = sb.st_size;
@@ -343,6 +345,7 @@ struct table *unwtab_table_for(struct unwtab *u, struct proc_view *pv,
 		unwtab_room_after_load(u, t, ct->n);
 	} else {
 		u->st.rejected[why]++;
+		t->error = why;
 	}
 	t0 = clock_mono_ns() - t0;
 	/* Which binaries a host keeps building (debug level): the worker's
