@@ -78,19 +78,19 @@ static void retry_later(struct unwtab *u, uint32_t tgid, uint64_t start, uint64_
 		;
 	if (i == u->nlater && u->nlater < MAX_QUEUE) {
 		u->later[u->nlater++] = (struct request){ tgid, start,
-							  clock_ns(CLOCK_BOOTTIME) + wait_ns, true };
+							  clock_ns(CLOCK_BOOTTIME) + wait_ns, true, false };
 		u->nretry++;
 	}
 	pthread_mutex_unlock(&u->mu);
 }
 
 /* -ESRCH: the process (the one that started at want_start) is gone. */
-static int load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
+static int load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start, bool urgent)
 {
 	struct jp_unwind_proc *ent = &u->entry;
 	struct procmaps *m = NULL;
 	struct proc *p, np = { .tgid = tgid };
-	struct proc_view pv = { .tgid = tgid, .uid = -1 };
+	struct proc_view pv = { .tgid = tgid, .uid = -1, .urgent = urgent };
 	/* Per entry of ent->maps: its mapping when it may have a table, and
 	 * the table. */
 	const struct procmaps_entry *src[JP_UNWIND_MAX_MAPS];
@@ -105,7 +105,7 @@ static int load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 	/* Read moments ago. Past the first interval only while its entry is
 	 * still in BPF: an exec deletes it, and the new image should not
 	 * wait for the back-off. */
-	fresh = p && !p->retry && now - p->loaded_ns < p->refresh_ns &&
+	fresh = p && !p->retry && !(urgent && p->short_rows) && now - p->loaded_ns < p->refresh_ns &&
 		(p->refresh_ns == REFRESH_NS || bpf_map_lookup_elem(u->procs_fd, &tgid, ent) == 0);
 	/* BPF asks again at every sample that leaves the known mappings,
 	 * which some processes' stacks do all the time (garbage frame
@@ -131,8 +131,11 @@ static int load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 		return -ESRCH;
 	h = hash_exec_maps(m);
 	/* Its entry gone from BPF with the same maps (deleted by an exec of
-	 * the same binary): written again below. */
-	if (p && !p->retry && p->start_ns == start && p->maps_hash == h &&
+	 * the same binary): written again below; so is the entry of a process
+	 * that had a table taken for want of use, or one whose tables found
+	 * no room when a recording of it starts: room is made now. */
+	if (p && !p->retry && !p->cold_s && !(urgent && p->short_rows) && p->start_ns == start &&
+	    p->maps_hash == h &&
 	    bpf_map_lookup_elem(u->procs_fd, &tgid, ent) == 0) {
 		/* Nothing new mapped: its misses are not dlopen()s; a
 		 * process that does map new code later waits at most
@@ -237,6 +240,7 @@ static int load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 	if (np.retry)
 		retry_later(u, tgid, start, pv.retry_ns);
 	if (p) {
+		u->st.cold_reloads += p->cold_s ? 1 : 0;
 		proc_unref(p);
 		*p = np;
 	} else {
@@ -288,9 +292,9 @@ static void sweep(struct unwtab *u)
 		struct proc *p = &u->procs[i];
 		bool again = false;
 
-		for (size_t k = 0; p->short_rows && k < p->nrefs && !again; k++)
+		for (size_t k = 0; p->short_rows && !p->cold_s && k < p->nrefs && !again; k++)
 			again = (p->refs[k]->count && p->refs[k]->loaded_ns > p->loaded_ns) ||
-				(!p->cold_s && unwtab_room_retry(p->refs[k]));
+				unwtab_room_retry(p->refs[k]);
 		if (unwtab_cold_woke(u, p))
 			again = true;
 		if (again) {
@@ -399,7 +403,7 @@ static void *worker(void *arg)
 		builds = u->st.builds;
 		/* A deferred request's process gone meanwhile cost one failed
 		 * open of its stat. */
-		if (req.tgid && load_proc(u, req.tgid, req.start_ns) == -ESRCH && req.due_ns &&
+		if (req.tgid && load_proc(u, req.tgid, req.start_ns, req.urgent) == -ESRCH && req.due_ns &&
 		    !req.retry)
 			u->st.deferred_gone++;
 		/* A build's rows (megabytes for a large binary) were freed once
@@ -550,7 +554,7 @@ static bool request_defer(struct unwtab *u, uint32_t tgid, uint64_t start_ns)
 	if (!start_ns || queued(u, tgid) || clock_ns(CLOCK_BOOTTIME) >= due ||
 	    u->nlater == MAX_QUEUE)
 		return false;
-	u->later[u->nlater++] = (struct request){ tgid, start_ns, due, false };
+	u->later[u->nlater++] = (struct request){ tgid, start_ns, due, false, false };
 	u->shared.requests++;
 	u->shared.deferred++;
 	/* Woken only to wait for this one: when idle it sleeps until the
@@ -563,7 +567,7 @@ static bool request_defer(struct unwtab *u, uint32_t tgid, uint64_t start_ns)
 
 void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns, bool urgent)
 {
-	struct request req = { tgid, start_ns, 0, false };
+	struct request req = { tgid, start_ns, 0, false, urgent };
 	size_t i;
 
 	pthread_mutex_lock(&u->mu);
@@ -581,6 +585,7 @@ void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns, bool urg
 	if (i < u->nq) {
 		u->queue[i].start_ns = start_ns;
 		u->queue[i].retry = false;  /* asked for: pending now */
+		u->queue[i].urgent |= urgent;
 		if (urgent) {  /* to the front */
 			req = u->queue[i];
 			memmove(u->queue + 1, u->queue, i * sizeof(*u->queue));

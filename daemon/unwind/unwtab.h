@@ -70,7 +70,7 @@ struct unwtab_stats {
 	uint64_t rows_full;       /* tables not loaded: no room even after evicting */
 	uint64_t room_retries;    /* tables refused for room built again later (ROOM_RETRY_NS) */
 	uint64_t evicted_cold;    /* tables in use whose rows went to another: unsampled (COLD_NS) */
-	uint64_t cold_reloads;    /* processes given such tables back at a new sample */
+	uint64_t cold_reloads;    /* processes given such tables back (sampled again, recorded) */
 	uint64_t open_failed;     /* mapped files that could not be opened */
 	uint64_t untrusted_fs;    /* mappings of files on FUSE: not read (they could stall) */
 	uint64_t too_many_maps;   /* executable mappings beyond the per-process limit */

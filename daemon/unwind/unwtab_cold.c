@@ -86,10 +86,13 @@ bool unwtab_evict_cold(struct unwtab *u, const struct table *keep)
 		u->tables[i]->hot_s = 0;
 	for (size_t i = 0; i < u->nprocs; i++) {
 		const struct proc *p = &u->procs[i];
+		/* The process being loaded is in use: its other tables
+		 * (libc, mapped after its binary) stay. */
+		uint32_t s = p->tgid == u->building ? now_s : p->sampled_s;
 
 		for (size_t k = 0; k < p->nrefs; k++)
-			if (p->refs[k]->hot_s < p->sampled_s)
-				p->refs[k]->hot_s = p->sampled_s;
+			if (p->refs[k]->hot_s < s)
+				p->refs[k]->hot_s = s;
 	}
 	for (size_t i = 0; i < u->ntables; i++) {
 		struct table *t = u->tables[i];
@@ -136,11 +139,8 @@ void unwtab_cold_sweep(struct unwtab *u)
 
 bool unwtab_cold_woke(struct unwtab *u, struct proc *p)
 {
-	if (!p->cold_s || p->sampled_s <= p->cold_s)
-		return false;
-	p->cold_s = 0;
-	u->st.cold_reloads++;
-	return true;
+	(void)u;
+	return p->cold_s && p->sampled_s > p->cold_s;
 }
 
 static const char *const why_names[UNWTAB_NWHY] = {

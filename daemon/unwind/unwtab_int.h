@@ -108,6 +108,8 @@ struct request {
 	uint64_t start_ns;
 	uint64_t due_ns;           /* deferred requests: CLOCK_BOOTTIME it is taken at */
 	bool retry;                /* a build put off (not pending for a recording) */
+	bool urgent;               /* a recording of it starts: tables refused for room are
+				    * tried again now (room is made from unsampled tables) */
 };
 
 /* Build CPU time charged to one file owner, drained up to worker_clock()
@@ -170,6 +172,7 @@ struct proc_view {
 	int64_t uid;               /* effective; -1: not read yet */
 	bool fuse_free;            /* in the daemon's mount namespace, which has no FUSE mount */
 	uint64_t retry_ns;         /* a build was put off: worth trying again in this long */
+	bool urgent;               /* request.urgent */
 };
 
 /* An array map's values are 8-byte aligned: the stride in its mapping. */
@@ -189,8 +192,8 @@ bool unwtab_evict_cold(struct unwtab *u, const struct table *keep);
 void unwtab_cold_sweep(struct unwtab *u);
 /* Counts the sampled binaries without rows (stats, unwtab_missing). */
 void unwtab_missing_sweep(struct unwtab *u);
-/* p had a table taken and has been sampled since: true once (read it
- * again, which loads the table back). */
+/* p had a table taken and has been sampled since: read it again (which
+ * loads the table back and clears cold_s). */
 bool unwtab_cold_woke(struct unwtab *u, struct proc *p);
 
 /* unwtab_table.c */

@@ -231,6 +231,14 @@ static bool share_retry(struct unwtab *u, struct proc_view *pv, const struct tab
 	       !share_full(u, (uint32_t)pv->uid, t->share_rows);
 }
 
+/* Refused for want of rows and worth building again now: its wait is
+ * over, or a recording of the process starts (room is then made from
+ * tables no one has sampled lately). */
+static bool room_due(const struct proc_view *pv, const struct table *t)
+{
+	return unwtab_room_retry(t) || (pv->urgent && t->room_at && !t->count && !t->spill);
+}
+
 /* build false: only a table already known (*need_build set when the file
  * has none yet), so that building one never evicts a table another mapping
  * of the same process is about to use. */
@@ -250,7 +258,7 @@ struct table *unwtab_table_for(struct unwtab *u, struct proc_view *pv,
 
 	fd = -1;
 	t = table_by_path(u, pv, e);
-	if (t && !share_retry(u, pv, t) && !unwtab_room_retry(t))
+	if (t && !share_retry(u, pv, t) && !room_due(pv, t))
 		goto out;
 	t = NULL;
 	/* map_files: the file as mapped, whatever its path now says (replaced,
@@ -261,7 +269,7 @@ struct table *unwtab_table_for(struct unwtab *u, struct proc_view *pv,
 	 * side effects. */
 	if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
 		t = table_find_file(u, &sb);
-		if (t && !share_retry(u, pv, t) && !unwtab_room_retry(t))
+		if (t && !share_retry(u, pv, t) && !room_due(pv, t))
 			goto out;
 		t = NULL;
 		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
@@ -277,7 +285,7 @@ struct table *unwtab_table_for(struct unwtab *u, struct proc_view *pv,
 	}
 	shared = len > 0 && proc_file_root_only(&sb);
 	t = table_find(u, &sb, bid, (size_t)len, shared);
-	if (t && (share_retry(u, pv, t) || unwtab_room_retry(t))) {
+	if (t && (share_retry(u, pv, t) || room_due(pv, t))) {
 		old = t;  /* built again in place: processes may reference it */
 		t = NULL;
 		if (old->room_at && build)
