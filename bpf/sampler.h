@@ -91,7 +91,10 @@ struct jp_unwind_proc {
 	__u64 start_ns;  /* as jp_count_key.start_ns rounded down to a 10 ms tick
 			  * (/proc's precision): a reused pid does not match */
 	__u32 n;         /* maps in use, sorted by start */
-	__u32 pad;
+	__u32 sampled_s; /* CLOCK_BOOTTIME second of its last CFI walk, written
+			  * by BPF (0: none since the daemon wrote the entry):
+			  * the daemon takes rows back from tables of processes
+			  * not sampled for a while */
 	struct jp_unwind_map maps[JP_UNWIND_MAX_MAPS];
 };
 

@@ -281,6 +281,15 @@ __noinline __s32 dwarf_stack_id(__u32 gen, __u32 tgid, struct jp_counters *c)
 	 * ticks. */
 	if (p && p->start_ns != start - start % 10000000ULL)
 		p = NULL;  /* an older process's tables, for this pid */
+	if (p) {
+		/* Marks its tables in use (unwtab_cold.c); one store a second
+		 * at most, so the entry's cache line is not written at every
+		 * sample. */
+		__u32 now_s = (__u32)(bpf_ktime_get_boot_ns() / 1000000000ULL);
+
+		if (p->sampled_s != now_s)
+			((struct jp_unwind_proc *)p)->sampled_s = now_s;
+	}
 	if (!p) {
 		/* The frame-pointer walk below stands in (the kernel's own
 		 * walk follows any chain, a looping one to the depth limit). */

@@ -23,6 +23,31 @@ static const char *status_us(char *out, size_t size, struct json_object *obj, co
 }
 
 /* The BPF programs' own time per sample (status sampler.bpf_sample_us). */
+/* Binaries sampled in the last minute that have no unwind table (shown to
+ * callers who may see the whole host), one line: name (why, rows). */
+static void status_without_tables(struct json_object *list)
+{
+	size_t n = list ? json_object_array_length(list) : 0;
+	char rows[32];
+
+	if (!n)
+		return;
+	printf("  sampled without tables:");
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *b = json_object_array_get_idx(list, i);
+		const char *path = field_str(b, "path"), *why = field_str(b, "why");
+		const char *err = field_str(b, "error"), *base = path ? strrchr(path, '/') : NULL;
+		long long r = field_int(b, "rows");
+
+		printf("%s %s (%s%s%s", i ? "," : "", base ? base + 1 : path ? path : "?",
+		       why ? why : "?", err ? ": " : "", err ? err : "");
+		if (r > 0)
+			printf(", %s rows", ctl_num(rows, sizeof(rows), r));
+		printf(")");
+	}
+	printf("\n");
+}
+
 static void status_bpf_time(struct json_object *t)
 {
 	char a[32], b[32], c[32], d[32], e[32];
@@ -96,6 +121,8 @@ static void cmd_status_print(struct json_object *st)
 		       ctl_num(g, sizeof(g), field_int(uw, "processes")));
 	else if (uw)
 		printf("unwinding: frame pointers only (unwind = off)\n");
+	if (uw)
+		status_without_tables(field_member(uw, "binaries_without_tables", json_type_array));
 	status_bpf_time(field_member(sampler, "bpf_sample_us", json_type_object));
 	printf("sessions: %s active\n", ctl_num(a, sizeof(a), field_int(sessions, "active")));
 	for (size_t i = 0; list && i < json_object_array_length(list); i++) {

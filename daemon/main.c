@@ -72,7 +72,8 @@ static void usage(FILE *f)
 		"      --host-max-memory BYTES  memory for all windows, K/M/G suffix (default 64M)\n"
 		"      --unwind MODE      user stacks: cfi (.eh_frame tables, default) or\n"
 		"                         frame-pointers\n"
-		"      --unwind-max-memory BYTES  memory for CFI tables, K/M/G suffix (default 12M)\n"
+		"      --unwind-max-memory BYTES  memory for CFI tables, K/M/G suffix, or auto\n"
+		"                         (default: RAM/512 within 12M..128M)\n"
 		"      --lines on|off     source file:line of user frames in pprof, from DWARF\n"
 		"                         (default on)\n"
 		"      --debug-root DIR   separate debug files (.build-id/xx/yyy.debug) (default\n"
@@ -360,7 +361,8 @@ int main(int argc, char **argv)
 	slim.gate_ms = cfg.start_gate_ms;
 	scfg.host_rate_hz = cfg.rate_hz;
 	scfg.no_unwind = cfg.unwind_fp_only;
-	scfg.unwind_rows = (unsigned)(cfg.unwind_max_memory / sizeof(struct jp_unwind_row));
+	scfg.unwind_rows = (unsigned)(config_unwind_memory(&cfg) / sizeof(struct jp_unwind_row));
+	scfg.unwind_cold_s = cfg.unwind_cold_s;
 
 	r = loop_new(&loop);
 	if (r < 0)

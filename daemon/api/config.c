@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "netaddr.h"
@@ -38,7 +39,27 @@ static const char *const key_names[CONFIG_NKEYS] = {
 	[CONFIG_DEBUG_ROOT] = "debug_root",
 	[CONFIG_START_GATE_MS] = "start_gate_ms",
 	[CONFIG_REPORT_DIR] = "report_dir",
+	[CONFIG_UNWIND_COLD_S] = "unwind_cold_s",
 };
+
+/* The unwind tables' default: RAM/512, 12M..128M. The binaries one busy
+ * host samples within a minute (gcc's cc1 479k rows, two libjvm 191k and
+ * 231k, cmake, postgres, python, perl, nginx and their libraries: 2.2M rows,
+ * 27 MB) did not fit the old fixed 12M; on a 24 GiB host this gives 48M,
+ * 4M rows (the kernel's array: 64 MiB). */
+unsigned long long config_unwind_memory(const struct config *c)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	uint64_t m = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 512 : 0;
+
+	if (c->unwind_max_memory)
+		return c->unwind_max_memory;
+	if (m < (12ull << 20))
+		m = 12ull << 20;
+	if (m > (128ull << 20))
+		m = 128ull << 20;
+	return m & ~((1ull << 20) - 1);
+}
 
 void config_defaults(struct config *c)
 {
@@ -58,12 +79,12 @@ void config_defaults(struct config *c)
 	c->max_sessions_per_uid = 8;
 	c->max_perf_events_per_uid = 4096;
 	c->max_output_per_uid = 64ull << 20;
-	c->unwind_max_memory = 12ull << 20;
 	c->lines = true;
 	c->lines_max_memory = 512ull << 20;
 	c->symbols_max_memory = 1ull << 30;
 	snprintf(c->debug_root, sizeof(c->debug_root), "/usr/lib/debug");
 	c->start_gate_ms = 2000;
+	c->unwind_cold_s = 30;
 }
 
 const char *config_key_name(enum config_key k)
@@ -246,8 +267,13 @@ int config_set(struct config *c, enum config_key k, const char *v, char *err, si
 		c->unwind_fp_only = strcmp(v, "frame-pointers") == 0;
 		break;
 	case CONFIG_UNWIND_MAX_MEMORY:
+		if (strcmp(v, "auto") == 0) {
+			c->unwind_max_memory = 0;
+			break;
+		}
 		if (parse_bytes(v, 1ull << 20, 4ull << 30, &c->unwind_max_memory) < 0) {
-			snprintf(err, errlen, "unwind_max_memory wants 1M..4G (bytes, or K/M/G), not \"%s\"", v);
+			snprintf(err, errlen, "unwind_max_memory wants auto or 1M..4G (bytes, or K/M/G), "
+				 "not \"%s\"", v);
 			return -EINVAL;
 		}
 		break;
@@ -276,6 +302,12 @@ int config_set(struct config *c, enum config_key k, const char *v, char *err, si
 			return -EINVAL;
 		}
 		snprintf(c->debug_root, sizeof(c->debug_root), "%s", v);
+		break;
+	case CONFIG_UNWIND_COLD_S:
+		if (config_parse_uint(v, 1, 86400, &c->unwind_cold_s) < 0) {
+			snprintf(err, errlen, "unwind_cold_s wants 1..86400, not \"%s\"", v);
+			return -EINVAL;
+		}
 		break;
 	case CONFIG_START_GATE_MS:
 		if (config_parse_uint(v, 1, 60000, &c->start_gate_ms) < 0) {
@@ -470,13 +502,19 @@ void config_format(const struct config *c, enum config_key k, char *buf, size_t 
 		break;
 	case CONFIG_MAX_OUTPUT_PER_UID: format_bytes(c->max_output_per_uid, buf, len); break;
 	case CONFIG_UNWIND: snprintf(buf, len, "%s", c->unwind_fp_only ? "frame-pointers" : "cfi"); break;
-	case CONFIG_UNWIND_MAX_MEMORY: format_bytes(c->unwind_max_memory, buf, len); break;
+	case CONFIG_UNWIND_MAX_MEMORY:
+		if (c->unwind_max_memory)
+			format_bytes(c->unwind_max_memory, buf, len);
+		else
+			snprintf(buf, len, "auto");
+		break;
 	case CONFIG_LINES: snprintf(buf, len, "%s", c->lines ? "on" : "off"); break;
 	case CONFIG_LINES_MAX_MEMORY: format_bytes(c->lines_max_memory, buf, len); break;
 	case CONFIG_SYMBOLS_MAX_MEMORY: format_bytes(c->symbols_max_memory, buf, len); break;
 	case CONFIG_DEBUG_ROOT: snprintf(buf, len, "%s", c->debug_root); break;
 	case CONFIG_REPORT_DIR: snprintf(buf, len, "%s", c->report_dir); break;
 	case CONFIG_START_GATE_MS: snprintf(buf, len, "%u", c->start_gate_ms); break;
+	case CONFIG_UNWIND_COLD_S: snprintf(buf, len, "%u", c->unwind_cold_s); break;
 	default: snprintf(buf, len, "?"); break;
 	}
 }
@@ -535,6 +573,8 @@ void config_override(struct config *dst, const struct config *src)
 		dst->start_gate_ms = src->start_gate_ms;
 	if (src->set & (1u << CONFIG_REPORT_DIR))
 		memcpy(dst->report_dir, src->report_dir, sizeof(dst->report_dir));
+	if (src->set & (1u << CONFIG_UNWIND_COLD_S))
+		dst->unwind_cold_s = src->unwind_cold_s;
 	for (int k = 0; k < CONFIG_NKEYS; k++)
 		if (src->set & (1u << k))
 			dst->line[k] = src->line[k];

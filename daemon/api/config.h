@@ -39,6 +39,7 @@ enum config_key {
 	CONFIG_DEBUG_ROOT,
 	CONFIG_START_GATE_MS,
 	CONFIG_REPORT_DIR,
+	CONFIG_UNWIND_COLD_S,
 	CONFIG_NKEYS,
 };
 
@@ -62,13 +63,15 @@ struct config {
 	unsigned max_perf_events_per_uid;    /* per-thread events over all its recordings */
 	unsigned long long max_output_per_uid;  /* bytes of unread replies over all its connections */
 	bool unwind_fp_only;         /* unwind = frame-pointers: no CFI tables */
-	unsigned long long unwind_max_memory;  /* bytes of CFI table rows (BPF array) */
+	unsigned long long unwind_max_memory;  /* bytes of CFI table rows (BPF array); 0: auto
+						* (config_unwind_memory) */
 	bool lines;                  /* file:line from DWARF in pprof (default on) */
 	unsigned long long lines_max_memory;   /* debug sections held open for lines */
 	unsigned long long symbols_max_memory; /* ELF symbol tables held (symbols.h) */
 	char debug_root[256];        /* separate debug files (absolute path) */
 	unsigned start_gate_ms;      /* longest wait of a `record --pid` for its process to be ready */
 	char report_dir[256];        /* each host window as pprof here (absolute path), "" = off */
+	unsigned unwind_cold_s;      /* a table in use gives its rows up after so long unsampled */
 	unsigned set;                /* bit (1 << key) for every key given */
 	unsigned line[CONFIG_NKEYS]; /* file line a key came from; 0 = default or flag */
 };
@@ -105,5 +108,9 @@ void config_override(struct config *dst, const struct config *src);
  * is not the control socket's path. -EINVAL with a message naming the file
  * and line (path) or the flag in err. */
 int config_check(const struct config *c, const char *path, char *err, size_t errlen);
+
+/* unwind_max_memory, or when it is auto (0, the default) a 512th of the
+ * host's memory within 12M..128M. */
+unsigned long long config_unwind_memory(const struct config *c);
 
 #endif

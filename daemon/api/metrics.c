@@ -108,10 +108,21 @@ static void unwind_metrics(struct out *o, const struct sampler_stats *s)
 	counter(o, "jprofd_unwind_tables_evicted_total", "Unwind tables evicted to make room.", t->evicted);
 	counter(o, "jprofd_unwind_table_room_retries_total",
 		"Unwind tables refused for want of room, built again later.", t->room_retries);
+	counter(o, "jprofd_unwind_table_evicted_cold_total",
+		"Unwind tables in use whose rows went to another table: none of their processes "
+		"had been sampled for 30 s.", t->evicted_cold);
+	counter(o, "jprofd_unwind_table_cold_reloads_total",
+		"Processes given such a table back when sampled again.", t->cold_reloads);
 	counter(o, "jprofd_unwind_table_reloads_total",
 		"Evicted unwind tables loaded again from the daemon's copy, not rebuilt.", t->reloads);
 	gauge(o, "jprofd_unwind_evicted_copy_bytes", "Memory of the copies of evicted unwind tables.",
 	      t->spill_bytes);
+	family(o, "jprofd_unwind_sampled_without_tables", "gauge",
+	       "Binaries that processes sampled within the last minute map and that have no "
+	       "unwind table (frame pointers there), by cause.");
+	for (int i = 0; i < UNWTAB_NWHY; i++)
+		put(o, "jprofd_unwind_sampled_without_tables{cause=\"%s\"} %llu\n",
+		    unwtab_why_name((enum unwtab_why)i), (unsigned long long)t->sampled_missing[i]);
 	family(o, "jprofd_unwind_tables_rejected_total", "counter",
 	       "Binaries left without unwind tables (frame pointers then), by cause.");
 	for (int i = CFI_OK + 1; i < CFI_NERRORS; i++)

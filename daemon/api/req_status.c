@@ -119,14 +119,16 @@ static void add_hostview_status(struct hostview *hv, struct json_object *st)
 }
 
 /* DWARF unwinding: what the BPF unwinder did and the tables it read. */
-static void add_unwind_status(const struct sampler_stats *ss, struct json_object *smp)
+static void add_unwind_status(const struct sampler_stats *ss, struct json_object *smp, bool all)
 {
 	struct json_object *u = json_object_new_object(), *rej = json_object_new_object();
+	struct json_object *miss = json_object_new_object(), *list = NULL;
 	const struct unwtab_stats *t = &ss->unwind;
 
-	if (!u || !rej) {
+	if (!u || !rej || !miss) {
 		json_object_put(u);
 		json_object_put(rej);
+		json_object_put(miss);
 		return;
 	}
 	json_object_object_add(u, "enabled", json_object_new_boolean(ss->unwind_on));
@@ -151,6 +153,8 @@ static void add_unwind_status(const struct sampler_stats *ss, struct json_object
 	jprof_json_add_u64(u, "evicted", t->evicted);
 	jprof_json_add_u64(u, "rows_full", t->rows_full);
 	jprof_json_add_u64(u, "room_retries", t->room_retries);
+	jprof_json_add_u64(u, "evicted_cold", t->evicted_cold);
+	jprof_json_add_u64(u, "cold_reloads", t->cold_reloads);
 	jprof_json_add_u64(u, "open_failed", t->open_failed);
 	jprof_json_add_u64(u, "untrusted_fs", t->untrusted_fs);
 	jprof_json_add_u64(u, "too_many_mappings", t->too_many_maps);
@@ -160,6 +164,30 @@ static void add_unwind_status(const struct sampler_stats *ss, struct json_object
 	for (int i = CFI_OK + 1; i < CFI_NERRORS; i++)
 		jprof_json_add_u64(rej, cfi_error_name((enum cfi_error)i), t->rejected[i]);
 	json_object_object_add(u, "rejected", rej);
+	/* Binaries sampled within the last minute that have no table: how many
+	 * by cause for everyone; which ones (paths of any user's programs)
+	 * for callers who may see the whole host. */
+	for (int i = 0; i < UNWTAB_NWHY; i++)
+		jprof_json_add_u64(miss, unwtab_why_name((enum unwtab_why)i), t->sampled_missing[i]);
+	json_object_object_add(u, "sampled_without_tables", miss);
+	if (all)
+		list = json_object_new_array();
+	for (size_t i = 0; list && i < ss->unwind_nmissing; i++) {
+		const struct unwtab_missing *m = &ss->unwind_missing[i];
+		struct json_object *b = json_object_new_object();
+
+		if (!b)
+			break;
+		json_object_object_add(b, "path", json_object_new_string(m->path));
+		json_object_object_add(b, "why", json_object_new_string(unwtab_why_name(m->why)));
+		if (m->why == UNWTAB_REJECTED)
+			json_object_object_add(b, "error", json_object_new_string(cfi_error_name(m->error)));
+		if (m->rows)
+			jprof_json_add_u64(b, "rows", m->rows);
+		json_object_array_add(list, b);
+	}
+	if (list)
+		json_object_object_add(u, "binaries_without_tables", list);
 	json_object_object_add(smp, "unwind", u);
 }
 
@@ -191,7 +219,7 @@ static void add_bpf_time_status(const struct samplehist *h, struct json_object *
 }
 
 static void add_sampler_status(struct sampler *sampler, struct json_object *smp,
-			       struct json_object *lost)
+			       struct json_object *lost, bool all)
 {
 	struct json_object *off = json_object_new_object();
 	struct sampler_stats ss;
@@ -222,7 +250,7 @@ static void add_sampler_status(struct sampler *sampler, struct json_object *smp,
 		json_object_object_add(smp, "offcpu", off);
 	}
 	add_bpf_time_status(&ss.bpf_time, smp);
-	add_unwind_status(&ss, smp);
+	add_unwind_status(&ss, smp, all);
 }
 
 /* JVM attach helpers stopped without waiting (see attach.h). */
@@ -264,7 +292,7 @@ void req_status(const struct request *r)
 	json_object_object_add(st, "protocol", json_object_new_int(JPROF_PROTO_VERSION));
 	jprof_json_add_u64(st, "pid", (uint64_t)getpid());
 	jprof_json_add_u64(st, "uptime_ms", (clock_ns(CLOCK_MONOTONIC) - rq->start_mono_ns) / 1000000ull);
-	add_sampler_status(rq->sampler, smp, lost);
+	add_sampler_status(rq->sampler, smp, lost, r->peer->privileged);
 	json_object_object_add(st, "sampler", smp);
 	/* What others do with the daemon (their recordings, start gates,
 	 * connections, attach helpers) is shown to privileged callers only;

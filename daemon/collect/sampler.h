@@ -31,6 +31,7 @@ struct sampler_config {
 	unsigned count_entries;    /* per count map generation; 0 = default */
 	bool no_unwind;            /* frame pointers only: no CFI tables */
 	unsigned unwind_rows;      /* rows of all CFI tables together; 0 = default */
+	unsigned unwind_cold_s;    /* unwtab_set_cold; 0 = default */
 };
 
 
@@ -58,6 +59,9 @@ struct sampler_stats {
 	uint64_t uw_dwarf, uw_no_tables, uw_root, uw_frames, uw_fp_frames, uw_collision;
 	bool unwind_on;
 	struct unwtab_stats unwind;  /* the tables (unwind/unwtab.h) */
+	/* sampled binaries without tables (unwtab_missing) */
+	struct unwtab_missing unwind_missing[8];
+	size_t unwind_nmissing;
 	/* BPF time of each sample since start, all CPUs (empty in a build
 	 * with JPROF_BPF_TIMING=OFF) */
 	struct samplehist bpf_time;

@@ -111,7 +111,7 @@ struct sampler {
 	struct jp_offcpu_value *off_values;
 };
 
-/* sampler.c */
+/* sampler_drain.c */
 /* A stack of generation gen, fetched once per drain; NULL if gone. */
 const uint64_t *sampler_get_stack(struct sampler *s, unsigned gen, int32_t id, uint32_t *n);
 /* Reads and deletes every entry of a count map (keys jp_count_key) in
@@ -122,6 +122,14 @@ int sampler_drain_map(struct sampler *s, int fd, const char *what, void *values,
 void sampler_emit(struct sampler *s, const struct jp_count_key *k, enum event_id ev,
 		  const uint64_t *values, uint64_t time_ns, const uint64_t *kips, uint32_t nk,
 		  const uint64_t *uips, uint32_t nu);
+/* A ring buffer record (libbpf's callback). */
+int sampler_handle_ring_msg(void *ctx, void *data, size_t size);
+/* Empties the per-drain stack cache, keeping its capacity. */
+void sampler_stack_cache_reset(struct sampler *s);
+
+/* sampler.c */
+/* Waits one grace period of the BPF programs (membarrier, or 20 ms). */
+void sampler_wait_for_programs(bool membarrier_ok);
 
 /* sampler_offcpu.c */
 /* During a drain of epoch pending_epoch, after its grace period and before

@@ -32,6 +32,23 @@
 
 struct unwtab;
 
+/* Why a binary a process was sampled in has no rows in BPF. */
+enum unwtab_why {
+	UNWTAB_NO_ROOM,    /* no free rows even after evicting (rows_full; retried) */
+	UNWTAB_UID_SHARE,  /* its user's processes hold their share of the rows */
+	UNWTAB_TAKEN,      /* taken for a table in use (evicted_cold); back at the next sweep */
+	UNWTAB_REJECTED,   /* no table can be built from it (error says why) */
+	UNWTAB_NWHY
+};
+
+/* One such binary (unwtab_missing). */
+struct unwtab_missing {
+	char path[160];        /* as the process mapped it (truncated) */
+	enum unwtab_why why;
+	enum cfi_error error;  /* UNWTAB_REJECTED */
+	uint32_t rows;         /* what it needs, where known (0: not known) */
+};
+
 struct unwtab_stats {
 	uint64_t procs;           /* processes with tables in BPF */
 	uint64_t tables;          /* binaries loaded */
@@ -52,6 +69,8 @@ struct unwtab_stats {
 	uint64_t spill_bytes;     /* memory of those copies (bounded) */
 	uint64_t rows_full;       /* tables not loaded: no room even after evicting */
 	uint64_t room_retries;    /* tables refused for room built again later (ROOM_RETRY_NS) */
+	uint64_t evicted_cold;    /* tables in use whose rows went to another: unsampled (COLD_NS) */
+	uint64_t cold_reloads;    /* processes given such tables back (sampled again, recorded) */
 	uint64_t open_failed;     /* mapped files that could not be opened */
 	uint64_t untrusted_fs;    /* mappings of files on FUSE: not read (they could stall) */
 	uint64_t too_many_maps;   /* executable mappings beyond the per-process limit */
@@ -59,6 +78,9 @@ struct unwtab_stats {
 	uint64_t uid_share;       /* tables not built: their user's processes hold their share */
 	uint64_t builds_deferred; /* builds put off: their file's owner spent its build time */
 	uint64_t build_cpu_ns_total;  /* CPU time of the builds (the worker thread's) */
+	/* Binaries that live processes sampled within the last minute map and
+	 * that have no rows, by cause: a gauge, counted at each sweep (5 s). */
+	uint64_t sampled_missing[UNWTAB_NWHY];
 	uint64_t rejected[CFI_NERRORS];  /* binaries without a table, by cause */
 };
 
@@ -85,8 +107,16 @@ bool unwtab_pending(struct unwtab *u, uint32_t tgid);
 int unwtab_wait_idle(struct unwtab *u, uint64_t timeout_ns);
 
 void unwtab_get_stats(struct unwtab *u, struct unwtab_stats *out);
+/* The binaries sampled_missing counts, as of the last sweep, at most n of
+ * them (the most rows first); returns how many were written. */
+size_t unwtab_missing(struct unwtab *u, struct unwtab_missing *out, size_t n);
+const char *unwtab_why_name(enum unwtab_why why);
 /* The first wait before a table refused for want of rows is built again
  * (0: the default, 10 s); for tests. */
 void unwtab_set_room_retry(struct unwtab *u, uint64_t ns);
+/* How long the processes of a table in use must have gone without a CFI
+ * walk before its rows may go to another table (0: the default, 30 s); for
+ * tests. */
+void unwtab_set_cold(struct unwtab *u, uint64_t ns);
 
 #endif

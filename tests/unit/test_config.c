@@ -79,6 +79,14 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(c.max_sessions_per_uid, 8);
 	ck_assert_uint_eq(c.max_perf_events_per_uid, 4096);
 	ck_assert_uint_eq(c.max_output_per_uid, 64ull << 20);
+	ck_assert_uint_eq(c.unwind_cold_s, 30);
+	/* auto: a 512th of the host's memory, whole MiB within 12M..128M */
+	ck_assert_uint_eq(c.unwind_max_memory, 0);
+	ck_assert_uint_ge(config_unwind_memory(&c), 12ull << 20);
+	ck_assert_uint_le(config_unwind_memory(&c), 128ull << 20);
+	ck_assert_uint_eq(config_unwind_memory(&c) % (1ull << 20), 0);
+	c.unwind_max_memory = 5ull << 20;
+	ck_assert_uint_eq(config_unwind_memory(&c), 5ull << 20);
 	ck_assert_uint_eq(c.set, 0);
 }
 END_TEST
@@ -113,10 +121,12 @@ START_TEST(test_every_key)
 				   "symbols_max_memory = 96M\n"
 				   "debug_root = /srv/debug\n"
 				   "start_gate_ms = 500\n"
-				   "report_dir = /var/lib/jprofd/reports\n",
+				   "report_dir = /var/lib/jprofd/reports\n"
+				   "unwind_cold_s = 7\n",
 				   &c, err, sizeof(err)), 0);
 	ck_assert_uint_eq(c.start_gate_ms, 500);
 	ck_assert_str_eq(c.report_dir, "/var/lib/jprofd/reports");
+	ck_assert_uint_eq(c.unwind_cold_s, 7);
 	ck_assert(!c.lines);
 	ck_assert_uint_eq(c.lines_max_memory, 64ull << 20);
 	ck_assert_uint_eq(c.symbols_max_memory, 96ull << 20);
@@ -238,6 +248,7 @@ START_TEST(test_bad_values)
 	assert_error_at("lines_max_memory = 10K\n", 1, "lines_max_memory wants");
 	assert_error_at("debug_root = relative/dir\n", 1, "debug_root wants an absolute path");
 	assert_error_at("unwind_max_memory = 100K\n", 1, "unwind_max_memory wants");
+	assert_error_at("unwind_cold_s = 0\n", 1, "unwind_cold_s wants");
 	assert_error_at("rate = -1\n", 1, "rate wants");
 	assert_error_at("rate = 19hz\n", 1, "rate wants");
 	assert_error_at("rate =\n", 1, "rate wants");

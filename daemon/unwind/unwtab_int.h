@@ -1,0 +1,203 @@
+/* State shared by the unwind table modules (unwtab.c: processes and the
+ * worker; unwtab_rows.c: the row allocator and table loads; unwtab_table.c:
+ * finding and building tables). Internal: not for other modules. */
+#ifndef JPROF_UNWTAB_INT_H
+#define JPROF_UNWTAB_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "procmaps.h"
+#include "unwtab.h"
+
+/* /proc's start times count USER_HZ ticks (100 on x86-64): an entry holds
+ * the start rounded down to one, as BPF compares it. */
+#define TICK_NS 10000000ull
+#define REFRESH_NS 250000000ull    /* a process's maps are read at most every 250 ms, */
+#define REFRESH_MAX_NS 2000000000ull  /* backing off to 2 s while they show nothing new */
+#define SWEEP_NS 5000000000ull     /* exited processes are looked for every 5 s */
+/* A host-view request for a process younger than this waits until it is
+ * this old: most processes a busy host starts (a compiler's as and cc1
+ * per file, a shell loop's commands) have exited by then, and reading
+ * their maps and building their tables (BPF asks at their first sample)
+ * was the worker's largest cost under process churn. */
+#define DEFER_NS 100000000ull
+#define MAX_IDLE_TABLES 512        /* unreferenced tables kept for reuse */
+#define MAX_QUEUE 4096
+#define UPLOAD_CHUNK 8192
+/* The BPF row search takes 24 steps: no table may be longer. */
+#define MAX_TABLE_ROWS (1u << 24)
+/* A file owner's charge for build CPU time (the worker's, on its files) up
+ * to which its files are built at once; past it, while other requests
+ * wait, they wait until it has drained to that, by one ns per
+ * UID_BUILD_DRAIN_DIV ns of the worker's time (worker_clock): a process of
+ * another user waits for one such build at most. */
+#define UID_BUILD_BURST_NS (CFI_BUILD_CPU_NS / 4)
+#define UID_BUILD_DRAIN_DIV 2
+#define MAX_UID_CHARGES 256
+/* A table refused for want of rows is built again after this long (rows
+ * free up: processes exit, idle tables age out), the wait doubling to
+ * ROOM_RETRY_MAX_NS while there is still none; its processes are read again
+ * then (sweep). Before, such a table stayed without rows for as long as the
+ * daemon ran: gcc's cc1 at 0% complete stacks after a JVM had come and gone. */
+/* A table in use by live processes none of which has had a CFI walk for
+ * this long (nor been loaded) gives its rows to a table that finds none
+ * free (idle tables go first); its processes get it back at their next
+ * sample. Before, rows went to whichever binaries were mapped first: on a
+ * host up for an hour, the tables of idle daemons (postgres backends,
+ * nginx, a JVM's libjvm) held every row and gcc's cc1 got none. */
+#define COLD_NS 30000000000ull
+/* A binary counts as sampled without a table (status) if a process
+ * mapping it was sampled within this long. */
+#define MISSING_S 60
+#define UNWTAB_MAX_MISSING 16
+#define ROOM_RETRY_NS 10000000000ull
+#define ROOM_RETRY_MAX_NS 300000000000ull
+
+struct table {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	int64_t mtime_ns;
+	uint8_t build_id[64];
+	size_t build_id_len;
+	struct cfi_segment segs[8];
+	size_t nsegs;
+	uint32_t first, count;    /* count 0: no table (kept so it is not rebuilt) */
+	uint32_t owner;           /* euid of the process it was built for: its share */
+	uint32_t share_rows;      /* count 0 for the share: its rows, built once it has room */
+	bool shared;              /* from a file no user could write: found by build-id */
+	uint32_t refs;
+	uint64_t last_used;
+	uint8_t *spill;           /* evicted rows, encoded (spill_encode); NULL: none */
+	size_t spill_len;
+	uint32_t spill_rows;
+	uint64_t room_at;         /* count 0 for want of rows: built again then (0: not so) */
+	uint64_t loaded_ns;       /* its rows went into BPF then */
+	uint64_t room_wait;       /* the wait before room_at, doubling */
+	uint32_t hot_s;           /* unwtab_cold.c's scratch: latest sampled_s of its processes */
+	uint32_t want_rows;       /* rows it needs, when refused for room */
+	enum cfi_error error;     /* count 0 and no other cause: why no table was built */
+	char *path;               /* as first mapped (status: binaries without tables) */
+};
+
+struct proc {
+	uint32_t tgid;
+	uint64_t start_ns;        /* tick-rounded */
+	uint64_t loaded_ns;
+	uint64_t refresh_ns;      /* its maps are not read again sooner */
+	uint64_t maps_hash;       /* of its executable mappings */
+	bool retry;               /* a build of its was put off: read again when asked */
+	bool short_rows;          /* a table of its had no room when its entry was written */
+	uint32_t sampled_s;       /* CLOCK_BOOTTIME s of its last CFI walk (its entry's, cached) */
+	uint32_t cold_s;          /* a table of its was taken back then for want of use
+				   * (unwtab_cold.c); 0: none */
+	struct table **refs;
+	size_t nrefs;
+};
+
+struct range {
+	uint32_t first, count;
+};
+
+struct request {
+	uint32_t tgid;
+	uint64_t start_ns;
+	uint64_t due_ns;           /* deferred requests: CLOCK_BOOTTIME it is taken at */
+	bool retry;                /* a build put off (not pending for a recording) */
+	bool urgent;               /* a recording of it starts: tables refused for room are
+				    * tried again now (room is made from unsampled tables) */
+};
+
+/* Build CPU time charged to one file owner, drained up to worker_clock()
+ * at at. */
+struct uid_charge {
+	uint32_t uid;
+	uint64_t ns, at;
+};
+
+struct unwtab {
+	int rows_fd, procs_fd;
+	uint32_t cap;
+	/* unwind_rows mapped into the daemon (BPF_F_MMAPABLE): rows are
+	 * written and read back with memcpy, not bpf() syscalls. NULL: the
+	 * map is not mappable (tests, older kernels); batch syscalls then. */
+	uint8_t *rows_map;
+	size_t rows_map_len;
+	pthread_t thread;
+	bool started;
+	pthread_mutex_t mu;
+	pthread_cond_t wake, idle;
+	bool stop, busy;
+	atomic_bool cancel;         /* unwtab_free: a build in progress stops */
+	uint32_t building;          /* the tgid the worker is loading, 0: none */
+	struct request *queue;     /* under mu */
+	size_t nq;
+	struct request *later;     /* under mu: young processes' requests (DEFER_NS), retries */
+	size_t nlater;
+	size_t nretry;             /* under mu: of those, retries of builds put off */
+	uint64_t wakes_at;         /* under mu: CLOCK_BOOTTIME the idle worker wakes by */
+	struct unwtab_stats shared;  /* under mu: copied from st after each batch */
+
+	/* Worker only. */
+	struct unwtab_stats st;
+	struct table **tables;
+	size_t ntables;
+	struct proc *procs;
+	size_t nprocs;
+	struct range *free;        /* sorted by first, coalesced */
+	size_t nfree;
+	uint64_t last_sweep;
+	uint64_t full_until;       /* unwind_procs was full: no loads before then */
+	struct jp_unwind_proc entry;
+	struct procmaps_fuse_cache fuse;
+	size_t spill_max;          /* bytes of evicted rows kept encoded */
+	struct uid_charge charges[MAX_UID_CHARGES];
+	size_t ncharges;
+	uint64_t idle_ns;          /* time spent waiting for requests */
+	uint64_t room_retry_ns;    /* ROOM_RETRY_NS (unwtab_set_room_retry: tests) */
+	uint64_t cold_ns;          /* COLD_NS (unwtab_set_cold: tests) */
+	uint64_t cold_read_ns;     /* processes' sampled_s were read from BPF then */
+	struct jp_unwind_proc *cold_ent;  /* unwtab_cold.c's scratch (u->entry is load_proc's) */
+	struct unwtab_missing missing[UNWTAB_MAX_MISSING];  /* under mu: unwtab_missing's */
+	size_t nmissing;
+};
+
+/* What load_proc learns of one process, read only when needed. */
+struct proc_view {
+	uint32_t tgid;
+	int64_t uid;               /* effective; -1: not read yet */
+	bool fuse_free;            /* in the daemon's mount namespace, which has no FUSE mount */
+	uint64_t retry_ns;         /* a build was put off: worth trying again in this long */
+	bool urgent;               /* request.urgent */
+};
+
+/* An array map's values are 8-byte aligned: the stride in its mapping. */
+#define ROW_STRIDE ((sizeof(struct jp_unwind_row) + 7) & ~(size_t)7)
+
+/* unwtab_rows.c */
+bool unwtab_evict_one(struct unwtab *u, bool with_rows_only);
+void unwtab_table_load(struct unwtab *u, struct table *t, const struct cfi_table *ct);
+bool unwtab_room_retry(const struct table *t);
+void unwtab_room_after_load(struct unwtab *u, struct table *t, size_t rows);
+void unwtab_table_unspill(struct unwtab *u, struct table *t);
+void unwtab_table_unload(struct unwtab *u, struct table *t);
+
+/* unwtab_cold.c */
+bool unwtab_evict_cold(struct unwtab *u, const struct table *keep);
+/* Reads every process's last-sample stamp (the sweep). */
+void unwtab_cold_sweep(struct unwtab *u);
+/* Counts the sampled binaries without rows (stats, unwtab_missing). */
+void unwtab_missing_sweep(struct unwtab *u);
+/* p had a table taken and has been sampled since: read it again (which
+ * loads the table back and clears cold_s). */
+bool unwtab_cold_woke(struct unwtab *u, struct proc *p);
+
+/* unwtab_table.c */
+struct table *unwtab_table_for(struct unwtab *u, struct proc_view *pv,
+			       const struct procmaps_entry *e, bool build, bool *need_build);
+
+#endif
