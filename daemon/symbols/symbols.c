@@ -93,10 +93,14 @@ struct sym_map {
 };
 
 #define SYM_DEAD_GRACE_MS 2000
+/* A primed process's (symbols_prime) samples may come after it exited,
+ * once unwound: up to the sampler's age cap for them (10 s). */
+#define SYM_PRIMED_GRACE_MS 12000
 #define SYM_ELF_KEEP_MS 30000            /* unreferenced ELF tables */
 
 struct sym_proc {
 	pid_t pid;
+	uint64_t primed_ms;              /* symbols_prime read it then; 0: never */
 	uint64_t start_time;             /* /proc/PID/stat field 22 */
 	uint64_t gone_time;              /* a start time of pid found not to be its process now */
 	uid_t uid;                       /* whose files it may read: owner of /proc/PID */
@@ -1072,6 +1076,20 @@ static void symbols_take_loads(struct symbols *s)
 	}
 }
 
+void symbols_prime(struct symbols *s, pid_t pid, uint64_t start_ns)
+{
+	struct sym_proc *p;
+
+	if (!s || pid <= 0 ||
+	    symbols_get_proc(s, pid, symbols_start_ticks(start_ns), symbols_now_ms(), &p) < 0)
+		return;
+	p->primed_ms = symbols_now_ms();
+	for (size_t i = 0; i < p->nmaps; i++)
+		if (p->maps[i].type == SYM_MAP_FILE && !p->maps[i].elf_tried &&
+		    symbols_attach_elf(s, p, &p->maps[i]) < 0)
+			break;
+}
+
 int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t start_ns, uint64_t addr,
 			 bool is_return_addr, struct sym_result *out)
 {
@@ -1255,7 +1273,8 @@ static bool symbols_keep_proc(uint64_t key, uint64_t *val, void *arg)
 	 * are drained (a second); hosts that spawn processes all the time would
 	 * otherwise hold thousands. */
 	if (idle < e->idle_ms &&
-	    !(idle >= SYM_DEAD_GRACE_MS && kill(p->pid, 0) < 0 && errno == ESRCH))
+	    !(idle >= SYM_DEAD_GRACE_MS && e->now - p->primed_ms >= SYM_PRIMED_GRACE_MS &&
+	      kill(p->pid, 0) < 0 && errno == ESRCH))
 		return true;
 	symbols_proc_free(p);
 	return false;
