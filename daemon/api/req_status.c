@@ -118,6 +118,28 @@ static void add_hostview_status(struct hostview *hv, struct json_object *st)
 	json_object_object_add(st, "hostview", h);
 }
 
+/* Samples of processes without tables yet, sent with a copy of their
+ * stack and walked in the daemon once the tables exist. */
+static void add_young_status(const struct sampler_stats *ss, struct json_object *u)
+{
+	struct json_object *y = json_object_new_object();
+	const struct unwtab_stats *t = &ss->unwind;
+
+	if (!y)
+		return;
+	requests_add_u64(y, "copied", ss->young_copied);
+	requests_add_u64(y, "copy_failed", ss->young_copy_err);
+	requests_add_u64(y, "held", t->young_held);
+	requests_add_u64(y, "held_bytes", t->young_held_bytes);
+	requests_add_u64(y, "unwound", t->young_unwound);
+	requests_add_u64(y, "unwound_to_root", t->young_to_root);
+	requests_add_u64(y, "short_copy", t->young_short_copy);
+	requests_add_u64(y, "dropped_exited", t->young_gone);
+	requests_add_u64(y, "dropped_expired", t->young_expired);
+	requests_add_u64(y, "dropped_memory", t->young_over_memory);
+	json_object_object_add(u, "young", y);
+}
+
 /* DWARF unwinding: what the BPF unwinder did and the tables it read. */
 static void add_unwind_status(const struct sampler_stats *ss, struct json_object *smp)
 {
@@ -160,6 +182,7 @@ static void add_unwind_status(const struct sampler_stats *ss, struct json_object
 	for (int i = CFI_OK + 1; i < CFI_NERRORS; i++)
 		requests_add_u64(rej, cfi_error_name((enum cfi_error)i), t->rejected[i]);
 	json_object_object_add(u, "rejected", rej);
+	add_young_status(ss, u);
 	json_object_object_add(smp, "unwind", u);
 }
 

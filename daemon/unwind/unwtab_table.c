@@ -238,6 +238,7 @@ struct table *unwtab_table_for(struct unwtab *u, struct proc_view *pv,
 				const struct procmaps_entry *e, bool build, bool *need_build)
 {
 	char path[96];
+	const char *name;
 	uint8_t bid[64];
 	struct stat sb;
 	bool shared;
@@ -257,16 +258,24 @@ struct table *unwtab_table_for(struct unwtab *u, struct proc_view *pv,
 	 * deleted, another mount namespace). */
 	snprintf(path, sizeof(path), "/proc/%u/map_files/%llx-%llx", tgid,
 		 (unsigned long long)e->start, (unsigned long long)e->end);
+	/* A process that has exited (its maps read while it ran: young
+	 * samples wait for it) has no map_files: the path, only where it
+	 * names the mapped file (as table_by_path), checked again once open. */
+	name = path;
+	if (pv->gone)
+		name = pv->fuse_free && !e->deleted && e->path[0] == '/' ? e->path : NULL;
 	/* Only regular files: opening a device a process mapped could have
 	 * side effects. */
-	if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
+	if (name && stat(name, &sb) == 0 && S_ISREG(sb.st_mode)) {
 		t = table_find_file(u, &sb);
 		if (t && !share_retry(u, pv, t) && !unwtab_room_retry(t))
 			goto out;
 		t = NULL;
-		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+		fd = open(name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	}
-	if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+	if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) ||
+	    (pv->gone && (sb.st_ino != e->inode || major(sb.st_dev) != e->dev_major ||
+			  minor(sb.st_dev) != e->dev_minor))) {
 		u->st.open_failed++;
 		goto out;
 	}
