@@ -194,7 +194,7 @@ enum jp_msg_type {
  * (status.sampler.unwind.young.short_copy). */
 #define JP_USTACK_COPY_BYTES 16384
 
-/* A sample (host view, or a recording that counts) of a process that has no
+/* A host-view sample of a process that has no
  * unwind tables in BPF yet: everything its count key holds, the registers
  * the CFI walk starts from, and the top of its user stack. It stands for the
  * sample: not counted in counts0/1. The daemon unwinds it once the
