@@ -94,7 +94,7 @@ struct sym_map {
 
 #define SYM_DEAD_GRACE_MS 2000
 /* A primed process's (symbols_prime) samples may come after it exited,
- * once unwound: up to the sampler's age cap for them (10 s). */
+ * once unwound: the sampler's age cap for them (3 s) and a drain or two. */
 #define SYM_PRIMED_GRACE_MS 12000
 #define SYM_ELF_KEEP_MS 30000            /* unreferenced ELF tables */
 

@@ -125,7 +125,7 @@ void unwtab_young_snapshot(struct unwtab *u, uint32_t tgid, uint64_t start_ns);
  * first, and frees them (the caller's thread: the event loop). */
 void unwtab_young_take(struct unwtab *u, void (*fn)(const struct unwtab_young_out *o, void *arg),
 		       void *arg);
-/* Caps on held samples: memory (0: 8 MiB) and age (0: 10 s). */
+/* Caps on held samples: memory (0: 8 MiB) and age (0: 3 s). */
 void unwtab_young_limits(struct unwtab *u, size_t max_bytes, uint64_t max_age_ns);
 /* tgids sampled in the last drain (the sampler's): their tables win over
  * those of processes nobody samples when rows run out. Never blocks. */

@@ -129,7 +129,7 @@ struct young_gone {
  * idle daemons' tables held every row). */
 #define UNSAMPLED_EVICT_NS 60000000000ull
 /* A snapshot no request took within this long is of a process whose
- * samples are delivered by now (YOUNG_MAX_AGE_NS is 10 s). */
+ * samples are delivered by now (YOUNG_MAX_AGE_NS is 3 s). */
 #define YOUNG_SNAP_MAX_AGE_NS 15000000000ull
 
 struct unwtab {
@@ -183,6 +183,7 @@ struct unwtab {
 	size_t young_max_bytes;
 	uint64_t young_max_age_ns;
 	uint64_t young_over_memory;
+	uint64_t young_expired_loop;       /* expired by unwtab_young_take */
 	uint32_t *sampled;                 /* unwtab_sampled's tgids, not applied yet */
 	size_t nsampled;
 	uint64_t unsampled_ns;             /* UNSAMPLED_EVICT_NS (tests: less) */
