@@ -313,29 +313,22 @@ void hostview_add(struct hostview *hv, const struct built_sample *bs, uint64_t n
 	hv_enforce_cap(hv);
 }
 
-/* A sample taken at t in a window that has closed (a young process's,
- * delivered once its stack was walked, seconds later): to that window's
- * bucket while it is kept, so that a window holds the CPU of its own time
- * (filed by the drain that delivered them, a burst of them made a window
- * show more CPU than the host has). Not to taps: their scrapes of that
- * window are done. false when the window is not kept, or its buckets hold
- * another process with that pid: the open window takes it. */
-static bool hv_add_late(struct hostview *hv, const struct built_sample *bs, uint64_t t)
+/* A sample taken in a closed window (a young process's): to its bucket, not to taps. */
+static bool hv_add_late(struct hostview *hv, const struct built_sample *bs)
 {
+	if (!hv || !bs || !bs->time_ns || !bs->pid || !bs->values[0] || !hv->open ||
+	    bs->time_ns >= hv->open->start_ns)
+		return false;
 	for (struct hv_bucket *b = hv->oldest; b && b != hv->open; b = b->next) {
-		const uint64_t *v;
-
-		if (t < b->start_ns || t - b->start_ns >= b->len_ns)
+		const uint64_t *v = htab_map_get(&b->procs, bs->pid);
+		if (bs->time_ns < b->start_ns || bs->time_ns - b->start_ns >= b->len_ns ||
+		    (v && *v != bs->start_ns))
 			continue;
-		v = htab_map_get(&b->procs, bs->pid);
-		if (v && *v != bs->start_ns)
-			continue;  /* another bucket of the window may hold it */
 		if (!v && htab_map_put(&b->procs, bs->pid, bs->start_ns) < 0)
 			return false;
 		sample_store_add(b->st, bs, NULL);
-		hv->closed_bytes -= b->bytes;
+		hv->closed_bytes += hv_bucket_bytes(b) - b->bytes;  /* unsigned: wraps right */
 		b->bytes = hv_bucket_bytes(b);
-		hv->closed_bytes += b->bytes;
 		hv->st.samples += bs->values[0];
 		hv_enforce_cap(hv);
 		return true;
@@ -343,15 +336,10 @@ static bool hv_add_late(struct hostview *hv, const struct built_sample *bs, uint
 	return false;
 }
 
-void hostview_consume(const struct built_sample *bs, void *arg)
+void hostview_consume(const struct built_sample *bs, void *hv)
 {
-	struct hostview *hv = arg;
-
-	if (hv && bs && bs->pid && bs->values[0] && bs->time_ns && hv->open &&
-	    bs->time_ns < hv->open->start_ns && hv_add_late(hv, bs, bs->time_ns))
-		return;
-	/* The bucket (and the taps) of the drain that delivered it. */
-	hostview_add(hv, bs, clock_mono_ns());
+	if (!hv_add_late(hv, bs))  /* else the drain's bucket (and taps) */
+		hostview_add(hv, bs, clock_mono_ns());
 }
 
 void hostview_on_tick(void *hv, uint64_t now_ns)
