@@ -2,74 +2,13 @@
  * real BPF maps of the shapes sampler.bpf.c declares: a process's entry,
  * its rows, sharing between processes, the row bound, and the release of
  * an exited process. Needs root (BPF maps); skipped otherwise. */
-#include <bpf/bpf.h>
-#include <check.h>
-#include <dlfcn.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <grp.h>
-#include <link.h>
-#include <signal.h>
-#include <spawn.h>
-#include <stdbool.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-
-#include "cfi.h"
-#include "check_main.h"
-#include "clock.h"
-#include "proc.h"
-#include "unwtab.h"
-
-#define WAIT_NS (30ull * 1000000000ull)
-
-static int rows_fd = -1, procs_fd = -1;
-/* The daemon's array is mappable (the worker writes rows with memcpy);
- * the "syscalls" case runs the same tests through bpf() batch calls. */
-static bool rows_mappable;
-
-static void use_mapping(void)
-{
-	rows_mappable = true;
-}
-
-static void make_maps(uint32_t rows)
-{
-	LIBBPF_OPTS(bpf_map_create_opts, nopre, .map_flags = BPF_F_NO_PREALLOC);
-	LIBBPF_OPTS(bpf_map_create_opts, ropts, .map_flags = rows_mappable ? BPF_F_MMAPABLE : 0);
-
-	rows_fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "t_rows", sizeof(uint32_t),
-				 sizeof(struct jp_unwind_row), rows, &ropts);
-	procs_fd = bpf_map_create(BPF_MAP_TYPE_HASH, "t_procs", sizeof(uint32_t),
-				  sizeof(struct jp_unwind_proc), 64, &nopre);
-	ck_assert_int_ge(rows_fd, 0);
-	ck_assert_int_ge(procs_fd, 0);
-}
-
-static void close_maps(void)
-{
-	close(rows_fd);
-	close(procs_fd);
-}
+#include "unwtab_fixture.h"
 
 /* A function of this executable; its ELF address and the loaded object's
  * base. */
 __attribute__((noinline)) static int probe_function(int x)
 {
 	return x * 3 + 1;
-}
-
-static const struct jp_unwind_map *map_of(const struct jp_unwind_proc *e, uint64_t addr)
-{
-	for (uint32_t i = 0; i < e->n && i < JP_UNWIND_MAX_MAPS; i++)
-		if (addr >= e->maps[i].start && addr < e->maps[i].end)
-			return &e->maps[i];
-	return NULL;
 }
 
 START_TEST(test_own_process)
@@ -139,41 +78,6 @@ START_TEST(test_own_process)
 	free(e);
 }
 END_TEST
-
-/* True when /proc/PID/maps names a file containing what. */
-static bool maps_have(int pid, const char *what)
-{
-	char path[64], line[4096];
-	bool found = false;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f))
-		found = strstr(line, what) != NULL;
-	fclose(f);
-	return found;
-}
-
-/* Children by posix_spawn: glibc's runs only the exec in the child (vfork
- * semantics), where a fork() of this multi-threaded test (the unwind
- * worker) under ASan left children that never got to exec (60 s, twice). */
-static pid_t spawn_argv(char *const argv[])
-{
-	pid_t p;
-
-	ck_assert_int_eq(posix_spawn(&p, argv[0], NULL, NULL, argv, environ), 0);
-	return p;
-}
-
-static pid_t spawn_sleeper(void)
-{
-	char *argv[] = { "/bin/sleep", "60", NULL };
-
-	return spawn_argv(argv);
-}
 
 /* Two processes of one binary share its table; when one exits its entry
  * goes (the sweep) and the table stays for the other. */
@@ -395,265 +299,6 @@ START_TEST(test_rows_full)
 	unwtab_free(u);
 	close_maps();
 	free(e);
-}
-END_TEST
-
-static pid_t spawn_prog(const char *path, const char *a1, const char *a2)
-{
-	char *argv[] = { (char *)path, (char *)a1, (char *)a2, NULL };
-
-	return spawn_argv(argv);
-}
-
-/* Waits until pid's loader has mapped libc and its own binary (name). */
-static void wait_mapped(pid_t pid, const char *name)
-{
-	struct timespec ts = { 0, 20 * 1000 * 1000 };
-
-	/* A deadline, not a count of tries: a loaded machine (ASan beside
-	 * other tests) took over 10 s to start a child once. */
-	for (int i = 0; i < 3000 && !(maps_have((int)pid, "libc.so") && maps_have((int)pid, name));
-	     i++)
-		nanosleep(&ts, NULL);
-	ck_assert(maps_have((int)pid, "libc.so") && maps_have((int)pid, name));
-}
-
-/* Loads pid once its loader has mapped libc and its own binary (name). */
-static void load_when_mapped(struct unwtab *u, pid_t pid, const char *name)
-{
-	wait_mapped(pid, name);
-	unwtab_request(u, (uint32_t)pid, 0, false);
-	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
-}
-
-/* Ends pid and waits for the sweep (every 5 s) to release its tables. */
-static void end_and_sweep(struct unwtab *u, pid_t pid)
-{
-	struct jp_unwind_proc *e = calloc(1, sizeof(*e));
-	struct timespec ts = { 0, 50 * 1000 * 1000 };
-	uint32_t k = (uint32_t)pid;
-	int i;
-
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-	for (i = 0; i < 400 && bpf_map_lookup_elem(procs_fd, &k, e) == 0; i++)
-		nanosleep(&ts, NULL);
-	ck_assert_int_lt(bpf_map_lookup_elem(procs_fd, &k, e), 0);
-	free(e);
-	(void)u;
-}
-
-/* pid's mapping of its executable: the first executable one naming name. */
-static uint64_t exe_addr(pid_t pid, const char *name)
-{
-	char path[64], line[4096];
-	unsigned long long start = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	f = fopen(path, "re");
-	ck_assert_ptr_nonnull(f);
-	while (fgets(line, sizeof(line), f))
-		if (strstr(line, " r-xp ") && strstr(line, name) &&
-		    sscanf(line, "%llx-", &start) == 1)
-			break;
-	fclose(f);
-	ck_assert_uint_ne(start, 0);
-	return start;
-}
-
-/* The rows of pid's mapping of its executable, copied out of BPF. */
-static struct jp_unwind_row *exe_rows(pid_t pid, const char *name, uint32_t *n)
-{
-	struct jp_unwind_proc *e = calloc(1, sizeof(*e));
-	uint32_t k = (uint32_t)pid;
-	const struct jp_unwind_map *m;
-	struct jp_unwind_row *rows;
-
-	ck_assert_int_eq(bpf_map_lookup_elem(procs_fd, &k, e), 0);
-	m = map_of(e, exe_addr(pid, name));
-	ck_assert_ptr_nonnull(m);
-	ck_assert_uint_gt(m->row_count, 0);
-	*n = m->row_count;
-	rows = calloc(*n, sizeof(*rows));
-	for (uint32_t i = 0; i < *n; i++) {
-		k = m->row_first + i;
-		ck_assert_int_eq(bpf_map_lookup_elem(rows_fd, &k, &rows[i]), 0);
-	}
-	free(e);
-	return rows;
-}
-
-/* A table refused for want of room is built again once rows may have
- * freed up, and its process read again: tail cannot fit beside python3;
- * python3 exits (its tables idle, evicted for room, its own binary's a
- * hole big enough); within ROOM_RETRY_NS and a sweep tail's process has
- * its rows (before, it stayed without them for as long as the daemon ran). */
-START_TEST(test_room_retried)
-{
-	struct unwtab_stats st;
-	struct unwtab *u;
-	uint32_t used, k;
-	struct jp_unwind_proc *e = calloc(1, sizeof(*e));
-	const struct jp_unwind_map *m = NULL;
-	struct timespec ts = { 0, 100 * 1000 * 1000 };
-	pid_t a, b;
-
-	/* What python3 needs (its binary's rows, tens of thousands, and its
-	 * libraries'), measured; then room for that and not tail's 1,241. */
-	make_maps(1u << 20);
-	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 1u << 20, &u), 0);
-	a = spawn_prog("/usr/bin/python3", "-c", "import time; time.sleep(60)");
-	load_when_mapped(u, a, "python3");
-	unwtab_get_stats(u, &st);
-	used = (uint32_t)st.rows_used;
-	end_and_sweep(u, a);
-	unwtab_free(u);
-	close_maps();
-
-	k = used + 500;
-	make_maps(k);
-	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, k, &u), 0);
-	unwtab_set_room_retry(u, 1000000000ull);  /* 1 s: the sweep's 5 s decide */
-	a = spawn_prog("/usr/bin/python3", "-c", "import time; time.sleep(60)");
-	load_when_mapped(u, a, "python3");
-	b = spawn_prog("/usr/bin/tail", "-f", "/dev/null");
-	load_when_mapped(u, b, "tail");
-	unwtab_get_stats(u, &st);
-	ck_assert_uint_ge(st.rows_full, 1);
-	k = (uint32_t)b;
-	ck_assert_int_eq(bpf_map_lookup_elem(procs_fd, &k, e), 0);
-	m = map_of(e, exe_addr(b, "tail"));
-	ck_assert_ptr_nonnull(m);
-	ck_assert_uint_eq(m->row_count, 0);
-	end_and_sweep(u, a);
-	for (int i = 0; i < 400; i++) {
-		ck_assert_int_eq(bpf_map_lookup_elem(procs_fd, &k, e), 0);
-		m = map_of(e, exe_addr(b, "tail"));
-		if (m && m->row_count)
-			break;
-		nanosleep(&ts, NULL);
-	}
-	ck_assert_ptr_nonnull(m);
-	ck_assert_uint_gt(m->row_count, 0);
-	unwtab_get_stats(u, &st);
-	ck_assert_uint_ge(st.room_retries, 1);
-	kill(b, SIGKILL);
-	waitpid(b, NULL, 0);
-	unwtab_free(u);
-	close_maps();
-	free(e);
-}
-END_TEST
-
-/* Tables of a binary nobody samples give way to a sampled one's: python3
- * runs, unsampled, and holds all but 500 rows; tail (sampled: it asked)
- * gets rows, python3's entry is deleted to be read again at its next
- * sample. Before, tail stayed without rows while python3 ran, however long
- * nobody sampled it (issue 27: cc1 at 0% beside idle daemons' tables). */
-START_TEST(test_unsampled_evicted)
-{
-	struct unwtab_stats st;
-	struct unwtab *u;
-	uint32_t used, k;
-	struct jp_unwind_proc *e = calloc(1, sizeof(*e));
-	const struct jp_unwind_map *m = NULL;
-	pid_t a, b;
-
-	make_maps(1u << 20);
-	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 1u << 20, &u), 0);
-	a = spawn_prog("/usr/bin/python3", "-c", "import time; time.sleep(60)");
-	load_when_mapped(u, a, "python3");
-	unwtab_get_stats(u, &st);
-	used = (uint32_t)st.rows_used;
-	end_and_sweep(u, a);
-	unwtab_free(u);
-	close_maps();
-
-	k = used + 500;
-	make_maps(k);
-	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, k, &u), 0);
-	unwtab_set_unsampled_evict(u, 1);  /* unsampled at once */
-	a = spawn_prog("/usr/bin/python3", "-c", "import time; time.sleep(60)");
-	load_when_mapped(u, a, "python3");
-	b = spawn_prog("/usr/bin/tail", "-f", "/dev/null");
-	load_when_mapped(u, b, "tail");
-	unwtab_get_stats(u, &st);
-	ck_assert_uint_ge(st.evicted_unsampled, 1);
-	k = (uint32_t)b;
-	ck_assert_int_eq(bpf_map_lookup_elem(procs_fd, &k, e), 0);
-	m = map_of(e, exe_addr(b, "tail"));
-	ck_assert_ptr_nonnull(m);
-	ck_assert_uint_gt(m->row_count, 0);
-	k = (uint32_t)a;
-	ck_assert_int_ne(bpf_map_lookup_elem(procs_fd, &k, e), 0);
-	kill(a, SIGKILL);
-	waitpid(a, NULL, 0);
-	kill(b, SIGKILL);
-	waitpid(b, NULL, 0);
-	unwtab_free(u);
-	close_maps();
-	free(e);
-}
-END_TEST
-
-/* A binary that runs again after its table was evicted for another one is
- * loaded from the daemon's encoded copy, not rebuilt, with the same rows:
- * sleep, then tail (which needs sleep's room), then sleep again, in an
- * array one row too small for both. */
-START_TEST(test_evicted_reloaded)
-{
-	struct unwtab *u;
-	struct unwtab_stats a, b, c;
-	struct jp_unwind_row *orig, *again;
-	uint32_t n_orig, n_again, cap;
-	pid_t p;
-
-	/* How many rows each needs, in an array with room for all. */
-	make_maps(1u << 20);
-	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 1u << 20, &u), 0);
-	p = spawn_sleeper();
-	load_when_mapped(u, p, "sleep");
-	unwtab_get_stats(u, &a);
-	kill(p, SIGKILL);
-	waitpid(p, NULL, 0);
-	p = spawn_prog("/usr/bin/tail", "-f", "/dev/null");
-	load_when_mapped(u, p, "tail");
-	unwtab_get_stats(u, &b);
-	kill(p, SIGKILL);
-	waitpid(p, NULL, 0);
-	unwtab_free(u);
-	close_maps();
-	ck_assert_uint_gt(b.rows_used, a.rows_used);  /* tail's own rows */
-	cap = (uint32_t)b.rows_used - 1;
-
-	make_maps(cap);
-	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, cap, &u), 0);
-	p = spawn_sleeper();
-	load_when_mapped(u, p, "sleep");
-	orig = exe_rows(p, "sleep", &n_orig);
-	end_and_sweep(u, p);
-	p = spawn_prog("/usr/bin/tail", "-f", "/dev/null");
-	load_when_mapped(u, p, "tail");
-	unwtab_get_stats(u, &a);
-	ck_assert_uint_ge(a.evicted, 1);
-	ck_assert_uint_gt(a.spill_bytes, 0);
-	ck_assert_uint_eq(a.reloads, 0);
-	end_and_sweep(u, p);
-	p = spawn_sleeper();
-	load_when_mapped(u, p, "sleep");
-	unwtab_get_stats(u, &c);
-	ck_assert_uint_ge(c.reloads, 1);
-	ck_assert_uint_eq(c.builds, a.builds);  /* nothing built again */
-	again = exe_rows(p, "sleep", &n_again);
-	ck_assert_uint_eq(n_again, n_orig);
-	ck_assert_int_eq(memcmp(again, orig, n_orig * sizeof(*orig)), 0);
-	kill(p, SIGKILL);
-	waitpid(p, NULL, 0);
-	free(orig);
-	free(again);
-	unwtab_free(u);
-	close_maps();
 }
 END_TEST
 
@@ -879,7 +524,6 @@ int main(void)
 	tcase_add_test(tc, test_build_id_trusted_only);
 	tcase_add_test(tc, test_rows_full);
 	tcase_add_test(tc, test_reread_backoff);
-	tcase_add_test(tc, test_evicted_reloaded);
 	tcase_add_test(tc, test_young_deferred);
 	tcase_add_test(tc, test_hostile_build_bounded);
 	tcase_add_test(tc, test_share_refused_kept);
@@ -889,9 +533,6 @@ int main(void)
 	tcase_add_test(tm, test_own_process);
 	tcase_add_test(tm, test_shared_and_released);
 	tcase_add_test(tm, test_rows_full);
-	tcase_add_test(tm, test_evicted_reloaded);
-	tcase_add_test(tm, test_room_retried);
-	tcase_add_test(tm, test_unsampled_evicted);
 	suite_add_tcase(s, tm);
 	return jprof_check_run(s);
 }

@@ -1,0 +1,206 @@
+/* Unit tests of the unwind table loader (daemon/unwind/unwtab.c) when rows
+ * run out: a table refused for room is retried, an unsampled process's
+ * tables give way to a sampled binary's, an evicted table is reloaded from
+ * the daemon's copy. Real BPF maps; needs root, skipped otherwise. */
+#include "unwtab_fixture.h"
+
+/* A table refused for want of room is built again once rows may have
+ * freed up, and its process read again: tail cannot fit beside python3;
+ * python3 exits (its tables idle, evicted for room, its own binary's a
+ * hole big enough); within ROOM_RETRY_NS and a sweep tail's process has
+ * its rows (before, it stayed without them for as long as the daemon ran). */
+START_TEST(test_room_retried)
+{
+	struct unwtab_stats st;
+	struct unwtab *u;
+	uint32_t used, k;
+	struct jp_unwind_proc *e = calloc(1, sizeof(*e));
+	const struct jp_unwind_map *m = NULL;
+	struct timespec ts = { 0, 100 * 1000 * 1000 };
+	pid_t a, b;
+
+	/* What python3 needs (its binary's rows, tens of thousands, and its
+	 * libraries'), measured; then room for that and not tail's 1,241. */
+	make_maps(1u << 20);
+	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 1u << 20, &u), 0);
+	a = spawn_prog("/usr/bin/python3", "-c", "import time; time.sleep(60)");
+	load_when_mapped(u, a, "python3");
+	unwtab_get_stats(u, &st);
+	used = (uint32_t)st.rows_used;
+	end_and_sweep(u, a);
+	unwtab_free(u);
+	close_maps();
+
+	k = used + 500;
+	make_maps(k);
+	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, k, &u), 0);
+	unwtab_set_room_retry(u, 1000000000ull);  /* 1 s: the sweep's 5 s decide */
+	a = spawn_prog("/usr/bin/python3", "-c", "import time; time.sleep(60)");
+	load_when_mapped(u, a, "python3");
+	b = spawn_prog("/usr/bin/tail", "-f", "/dev/null");
+	load_when_mapped(u, b, "tail");
+	unwtab_get_stats(u, &st);
+	ck_assert_uint_ge(st.rows_full, 1);
+	k = (uint32_t)b;
+	ck_assert_int_eq(bpf_map_lookup_elem(procs_fd, &k, e), 0);
+	m = map_of(e, exe_addr(b, "tail"));
+	ck_assert_ptr_nonnull(m);
+	ck_assert_uint_eq(m->row_count, 0);
+	end_and_sweep(u, a);
+	for (int i = 0; i < 400; i++) {
+		ck_assert_int_eq(bpf_map_lookup_elem(procs_fd, &k, e), 0);
+		m = map_of(e, exe_addr(b, "tail"));
+		if (m && m->row_count)
+			break;
+		nanosleep(&ts, NULL);
+	}
+	ck_assert_ptr_nonnull(m);
+	ck_assert_uint_gt(m->row_count, 0);
+	unwtab_get_stats(u, &st);
+	ck_assert_uint_ge(st.room_retries, 1);
+	kill(b, SIGKILL);
+	waitpid(b, NULL, 0);
+	unwtab_free(u);
+	close_maps();
+	free(e);
+}
+END_TEST
+
+/* Tables of a binary nobody samples give way to a sampled one's: python3
+ * runs, unsampled, and holds all but 500 rows; tail (sampled: it asked)
+ * gets rows, python3's entry is deleted to be read again at its next
+ * sample. Before, tail stayed without rows while python3 ran, however long
+ * nobody sampled it (issue 27: cc1 at 0% beside idle daemons' tables). */
+START_TEST(test_unsampled_evicted)
+{
+	struct unwtab_stats st;
+	struct unwtab *u;
+	uint32_t used, k;
+	struct jp_unwind_proc *e = calloc(1, sizeof(*e));
+	const struct jp_unwind_map *m = NULL;
+	pid_t a, b;
+
+	make_maps(1u << 20);
+	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 1u << 20, &u), 0);
+	a = spawn_prog("/usr/bin/python3", "-c", "import time; time.sleep(60)");
+	load_when_mapped(u, a, "python3");
+	unwtab_get_stats(u, &st);
+	used = (uint32_t)st.rows_used;
+	end_and_sweep(u, a);
+	unwtab_free(u);
+	close_maps();
+
+	k = used + 500;
+	make_maps(k);
+	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, k, &u), 0);
+	unwtab_set_unsampled_evict(u, 1);  /* unsampled at once */
+	a = spawn_prog("/usr/bin/python3", "-c", "import time; time.sleep(60)");
+	load_when_mapped(u, a, "python3");
+	b = spawn_prog("/usr/bin/tail", "-f", "/dev/null");
+	load_when_mapped(u, b, "tail");
+	unwtab_get_stats(u, &st);
+	ck_assert_uint_ge(st.evicted_unsampled, 1);
+	k = (uint32_t)b;
+	ck_assert_int_eq(bpf_map_lookup_elem(procs_fd, &k, e), 0);
+	m = map_of(e, exe_addr(b, "tail"));
+	ck_assert_ptr_nonnull(m);
+	ck_assert_uint_gt(m->row_count, 0);
+	k = (uint32_t)a;
+	ck_assert_int_ne(bpf_map_lookup_elem(procs_fd, &k, e), 0);
+	kill(a, SIGKILL);
+	waitpid(a, NULL, 0);
+	kill(b, SIGKILL);
+	waitpid(b, NULL, 0);
+	unwtab_free(u);
+	close_maps();
+	free(e);
+}
+END_TEST
+
+/* A binary that runs again after its table was evicted for another one is
+ * loaded from the daemon's encoded copy, not rebuilt, with the same rows:
+ * sleep, then tail (which needs sleep's room), then sleep again, in an
+ * array one row too small for both. */
+START_TEST(test_evicted_reloaded)
+{
+	struct unwtab *u;
+	struct unwtab_stats a, b, c;
+	struct jp_unwind_row *orig, *again;
+	uint32_t n_orig, n_again, cap;
+	pid_t p;
+
+	/* How many rows each needs, in an array with room for all. */
+	make_maps(1u << 20);
+	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 1u << 20, &u), 0);
+	p = spawn_sleeper();
+	load_when_mapped(u, p, "sleep");
+	unwtab_get_stats(u, &a);
+	kill(p, SIGKILL);
+	waitpid(p, NULL, 0);
+	p = spawn_prog("/usr/bin/tail", "-f", "/dev/null");
+	load_when_mapped(u, p, "tail");
+	unwtab_get_stats(u, &b);
+	kill(p, SIGKILL);
+	waitpid(p, NULL, 0);
+	unwtab_free(u);
+	close_maps();
+	ck_assert_uint_gt(b.rows_used, a.rows_used);  /* tail's own rows */
+	cap = (uint32_t)b.rows_used - 1;
+
+	make_maps(cap);
+	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, cap, &u), 0);
+	p = spawn_sleeper();
+	load_when_mapped(u, p, "sleep");
+	orig = exe_rows(p, "sleep", &n_orig);
+	end_and_sweep(u, p);
+	p = spawn_prog("/usr/bin/tail", "-f", "/dev/null");
+	load_when_mapped(u, p, "tail");
+	unwtab_get_stats(u, &a);
+	ck_assert_uint_ge(a.evicted, 1);
+	ck_assert_uint_gt(a.spill_bytes, 0);
+	ck_assert_uint_eq(a.reloads, 0);
+	end_and_sweep(u, p);
+	p = spawn_sleeper();
+	load_when_mapped(u, p, "sleep");
+	unwtab_get_stats(u, &c);
+	ck_assert_uint_ge(c.reloads, 1);
+	ck_assert_uint_eq(c.builds, a.builds);  /* nothing built again */
+	again = exe_rows(p, "sleep", &n_again);
+	ck_assert_uint_eq(n_again, n_orig);
+	ck_assert_int_eq(memcmp(again, orig, n_orig * sizeof(*orig)), 0);
+	kill(p, SIGKILL);
+	waitpid(p, NULL, 0);
+	free(orig);
+	free(again);
+	unwtab_free(u);
+	close_maps();
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("unwtab_room");
+	TCase *tc = tcase_create("syscalls"), *tm = tcase_create("mapped");
+	int fd;
+
+	if (geteuid() != 0) {
+		printf("test_unwtab_room: skipped: BPF maps need root\n");
+		return 77;
+	}
+	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "t_probe", 4, 4, 1, NULL);
+	if (fd < 0) {
+		printf("test_unwtab_room: skipped: cannot create BPF maps (%s)\n", strerror(-fd));
+		return 77;
+	}
+	close(fd);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_evicted_reloaded);
+	suite_add_tcase(s, tc);
+	tcase_set_timeout(tm, 120);
+	tcase_add_checked_fixture(tm, use_mapping, NULL);
+	tcase_add_test(tm, test_evicted_reloaded);
+	tcase_add_test(tm, test_room_retried);
+	tcase_add_test(tm, test_unsampled_evicted);
+	suite_add_tcase(s, tm);
+	return jprof_check_run(s);
+}
