@@ -125,9 +125,6 @@ static void unwind_metrics(struct out *o, const struct sampler_stats *s)
 		"Unwind table builds put off because the file's owner spent its build time.",
 		t->builds_deferred);
 	counter(o, "jprofd_unwind_tables_evicted_total", "Unwind tables evicted to make room.", t->evicted);
-	counter(o, "jprofd_unwind_tables_evicted_unsampled_total",
-		"Of those, tables of live processes not sampled lately, released for a sampled binary.",
-		t->evicted_unsampled);
 	counter(o, "jprofd_unwind_table_room_retries_total",
 		"Unwind tables refused for want of room, built again later.", t->room_retries);
 	counter(o, "jprofd_unwind_table_reloads_total",

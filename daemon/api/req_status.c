@@ -171,7 +171,6 @@ static void add_unwind_status(const struct sampler_stats *ss, struct json_object
 	requests_add_u64(u, "builds", t->builds);
 	requests_add_u64(u, "build_ms_max", t->build_ns_max / 1000000ull);
 	requests_add_u64(u, "evicted", t->evicted);
-	requests_add_u64(u, "evicted_unsampled", t->evicted_unsampled);
 	requests_add_u64(u, "rows_full", t->rows_full);
 	requests_add_u64(u, "room_retries", t->room_retries);
 	requests_add_u64(u, "open_failed", t->open_failed);

@@ -231,15 +231,6 @@ static void deliver(struct sampler *s, unsigned gen, const struct jp_count_key *
 	uint32_t nk = 0, nu = 0;
 
 	event_values_periodic(event_get(EVENT_CPU), count, source_period(s, k->source), values);
-	/* Which processes are sampled: their tables win rows (unwtab). A
-	 * drain's entries of one process mostly come together. */
-	if (s->unwind && (!s->nsampled || s->sampled[s->nsampled - 1] != k->tgid)) {
-		if (s->nsampled == sizeof(s->sampled) / sizeof(s->sampled[0])) {
-			unwtab_sampled(s->unwind, s->sampled, s->nsampled);
-			s->nsampled = 0;
-		}
-		s->sampled[s->nsampled++] = k->tgid;
-	}
 	if (k->kstack >= 0)
 		kips = sampler_get_stack(s, gen, k->kstack, &nk);
 	if (k->ustack >= 0)
@@ -434,10 +425,6 @@ static int drain_finish(struct sampler *s)
 	/* Young samples the unwinder has walked since the last drain. */
 	if (r == 0 && s->unwind)
 		unwtab_young_take(s->unwind, young_deliver, s);
-	if (s->unwind && s->nsampled) {
-		unwtab_sampled(s->unwind, s->sampled, s->nsampled);
-		s->nsampled = 0;
-	}
 	if (r == 0)
 		r = sampler_offcpu_drain(s, old);
 	if (r == 0)

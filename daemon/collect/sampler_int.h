@@ -60,8 +60,6 @@ struct held_stacks {
 struct sampler {
 	struct sampler_bpf *skel;
 	struct unwtab *unwind;          /* NULL: DWARF unwinding off */
-	uint32_t sampled[1024];         /* tgids this drain delivered (for unwtab_sampled) */
-	size_t nsampled;
 	struct ring_buffer *ring;
 	struct sampler_callbacks cb;
 	struct sampler_events *host;

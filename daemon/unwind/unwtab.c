@@ -249,8 +249,6 @@ static int load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start)
 	}
 	np.start_ns = start;
 	np.loaded_ns = now;
-	/* Loaded because it was sampled (or is recorded): as good as a sample. */
-	np.sampled_ns = now;
 	np.refresh_ns = REFRESH_NS;
 	np.maps_hash = h;
 	np.retry = pv.retry_ns != 0;
@@ -277,97 +275,6 @@ out:
 	procmaps_free(m);
 	unwtab_young_snap_free(snap);
 	return 0;
-}
-
-static bool proc_refs(const struct proc *p, const struct table *t)
-{
-	for (size_t k = 0; k < p->nrefs; k++)
-		if (p->refs[k] == t)
-			return true;
-	return false;
-}
-
-bool unwtab_evict_unsampled(struct unwtab *u)
-{
-	uint64_t now = clock_mono_ns(), best_at = UINT64_MAX;
-	struct table *best = NULL;
-
-	/* Rare (only when rows run out with no idle table): a scan of every
-	 * table's processes. */
-	for (size_t i = 0; i < u->ntables; i++) {
-		struct table *t = u->tables[i];
-		uint64_t last = 0;
-		bool any = false, building = false;
-
-		if (!t->count || !t->refs)
-			continue;
-		for (size_t j = 0; j < u->nprocs && !building; j++) {
-			if (!proc_refs(&u->procs[j], t))
-				continue;
-			any = true;
-			building = u->procs[j].tgid == u->building;
-			last = u->procs[j].sampled_ns > last ? u->procs[j].sampled_ns : last;
-		}
-		/* Only processes' tables (not the one being loaded's), and only
-		 * those left unsampled long enough. */
-		if (!any || building || now - last < u->unsampled_ns || last >= best_at)
-			continue;
-		best = t;
-		best_at = last;
-	}
-	if (!best)
-		return false;
-	/* Released in place (load_proc may hold a pointer into procs): the
-	 * entry gone, the process is read again at its next sample, which
-	 * then wins rows like any sampled one. */
-	for (size_t j = 0; j < u->nprocs; j++) {
-		struct proc *p = &u->procs[j];
-
-		if (!proc_refs(p, best))
-			continue;
-		log_debug("unwind: pid %u's tables released: not sampled for %llu s, rows wanted",
-			  p->tgid, (unsigned long long)((now - p->sampled_ns) / 1000000000ull));
-		bpf_map_delete_elem(u->procs_fd, &p->tgid);
-		proc_unref(p);
-		p->loaded_ns = 0;
-		p->maps_hash = 0;
-		p->short_rows = false;
-	}
-	u->st.evicted_unsampled++;
-	return true;
-}
-
-/* Applies the tgids the sampler saw in its last drains. */
-static void sampled_apply(struct unwtab *u)
-{
-	uint64_t now = clock_mono_ns();
-	size_t n;
-
-	pthread_mutex_lock(&u->mu);
-	n = u->nsampled;
-	for (size_t i = 0; i < n; i++) {
-		struct proc *p = proc_find(u, u->sampled[i]);
-
-		if (p)
-			p->sampled_ns = now;
-	}
-	u->nsampled = 0;
-	pthread_mutex_unlock(&u->mu);
-}
-
-void unwtab_sampled(struct unwtab *u, const uint32_t *tgids, size_t n)
-{
-	pthread_mutex_lock(&u->mu);
-	for (size_t i = 0; i < n && u->nsampled < MAX_QUEUE; i++)
-		u->sampled[u->nsampled++] = tgids[i];
-	pthread_mutex_unlock(&u->mu);
-}
-
-void unwtab_set_unsampled_evict(struct unwtab *u, uint64_t ns)
-{
-	pthread_mutex_lock(&u->mu);
-	u->unsampled_ns = ns ? ns : UNSAMPLED_EVICT_NS;
-	pthread_mutex_unlock(&u->mu);
 }
 
 /* Forgets exited processes and trims the cache of idle tables. */
@@ -509,7 +416,6 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&u->mu);
 
 		builds = u->st.builds;
-		sampled_apply(u);
 		gone = req.tgid && load_proc(u, req.tgid, req.start_ns) == -ESRCH;
 		/* A deferred request's process gone meanwhile cost one failed
 		 * open of its stat. */
@@ -582,8 +488,7 @@ int unwtab_new(int rows_fd, int procs_fd, uint32_t rows_capacity, struct unwtab 
 	u->free = calloc(1, sizeof(*u->free));
 	u->queue = calloc(MAX_QUEUE, sizeof(*u->queue));
 	u->later = calloc(MAX_QUEUE, sizeof(*u->later));
-	u->sampled = calloc(MAX_QUEUE, sizeof(*u->sampled));
-	if (!u->free || !u->queue || !u->later || !u->sampled) {
+	if (!u->free || !u->queue || !u->later) {
 		r = -ENOMEM;
 		goto fail;
 	}
@@ -592,7 +497,6 @@ int unwtab_new(int rows_fd, int procs_fd, uint32_t rows_capacity, struct unwtab 
 	u->nfree = rows_capacity ? 1 : 0;
 	u->last_sweep = clock_mono_ns();
 	u->room_retry_ns = ROOM_RETRY_NS;
-	u->unsampled_ns = UNSAMPLED_EVICT_NS;
 	u->young_in_tail = &u->young_in;
 	u->young_done_tail = &u->young_done;
 
@@ -645,7 +549,6 @@ void unwtab_free(struct unwtab *u)
 	free(u->free);
 	free(u->queue);
 	free(u->later);
-	free(u->sampled);
 	if (u->rows_map)
 		munmap(u->rows_map, u->rows_map_len);
 	procmaps_fuse_cache_release(&u->fuse);

@@ -48,8 +48,6 @@ struct unwtab_stats {
 	uint64_t build_ns_max;    /* longest build of one binary */
 	uint64_t build_ns_total;
 	uint64_t evicted;         /* tables evicted to make room */
-	uint64_t evicted_unsampled;  /* of those, tables of live processes none of which
-				      * was sampled lately, for a sampled binary's */
 	uint64_t reloads;         /* evicted tables loaded again from the daemon's copy, not rebuilt */
 	uint64_t spill_bytes;     /* memory of those copies (bounded) */
 	uint64_t rows_full;       /* tables not loaded: no room even after evicting */
@@ -127,13 +125,6 @@ void unwtab_young_take(struct unwtab *u, void (*fn)(const struct unwtab_young_ou
 		       void *arg);
 /* Caps on held samples: memory (0: 8 MiB) and age (0: 3 s). */
 void unwtab_young_limits(struct unwtab *u, size_t max_bytes, uint64_t max_age_ns);
-/* tgids sampled in the last drain (the sampler's): their tables win over
- * those of processes nobody samples when rows run out. Never blocks. */
-void unwtab_sampled(struct unwtab *u, const uint32_t *tgids, size_t n);
-/* How long a live process may go unsampled before its tables may be
- * evicted for a sampled binary's (0: the default, 60 s); for tests. */
-void unwtab_set_unsampled_evict(struct unwtab *u, uint64_t ns);
-
 /* The first wait before a table refused for want of rows is built again
  * (0: the default, 10 s); for tests. */
 void unwtab_set_room_retry(struct unwtab *u, uint64_t ns);

@@ -78,7 +78,6 @@ struct proc {
 	uint64_t maps_hash;       /* of its executable mappings */
 	bool retry;               /* a build of its was put off: read again when asked */
 	bool short_rows;          /* a table of its had no room when its entry was written */
-	uint64_t sampled_ns;      /* last seen in a drain (CLOCK_MONOTONIC; its load before) */
 	struct table **refs;
 	size_t nrefs;
 };
@@ -124,10 +123,6 @@ struct young_gone {
 	uint64_t start_ns;         /* tick-rounded */
 };
 #define YOUNG_GONE_MAX 64
-/* A live process not sampled for this long gives up its tables when a
- * sampled binary needs rows (issue 27: cc1 at 0% complete stacks while
- * idle daemons' tables held every row). */
-#define UNSAMPLED_EVICT_NS 60000000000ull
 /* A snapshot no request took within this long is of a process whose
  * samples are delivered by now (YOUNG_MAX_AGE_NS is 3 s). */
 #define YOUNG_SNAP_MAX_AGE_NS 15000000000ull
@@ -184,9 +179,6 @@ struct unwtab {
 	uint64_t young_max_age_ns;
 	uint64_t young_over_memory;
 	uint64_t young_expired_loop;       /* expired by unwtab_young_take */
-	uint32_t *sampled;                 /* unwtab_sampled's tgids, not applied yet */
-	size_t nsampled;
-	uint64_t unsampled_ns;             /* UNSAMPLED_EVICT_NS (tests: less) */
 	struct young_snap *snaps;          /* newest first */
 	size_t nsnaps;
 	struct procmaps_fuse_cache snap_fuse;  /* the event loop's */
@@ -247,12 +239,6 @@ void unwtab_young_snap_free(struct young_snap *s);
 void unwtab_young_snap_expire(struct unwtab *u, uint64_t max_age_ns);
 /* Moves tgid's deferred request, if any, to the queue (mu held). */
 void unwtab_undefer(struct unwtab *u, uint32_t tgid);
-
-/* unwtab.c */
-/* Rows for a sampled binary: the tables of the processes sampled longest
- * ago (none within unsampled_ns) released, those processes' entries
- * deleted (read again at their next sample); false if there is none. */
-bool unwtab_evict_unsampled(struct unwtab *u);
 
 /* unwtab_table.c */
 struct table *unwtab_table_for(struct unwtab *u, struct proc_view *pv,

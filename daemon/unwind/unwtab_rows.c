@@ -308,7 +308,7 @@ void unwtab_table_load(struct unwtab *u, struct table *t, const struct cfi_table
 	if (!ct->n || ct->n > u->cap)
 		goto full;
 	while (rows_take(u, (uint32_t)ct->n, &first) < 0)
-		if (!unwtab_evict_one(u, true) && !unwtab_evict_unsampled(u))
+		if (!unwtab_evict_one(u, true))
 			goto full;
 	if (upload(u, first, ct->rows, ct->n) < 0) {
 		rows_release(u, first, (uint32_t)ct->n);

@@ -66,57 +66,6 @@ START_TEST(test_room_retried)
 }
 END_TEST
 
-/* Tables of a binary nobody samples give way to a sampled one's: python3
- * runs, unsampled, and holds all but 500 rows; tail (sampled: it asked)
- * gets rows, python3's entry is deleted to be read again at its next
- * sample. Before, tail stayed without rows while python3 ran, however long
- * nobody sampled it (issue 27: cc1 at 0% beside idle daemons' tables). */
-START_TEST(test_unsampled_evicted)
-{
-	struct unwtab_stats st;
-	struct unwtab *u;
-	uint32_t used, k;
-	struct jp_unwind_proc *e = calloc(1, sizeof(*e));
-	const struct jp_unwind_map *m = NULL;
-	pid_t a, b;
-
-	make_maps(1u << 20);
-	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 1u << 20, &u), 0);
-	a = spawn_prog("/usr/bin/python3", "-c", "import time; time.sleep(60)");
-	load_when_mapped(u, a, "python3");
-	unwtab_get_stats(u, &st);
-	used = (uint32_t)st.rows_used;
-	end_and_sweep(u, a);
-	unwtab_free(u);
-	close_maps();
-
-	k = used + 500;
-	make_maps(k);
-	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, k, &u), 0);
-	unwtab_set_unsampled_evict(u, 1);  /* unsampled at once */
-	a = spawn_prog("/usr/bin/python3", "-c", "import time; time.sleep(60)");
-	load_when_mapped(u, a, "python3");
-	b = spawn_prog("/usr/bin/tail", "-f", "/dev/null");
-	load_when_mapped(u, b, "tail");
-	unwtab_get_stats(u, &st);
-	ck_assert_uint_ge(st.evicted_unsampled, 1);
-	k = (uint32_t)b;
-	ck_assert_int_eq(bpf_map_lookup_elem(procs_fd, &k, e), 0);
-	m = map_of(e, exe_addr(b, "tail"));
-	ck_assert_ptr_nonnull(m);
-	ck_assert_uint_gt(m->row_count, 0);
-	k = (uint32_t)a;
-	ck_assert_int_ne(bpf_map_lookup_elem(procs_fd, &k, e), 0);
-	kill(a, SIGKILL);
-	waitpid(a, NULL, 0);
-	kill(b, SIGKILL);
-	waitpid(b, NULL, 0);
-	unwtab_free(u);
-	close_maps();
-	free(e);
-}
-END_TEST
-
 /* A binary that runs again after its table was evicted for another one is
  * loaded from the daemon's encoded copy, not rebuilt, with the same rows:
  * sleep, then tail (which needs sleep's room), then sleep again, in an
@@ -200,7 +149,6 @@ int main(void)
 	tcase_add_checked_fixture(tm, use_mapping, NULL);
 	tcase_add_test(tm, test_evicted_reloaded);
 	tcase_add_test(tm, test_room_retried);
-	tcase_add_test(tm, test_unsampled_evicted);
 	suite_add_tcase(s, tm);
 	return jprof_check_run(s);
 }
