@@ -80,6 +80,9 @@ JP_EXTERN struct {
 /* unwind.bpf.c: the current task's user stack walked into the ustacks map
  * of generation gen (see there). */
 __s32 dwarf_stack_id(__u32 gen, __u32 tgid, struct jp_counters *c);
+/* unwind.bpf.c: after dwarf_stack_id, a sample of a process without tables
+ * sent with a copy of its user stack instead of counted (1). */
+int young_copy(struct jp_count_key *key, __u32 gen, struct jp_counters *c);
 
 /* Current tgid/tid as the daemon sees them; -1 for a task outside its pid
  * namespace. */

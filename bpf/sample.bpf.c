@@ -146,6 +146,11 @@ static __always_inline void aggregate(struct bpf_perf_event_data *ctx, struct jp
 	process_comm(key.comm);
 	bpf_get_current_comm(key.tcomm, sizeof(key.tcomm));
 	read_stacks(ctx, gen, tgid, c, &key.kstack, &key.ustack, &key.flags);
+	/* A process without unwind tables yet (most are young): unwound in
+	 * the daemon from a copy of its stack once they exist. The host view
+	 * only: a recording's last such samples would come after it ended. */
+	if (source == JP_SRC_HOST && !(key.flags & JP_KEY_KTHREAD) && young_copy(&key, gen, c))
+		return;
 	count(gen ? (void *)&counts1 : (void *)&counts0, &key, c);
 }
 

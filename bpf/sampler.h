@@ -128,6 +128,8 @@ struct jp_counters {
 	__u64 uw_frames;        /* frames in those stacks */
 	__u64 uw_fp_frames;     /* ... of which found by frame pointers (no CFI for that code) */
 	__u64 uw_collision;     /* DWARF stack id held another stack: frame-pointer stack kept */
+	__u64 young_copied;     /* samples without tables sent with a copy of their user stack */
+	__u64 young_copy_err;   /* ... whose stack could not be read: frame-pointer stack kept */
 };
 
 /* BPF time of each sample (sample_cpu / sample_thread runs that counted a
@@ -186,6 +188,30 @@ enum jp_msg_type {
 	JP_MSG_EXEC = 3,     /* struct jp_msg_new_thread: a watched tgid exec'd */
 	JP_MSG_OFFCPU = 4,   /* struct jp_msg_offcpu: an interval that spanned a drain */
 	JP_MSG_UNWIND_MISS = 5,  /* struct jp_msg_unwind_miss: tables wanted */
+	JP_MSG_USTACK_COPY = 6,  /* struct jp_msg_ustack_copy: a sample to unwind later */
+};
+
+/* The most user stack a sample of a process without tables carries (from
+ * its sp up): twice perf's default of 8 KiB, for compilers' recursive
+ * parsers; walks that run off the copy are counted
+ * (status.sampler.unwind.young.short_copy). */
+#define JP_USTACK_COPY_BYTES 16384
+
+/* A host-view sample of a process that has no
+ * unwind tables in BPF yet: everything its count key holds, the registers
+ * the CFI walk starts from, and the top of its user stack. It stands for the
+ * sample: not counted in counts0/1. The daemon unwinds it once the
+ * process's tables are loaded (daemon/unwind/young.c), or delivers the
+ * frame-pointer stack (key.ustack) when they never come. */
+struct jp_msg_ustack_copy {
+	__u32 type;      /* JP_MSG_USTACK_COPY */
+	__u32 gen;       /* which stack maps key's ids refer to */
+	struct jp_count_key key;
+	__u64 time_ns;   /* CLOCK_MONOTONIC */
+	__u64 ip, sp, bp;  /* the interrupted user registers */
+	__u32 len;       /* bytes of stack[] read from sp up */
+	__u32 pad;
+	__u8 stack[JP_USTACK_COPY_BYTES];
 };
 
 /* A sampled process has no unwind tables, or a pc outside the mappings its

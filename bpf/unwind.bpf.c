@@ -44,6 +44,9 @@ struct jp_uw_state {
 	__s32 last_map;  /* the mapping of the last frame, or -1 */
 	__u32 pad;
 	__u64 sp0;       /* the interrupted sp: the stack starts there */
+	__u64 ip0, bp0;  /* ... and the interrupted ip and bp (young_copy) */
+	__u32 no_tables; /* the process had none: young_copy may send the stack */
+	__u32 pad2;
 	__u64 heap_lo, heap_hi;  /* the brk heap: no code there */
 	struct jp_ustack st;
 };
@@ -277,6 +280,7 @@ __noinline __s32 dwarf_stack_id(__u32 gen, __u32 tgid, struct jp_counters *c)
 
 	if (!u || !c)
 		return -1;
+	u->no_tables = 0;
 	/* The daemon knows start times as /proc gives them: in USER_HZ (100)
 	 * ticks. */
 	if (p && p->start_ns != start - start % 10000000ULL)
@@ -305,6 +309,9 @@ __noinline __s32 dwarf_stack_id(__u32 gen, __u32 tgid, struct jp_counters *c)
 	u->sp = regs->sp;
 	u->bp = regs->bp;
 	u->sp0 = regs->sp;
+	u->ip0 = regs->ip;
+	u->bp0 = regs->bp;
+	u->no_tables = !p;
 	u->heap_lo = BPF_CORE_READ(task, mm, start_brk);
 	u->heap_hi = BPF_CORE_READ(task, mm, brk);
 	u->tgid = tgid;
@@ -339,4 +346,59 @@ __noinline __s32 dwarf_stack_id(__u32 gen, __u32 tgid, struct jp_counters *c)
 		return id;
 	c->uw_collision++;  /* or the map is full */
 	return -1;
+}
+
+/* Right after dwarf_stack_id found no tables for the current process: the
+ * sample key as a ring record with the user registers and the top of the
+ * user stack (struct jp_msg_ustack_copy), for the daemon to walk with the
+ * same rows once the tables exist (perf's dwarf mode, for these samples
+ * only). 1 when sent: the record stands for the sample; 0: the caller
+ * counts it as usual, with the frame-pointer stack. */
+__noinline int young_copy(struct jp_count_key *key, __u32 gen, struct jp_counters *c)
+{
+	__u32 zero = 0;
+	struct jp_uw_state *u = bpf_map_lookup_elem(&unwind_scratch, &zero);
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct jp_msg_ustack_copy *m;
+	__u64 top, len = JP_USTACK_COPY_BYTES;
+
+	if (!u || !key || !c || !u->no_tables)
+		return 0;
+	u->no_tables = 0;
+	/* The main thread's frames end below start_stack (argv and the
+	 * environment above it): no more than that. */
+	top = BPF_CORE_READ(task, mm, start_stack);
+	if (u->sp0 < top && top - u->sp0 < len)
+		len = top - u->sp0;
+	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+	if (!m) {
+		c->ringbuf_full++;
+		return 0;
+	}
+	if (len > JP_USTACK_COPY_BYTES)
+		len = JP_USTACK_COPY_BYTES;
+	if (bpf_probe_read_user(m->stack, len, (void *)u->sp0)) {
+		/* A thread's stack may end sooner (the next mapping is not
+		 * readable): the rest of sp's page at least. */
+		len = 4096 - (u->sp0 & 4095);
+		if (len > JP_USTACK_COPY_BYTES)
+			len = JP_USTACK_COPY_BYTES;
+		if (bpf_probe_read_user(m->stack, len, (void *)u->sp0)) {
+			c->young_copy_err++;
+			bpf_ringbuf_discard(m, BPF_RB_NO_WAKEUP);
+			return 0;
+		}
+	}
+	m->type = JP_MSG_USTACK_COPY;
+	m->gen = gen;
+	__builtin_memcpy(&m->key, key, sizeof(m->key));
+	m->time_ns = bpf_ktime_get_ns();
+	m->ip = u->ip0;
+	m->sp = u->sp0;
+	m->bp = u->bp0;
+	m->len = (__u32)len;
+	m->pad = 0;
+	c->young_copied++;
+	bpf_ringbuf_submit(m, 0);
+	return 1;
 }

@@ -283,6 +283,13 @@ static void quota_limits_from(const struct config *cfg, uint64_t nofile, struct 
 	};
 }
 
+/* Samples of a process without unwind tables are named after they are
+ * unwound, often after it has exited: its maps and files are read now. */
+static void on_young_process(uint32_t tgid, uint64_t start_ns, void *arg)
+{
+	symbols_prime(arg, (pid_t)tgid, start_ns);
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = { .config_path = CONFIG_DEFAULT_PATH };
@@ -435,7 +442,8 @@ int main(int argc, char **argv)
 	cb = (struct sampler_callbacks){ .sample = pipeline_on_sample, .sample_arg = pipeline,
 					 .new_thread = session_mgr_on_new_thread,
 					 .exec = session_mgr_on_exec,
-					 .new_thread_arg = sessions };
+					 .new_thread_arg = sessions,
+					 .young = on_young_process, .young_arg = symbols };
 	r = sampler_new(&scfg, &cb, &sampler);
 	if (r < 0)
 		goto out;

@@ -89,6 +89,25 @@ static void unwind_metrics(struct out *o, const struct sampler_stats *s)
 	counter(o, "jprofd_unwind_frames_total", "Frames in stacks walked with CFI tables.", s->uw_frames);
 	counter(o, "jprofd_unwind_frame_pointer_frames_total",
 		"Frames of those stacks found by frame pointers (code without CFI).", s->uw_fp_frames);
+	counter(o, "jprofd_unwind_young_copied_total",
+		"Samples of processes without tables sent with a copy of their user stack.",
+		s->young_copied);
+	counter(o, "jprofd_unwind_young_unwound_total",
+		"Of those, walked in the daemon with the tables once loaded.", t->young_unwound);
+	counter(o, "jprofd_unwind_young_unwound_to_root_total",
+		"Of those, walks that reached the outermost frame.", t->young_to_root);
+	family(o, "jprofd_unwind_young_dropped_total", "counter",
+	       "Copied samples delivered with frame pointers only, by cause.");
+	put(o, "jprofd_unwind_young_dropped_total{cause=\"exited\"} %llu\n",
+	    (unsigned long long)t->young_gone);
+	put(o, "jprofd_unwind_young_dropped_total{cause=\"expired\"} %llu\n",
+	    (unsigned long long)t->young_expired);
+	put(o, "jprofd_unwind_young_dropped_total{cause=\"memory\"} %llu\n",
+	    (unsigned long long)t->young_over_memory);
+	put(o, "jprofd_unwind_young_dropped_total{cause=\"copy_failed\"} %llu\n",
+	    (unsigned long long)s->young_copy_err);
+	gauge(o, "jprofd_unwind_young_held_bytes", "Memory of copied samples waiting for tables.",
+	      t->young_held_bytes);
 	gauge(o, "jprofd_unwind_processes", "Processes with unwind tables loaded.", t->procs);
 	gauge(o, "jprofd_unwind_tables", "Binaries with unwind tables loaded.", t->tables);
 	gauge(o, "jprofd_unwind_rows", "Unwind table rows loaded.", t->rows_used);

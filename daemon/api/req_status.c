@@ -118,6 +118,28 @@ static void add_hostview_status(struct hostview *hv, struct json_object *st)
 	json_object_object_add(st, "hostview", h);
 }
 
+/* Samples of processes without tables yet, sent with a copy of their
+ * stack and walked in the daemon once the tables exist. */
+static void add_young_status(const struct sampler_stats *ss, struct json_object *u)
+{
+	struct json_object *y = json_object_new_object();
+	const struct unwtab_stats *t = &ss->unwind;
+
+	if (!y)
+		return;
+	jprof_json_add_u64(y, "copied", ss->young_copied);
+	jprof_json_add_u64(y, "copy_failed", ss->young_copy_err);
+	jprof_json_add_u64(y, "held", t->young_held);
+	jprof_json_add_u64(y, "held_bytes", t->young_held_bytes);
+	jprof_json_add_u64(y, "unwound", t->young_unwound);
+	jprof_json_add_u64(y, "unwound_to_root", t->young_to_root);
+	jprof_json_add_u64(y, "short_copy", t->young_short_copy);
+	jprof_json_add_u64(y, "dropped_exited", t->young_gone);
+	jprof_json_add_u64(y, "dropped_expired", t->young_expired);
+	jprof_json_add_u64(y, "dropped_memory", t->young_over_memory);
+	json_object_object_add(u, "young", y);
+}
+
 /* DWARF unwinding: what the BPF unwinder did and the tables it read. */
 static void add_unwind_status(const struct sampler_stats *ss, struct json_object *smp, bool all)
 {
@@ -188,6 +210,7 @@ static void add_unwind_status(const struct sampler_stats *ss, struct json_object
 	}
 	if (list)
 		json_object_object_add(u, "binaries_without_tables", list);
+	add_young_status(ss, u);
 	json_object_object_add(smp, "unwind", u);
 }
 

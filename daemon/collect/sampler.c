@@ -24,7 +24,8 @@
 #include "sampler_int.h"
 
 _Static_assert(sizeof(struct jp_count_key) == 64, "jp_count_key layout");
-_Static_assert(sizeof(struct jp_counters) == 152, "jp_counters layout");
+_Static_assert(sizeof(struct jp_counters) == 168, "jp_counters layout");
+_Static_assert(sizeof(struct jp_msg_ustack_copy) == 112 + JP_USTACK_COPY_BYTES, "jp_msg_ustack_copy layout");
 _Static_assert(sizeof(struct jp_offcpu_target) == 16, "jp_offcpu_target layout");
 _Static_assert(sizeof(struct jp_offcpu_start) == 88, "jp_offcpu_start layout");
 _Static_assert(sizeof(struct jp_offcpu_value) == 16, "jp_offcpu_value layout");
@@ -390,6 +391,8 @@ void sampler_get_stats(const struct sampler *s, struct sampler_stats *out)
 			out->uw_frames += per[i].uw_frames;
 			out->uw_fp_frames += per[i].uw_fp_frames;
 			out->uw_collision += per[i].uw_collision;
+			out->young_copied += per[i].young_copied;
+			out->young_copy_err += per[i].young_copy_err;
 		}
 	}
 	free(per);

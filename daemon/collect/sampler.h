@@ -57,6 +57,7 @@ struct sampler_stats {
 	unsigned offcpu_targets;     /* off-CPU recordings (processes and the whole host) */
 	/* DWARF unwinding (BPF side) */
 	uint64_t uw_dwarf, uw_no_tables, uw_root, uw_frames, uw_fp_frames, uw_collision;
+	uint64_t young_copied, young_copy_err;  /* samples sent with a stack copy (bpf: young_copy) */
 	bool unwind_on;
 	struct unwtab_stats unwind;  /* the tables (unwind/unwtab.h) */
 	/* sampled binaries without tables (unwtab_missing) */
@@ -76,8 +77,13 @@ struct sampler_callbacks {
 	/* A watched tgid exec'd (its credentials may have changed); the
 	 * argument is new_thread_arg. May be NULL. */
 	void (*exec)(uint32_t tgid, void *arg);
+	/* A process without unwind tables was sampled (start_ns: its start,
+	 * CLOCK_BOOTTIME): its samples are delivered once unwound, maybe after
+	 * it exited, so whatever names them is best read now. May be NULL. */
+	void (*young)(uint32_t tgid, uint64_t start_ns, void *arg);
 	void *sample_arg;
 	void *new_thread_arg;
+	void *young_arg;
 };
 
 int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks *cb,

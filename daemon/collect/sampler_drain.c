@@ -238,6 +238,43 @@ static void deliver(struct sampler *s, unsigned gen, const struct jp_count_key *
 	sampler_emit(s, k, EVENT_CPU, values, time_ns, kips, nk, uips, nu);
 }
 
+/* Processes sampled without tables younger than this have their maps read
+ * at once; older ones (the host's long-running processes when the daemon
+ * starts) are loaded by the worker before they exit. */
+#define YOUNG_SNAPSHOT_AGE_NS 2000000000ull
+
+/* A young sample walked (or given up) by the unwinder: delivered as the
+ * count entry it stands for would have been, with the time it was taken
+ * for the host view (a recording that counts takes no times). */
+static void young_deliver(const struct unwtab_young_out *o, void *arg)
+{
+	struct sampler *s = arg;
+	uint64_t values[EVENT_MAX_VALUES];
+
+	event_values_periodic(event_get(EVENT_CPU), 1, source_period(s, o->key->source), values);
+	sampler_emit(s, o->key, EVENT_CPU, values, o->key->source == JP_SRC_HOST ? o->time_ns : 0,
+		     o->kips, o->nk, o->uips, o->nu);
+}
+
+/* A JP_MSG_USTACK_COPY record: its stacks read while their ids are valid,
+ * held for the unwinder; delivered at once with the frame-pointer stack
+ * when it cannot be held. */
+static void young_record(struct sampler *s, const struct jp_msg_ustack_copy *m)
+{
+	const uint64_t *kips = NULL, *uips = NULL;
+	uint32_t nk = 0, nu = 0;
+
+	if (m->key.kstack >= 0)
+		kips = sampler_get_stack(s, m->gen & 1, m->key.kstack, &nk);
+	if (m->key.ustack >= 0)
+		uips = sampler_get_stack(s, m->gen & 1, m->key.ustack, &nu);
+	if (s->unwind && unwtab_young_add(s->unwind, m, kips, kips ? nk : 0, uips, uips ? nu : 0) == 0)
+		return;
+	young_deliver(&(struct unwtab_young_out){ .key = &m->key, .time_ns = m->time_ns,
+						  .kips = kips, .nk = kips ? nk : 0, .uips = uips,
+						  .nu = uips ? nu : 0 }, s);
+}
+
 int sampler_handle_ring_msg(void *ctx, void *data, size_t size)
 {
 	struct sampler *s = ctx;
@@ -268,9 +305,19 @@ int sampler_handle_ring_msg(void *ctx, void *data, size_t size)
 		deliver(s, m->gen & 1, &k, 1, m->time_ns);
 	} else if (type == JP_MSG_OFFCPU && size >= sizeof(struct jp_msg_offcpu)) {
 		sampler_offcpu_record(s, data);
+	} else if (type == JP_MSG_USTACK_COPY && size >= sizeof(struct jp_msg_ustack_copy)) {
+		young_record(s, data);
 	} else if (type == JP_MSG_UNWIND_MISS && size >= sizeof(struct jp_msg_unwind_miss)) {
 		const struct jp_msg_unwind_miss *m = data;
 
+		/* A young process may exit before the worker gets to it (it may
+		 * be building a large binary's table): its maps are read now, so
+		 * its young samples can still be walked and named. */
+		if (s->unwind && clock_ns(CLOCK_BOOTTIME) - m->start_ns < YOUNG_SNAPSHOT_AGE_NS) {
+			unwtab_young_snapshot(s->unwind, m->tgid, m->start_ns);
+			if (s->cb.young)
+				s->cb.young(m->tgid, m->start_ns, s->cb.young_arg);
+		}
 		if (s->unwind)
 			unwtab_request(s->unwind, m->tgid, m->start_ns, false);
 	}
@@ -375,6 +422,9 @@ static int drain_finish(struct sampler *s)
 	s->last_drain_counts = 0;
 	if (r == 0)
 		r = drain_counts(s, old);
+	/* Young samples the unwinder has walked since the last drain. */
+	if (r == 0 && s->unwind)
+		unwtab_young_take(s->unwind, young_deliver, s);
 	if (r == 0)
 		r = sampler_offcpu_drain(s, old);
 	if (r == 0)

@@ -313,10 +313,33 @@ void hostview_add(struct hostview *hv, const struct built_sample *bs, uint64_t n
 	hv_enforce_cap(hv);
 }
 
+/* A sample taken in a closed window (a young process's): to its bucket, not to taps. */
+static bool hv_add_late(struct hostview *hv, const struct built_sample *bs)
+{
+	if (!hv || !bs || !bs->time_ns || !bs->pid || !bs->values[0] || !hv->open ||
+	    bs->time_ns >= hv->open->start_ns)
+		return false;
+	for (struct hv_bucket *b = hv->oldest; b && b != hv->open; b = b->next) {
+		const uint64_t *v = htab_map_get(&b->procs, bs->pid);
+		if (bs->time_ns < b->start_ns || bs->time_ns - b->start_ns >= b->len_ns ||
+		    (v && *v != bs->start_ns))
+			continue;
+		if (!v && htab_map_put(&b->procs, bs->pid, bs->start_ns) < 0)
+			return false;
+		sample_store_add(b->st, bs, NULL);
+		hv->closed_bytes += hv_bucket_bytes(b) - b->bytes;  /* unsigned: wraps right */
+		b->bytes = hv_bucket_bytes(b);
+		hv->st.samples += bs->values[0];
+		hv_enforce_cap(hv);
+		return true;
+	}
+	return false;
+}
+
 void hostview_consume(const struct built_sample *bs, void *hv)
 {
-	/* The bucket (and the taps) of the drain that delivered it. */
-	hostview_add(hv, bs, clock_mono_ns());
+	if (!hv_add_late(hv, bs))  /* else the drain's bucket (and taps) */
+		hostview_add(hv, bs, clock_mono_ns());
 }
 
 void hostview_on_tick(void *hv, uint64_t now_ns)

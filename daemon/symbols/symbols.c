@@ -217,6 +217,20 @@ uint64_t symbols_region(const struct elfsym *es, uint64_t vaddr)
 	return vaddr & ~(uint64_t)(SYMBOLS_REGION_PAGE - 1);
 }
 
+void symbols_prime(struct symbols *s, pid_t pid, uint64_t start_ns)
+{
+	struct sym_proc *p;
+
+	if (!s || pid <= 0 ||
+	    symbols_get_proc(s, pid, symbols_start_ticks(start_ns), symbols_now_ms(), &p) < 0)
+		return;
+	p->primed_ms = symbols_now_ms();
+	for (size_t i = 0; i < p->nmaps; i++)
+		if (p->maps[i].type == SYM_MAP_FILE && !p->maps[i].elf_tried &&
+		    symbols_attach_elf(s, p, &p->maps[i]) < 0)
+			break;
+}
+
 int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t start_ns, uint64_t addr,
 			 bool is_return_addr, struct sym_result *out)
 {
@@ -400,7 +414,8 @@ static bool symbols_keep_proc(uint64_t key, uint64_t *val, void *arg)
 	 * are drained (a second); hosts that spawn processes all the time would
 	 * otherwise hold thousands. */
 	if (idle < e->idle_ms &&
-	    !(idle >= SYM_DEAD_GRACE_MS && kill(p->pid, 0) < 0 && errno == ESRCH))
+	    !(idle >= SYM_DEAD_GRACE_MS && e->now - p->primed_ms >= SYM_PRIMED_GRACE_MS &&
+	      kill(p->pid, 0) < 0 && errno == ESRCH))
 		return true;
 	symbols_proc_free(p);
 	return false;

@@ -111,6 +111,11 @@ uint64_t symbols_region(const struct elfsym *es, uint64_t vaddr);
  * SYMBOLS_KERNEL_UNKNOWN (no address); -EINVAL. */
 int symbols_resolve_kernel(struct symbols *s, uint64_t addr, struct sym_result *out);
 
+/* Reads pid's maps and opens its mapped files now, while it runs: the
+ * samples of a young process may be named after it has exited (the
+ * sampler's young samples, delivered once unwound). */
+void symbols_prime(struct symbols *s, pid_t pid, uint64_t start_ns);
+
 /* Process pid has exited or been re-exec'd: drop its cached maps. */
 void symbols_forget_pid(struct symbols *s, pid_t pid);
 

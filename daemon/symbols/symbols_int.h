@@ -83,10 +83,14 @@ struct sym_map {
 };
 
 #define SYM_DEAD_GRACE_MS 2000
+/* A primed process's (symbols_prime) samples may come after it exited,
+ * once unwound: the sampler's age cap for them (3 s) and a drain or two. */
+#define SYM_PRIMED_GRACE_MS 12000
 #define SYM_ELF_KEEP_MS 30000            /* unreferenced ELF tables */
 
 struct sym_proc {
 	pid_t pid;
+	uint64_t primed_ms;              /* symbols_prime read it then; 0: never */
 	uint64_t start_time;             /* /proc/PID/stat field 22 */
 	uint64_t gone_time;              /* a start time of pid found not to be its process now */
 	uid_t uid;                       /* whose files it may read: owner of /proc/PID */

@@ -91,6 +91,7 @@ static int load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start, bool 
 	struct procmaps *m = NULL;
 	struct proc *p, np = { .tgid = tgid };
 	struct proc_view pv = { .tgid = tgid, .uid = -1, .urgent = urgent };
+	struct young_snap *snap = NULL;
 	/* Per entry of ent->maps: its mapping when it may have a table, and
 	 * the table. */
 	const struct procmaps_entry *src[JP_UNWIND_MAX_MAPS];
@@ -114,21 +115,35 @@ static int load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start, bool 
 	if (fresh && want_start && p->start_ns == want_start - want_start % TICK_NS)
 		return 0;
 	/* Gone (most deferred requests): known without a path lookup in /proc.
-	 * Its uid only if a table is to be built for it (its share). */
+	 * Its uid only if a table is to be built for it (its share). Unless
+	 * young samples of it wait: then its maps as read while it ran. */
 	if ((kill((pid_t)tgid, 0) < 0 && errno == ESRCH) ||
 	    proc_read_start_boottime((pid_t)tgid, &start) < 0)
-		return -ESRCH;
+		start = 0;
 	start -= start % TICK_NS;
-	if (want_start && want_start - want_start % TICK_NS != start)
-		return -ESRCH;  /* the pid is another process's now */
+	if (!start || (want_start && want_start - want_start % TICK_NS != start)) {
+		snap = want_start ? unwtab_young_snap_take(u, tgid, want_start) : NULL;
+		if (!snap)
+			return -ESRCH;  /* the pid is another process's now, or none's */
+		start = snap->start_ns;
+		pv.gone = true;
+	}
 	if (fresh && p->start_ns == start)
-		return 0;
+		goto out;
 	if (!p && now < u->full_until)
-		return 0;  /* no room for another process until the next sweep */
-	snprintf(path, sizeof(path), "/proc/%u/maps", tgid);
-	u->st.proc_reads++;
-	if (procmaps_read(path, &m) < 0)
-		return -ESRCH;
+		goto out;  /* no room for another process until the next sweep */
+	if (snap) {
+		m = snap->maps;
+		snap->maps = NULL;
+		pv.uid = snap->uid;
+	} else {
+		snprintf(path, sizeof(path), "/proc/%u/maps", tgid);
+		u->st.proc_reads++;
+		if (procmaps_read(path, &m) < 0)
+			return -ESRCH;
+		/* Alive and read: a snapshot of it is not needed. */
+		unwtab_young_snap_free(unwtab_young_snap_take(u, tgid, start));
+	}
 	h = hash_exec_maps(m);
 	/* Its entry gone from BPF with the same maps (deleted by an exec of
 	 * the same binary): written again below; so is the entry of a process
@@ -145,8 +160,14 @@ static int load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start, bool 
 		u->st.maps_unchanged++;
 		goto out;
 	}
-	nfuse = procmaps_fuse_devices_of(&u->fuse, "/proc", (int)tgid, fuse,
-					 sizeof(fuse) / sizeof(fuse[0]), &pv.fuse_free);
+	if (snap) {
+		nfuse = snap->nfuse;
+		memcpy(fuse, snap->fuse, sizeof(fuse));
+		pv.fuse_free = snap->fuse_free;
+	} else {
+		nfuse = procmaps_fuse_devices_of(&u->fuse, "/proc", (int)tgid, fuse,
+						 sizeof(fuse) / sizeof(fuse[0]), &pv.fuse_free);
+	}
 	memset(ent, 0, sizeof(*ent));
 	ent->start_ns = start;
 	np.refs = calloc(JP_UNWIND_MAX_MAPS, sizeof(*np.refs));
@@ -257,6 +278,7 @@ static int load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start, bool 
 	u->st.procs = u->nprocs;
 out:
 	procmaps_free(m);
+	unwtab_young_snap_free(snap);
 	return 0;
 }
 
@@ -269,15 +291,19 @@ static void sweep(struct unwtab *u)
 		uint64_t start;
 
 		/* kill(0) first: an exited process costs no /proc lookup. */
-		if (!(kill((pid_t)u->procs[i].tgid, 0) < 0 && errno == ESRCH) &&
-		    proc_read_start_boottime((pid_t)u->procs[i].tgid, &start) == 0 &&
-		    start - start % TICK_NS == u->procs[i].start_ns) {
+		/* An exited process's entry stays while samples of it are held
+		 * to be walked with it. */
+		if ((!(kill((pid_t)u->procs[i].tgid, 0) < 0 && errno == ESRCH) &&
+		     proc_read_start_boottime((pid_t)u->procs[i].tgid, &start) == 0 &&
+		     start - start % TICK_NS == u->procs[i].start_ns) ||
+		    unwtab_young_holds(u, u->procs[i].tgid)) {
 			i++;
 			continue;
 		}
 		bpf_map_delete_elem(u->procs_fd, &u->procs[i].tgid);
 		proc_drop(u, i);
 	}
+	unwtab_young_snap_expire(u, YOUNG_SNAP_MAX_AGE_NS);
 	for (size_t i = 0; i < u->ntables; i++)
 		idle += !u->tables[i]->refs;
 	for (; idle > MAX_IDLE_TABLES && unwtab_evict_one(u, false); idle--)
@@ -372,13 +398,13 @@ static void *worker(void *arg)
 	pthread_mutex_lock(&u->mu);
 	for (;;) {
 		uint64_t builds, idle;
-		bool sweep_due = false;
+		bool sweep_due = false, gone;
 
 		/* Woken by a request, a deferred one's time, or the sweep's. */
 		while (!u->stop) {
 			uint64_t next = later_promote(u), wait = next < SWEEP_NS ? next : SWEEP_NS;
 
-			if (u->nq || sweep_due)
+			if (u->nq || sweep_due || u->young_new)
 				break;
 			u->wakes_at = clock_ns(CLOCK_BOOTTIME) + wait;
 			idle = clock_mono_ns();
@@ -401,11 +427,14 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&u->mu);
 
 		builds = u->st.builds;
+		gone = req.tgid && load_proc(u, req.tgid, req.start_ns, req.urgent) == -ESRCH;
 		/* A deferred request's process gone meanwhile cost one failed
 		 * open of its stat. */
-		if (req.tgid && load_proc(u, req.tgid, req.start_ns, req.urgent) == -ESRCH && req.due_ns &&
-		    !req.retry)
+		if (gone && req.due_ns && !req.retry)
 			u->st.deferred_gone++;
+		/* Samples held for tables: walked now that the entry is written,
+		 * or given up if the process was gone. */
+		unwtab_young_work(u, gone ? req.tgid : 0, gone ? req.start_ns : 0);
 		/* A build's rows (megabytes for a large binary) were freed once
 		 * uploaded: give the heap back rather than keep it as RSS. */
 		if (u->st.builds != builds)
@@ -480,8 +509,13 @@ int unwtab_new(int rows_fd, int procs_fd, uint32_t rows_capacity, struct unwtab 
 	u->last_sweep = clock_mono_ns();
 	u->room_retry_ns = ROOM_RETRY_NS;
 	u->cold_ns = COLD_NS;
+	u->young_in_tail = &u->young_in;
+	u->young_done_tail = &u->young_done;
+
 	procmaps_fuse_cache_init(&u->fuse);
+	procmaps_fuse_cache_init(&u->snap_fuse);
 	pthread_mutex_init(&u->mu, NULL);
+	unwtab_young_limits(u, 0, 0);
 	pthread_condattr_init(&ca);
 	pthread_cond_init(&u->wake, &ca);
 	pthread_cond_init(&u->idle, &ca);
@@ -515,6 +549,7 @@ void unwtab_free(struct unwtab *u)
 		pthread_cond_destroy(&u->wake);
 		pthread_cond_destroy(&u->idle);
 	}
+	unwtab_young_free_all(u);
 	while (u->nprocs)
 		proc_drop(u, u->nprocs - 1);
 	for (size_t i = 0; i < u->ntables; i++) {
@@ -531,6 +566,7 @@ void unwtab_free(struct unwtab *u)
 	if (u->rows_map)
 		munmap(u->rows_map, u->rows_map_len);
 	procmaps_fuse_cache_release(&u->fuse);
+	procmaps_fuse_cache_release(&u->snap_fuse);
 	free(u);
 }
 
@@ -563,6 +599,20 @@ static bool request_defer(struct unwtab *u, uint32_t tgid, uint64_t start_ns)
 	if (u->wakes_at && due < u->wakes_at)
 		pthread_cond_signal(&u->wake);
 	return true;
+}
+
+void unwtab_undefer(struct unwtab *u, uint32_t tgid)
+{
+	for (size_t i = 0; i < u->nlater; i++) {
+		if (u->later[i].tgid != tgid || u->later[i].retry)
+			continue;
+		if (u->nq < MAX_QUEUE && !queued(u, tgid)) {
+			u->queue[u->nq] = u->later[i];
+			u->queue[u->nq++].due_ns = 0;
+		}
+		u->later[i] = u->later[--u->nlater];
+		return;
+	}
 }
 
 void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns, bool urgent)
@@ -639,6 +689,14 @@ void unwtab_get_stats(struct unwtab *u, struct unwtab_stats *out)
 {
 	pthread_mutex_lock(&u->mu);
 	*out = u->shared;
+	out->young_over_memory = u->young_over_memory;
+	out->young_expired += u->young_expired_loop;
+	out->young_held_bytes = u->young_bytes;
+	out->young_held = 0;
+	for (const struct young_sample *y = u->young_in; y; y = y->next)
+		out->young_held++;
+	for (const struct young_sample *y = u->young_done; y; y = y->next)
+		out->young_held++;
 	pthread_mutex_unlock(&u->mu);
 }
 

@@ -82,6 +82,17 @@ struct unwtab_stats {
 	 * that have no rows, by cause: a gauge, counted at each sweep (5 s). */
 	uint64_t sampled_missing[UNWTAB_NWHY];
 	uint64_t rejected[CFI_NERRORS];  /* binaries without a table, by cause */
+	/* Samples of processes without tables in BPF, sent with a copy of
+	 * their user stack (bpf: young_copy) and held here until the tables
+	 * are loaded. */
+	uint64_t young_held;       /* held now */
+	uint64_t young_held_bytes; /* their memory (capped: unwtab_young_limits) */
+	uint64_t young_unwound;    /* walked with the tables */
+	uint64_t young_to_root;    /* ... of which reached the outermost frame */
+	uint64_t young_short_copy; /* ... of which ran off the copied stack */
+	uint64_t young_gone;       /* given up: the process exited before its maps were read */
+	uint64_t young_expired;    /* given up: no tables within the age cap */
+	uint64_t young_over_memory;  /* not held: the memory cap was reached */
 };
 
 /* rows_fd, procs_fd: the BPF maps unwind_rows (capacity rows_capacity) and
@@ -111,6 +122,35 @@ void unwtab_get_stats(struct unwtab *u, struct unwtab_stats *out);
  * them (the most rows first); returns how many were written. */
 size_t unwtab_missing(struct unwtab *u, struct unwtab_missing *out, size_t n);
 const char *unwtab_why_name(enum unwtab_why why);
+
+/* A sample handed back by unwtab_young_take: its user stack walked with the
+ * process's tables (walked), or the frame-pointer walk BPF made when the
+ * tables never came. */
+struct unwtab_young_out {
+	const struct jp_count_key *key;
+	uint64_t time_ns;          /* CLOCK_MONOTONIC, when it was taken */
+	const uint64_t *kips, *uips;
+	uint32_t nk, nu;
+	bool walked;
+};
+
+/* Holds a JP_MSG_USTACK_COPY sample (kips, fpips: its kernel stack and
+ * frame-pointer user stack, read by the caller while their ids are valid)
+ * until its process's tables are loaded; the process's request is served
+ * now rather than deferred. -ENOSPC over the memory cap (the caller
+ * delivers the frame-pointer stack), -ENOMEM. Never blocks on a build. */
+int unwtab_young_add(struct unwtab *u, const struct jp_msg_ustack_copy *m, const uint64_t *kips,
+		     uint32_t nk, const uint64_t *fpips, uint32_t nfp);
+/* Reads tgid's maps now (the caller's thread), for young samples of it to
+ * be walked even if it exits before the worker loads it: called when a
+ * process without tables is sampled (start_ns: its start, as BPF read it). */
+void unwtab_young_snapshot(struct unwtab *u, uint32_t tgid, uint64_t start_ns);
+/* Hands each sample walked or given up since the last call to fn, oldest
+ * first, and frees them (the caller's thread: the event loop). */
+void unwtab_young_take(struct unwtab *u, void (*fn)(const struct unwtab_young_out *o, void *arg),
+		       void *arg);
+/* Caps on held samples: memory (0: 8 MiB) and age (0: 3 s). */
+void unwtab_young_limits(struct unwtab *u, size_t max_bytes, uint64_t max_age_ns);
 /* The first wait before a table refused for want of rows is built again
  * (0: the default, 10 s); for tests. */
 void unwtab_set_room_retry(struct unwtab *u, uint64_t ns);

@@ -12,6 +12,7 @@
 
 #include "procmaps.h"
 #include "unwtab.h"
+#include "uwalk.h"
 
 /* /proc's start times count USER_HZ ticks (100 on x86-64): an entry holds
  * the start rounded down to one, as BPF compares it. */
@@ -119,6 +120,33 @@ struct uid_charge {
 	uint64_t ns, at;
 };
 
+/* A sample of a process that had no tables in BPF, held until they are
+ * loaded (unwtab_young.c). One allocation: the struct, then stack bytes
+ * (len), kernel ips (nk), frame-pointer user ips (nfp). */
+struct young_sample {
+	struct young_sample *next;
+	struct jp_count_key key;
+	uint64_t time_ns;
+	uint64_t arrived_ns;       /* CLOCK_MONOTONIC: the age cap counts from here */
+	struct uwalk_regs regs;
+	uint32_t len, nk, nfp;
+	uint32_t n;                /* walked frames in ips (when walked) */
+	bool walked;
+	size_t bytes;              /* charged to the memory cap */
+	uint64_t *kips, *fpips, *ips;
+	uint8_t *stack;
+};
+
+/* A process found gone when its request was served. */
+struct young_gone {
+	uint32_t tgid;
+	uint64_t start_ns;         /* tick-rounded */
+};
+#define YOUNG_GONE_MAX 64
+/* A snapshot no request took within this long is of a process whose
+ * samples are delivered by now (YOUNG_MAX_AGE_NS is 3 s). */
+#define YOUNG_SNAP_MAX_AGE_NS 15000000000ull
+
 struct unwtab {
 	int rows_fd, procs_fd;
 	uint32_t cap;
@@ -164,6 +192,25 @@ struct unwtab {
 	struct jp_unwind_proc *cold_ent;  /* unwtab_cold.c's scratch (u->entry is load_proc's) */
 	struct unwtab_missing missing[UNWTAB_MAX_MISSING];  /* under mu: unwtab_missing's */
 	size_t nmissing;
+
+	/* Young samples (unwtab_young.c), under mu. */
+	struct young_sample *young_in;     /* waiting for their process's tables */
+	struct young_sample **young_in_tail;
+	struct young_sample *young_done;   /* walked (or given up): for unwtab_young_take */
+	struct young_sample **young_done_tail;
+	bool young_new;                    /* young_in grew since the worker looked */
+	size_t young_bytes;
+	size_t young_max_bytes;
+	uint64_t young_max_age_ns;
+	uint64_t young_over_memory;
+	uint64_t young_expired_loop;       /* expired by unwtab_young_take */
+	struct young_snap *snaps;          /* newest first */
+	size_t nsnaps;
+	struct procmaps_fuse_cache snap_fuse;  /* the event loop's */
+	/* Worker only. */
+	struct jp_unwind_proc young_entry;  /* scratch */
+	struct young_gone young_gone[YOUNG_GONE_MAX];  /* a ring */
+	size_t young_gone_next;
 };
 
 /* What load_proc learns of one process, read only when needed. */
@@ -173,6 +220,22 @@ struct proc_view {
 	bool fuse_free;            /* in the daemon's mount namespace, which has no FUSE mount */
 	uint64_t retry_ns;         /* a build was put off: worth trying again in this long */
 	bool urgent;               /* request.urgent */
+	bool gone;                 /* exited: its maps as read while it ran (young_snap) */
+};
+
+/* A process's maps read while it ran, when it was first sampled without
+ * tables (unwtab_young_snapshot): its young samples are walked with them
+ * if it has exited before the worker gets to it. */
+struct young_snap {
+	struct young_snap *next;
+	uint32_t tgid;
+	uint64_t start_ns;         /* tick-rounded */
+	uint64_t taken_ns;         /* CLOCK_MONOTONIC */
+	int64_t uid;               /* effective, -1: not read */
+	bool fuse_free;
+	unsigned fuse[64];
+	size_t nfuse;
+	struct procmaps *maps;
 };
 
 /* An array map's values are 8-byte aligned: the stride in its mapping. */
@@ -195,6 +258,24 @@ void unwtab_missing_sweep(struct unwtab *u);
 /* p had a table taken and has been sampled since: read it again (which
  * loads the table back and clears cold_s). */
 bool unwtab_cold_woke(struct unwtab *u, struct proc *p);
+
+/* unwtab_young.c (worker, mu not held) */
+/* Walks the held samples whose process's entry is in BPF now; gives up on
+ * those of processes gone before it was written (gone_tgid, gone_start: a
+ * load that found the process gone; 0: none) and on those past the age
+ * cap. */
+void unwtab_young_work(struct unwtab *u, uint32_t gone_tgid, uint64_t gone_start);
+/* True while samples of tgid are held (its entry must outlive its exit). */
+bool unwtab_young_holds(struct unwtab *u, uint32_t tgid);
+void unwtab_young_free_all(struct unwtab *u);
+/* The snapshot of tgid (start_ns: the request's, 0: any), taken off the
+ * list; NULL if none. Free with unwtab_young_snap_free. */
+struct young_snap *unwtab_young_snap_take(struct unwtab *u, uint32_t tgid, uint64_t start_ns);
+void unwtab_young_snap_free(struct young_snap *s);
+/* Drops snapshots older than max_age_ns (sweep). */
+void unwtab_young_snap_expire(struct unwtab *u, uint64_t max_age_ns);
+/* Moves tgid's deferred request, if any, to the queue (mu held). */
+void unwtab_undefer(struct unwtab *u, uint32_t tgid);
 
 /* unwtab_table.c */
 struct table *unwtab_table_for(struct unwtab *u, struct proc_view *pv,

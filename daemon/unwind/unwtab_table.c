@@ -239,6 +239,33 @@ static bool room_due(const struct proc_view *pv, const struct table *t)
 	return unwtab_room_retry(t) || (pv->urgent && t->room_at && !t->count && !t->spill);
 }
 
+/* The file a mapping of an exited process showed (its maps read while it
+ * ran: young samples wait for it), which has no map_files any more: by its
+ * path, only where the path names the mapped file (the daemon's mount
+ * namespace, no FUSE mount), and only the regular file of the mapping's
+ * device and inode. Opened as O_PATH and checked before it is read
+ * through /proc/self/fd, so the path swapped for a device or FIFO meanwhile
+ * is never opened for reading. -1 if not. */
+static int open_exited(const struct proc_view *pv, const struct procmaps_entry *e)
+{
+	char fdpath[64];
+	struct stat sb;
+	int pfd, fd = -1;
+
+	if (!pv->fuse_free || e->deleted || e->path[0] != '/')
+		return -1;
+	pfd = open(e->path, O_PATH | O_CLOEXEC);
+	if (pfd < 0)
+		return -1;
+	if (fstat(pfd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_ino == e->inode &&
+	    major(sb.st_dev) == e->dev_major && minor(sb.st_dev) == e->dev_minor) {
+		snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", pfd);
+		fd = open(fdpath, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	}
+	close(pfd);
+	return fd;
+}
+
 /* build false: only a table already known (*need_build set when the file
  * has none yet), so that building one never evicts a table another mapping
  * of the same process is about to use. */
@@ -267,7 +294,9 @@ struct table *unwtab_table_for(struct unwtab *u, struct proc_view *pv,
 		 (unsigned long long)e->start, (unsigned long long)e->end);
 	/* Only regular files: opening a device a process mapped could have
 	 * side effects. */
-	if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
+	if (pv->gone) {
+		fd = open_exited(pv, e);
+	} else if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
 		t = table_find_file(u, &sb);
 		if (t && !share_retry(u, pv, t) && !room_due(pv, t))
 			goto out;
@@ -277,6 +306,12 @@ struct table *unwtab_table_for(struct unwtab *u, struct proc_view *pv,
 	if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
 		u->st.open_failed++;
 		goto out;
+	}
+	if (pv->gone) {
+		t = table_find_file(u, &sb);
+		if (t && !share_retry(u, pv, t) && !unwtab_room_retry(t))
+			goto out;
+		t = NULL;
 	}
 	len = cfi_read_build_id(fd, bid, sizeof(bid));
 	if (len < 0) {
