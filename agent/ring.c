@@ -404,7 +404,7 @@ static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc
 			.env = env,
 			.frames = (struct asgct_frame *)(void *)slot->frames,
 		};
-		uintptr_t caller_pc = 0;
+		struct ring_from from = { 0 };
 		uint64_t leaf_tag = 0;
 		unsigned how = RING_HOW_OFF;
 
@@ -415,11 +415,11 @@ static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc
 
 			if (ring_recover) {
 				how = RING_HOW_FAILED;
-				n = ring_retry(env, &trace, uc, n, &caller_pc, &leaf_tag, &how);
+				n = ring_retry(env, &trace, uc, n, &from, &leaf_tag, &how);
 				if (n > 0 && !ring_root_ok(slot->tid, slot->frames, n)) {
 					how = RING_HOW_NOT_ROOT;
 					n = failed;
-					caller_pc = 0;
+					from.pc = 0;
 				}
 			}
 			if (ring_stats_path[0])
@@ -437,7 +437,7 @@ static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc
 #if defined(__x86_64__)
 		/* A walk from below native frames has no leaf stepped over:
 		 * the native frames are the BPF sample's. */
-		if (caller_pc && how != RING_HOW_NATIVE)
+		if (from.pc && how != RING_HOW_NATIVE)
 			ring_leaf(trace.frames, leaf_tag);
 #endif
 		/* In a GC pause: walk from the thread's frame anchor (javawalk.c);
@@ -452,7 +452,7 @@ static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc
 			n = javawalk_in_java(env, uc, slot->frames, JPRING_MAX_FRAMES, n,
 					     __atomic_load_n(&ring_interval_ns, __ATOMIC_RELAXED));
 		else if (n > 0 && uc)
-			ring_type_walk(slot->frames, n, uc, caller_pc, how);
+			ring_type_walk(env, slot->frames, n, uc, &from, how);
 	}
 	ring_commit(slot, w, n);
 	return slot;

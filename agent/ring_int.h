@@ -43,6 +43,11 @@ enum {
 };
 extern unsigned long ring_native_failed[RING_NATIVE_N];
 
+/* Where a retried walk started: the caller's frame (pc 0: not retried). */
+struct ring_from {
+	uintptr_t pc, sp, fp;
+};
+
 /* ring_retry.c. A word of this thread's stack above the handler's frame. */
 bool ring_read_stack(uintptr_t addr, uintptr_t *out);
 /* Not in a handler: warms libgcc's unwinder up (its first call takes a lock). */
@@ -51,13 +56,13 @@ void ring_unwind_warm(void);
  * caller's frame (trace's frames from [1] on, or from [0] for a walk from
  * below native frames); the count, or failed. */
 int32_t ring_retry(JNIEnv *env, struct asgct_trace *trace, const void *uc, int32_t failed,
-		   uintptr_t *caller_pc, uint64_t *leaf_tag, unsigned *how);
+		   struct ring_from *from, uint64_t *leaf_tag, unsigned *how);
 /* The pseudo-frame or method of the leaf a retried walk stepped over. */
 void ring_leaf(struct asgct_frame *leaf, uint64_t tag);
 
 /* ring_type.c: types a walk's frames (jpring_frame.type) from where it
- * started: uc, or caller_pc for a retried one (how: enum ring_how). */
-void ring_type_walk(struct jpring_frame *f, int32_t n, const void *uc, uintptr_t caller_pc,
-		    unsigned how);
+ * started: uc, or from for a retried one (how: enum ring_how). */
+void ring_type_walk(JNIEnv *env, struct jpring_frame *f, int32_t n, const void *uc,
+		    const struct ring_from *from, unsigned how);
 
 #endif

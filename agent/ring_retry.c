@@ -43,7 +43,7 @@ bool ring_read_stack(uintptr_t addr, uintptr_t *out)
  * Retry from the caller, with sp just above that return address; the
  * stepped-over leaf becomes frames[0] (ring_leaf), so its time is not
  * counted as the caller's own. c is a copy of the interrupted context; the
- * real one is never changed. On success *caller_pc is the return address
+ * real one is never changed. On success from->pc is the return address
  * the walk started from. (Retrying from a frame-pointer frame of the leaf
  * gained 0.3 points at most, within the noise: not done.) */
 #define RING_SPILL_MAX 65536u   /* largest frame whose prologue is recognised */
@@ -101,9 +101,9 @@ static bool ring_entry_barrier(uintptr_t pc)
 /* ASGCT again from a caller's frame: the interrupted context with pc = ra,
  * sp and, if fp is given, rbp replaced (a copy: the real context is never
  * changed). The caller's frames count plus the stepped-over leaf's, with
- * *caller_pc = ra; 0 if ASGCT found nothing there. */
+ * *from the caller's frame (pc = ra); 0 if ASGCT found nothing there. */
 static int32_t ring_walk_from(struct asgct_trace *caller, const ucontext_t *uc, uintptr_t ra,
-			      uintptr_t sp, const uintptr_t *fp, uintptr_t *caller_pc)
+			      uintptr_t sp, const uintptr_t *fp, struct ring_from *from)
 {
 	ucontext_t c = *uc;
 
@@ -116,7 +116,8 @@ static int32_t ring_walk_from(struct asgct_trace *caller, const ucontext_t *uc, 
 		caller->num_frames = 0;
 		return 0;
 	}
-	*caller_pc = ra;
+	*from = (struct ring_from){ .pc = ra, .sp = sp,
+				    .fp = fp ? *fp : (uintptr_t)uc->uc_mcontext.gregs[REG_RBP] };
 	return caller->num_frames + 1;
 }
 
@@ -125,7 +126,7 @@ static int32_t ring_walk_from(struct asgct_trace *caller, const ucontext_t *uc, 
  * the caller's rbp right below it (the prologue's push), the caller's sp
  * right above it. */
 static int32_t ring_retry_frame(struct asgct_trace *caller, const ucontext_t *uc,
-				unsigned words, uintptr_t *caller_pc)
+				unsigned words, struct ring_from *from)
 {
 	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
 	uintptr_t top = sp + (uintptr_t)words * sizeof(uintptr_t);
@@ -134,7 +135,7 @@ static int32_t ring_retry_frame(struct asgct_trace *caller, const ucontext_t *uc
 	if (!ring_read_stack(top - sizeof(uintptr_t), &ra) ||
 	    !ring_read_stack(top - 2 * sizeof(uintptr_t), &saved_fp))
 		return 0;
-	return ring_walk_from(caller, uc, ra, top, &saved_fp, caller_pc);
+	return ring_walk_from(caller, uc, ra, top, &saved_fp, from);
 }
 
 /* A leaf call from compiled Java code into the VM or libc (C2's call of
@@ -233,7 +234,7 @@ void ring_unwind_warm(void)
 }
 
 static int32_t ring_retry_native(struct asgct_trace *trace, const ucontext_t *uc,
-				 uintptr_t *caller_pc)
+				 struct ring_from *from)
 {
 	struct ring_unwind u = { .pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP] };
 	ucontext_t c;
@@ -255,12 +256,12 @@ static int32_t ring_retry_native(struct asgct_trace *trace, const ucontext_t *uc
 	}
 	if (u.stub)
 		ring_native_note(RING_NATIVE_STUB_STEPPED);
-	*caller_pc = u.ra;
+	*from = (struct ring_from){ .pc = u.ra, .sp = u.sp, .fp = u.fp };
 	return trace->num_frames;
 }
 
 int32_t ring_retry(JNIEnv *env, struct asgct_trace *trace, const void *ucv, int32_t failed,
-		   uintptr_t *caller_pc, uint64_t *leaf_tag, unsigned *how)
+		   struct ring_from *from, uint64_t *leaf_tag, unsigned *how)
 {
 	const ucontext_t *uc = ucv;
 	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
@@ -278,7 +279,7 @@ int32_t ring_retry(JNIEnv *env, struct asgct_trace *trace, const void *ucv, int3
 	/* A native pc (no stub, no compiled method, no blob): the Java
 	 * frames start where the native ones, unwound, return to Java code. */
 	if (!leaf && !codemap_in_interpreter(pc) && !vmstructs_blob_at(pc)) {
-		n = ring_retry_native(trace, uc, caller_pc);
+		n = ring_retry_native(trace, uc, from);
 		if (n > 0) {
 			*how = RING_HOW_NATIVE;
 			return n;
@@ -291,7 +292,7 @@ int32_t ring_retry(JNIEnv *env, struct asgct_trace *trace, const void *ucv, int3
 	if (leaf >= JPRING_STUB_KINDS && ring_rbp_spill(pc, &disp) &&
 	    ring_read_stack(sp + disp + sizeof(uintptr_t), &ra)) {
 		n = ring_walk_from(&caller, uc, ra, sp + disp + 2 * sizeof(uintptr_t), NULL,
-				   caller_pc);
+				   from);
 		if (n > 0) {
 			*how = RING_HOW_SPILL;
 			return n;
@@ -303,7 +304,7 @@ int32_t ring_retry(JNIEnv *env, struct asgct_trace *trace, const void *ucv, int3
 	 * no fallback to sp either way. */
 	if (leaf >= JPRING_STUB_KINDS && ring_entry_barrier(pc)) {
 		words = codemap_frame_words(leaf, pc);
-		n = words ? ring_retry_frame(&caller, uc, words, caller_pc) : 0;
+		n = words ? ring_retry_frame(&caller, uc, words, from) : 0;
 		*how = n > 0 ? RING_HOW_BARRIER : RING_HOW_FAILED;
 		return n > 0 ? n : failed;
 	}
@@ -313,7 +314,7 @@ int32_t ring_retry(JNIEnv *env, struct asgct_trace *trace, const void *ucv, int3
 	nrs = leaf < JPRING_STUB_KINDS ? javawalk_resume(env, uc, rs, 2) : 0;
 	for (int i = 0; i < nrs; i++) {
 		n = ring_walk_from(&caller, uc, rs[i].pc, rs[i].sp, rs[i].fp_set ? &rs[i].fp : NULL,
-				   caller_pc);
+				   from);
 		if (n > 0) {
 			*leaf_tag = rs[i].leaf;
 			*how = RING_HOW_RESUME + rs[i].how;
@@ -326,7 +327,7 @@ int32_t ring_retry(JNIEnv *env, struct asgct_trace *trace, const void *ucv, int3
 		if (!ring_read_stack(at, &ra) || (pushed && !ring_read_stack(sp, &saved_fp)))
 			return failed;
 		n = ring_walk_from(&caller, uc, ra, at + sizeof(uintptr_t),
-				   pushed ? &saved_fp : NULL, caller_pc);
+				   pushed ? &saved_fp : NULL, from);
 		if (n > 0) {
 			*how = pushed ? RING_HOW_SP1 : RING_HOW_SP;
 			return n;
@@ -364,7 +365,7 @@ void ring_leaf(struct asgct_frame *leaf, uint64_t tag)
 }
 #else
 int32_t ring_retry(JNIEnv *env, struct asgct_trace *trace, const void *uc, int32_t failed,
-		   uintptr_t *caller_pc, uint64_t *leaf_tag, unsigned *how)
+		   struct ring_from *from, uint64_t *leaf_tag, unsigned *how)
 {
 	return failed;
 }

@@ -5,6 +5,7 @@
 
 #include "agent.h"
 #include "codemap.h"
+#include "javawalk.h"
 
 #include <ucontext.h>
 
@@ -112,21 +113,48 @@ static void ring_type_frames(struct jpring_frame *f, int32_t n, uintptr_t pc, ui
 #endif
 }
 
-/* Types a walk, retried or not, from where it started. */
-void ring_type_walk(struct jpring_frame *f, int32_t n, const void *ucv, uintptr_t caller_pc,
-			   unsigned how)
+/* Types a walk, retried or not, from where it started: every frame by the
+ * thread's own frames (javawalk_type), or, where that cannot run (no
+ * VMStructs walk), what the pc and an interpreted leaf's rbp chain tell. */
+void ring_type_walk(JNIEnv *env, struct jpring_frame *f, int32_t n, const void *ucv,
+		    const struct ring_from *from, unsigned how)
 {
 #if defined(__x86_64__)
 	const ucontext_t *uc = ucv;
+	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+	uintptr_t fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
+	int32_t first = 0;
 
+	if (!codemap_all_interpreted()) {
+		if (from->pc) {
+			/* f[0] is the leaf stepped over (not after a walk
+			 * from below native frames, whose leaf is native). */
+			if (how != RING_HOW_NATIVE) {
+				if (f[0].bci != JPRING_BCI_STUB)
+					f[0].type = codemap_in_interpreter(pc) ?
+						    JPRING_TYPE_INTERPRETED :
+						    codemap_in_method(f[0].method_id, pc);
+				first = 1;
+			}
+			pc = from->pc;
+			sp = from->sp;
+			fp = from->fp;
+		} else if (how == RING_HOW_PUSHED) {
+			sp += sizeof(uintptr_t);
+		}
+		if (javawalk_type(env, f, first, n, pc, sp, fp))
+			return;
+	}
 	/* From below native frames: as if interrupted at the return address
 	 * (an interpreted caller's rbp is not known there: only f[0] typed). */
 	if (how == RING_HOW_NATIVE)
-		ring_type_frames(f, n, caller_pc, 0, 0);
+		ring_type_frames(f, n, from->pc, 0, 0);
 	else
 		ring_type_frames(f, n, (uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
-				 (uintptr_t)uc->uc_mcontext.gregs[REG_RBP], caller_pc);
+				 (uintptr_t)uc->uc_mcontext.gregs[REG_RBP], from->pc);
 #else
+	(void)env; (void)ucv; (void)how; (void)from;
 	ring_type_frames(f, n, 0, 0, 0);
 #endif
 }

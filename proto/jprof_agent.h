@@ -248,9 +248,8 @@ struct jpring_frame {
 };
 
 /* How a frame runs, as far as the agent knows (AsyncGetCallTrace does not
- * say): from the interrupted pc for the leaf compiled method's frames or an
- * interpreted leaf; callers are unknown, except in a JVM that only
- * interprets (-Xint). */
+ * say): from the thread's own frames, walked alongside (docs/jvm.md, "Java
+ * frame types"); unknown where that walk stopped. */
 enum jpring_frame_type {
 	JPRING_TYPE_UNKNOWN = 0,
 	JPRING_TYPE_INTERPRETED = 1,
