@@ -183,7 +183,7 @@ static void link_release_waiters(void)
 	pthread_mutex_unlock(&link_lock);
 }
 
-void link_thread_event(uint32_t tid, bool started, const char *name)
+void link_thread_event(uint32_t tid, bool started, const char *name, uint64_t java_id)
 {
 	char *copy = NULL;
 	struct link_tevent *q;
@@ -208,7 +208,7 @@ void link_thread_event(uint32_t tid, bool started, const char *name)
 		link_queue_cap = cap;
 	}
 	link_queue[link_queue_len++] = (struct link_tevent){
-		.tid = tid, .started = started, .name = copy,
+		.tid = tid, .started = started, .name = copy, .java_id = java_id,
 	};
 out:
 	pthread_mutex_unlock(&link_lock);

@@ -19,6 +19,7 @@ struct link_tevent {
 	uint32_t tid;
 	bool started;
 	char *name;              /* started: its Java name (malloc'd), or NULL */
+	uint64_t java_id;        /* started: its java.lang.Thread id, 0 if not known */
 };
 
 /* tid table values: fd in the low 32 bits, state above. */
@@ -66,7 +67,7 @@ int link_recv_frame(int sock, struct jpag_hdr *hdr, int *fd);
 
 /* link_tids.c */
 void link_disarm(int fd);
-int link_send_name(uint32_t tid, const char *name, size_t len, void *arg);
+int link_send_name(uint32_t tid, const char *name, size_t len, uint64_t java_id, void *arg);
 int link_send_armed(int sock);
 void link_on_perf_fd(const struct jpag_perf_fd *pf, int fd);
 int link_rescan(int sock);

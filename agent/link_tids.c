@@ -41,10 +41,11 @@ static void link_drop_tid(uint32_t tid)
 	map_del(&link_tids, tid);
 }
 
-int link_send_name(uint32_t tid, const char *name, size_t len, void *arg)
+int link_send_name(uint32_t tid, const char *name, size_t len, uint64_t java_id, void *arg)
 {
 	struct jpag_thread_name tn = { .tid = tid };
 	int sock = *(const int *)arg;
+	size_t extra = 0;
 
 	/* A named thread is a Java thread: the wall timer follows it (not
 	 * this one: the agent's own work is not the JVM's). */
@@ -54,9 +55,15 @@ int link_send_name(uint32_t tid, const char *name, size_t len, void *arg)
 	if (len > JPAG_THREAD_NAME_MAX)
 		len = JPAG_THREAD_NAME_MAX;
 	tn.name_len = (uint16_t)len;
+	/* The Java id (JFR's javaThreadId) to a daemon that reads it. */
+	if (java_id && (link_features & JPAG_FEATURE_JAVA_ID)) {
+		tn.flags = JPAG_THREAD_JAVA_ID;
+		extra = sizeof(java_id);
+		memcpy(link_tx + sizeof(tn) + len, &java_id, sizeof(java_id));
+	}
 	memcpy(link_tx, &tn, sizeof(tn));
 	memcpy(link_tx + sizeof(tn), name, len);
-	return link_send(sock, JPAG_THREAD_NAME, link_tx, sizeof(tn) + len);
+	return link_send(sock, JPAG_THREAD_NAME, link_tx, sizeof(tn) + len + extra);
 }
 
 static int link_request_tid(int sock, uint32_t tid)
@@ -257,7 +264,8 @@ int link_drain_thread_events(int sock)
 			continue;
 		}
 		if (q[i].name) {
-			ret = link_send_name(q[i].tid, q[i].name, strlen(q[i].name), &sock);
+			ret = link_send_name(q[i].tid, q[i].name, strlen(q[i].name), q[i].java_id,
+					     &sock);
 			if (ret < 0)
 				break;
 		}

@@ -77,6 +77,7 @@ struct jpag_welcome {
 #define JPAG_FEATURE_ARMED 4u    /* the daemon understands JPAG_THREADS_ARMED: it keeps a
 				    recording's events stopped until it comes (or a
 				    deadline passes) */
+#define JPAG_FEATURE_JAVA_ID 8u  /* the daemon reads JPAG_THREAD_JAVA_ID in JPAG_THREAD_NAME */
 
 /* A recording of this process begins. The agent maps the ring (MAP_SHARED,
  * ring_bytes), installs its handler for `signal`, and asks for one perf fd per
@@ -161,8 +162,12 @@ struct jpag_method_unknown {
 struct jpag_thread_name {
 	uint32_t tid;            /* gettid() in the agent's pid namespace */
 	uint16_t name_len;       /* <= JPAG_THREAD_NAME_MAX */
-	uint16_t reserved;
+	uint16_t flags;          /* JPAG_THREAD_*; 0 from agents before them */
 };
+/* The name is followed by the thread's Java id (uint64_t: the tid field of
+ * java.lang.Thread, what getId() and threadId() return). Only to a daemon
+ * whose WELCOME has JPAG_FEATURE_JAVA_ID. */
+#define JPAG_THREAD_JAVA_ID 1u
 #define JPAG_THREAD_NAME_MAX 256
 
 /* JVMTI events the daemon can turn on for a recording, one EVENT_ON each

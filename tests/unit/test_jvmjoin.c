@@ -421,6 +421,58 @@ START_TEST(test_names_lines_signatures_and_hostile_text)
 }
 END_TEST
 
+/* JFR's positions: line (whenever the method has a table) and bytecode
+ * index in the name, after the signature if any; none where not known. */
+START_TEST(test_names_positions)
+{
+	struct jvm_join_opts o = { .interval_ns = 10 * MS, .late_ns = 50 * MS, .positions = true };
+	struct jvm_join *j = jvm_join_new(&o);
+	struct jvm_frame f = { .method_id = 0x900, .bci = 7 }, nat = { .method_id = 0x900, .bci = -3 };
+	char buf[256];
+	uint64_t ids[4];
+
+	bpf(j, 1, 10 * MS);
+	agent(j, 1, 10 * MS + 1, 1, 0x900);
+	jvm_join_run(j, UINT64_MAX, 20 * MS, true, emit, &(struct out){ .j = j });
+	ck_assert_uint_eq(jvm_join_wanted(j, ids, 4), 1);
+	name(j, 0x900, "Ljava/util/HashMap;", "get");
+	jvm_join_frame_name(j, &f, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "java.util.HashMap.get:101@7");
+	jvm_join_frame_name(j, &nat, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "java.util.HashMap.get");
+	/* No line table: the bci alone. */
+	bpf(j, 1, 30 * MS);
+	agent(j, 1, 30 * MS + 1, 1, 0x901);
+	jvm_join_run(j, UINT64_MAX, 40 * MS, true, emit, &(struct out){ .j = j });
+	ck_assert_uint_eq(jvm_join_wanted(j, ids, 4), 1);
+	jvm_join_method(j, 0x901, "LA;", 3, "m", 1, "()V", 3, NULL, 0, false);
+	f.method_id = 0x901;
+	jvm_join_frame_name(j, &f, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "A.m@7");
+	jvm_join_free(j);
+}
+END_TEST
+
+/* A named thread's Java id, kept with its name; none for an unnamed tid. */
+START_TEST(test_thread_java_ids)
+{
+	struct jvm_join_opts o = { .interval_ns = 10 * MS };
+	struct jvm_join *j = jvm_join_new(&o);
+
+	ck_assert_int_eq(jvm_join_thread_java_id(j, 100, 1), -ENOENT);
+	ck_assert_int_eq(jvm_join_thread_name(j, 100, "main", 4), 0);
+	ck_assert_uint_eq(jvm_join_thread_java_id_of(j, 100), 0);
+	ck_assert_int_eq(jvm_join_thread_java_id(j, 100, 0), -EINVAL);
+	ck_assert_int_eq(jvm_join_thread_java_id(j, 100, 3), 0);
+	ck_assert_uint_eq(jvm_join_thread_java_id_of(j, 100), 3);
+	ck_assert_uint_eq(jvm_join_thread_java_id_of(j, 101), 0);
+	/* A rename keeps the id. */
+	ck_assert_int_eq(jvm_join_thread_name(j, 100, "main2", 5), 0);
+	ck_assert_uint_eq(jvm_join_thread_java_id_of(j, 100), 3);
+	jvm_join_free(j);
+}
+END_TEST
+
 START_TEST(test_unknown_and_timed_out_names)
 {
 	struct jvm_join *j = make(false, false);
@@ -849,6 +901,8 @@ int main(void)
 	tcase_add_test(tc, test_default_wait_covers_a_loaded_machine);
 	tcase_add_test(tc, test_namespace_tids_are_mapped);
 	tcase_add_test(tc, test_names_lines_signatures_and_hostile_text);
+	tcase_add_test(tc, test_names_positions);
+	tcase_add_test(tc, test_thread_java_ids);
 	tcase_add_test(tc, test_unknown_and_timed_out_names);
 	tcase_add_test(tc, test_implausible_times_are_refused);
 	tcase_add_test(tc, test_descending_times_stay_cheap);
