@@ -330,6 +330,7 @@ static int link_on_start(int sock, const struct jpag_start *st, int memfd)
 	phase_env = getenv("JPROF_AGENT_PHASE");
 	link_phase = st->interval_ns > 0 && !(phase_env && !strcmp(phase_env, "0"));
 	ring_set_interval(st->interval_ns);
+	ring_set_wall_native(link_features & JPAG_FEATURE_WALL_NATIVE);
 	__atomic_store_n(&link_start_wait, link_phase, __ATOMIC_SEQ_CST);
 	map_init(&link_tids, true);
 	link_fd_asked = link_fd_answered = 0;

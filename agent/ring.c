@@ -72,6 +72,7 @@ static struct ring_state *ring_active;          /* what handlers see; NULL = off
 static unsigned long ring_inflight;             /* handlers inside the ring */
 static unsigned char ring_armed[RING_MAX_FD];   /* atomic bytes: enum ring_fd_state */
 static uint64_t ring_interval_ns;               /* the recording's period, for ring_end_phase */
+static bool ring_wall_native;                   /* JPAG_FEATURE_WALL_NATIVE: ring_write */
 static struct sigaction ring_prev[_NSIG];
 static pthread_mutex_t ring_install_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -381,6 +382,21 @@ static void ring_note(const void *ucv, int32_t code, uint64_t tag, unsigned how,
 #endif
 }
 
+/* ASGCT said "not Java": the Java frames walked from the anchor
+ * (javawalk_not_java); for a wall record of a blocked thread without any
+ * (one waiting in the VM: Signal Dispatcher, Attach Listener), its native
+ * frames, as a wall record has no BPF stack to join. */
+static int32_t ring_not_java(JNIEnv *env, struct jpring_slot *slot, int32_t n, void *uc,
+			     const struct ring_kind *k)
+{
+	n = javawalk_not_java(env, slot->frames, JPRING_MAX_FRAMES, n,
+			      __atomic_load_n(&ring_interval_ns, __ATOMIC_RELAXED));
+	if ((n == JPRING_UNKNOWN_NOT_JAVA || n == JPRING_NOT_WALKABLE_NOT_JAVA) && uc &&
+	    k->kind == JPRING_KIND_WALL && __atomic_load_n(&ring_wall_native, __ATOMIC_RELAXED))
+		n = ring_native_frames(uc, slot->frames, JPRING_MAX_FRAMES, n);
+	return n;
+}
+
 static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc,
 					    const struct ring_kind *k)
 {
@@ -445,8 +461,7 @@ static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc
 		if (n == JPRING_GC_ACTIVE)
 			n = javawalk_gc_active(env, slot->frames, JPRING_MAX_FRAMES, n);
 		else if (n == JPRING_UNKNOWN_NOT_JAVA || n == JPRING_NOT_WALKABLE_NOT_JAVA)
-			n = javawalk_not_java(env, slot->frames, JPRING_MAX_FRAMES, n,
-					      __atomic_load_n(&ring_interval_ns, __ATOMIC_RELAXED));
+			n = ring_not_java(env, slot, n, uc, k);
 		else if ((n == JPRING_UNKNOWN_JAVA || n == JPRING_NOT_WALKABLE_JAVA) && uc &&
 			 ring_recover)
 			n = javawalk_in_java(env, uc, slot->frames, JPRING_MAX_FRAMES, n,
@@ -696,6 +711,11 @@ void ring_mark_fd(int fd, enum ring_fd_state st)
 void ring_set_interval(uint64_t interval_ns)
 {
 	__atomic_store_n(&ring_interval_ns, interval_ns, __ATOMIC_SEQ_CST);
+}
+
+void ring_set_wall_native(bool on)
+{
+	__atomic_store_n(&ring_wall_native, on, __ATOMIC_SEQ_CST);
 }
 
 int ring_phase_fd(int fd, uint64_t first_ns)

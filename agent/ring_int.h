@@ -57,6 +57,10 @@ void ring_unwind_warm(void);
  * below native frames); the count, or failed. */
 int32_t ring_retry(JNIEnv *env, struct asgct_trace *trace, const void *uc, int32_t failed,
 		   struct ring_from *from, uint64_t *leaf_tag, unsigned *how);
+/* The native frames of the interrupted context uc (libgcc's unwinder past
+ * the signal frame), as JPRING_BCI_NATIVE frames into f, leaf first: their
+ * count, or failed if none. */
+int32_t ring_native_frames(const void *uc, struct jpring_frame *f, int32_t max, int32_t failed);
 /* The pseudo-frame or method of the leaf a retried walk stepped over. */
 void ring_leaf(struct asgct_frame *leaf, uint64_t tag);
 

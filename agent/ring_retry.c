@@ -233,6 +233,42 @@ void ring_unwind_warm(void)
 	_Unwind_Backtrace(ring_unwind_stop, NULL);
 }
 
+/* ring_native_frames: every frame from the interrupted one on. */
+struct ring_native {
+	uintptr_t pc;          /* the interrupted pc */
+	unsigned seen;         /* frames before it */
+	bool past_signal;
+	struct jpring_frame *f;
+	int32_t n, max;
+};
+
+static _Unwind_Reason_Code ring_native_step(struct _Unwind_Context *ctx, void *arg)
+{
+	struct ring_native *u = arg;
+	int before = 0;
+	uintptr_t ip = (uintptr_t)_Unwind_GetIPInfo(ctx, &before);
+
+	if (!u->past_signal) {
+		if (!(before && ip == u->pc))
+			return ++u->seen < RING_UNWIND_MAX ? _URC_NO_REASON : _URC_NORMAL_STOP;
+		u->past_signal = true;
+	}
+	if (!ip || u->n >= u->max)
+		return _URC_NORMAL_STOP;
+	u->f[u->n++] = (struct jpring_frame){ .bci = JPRING_BCI_NATIVE, .method_id = ip };
+	return _URC_NO_REASON;
+}
+
+int32_t ring_native_frames(const void *ucv, struct jpring_frame *f, int32_t max, int32_t failed)
+{
+	const ucontext_t *uc = ucv;
+	struct ring_native u = { .pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP], .f = f,
+				 .max = max };
+
+	_Unwind_Backtrace(ring_native_step, &u);
+	return u.n > 0 ? u.n : failed;
+}
+
 static int32_t ring_retry_native(struct asgct_trace *trace, const ucontext_t *uc,
 				 struct ring_from *from)
 {
@@ -373,6 +409,12 @@ int32_t ring_retry(JNIEnv *env, struct asgct_trace *trace, const void *uc, int32
 void ring_leaf(struct asgct_frame *leaf, uint64_t tag)
 {
 	(void)leaf; (void)tag;
+}
+
+int32_t ring_native_frames(const void *uc, struct jpring_frame *f, int32_t max, int32_t failed)
+{
+	(void)uc; (void)f; (void)max;
+	return failed;
 }
 
 void ring_unwind_warm(void)

@@ -240,7 +240,8 @@ static void on_hello(struct agent *a, const void *p, uint32_t len)
 	struct agentlink *l = a->link;
 	struct jpag_hello hello;
 	struct jpag_welcome w = { .version = JPAG_VERSION, .features = JPAG_FEATURE_SIGNAL | JPAG_FEATURE_WALL |
-								    JPAG_FEATURE_ARMED | JPAG_FEATURE_JAVA_ID };
+								    JPAG_FEATURE_ARMED | JPAG_FEATURE_JAVA_ID |
+								    JPAG_FEATURE_WALL_NATIVE };
 
 	if (a->hello || len != sizeof(hello)) {
 		agent_drop(a, "bad hello");

@@ -273,6 +273,33 @@ void jvm_join_each_thread_name(const struct jvm_join *j,
 
 /* ---- naming ---- */
 
+const char *jvm_join_stub_marker(uint64_t kind)
+{
+	/* Indexed by enum jpring_stub_kind; the ring is the agent's to write,
+	 * so any other value is an unknown leaf. */
+	static const char *const names[JPRING_STUB_KINDS] = {
+		[JPRING_STUB_UNKNOWN] = "[unknown_java_leaf]",
+		[JPRING_STUB_OTHER] = "[stub]",
+		[JPRING_STUB_VTABLE] = "[vtable stub]",
+		[JPRING_STUB_ITABLE] = "[itable stub]",
+		[JPRING_STUB_METHOD_HANDLE] = "[method handle adapter]",
+		[JPRING_STUB_CALL] = "[call_stub]",
+		[JPRING_STUB_ADAPTER] = "[i2c/c2i adapter]",
+		[JPRING_STUB_INTERPRETER] = "[interpreter]",
+		[JPRING_STUB_ARRAYCOPY] = "[arraycopy stub]",
+		[JPRING_STUB_RESOLVE] = "[resolve stub]",
+		[JPRING_STUB_DISPATCH] = "[vtable/itable stub]",
+		[JPRING_STUB_INVOKE_BASIC] = "[MethodHandle.invokeBasic]",
+		[JPRING_STUB_LINK_TO_VIRTUAL] = "[MethodHandle.linkToVirtual]",
+		[JPRING_STUB_LINK_TO_STATIC] = "[MethodHandle.linkToStatic]",
+		[JPRING_STUB_LINK_TO_SPECIAL] = "[MethodHandle.linkToSpecial]",
+		[JPRING_STUB_LINK_TO_INTERFACE] = "[MethodHandle.linkToInterface]",
+		[JPRING_STUB_LINK_TO_NATIVE] = "[MethodHandle.linkToNative]",
+	};
+
+	return kind < JPRING_STUB_KINDS ? names[kind] : names[JPRING_STUB_UNKNOWN];
+}
+
 const char *jvm_join_error_marker(int32_t code)
 {
 	switch (code) {

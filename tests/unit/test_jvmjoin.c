@@ -24,6 +24,7 @@ struct out {
 	bool java_context[16];
 	uint32_t tid[16];
 	unsigned nu[16], nk[16];
+	uint64_t uips[16][2];     /* the first user pcs */
 	struct jvm_join *j;
 };
 
@@ -44,6 +45,8 @@ static void emit(const struct jvm_sample *s, void *arg)
 		memcpy(o->values[o->n], s->values, sizeof(o->values[o->n]));
 	o->nu[o->n] = s->nu;
 	o->nk[o->n] = s->nk;
+	for (unsigned i = 0; i < s->nu && i < 2; i++)
+		o->uips[o->n][i] = s->uips[i];
 	for (unsigned i = 0; i < s->njava && i < 8; i++) {
 		jvm_join_frame_name(o->j, &s->java[i], o->names[o->n][i], 128);
 		o->type[o->n][i] = s->java[i].type;
@@ -209,6 +212,38 @@ START_TEST(test_agent_events)
 	ck_assert_str_eq(o.leaf[1], "A");
 	jvm_join_get_stats(j, &st);
 	ck_assert_uint_eq(st.agent_future, 1);
+	jvm_join_free(j);
+}
+END_TEST
+
+/* A wall record of a thread without Java frames holds its native pcs: they
+ * become the sample's user stack (leaf first, the stack flag bits cleared);
+ * a record mixing them with Java frames is dropped. */
+START_TEST(test_wall_native_frames)
+{
+	struct jvm_join_opts jo = { .interval_ns = 10 * MS };
+	struct jvm_join *j = jvm_join_new(&jo);
+	struct out o = { .j = j };
+	struct jpring_frame f[3] = {
+		{ .bci = JPRING_BCI_NATIVE, .method_id = 0x7f0000001234ull },
+		{ .bci = JPRING_BCI_NATIVE, .method_id = 0x7f0000005678ull | (1ull << 63) },
+		{ .bci = 3, .method_id = 0x800 },
+	};
+	uint64_t v[2] = { 1, 10 * MS };
+	uint64_t got[2];
+
+	jvm_join_add_wall(j, 9, 100 * MS, 100 * MS, 5, v, 2, JPRING_STATE_SLEEPING, 2, f);
+	jvm_join_add_wall(j, 9, 101 * MS, 101 * MS, 5, v, 2, JPRING_STATE_SLEEPING, 3, f);
+	jvm_join_run(j, 200 * MS, 200 * MS, false, emit, &o);
+	ck_assert_uint_eq(o.n, 1);
+	ck_assert_uint_eq(o.njava[0], 0);
+	ck_assert_uint_eq(o.nu[0], 2);
+	ck_assert_uint_eq(o.nk[0], 0);
+	ck_assert_str_eq(o.state[0], "[sleeping]");
+	ck_assert_ptr_null(o.marker[0]);
+	memcpy(got, o.uips[0], sizeof(got));
+	ck_assert_uint_eq(got[0], 0x7f0000001234ull);
+	ck_assert_uint_eq(got[1], 0x7f0000005678ull);
 	jvm_join_free(j);
 }
 END_TEST
@@ -896,6 +931,7 @@ int main(void)
 	tcase_add_test(tc, test_agent_events);
 	tcase_add_test(tc, test_frame_types_pass_through_checked);
 	tcase_add_test(tc, test_wall_records);
+	tcase_add_test(tc, test_wall_native_frames);
 	tcase_add_test(tc, test_latest_bpf_record_within_the_window);
 	tcase_add_test(tc, test_late_records_wait_for_the_horizon);
 	tcase_add_test(tc, test_default_wait_covers_a_loaded_machine);
