@@ -47,7 +47,7 @@ static const char *const jw_stat_names[JW_ST_N] = {
 	"walked", "state_in_java", "state_other", "no_java_frames", "bad_read", "no_method_id",
 	"unknown_pc", "no_inline_record", "bad_frame", "walker_off", "over_time_or_budget",
 };
-enum jw_kind { JW_GC, JW_VM, JW_JAVA, JW_KINDS };
+enum jw_kind { JW_GC, JW_VM, JW_JAVA, JW_EXT, JW_KINDS };
 static unsigned long jw_stats[JW_KINDS][JW_ST_N];
 static unsigned long jw_states[16];     /* _thread_state of the samples (15: other) */
 static unsigned long jw_unannounced_n;   /* frames of nmethods JVMTI had not announced */
@@ -90,7 +90,8 @@ __attribute__((destructor)) static void jw_write_stats(void)
 	/* The GC walk's counts keep their old names. */
 	for (int k = 0; k < JW_KINDS; k++)
 		for (int i = 0; i < JW_ST_N; i++)
-			dprintf(fd, " %s%s=%lu", k == JW_GC ? "" : k == JW_VM ? "vm_" : "java_",
+			dprintf(fd, " %s%s=%lu", k == JW_GC ? "" : k == JW_VM ? "vm_" :
+				k == JW_JAVA ? "java_" : "ext_",
 				jw_stat_names[i], jw_stats[k][i]);
 	for (int i = 0; i < 16; i++)
 		if (jw_states[i])
@@ -353,12 +354,33 @@ static enum jw_stat jw_interpreted(struct jw_walk *w)
 	return JW_ST_OK;
 }
 
+/* A compiled frame marked for deoptimization (a class redefined: on JDK 17
+ * a JFR recording's first retransformation marks every nmethod) returns to
+ * its nmethod's deopt handler, where no scope is recorded; the pc it had
+ * is kept in the frame, at nmethod::_orig_pc_offset from its sp (0 can be:
+ * DeoptRoots.outer()'s on JDK 25 is 0). True with
+ * *pc that one, if it lies in the nmethod's code (code, announced). */
+static bool jw_deopt_pc(const struct jw_walk *w, uintptr_t blob, uintptr_t code, uintptr_t *pc)
+{
+	int32_t off;
+	uintptr_t orig;
+
+	if (jw.o.nm_orig_pc_offset < 0 ||
+	    !agent_peek(blob + (uintptr_t)jw.o.nm_orig_pc_offset, &off, sizeof(off)) ||
+	    off < 0 || off > JW_FRAME_WORDS_MAX * (int32_t)W ||
+	    !jw_stack_word(&w->st, w->sp + (uintptr_t)off, &orig) || orig < code ||
+	    vmstructs_blob_at(orig) != blob)
+		return false;
+	*pc = orig;
+	return true;
+}
+
 /* One compiled frame (with the methods inlined at w->pc) of the nmethod
  * of method at blob; steps to its caller. */
 static enum jw_stat jw_compiled(struct jw_walk *w, uintptr_t blob, uint64_t method)
 {
 	struct jw_scope sc[JW_INLINE_MAX];
-	uintptr_t code, m, sender_sp, ra, saved_fp;
+	uintptr_t code, m, sender_sp, ra, saved_fp, pc = w->pc;
 	uint32_t ns = 0;
 	int32_t words, type;
 	int ret;
@@ -371,10 +393,12 @@ static enum jw_stat jw_compiled(struct jw_walk *w, uintptr_t blob, uint64_t meth
 	if (!jw_stack_word(&w->st, sender_sp - W, &ra) ||
 	    !jw_stack_word(&w->st, sender_sp - 2 * W, &saved_fp))
 		return JW_ST_BAD_READ;
-	type = codemap_in_method(method, w->pc);
+	ret = jw_scopes_at(code, w->pc, sc, &ns);
+	if (ret == -ENOENT && jw_deopt_pc(w, blob, code, &pc))
+		ret = jw_scopes_at(code, pc, sc, &ns);
+	type = codemap_in_method(method, pc);
 	if (!type)
 		type = JPRING_TYPE_COMPILED;
-	ret = jw_scopes_at(code, w->pc, sc, &ns);
 	if (ret == -EAGAIN)
 		return JW_ST_NO_RECORD;
 	if (ret < 0) {
@@ -499,6 +523,56 @@ static enum jw_stat jw_entry(struct jw_walk *w, bool *done)
 	return JW_ST_OK;
 }
 
+/* Walks on from the frame at w (pc, sp, fp), appending to w's frames until
+ * the bottom of the thread's Java frames, max frames or a step that fails. */
+static enum jw_stat jw_walk_frames(struct jw_walk *w, uintptr_t call_stub_ra, enum jw_kind kind,
+				   uint64_t cap_ns, uint64_t cpu0)
+{
+	for (int32_t i = 0; i < JPRING_MAX_FRAMES && w->n < w->max; i++) {
+		uintptr_t prev_sp = w->sp, blob, m;
+		bool done = false;
+		uint64_t tag;
+		enum jw_stat st;
+
+		if (w->pc == call_stub_ra) {
+			/* Called from the VM (JavaCalls): done, or on from
+			 * the Java frames before that call. */
+			st = jw_entry(w, &done);
+			if (st == JW_ST_OK && done)
+				return JW_ST_OK;
+		} else if (codemap_in_interpreter(w->pc)) {
+			st = jw_interpreted(w);
+		} else {
+			tag = codemap_leaf(w->pc);
+			blob = vmstructs_blob_at(w->pc);
+			if (!blob)
+				return JW_ST_UNKNOWN_PC;
+			if (tag >= JPRING_STUB_KINDS)
+				st = jw_compiled(w, blob, tag);
+			else if ((m = vmstructs_nmethod_method(blob)))
+				st = jw_unannounced(w, blob, m);
+			else if (i == 0 && (kind == JW_VM || kind == JW_JAVA))
+				/* Only the top frame: a stub below a Java
+				 * frame is a deoptimization or a patched
+				 * return, not walked. */
+				st = jw_stub(w, blob, call_stub_ra);
+			else
+				return JW_ST_UNKNOWN_PC;
+		}
+		if (st != JW_ST_OK)
+			return st;
+		/* Every caller is higher up the stack. */
+		if (w->sp <= prev_sp || w->sp >= w->st.hi)
+			return JW_ST_BAD_FRAME;
+		/* The GC walk is not capped: its reads are slow in a pause
+		 * (the collector holds the address space's lock) and it is
+		 * what the sample has. */
+		if (kind != JW_GC && (i & 7) == 7 && jw_cpu_ns() - cpu0 > cap_ns)
+			return JW_ST_SLOW;
+	}
+	return JW_ST_OK;
+}
+
 static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, int32_t *n,
 			    enum jw_kind kind, uint64_t cap_ns)
 {
@@ -507,6 +581,7 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 	struct jw_walk w = { .f = f, .max = max };
 	uint64_t start_ns, cpu0;
 	int32_t state;
+	enum jw_stat st;
 
 	if (!agent_peek(jt + (uintptr_t)o->thread_state, &state, sizeof(state)))
 		return JW_ST_BAD_READ;
@@ -560,48 +635,9 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 	/* Set when the stubs were made, before any Java code ran. */
 	if (!agent_peek(o->call_stub_ra, &call_stub_ra, W) || !call_stub_ra)
 		return JW_ST_BAD_READ;
-	for (int32_t i = 0; i < JPRING_MAX_FRAMES && w.n < max; i++) {
-		uintptr_t prev_sp = w.sp, blob, m;
-		bool done = false;
-		uint64_t tag;
-		enum jw_stat st;
-
-		if (w.pc == call_stub_ra) {
-			/* Called from the VM (JavaCalls): done, or on from
-			 * the Java frames before that call. */
-			st = jw_entry(&w, &done);
-			if (st == JW_ST_OK && done)
-				break;
-		} else if (codemap_in_interpreter(w.pc)) {
-			st = jw_interpreted(&w);
-		} else {
-			tag = codemap_leaf(w.pc);
-			blob = vmstructs_blob_at(w.pc);
-			if (!blob)
-				return JW_ST_UNKNOWN_PC;
-			if (tag >= JPRING_STUB_KINDS)
-				st = jw_compiled(&w, blob, tag);
-			else if ((m = vmstructs_nmethod_method(blob)))
-				st = jw_unannounced(&w, blob, m);
-			else if (i == 0 && kind != JW_GC)
-				/* Only the top frame: a stub below a Java
-				 * frame is a deoptimization or a patched
-				 * return, not walked. */
-				st = jw_stub(&w, blob, call_stub_ra);
-			else
-				return JW_ST_UNKNOWN_PC;
-		}
-		if (st != JW_ST_OK)
-			return st;
-		/* Every caller is higher up the stack. */
-		if (w.sp <= prev_sp || w.sp >= w.st.hi)
-			return JW_ST_BAD_FRAME;
-		/* The GC walk is not capped: its reads are slow in a pause
-		 * (the collector holds the address space's lock) and it is
-		 * what the sample has. */
-		if (kind != JW_GC && (i & 7) == 7 && jw_cpu_ns() - cpu0 > cap_ns)
-			return JW_ST_SLOW;
-	}
+	st = jw_walk_frames(&w, call_stub_ra, kind, cap_ns, cpu0);
+	if (st != JW_ST_OK)
+		return st;
 	*n = w.n;
 	return w.n ? JW_ST_OK : JW_ST_BAD_FRAME;
 }
@@ -689,4 +725,34 @@ int32_t javawalk_in_java(JNIEnv *env, const void *ucv, struct jpring_frame *f, i
 #endif
 	jw_count(JW_JAVA, st);
 	return st == JW_ST_OK ? n : failed;
+}
+
+int32_t javawalk_extend(JNIEnv *env, struct jpring_frame *f, int32_t n, int32_t max,
+			uintptr_t pc, uintptr_t sp, uintptr_t fp)
+{
+	enum jw_stat st = JW_ST_OFF;
+	int32_t got = 0;
+
+#if defined(__x86_64__)
+	struct jw_walk w = { .f = f + n, .max = max - n, .pc = pc, .sp = sp, .fp = fp };
+	uintptr_t jt, base, size, call_stub_ra;
+
+	if (n < max && env && __atomic_load_n(&jw.on, __ATOMIC_ACQUIRE) && !jw.vm_off) {
+		jt = (uintptr_t)env - (uintptr_t)jw.env_off;
+		st = JW_ST_BAD_READ;
+		if (agent_peek(jt + (uintptr_t)jw.o.stack_base, &base, W) &&
+		    agent_peek(jt + (uintptr_t)jw.o.stack_size, &size, W) && size <= base &&
+		    sp >= base - size && sp < base &&
+		    agent_peek(jw.o.call_stub_ra, &call_stub_ra, W) && call_stub_ra) {
+			w.st = (struct jw_stack){ .lo = base - size, .hi = base };
+			st = jw_walk_frames(&w, call_stub_ra, JW_EXT, JW_WALK_NS_MAX, jw_cpu_ns());
+			got = w.n;
+		}
+	}
+#else
+	(void)f; (void)max; (void)pc; (void)sp; (void)fp; (void)env;
+#endif
+	jw_count(JW_EXT, st);
+	/* As the anchor walks: whole, or not used. */
+	return st == JW_ST_OK ? n + got : n;
 }

@@ -60,6 +60,20 @@ static bool jw_type_pop(struct jw_cursor *c, uintptr_t words)
 	return true;
 }
 
+/* The frame size (words) of the nmethod at blob if it is method's (a
+ * jmethodID), else 0. */
+static unsigned jw_type_blob_words(uintptr_t blob, uint64_t method)
+{
+	uintptr_t m = blob ? vmstructs_nmethod_method(blob) : 0;
+	int32_t words = 0;
+
+	if (!m || m != jw_type_method(method) ||
+	    !agent_peek(blob + (uintptr_t)jw.o.blob_frame_size, &words, sizeof(words)) ||
+	    words < 2 || words > JW_FRAME_WORDS_MAX)
+		return 0;
+	return (unsigned)words;
+}
+
 /* The outermost of the frames f[i..] that the compiled code at pc (of
  * method, blob) stands for: the first frame of method, unless method
  * appears again within the inline depth (a method inlined into itself),
@@ -91,8 +105,8 @@ static int32_t jw_type_outer(const struct jpring_frame *f, int32_t i, int32_t n,
 	return i + (int32_t)ns - 1;
 }
 
-bool javawalk_type(JNIEnv *env, struct jpring_frame *f, int32_t first, int32_t n, uintptr_t pc,
-		   uintptr_t sp, uintptr_t fp)
+int32_t javawalk_type(JNIEnv *env, struct jpring_frame *f, int32_t first, int32_t n,
+		      int32_t max, uintptr_t pc, uintptr_t sp, uintptr_t fp)
 {
 	uintptr_t jt, base, size, call_stub_ra, m, blob, wrapper;
 	struct jw_cursor c = { .pc = pc, .sp = sp, .fp = fp };
@@ -101,12 +115,12 @@ bool javawalk_type(JNIEnv *env, struct jpring_frame *f, int32_t first, int32_t n
 	unsigned words;
 
 	if (!env || !__atomic_load_n(&jw.on, __ATOMIC_ACQUIRE))
-		return false;
+		return -1;
 	jt = (uintptr_t)env - (uintptr_t)jw.env_off;
 	if (!agent_peek(jt + (uintptr_t)jw.o.stack_base, &base, W) ||
 	    !agent_peek(jt + (uintptr_t)jw.o.stack_size, &size, W) || size > base ||
 	    !agent_peek(jw.o.call_stub_ra, &call_stub_ra, W))
-		return false;
+		return -1;
 	c.st = (struct jw_stack){ .lo = base - size, .hi = base };
 	/* Not in Java code: AsyncGetCallTrace walked from the anchor, which
 	 * only a thread out of Java state keeps (in Java it may be stale). */
@@ -115,20 +129,20 @@ bool javawalk_type(JNIEnv *env, struct jpring_frame *f, int32_t first, int32_t n
 		if (!agent_peek(jt + (uintptr_t)jw.o.thread_state, &state, sizeof(state)) ||
 		    state == JW_IN_JAVA || state == JW_IN_JAVA + 1 ||
 		    !jw_type_from_anchor(&c, jt + (uintptr_t)jw.o.anchor))
-			return true;
+			return n;
 	}
 	for (int32_t step = 0; i < n && step < JPRING_MAX_FRAMES; step++) {
 		uintptr_t prev_sp = c.sp;
 
 		if (f[i].bci == JPRING_BCI_STUB)
-			break;
+			return n;
 		if (c.pc == call_stub_ra) {
 			/* An entry frame: on below the VM's call into Java. */
 			if (!jw_stack_word(&c.st, c.fp + JW_ENTRY_WRAPPER * (long)W, &wrapper) ||
 			    wrapper + (uintptr_t)jw.o.wrapper_anchor < c.st.lo ||
 			    wrapper + (uintptr_t)jw.o.wrapper_anchor >= c.st.hi ||
 			    !jw_type_from_anchor(&c, wrapper + (uintptr_t)jw.o.wrapper_anchor))
-				break;
+				return n;
 		} else if (codemap_in_interpreter(c.pc)) {
 			uintptr_t sender_sp, ra, caller_fp;
 
@@ -138,7 +152,7 @@ bool javawalk_type(JNIEnv *env, struct jpring_frame *f, int32_t first, int32_t n
 			    !jw_stack_word(&c.st, c.fp + JW_INTERP_SENDER_SP * (long)W, &sender_sp) ||
 			    !jw_stack_word(&c.st, c.fp, &caller_fp) ||
 			    !jw_stack_word(&c.st, c.fp + W, &ra) || sender_sp < c.fp + 2 * W)
-				break;
+				return n;
 			f[i++].type = JPRING_TYPE_INTERPRETED;
 			c.sp = sender_sp;
 			c.fp = caller_fp;
@@ -146,15 +160,19 @@ bool javawalk_type(JNIEnv *env, struct jpring_frame *f, int32_t first, int32_t n
 		} else if ((tag = codemap_leaf(c.pc)) >= JPRING_STUB_KINDS) {
 			blob = vmstructs_blob_at(c.pc);
 			words = codemap_frame_words(tag, c.pc);
+			/* Not in the code map (an OSR compilation, which is not
+			 * the method's Method::_code): the blob's own. */
+			if (!words)
+				words = jw_type_blob_words(blob, tag);
 			j = jw_type_outer(f, i, n, tag, blob, c.pc);
 			if (!words || j < 0)
-				break;
+				return n;
 			type = codemap_in_method(tag, c.pc);
 			for (; i < j; i++)
 				f[i].type = JPRING_TYPE_INLINED;
 			f[i++].type = type ? type : JPRING_TYPE_COMPILED;
 			if (!jw_type_pop(&c, words))
-				break;
+				return n;
 		} else if ((blob = vmstructs_blob_at(c.pc)) && (m = vmstructs_nmethod_method(blob))) {
 			/* Compiled code JVMTI has not announced yet: its
 			 * method from the nmethod, the inlined frames (if
@@ -168,26 +186,32 @@ bool javawalk_type(JNIEnv *env, struct jpring_frame *f, int32_t first, int32_t n
 			if (j < 0 ||
 			    !agent_peek(blob + (uintptr_t)jw.o.blob_frame_size, &w32, sizeof(w32)) ||
 			    w32 < 2 || w32 > JW_FRAME_WORDS_MAX)
-				break;
+				return n;
 			for (; i < j; i++)
 				f[i].type = JPRING_TYPE_INLINED;
 			f[i++].type = JPRING_TYPE_COMPILED;
 			if (!jw_type_pop(&c, (uintptr_t)w32))
-				break;
+				return n;
 		} else {
-			break;
+			return n;
 		}
 		/* Every caller is higher up the stack. */
 		if (c.sp <= prev_sp || c.sp >= c.st.hi)
-			break;
+			return n;
 	}
-	return true;
+	/* Every frame matched, and Java code goes on below the last one: the
+	 * walk ended early (at the bottom the next pc is the call stub's). */
+	if (i == n && n < max && c.pc != call_stub_ra &&
+	    (codemap_in_interpreter(c.pc) || codemap_leaf(c.pc) >= JPRING_STUB_KINDS ||
+	     vmstructs_nmethod_method(vmstructs_blob_at(c.pc))))
+		return javawalk_extend(env, f, n, max, c.pc, c.sp, c.fp);
+	return n;
 }
 #else
-bool javawalk_type(JNIEnv *env, struct jpring_frame *f, int32_t first, int32_t n, uintptr_t pc,
-		   uintptr_t sp, uintptr_t fp)
+int32_t javawalk_type(JNIEnv *env, struct jpring_frame *f, int32_t first, int32_t n,
+		      int32_t max, uintptr_t pc, uintptr_t sp, uintptr_t fp)
 {
-	(void)env; (void)f; (void)first; (void)n; (void)pc; (void)sp; (void)fp;
-	return false;
+	(void)env; (void)f; (void)first; (void)n; (void)max; (void)pc; (void)sp; (void)fp;
+	return -1;
 }
 #endif

@@ -403,7 +403,7 @@ static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc
 	struct jpring_slot *slot;
 	uint64_t w;
 	JNIEnv *env;
-	int32_t n;
+	int32_t n, m;
 
 	/* Not the armed fd's owner tid: a signal still pending from a closed
 	 * fd whose number was re-armed for another thread would lie. */
@@ -466,8 +466,14 @@ static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc
 			 ring_recover)
 			n = javawalk_in_java(env, uc, slot->frames, JPRING_MAX_FRAMES, n,
 					     __atomic_load_n(&ring_interval_ns, __ATOMIC_RELAXED));
-		else if (n > 0 && uc)
-			ring_type_walk(env, slot->frames, n, uc, &from, how);
+		else if (n > 0 && uc && (m = ring_type_walk(env, slot->frames, n, JPRING_MAX_FRAMES,
+							 uc, &from, how)) > n) {
+			/* Completed below where ASGCT stopped: the thread's
+			 * root is the completed walk's. */
+			n = m;
+			if (how == RING_HOW_OFF)
+				ring_root_set(slot->tid, slot->frames[n - 1].method_id);
+		}
 	}
 	ring_commit(slot, w, n);
 	return slot;

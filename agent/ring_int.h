@@ -65,8 +65,9 @@ int32_t ring_native_frames(const void *uc, struct jpring_frame *f, int32_t max, 
 void ring_leaf(struct asgct_frame *leaf, uint64_t tag);
 
 /* ring_type.c: types a walk's frames (jpring_frame.type) from where it
- * started: uc, or from for a retried one (how: enum ring_how). */
-void ring_type_walk(JNIEnv *env, struct jpring_frame *f, int32_t n, const void *uc,
-		    const struct ring_from *from, unsigned how);
+ * started: uc, or from for a retried one (how: enum ring_how); completes a
+ * walk that ended early (at most max frames). Returns the frames' count. */
+int32_t ring_type_walk(JNIEnv *env, struct jpring_frame *f, int32_t n, int32_t max,
+		       const void *uc, const struct ring_from *from, unsigned how);
 
 #endif

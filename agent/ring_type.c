@@ -114,17 +114,18 @@ static void ring_type_frames(struct jpring_frame *f, int32_t n, uintptr_t pc, ui
 }
 
 /* Types a walk, retried or not, from where it started: every frame by the
- * thread's own frames (javawalk_type), or, where that cannot run (no
- * VMStructs walk), what the pc and an interpreted leaf's rbp chain tell. */
-void ring_type_walk(JNIEnv *env, struct jpring_frame *f, int32_t n, const void *ucv,
-		    const struct ring_from *from, unsigned how)
+ * thread's own frames (javawalk_type, which also completes a walk that
+ * ended early), or, where that cannot run (no VMStructs walk), what the pc
+ * and an interpreted leaf's rbp chain tell. Returns the frames' count. */
+int32_t ring_type_walk(JNIEnv *env, struct jpring_frame *f, int32_t n, int32_t max,
+		       const void *ucv, const struct ring_from *from, unsigned how)
 {
 #if defined(__x86_64__)
 	const ucontext_t *uc = ucv;
 	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
 	uintptr_t fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
-	int32_t first = 0;
+	int32_t first = 0, got;
 
 	if (!codemap_all_interpreted()) {
 		if (from->pc) {
@@ -143,8 +144,8 @@ void ring_type_walk(JNIEnv *env, struct jpring_frame *f, int32_t n, const void *
 		} else if (how == RING_HOW_PUSHED) {
 			sp += sizeof(uintptr_t);
 		}
-		if (javawalk_type(env, f, first, n, pc, sp, fp))
-			return;
+		if ((got = javawalk_type(env, f, first, n, max, pc, sp, fp)) >= 0)
+			return got;
 	}
 	/* From below native frames: as if interrupted at the return address
 	 * (an interpreted caller's rbp is not known there: only f[0] typed). */
@@ -154,7 +155,8 @@ void ring_type_walk(JNIEnv *env, struct jpring_frame *f, int32_t n, const void *
 		ring_type_frames(f, n, (uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
 				 (uintptr_t)uc->uc_mcontext.gregs[REG_RBP], from->pc);
 #else
-	(void)env; (void)ucv; (void)how; (void)from;
+	(void)env; (void)ucv; (void)how; (void)from; (void)max;
 	ring_type_frames(f, n, 0, 0, 0);
 #endif
+	return n;
 }
