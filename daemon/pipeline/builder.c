@@ -142,8 +142,9 @@ static bool agent_module(const char *m)
  * walks through JIT code are not to be trusted); jit_marker, if given,
  * stands where the stack was cut. A signal frame whose handler is the
  * jprofd agent's: the handler and all it called are the agent's work, not
- * the program's, and are left out with the signal frame; then true (the
- * kernel frames are the handler's too). */
+ * the program's, and are left out with the signal frame (all the user
+ * frames, if the unwind ended inside the handler); then true (the kernel
+ * frames are the handler's too). */
 static bool push_user(struct builder *b, uint32_t pid, uint64_t start, const uint64_t *uips,
 		      uint32_t nu, bool kernel_mode, bool cut_at_jit, const char *jit_marker)
 {
@@ -177,6 +178,13 @@ static bool push_user(struct builder *b, uint32_t pid, uint64_t start, const uin
 			break;
 		}
 		push_sym(b, &b->r);
+	}
+	/* The agent's frames and no signal frame after them (the unwind
+	 * stopped inside the handler): where the handler ends is not known,
+	 * so none of these user frames is shown. */
+	if (agent) {
+		b->n = from;
+		cut = true;
 	}
 	reverse(b, from);
 	return cut;

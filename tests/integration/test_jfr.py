@@ -136,6 +136,9 @@ def main(t):
         with t.case("JDK %s JVM%s: jdk.ExecutionSample events with CpuSplit.alpha on top"
                     % (jdk, " with --java-lines" if lines else "")):
             jvm = jv.Jvm(t, jdk, "CpuSplit", 40, settle=2.0)
+            # The JVM's own thread ids, now: a loaded machine's recordings
+            # may outlast the workload.
+            ids = java_thread_ids(jdk, jvm.pid)
             # 4 s give 300+ samples on a quiet machine; a loaded one gives
             # the JVM less CPU, so it is recorded longer until it has them.
             for secs in (4, 8, 16):
@@ -162,7 +165,6 @@ def main(t):
                           if frame_name(e["values"]["stackTrace"]["frames"][0]) == "CpuSplit.alpha")
             jt.check(thread["osName"] and thread["osThreadId"] > 0, "sampled thread: %r" % thread)
             # The JVM's own id of main (not its OS tid).
-            ids = java_thread_ids(jdk, jvm.pid)
             jt.log("sampled thread %r; the JVM's ids: %s" % (thread, sorted(ids.items())[:8]))
             jt.check(thread["javaName"] == "main" and thread["javaThreadId"] == ids.get("main")
                      and thread["osThreadId"] != thread["javaThreadId"],
