@@ -159,12 +159,13 @@ static void JNICALL agent_on_thread_start(jvmtiEnv *jvmti, JNIEnv *jni, jthread 
 	if (!link_is_recording())
 		return;
 	link_thread_event((uint32_t)syscall(SYS_gettid), true,
-			  threads_name(jvmti, jni, thread, name, sizeof(name)) > 0 ? name : NULL);
+			  threads_name(jvmti, jni, thread, name, sizeof(name)) > 0 ? name : NULL,
+			  threads_java_id(jni, thread));
 }
 
 static void JNICALL agent_on_thread_end(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread)
 {
-	link_thread_event((uint32_t)syscall(SYS_gettid), false, NULL);
+	link_thread_event((uint32_t)syscall(SYS_gettid), false, NULL, 0);
 }
 
 static int agent_setup_jvmti(bool live)

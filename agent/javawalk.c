@@ -2,6 +2,7 @@
 
 #include "agent.h"
 #include "codemap.h"
+#include "javawalk_int.h"
 #include "vmstructs.h"
 
 #include <errno.h>
@@ -17,26 +18,6 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#define W sizeof(uintptr_t)
-
-/* HotSpot's JavaThreadState values (VMStructs' int constants on JDK 17 and
- * 25). A thread in Java code cannot be on CPU in a stop-the-world pause
- * (it would be at a safepoint): only these are walked. */
-enum {
-	JW_IN_NATIVE = 4, JW_IN_NATIVE_TRANS = 5, JW_IN_VM = 6, JW_IN_VM_TRANS = 7,
-	JW_BLOCKED = 10, JW_BLOCKED_TRANS = 11,
-};
-#define JW_ACC_NATIVE 0x0100     /* JVM_ACC_NATIVE in Method::_access_flags */
-
-/* x86_64 interpreter frame (frame_x86.hpp): the saved rbp at fp, the
- * return address above it, the sender's sp (before a c2i adapter extended
- * it) one word below, Method* three, bcp eight (the mirror, the method
- * data, the cache and the locals in between). */
-#define JW_INTERP_SENDER_SP (-1)
-#define JW_INTERP_METHOD (-3)
-#define JW_INTERP_BCP (-8)
-#define JW_FRAME_WORDS_MAX 65536 /* larger compiled frames: not believed */
-#define JW_INLINE_MAX 32         /* scopes at one pc (MaxInlineLevel 15) */
 /* A walk's time in the handler: each read is a syscall, and a deep stack
  * (javac's 150 frames) takes 0.5-3 ms. At a 1 ms interval that was longer
  * than the interval: the thread's next signals were lost (68 % of javac's
@@ -51,46 +32,7 @@ enum {
 #define JW_SHARE 10
 #define JW_SLACK_NS 20000000ull
 
-/* The inline records of one nmethod: the call sites' pcs (offsets from its
- * code, ascending), for each the index of its first scope, then the scopes
- * (innermost first). One malloc'd block, read by the handler only through
- * agent_peek (it may be freed at any time) and under the slot's seq. */
-struct jw_scope {
-	uint64_t method;
-	int32_t bci;
-	int32_t reserved;
-};
-struct jw_rec {
-	uint32_t npcs, nscopes;
-	size_t bytes;
-	/* uint32_t pc_off[npcs]; uint32_t first[npcs + 1]; struct jw_scope scopes[nscopes] */
-};
-
-#define JW_SLOTS (1u << 15)
-#define JW_PROBES 32
-#define JW_ENV_TRIES 64
-#define JW_BYTES_MAX (64u << 20) /* all records together; more are not kept */
-
-struct jw_slot {
-	uint64_t key;            /* code address; 0 = free; once set, never changes */
-	uint32_t seq;            /* odd while a writer changes the slot */
-	uint32_t reserved;
-	uintptr_t end;           /* code end; 0 = no live nmethod here */
-	uintptr_t rec;           /* struct jw_rec *, or 0 */
-};
-
-static struct {
-	pthread_once_t once;
-	bool on;                 /* offsets read and the env offset known; set once */
-	bool vm_off;             /* JPROF_AGENT_VM_WALK=0: "not Java" answers stand */
-	struct vmstructs_walk o;
-	long env_off;            /* JNIEnv - JavaThread */
-	unsigned env_tries;
-	struct jw_slot *slots;
-	pthread_mutex_t lock;
-	size_t bytes;            /* of all records kept */
-	unsigned long dropped;   /* nmethods whose records were not kept */
-} jw = { .once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER };
+struct jw_state jw = { .once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* Measurement only (JPROF_AGENT_WALK_STATS=path: written at exit): why
  * samples were or were not walked, for each of the two walks (GC pauses,
@@ -105,7 +47,7 @@ static const char *const jw_stat_names[JW_ST_N] = {
 	"walked", "state_in_java", "state_other", "no_java_frames", "bad_read", "no_method_id",
 	"unknown_pc", "no_inline_record", "bad_frame", "walker_off", "over_time_or_budget",
 };
-enum jw_kind { JW_GC, JW_VM, JW_JAVA, JW_KINDS };
+enum jw_kind { JW_GC, JW_VM, JW_JAVA, JW_EXT, JW_KINDS };
 static unsigned long jw_stats[JW_KINDS][JW_ST_N];
 static unsigned long jw_states[16];     /* _thread_state of the samples (15: other) */
 static unsigned long jw_unannounced_n;   /* frames of nmethods JVMTI had not announced */
@@ -148,7 +90,8 @@ __attribute__((destructor)) static void jw_write_stats(void)
 	/* The GC walk's counts keep their old names. */
 	for (int k = 0; k < JW_KINDS; k++)
 		for (int i = 0; i < JW_ST_N; i++)
-			dprintf(fd, " %s%s=%lu", k == JW_GC ? "" : k == JW_VM ? "vm_" : "java_",
+			dprintf(fd, " %s%s=%lu", k == JW_GC ? "" : k == JW_VM ? "vm_" :
+				k == JW_JAVA ? "java_" : "ext_",
 				jw_stat_names[i], jw_stats[k][i]);
 	for (int i = 0; i < 16; i++)
 		if (jw_states[i])
@@ -161,13 +104,6 @@ __attribute__((destructor)) static void jw_write_stats(void)
 	close(fd);
 }
 
-static uint32_t jw_hash(uint64_t key)
-{
-	key ^= key >> 33;
-	key *= 0xff51afd7ed558ccdull;
-	key ^= key >> 33;
-	return (uint32_t)key & (JW_SLOTS - 1);
-}
 
 /* The JavaThread of a JNIEnv lies at a fixed offset before it, which
  * VMStructs does not export (JavaThread::_jni_environment): learnt from
@@ -242,112 +178,6 @@ static void jw_init(void)
 #endif
 }
 
-/* The slot of key, or NULL; with create, a free one is claimed for it
- * (writers, under jw.lock). The handler looks up too: a slot's key, once
- * set, never changes. */
-static struct jw_slot *jw_find(uint64_t key, bool create)
-{
-	uint32_t h = jw_hash(key);
-	struct jw_slot *s = NULL;
-	uint64_t k = 0;
-
-	for (unsigned i = 0; i < JW_PROBES; i++) {
-		s = &jw.slots[(h + i) & (JW_SLOTS - 1)];
-		k = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
-		if (k == key || !k)
-			break;
-	}
-	if (k == key)
-		return s;
-	if (k || !create)
-		return NULL;
-	__atomic_store_n(&s->key, key, __ATOMIC_RELEASE);
-	return s;
-}
-
-/* Replaces the slot's record (NULL: none) and end; frees the old record
- * after the seq says it changed. Writers only. */
-static void jw_slot_set(struct jw_slot *s, uintptr_t end, struct jw_rec *rec)
-{
-	struct jw_rec *old = (struct jw_rec *)s->rec;
-
-	__atomic_store_n(&s->seq, s->seq + 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	__atomic_store_n(&s->end, end, __ATOMIC_RELAXED);
-	__atomic_store_n(&s->rec, (uintptr_t)rec, __ATOMIC_RELAXED);
-	__atomic_store_n(&s->seq, s->seq + 1, __ATOMIC_RELEASE);
-	if (old) {
-		jw.bytes -= old->bytes;
-		free(old);
-	}
-}
-
-/* The inline records of compile_info as one block, or NULL (none, or over
- * the bound). */
-static struct jw_rec *jw_rec_build(uintptr_t code, uintptr_t end, const void *compile_info)
-{
-	const jvmtiCompiledMethodLoadRecordHeader *h = compile_info;
-	const jvmtiCompiledMethodLoadInlineRecord *ir = NULL;
-	uint32_t npcs = 0, nscopes = 0, *pc_off, *first;
-	struct jw_scope *scopes;
-	struct jw_rec *rec;
-	uintptr_t last = 0;
-	size_t bytes;
-
-	for (unsigned i = 0; h && i < 16; h = h->next, i++)
-		if (h->kind == JVMTI_CMLR_INLINE_INFO)
-			ir = (const jvmtiCompiledMethodLoadInlineRecord *)h;
-	if (!ir || ir->numpcs <= 0 || !ir->pcinfo)
-		return NULL;
-	for (jint i = 0; i < ir->numpcs; i++) {
-		const PCStackInfo *pi = &ir->pcinfo[i];
-
-		/* Ascending pcs inside the code, a sane scope count: else the
-		 * whole method's records are not trusted. */
-		if ((uintptr_t)pi->pc < code || (uintptr_t)pi->pc >= end ||
-		    (npcs && (uintptr_t)pi->pc < last) || pi->numstackframes <= 0 ||
-		    pi->numstackframes > JW_INLINE_MAX)
-			return NULL;
-		/* Several descriptors at one pc: the last one stands. */
-		if (!npcs || (uintptr_t)pi->pc != last)
-			npcs++;
-		last = (uintptr_t)pi->pc;
-		nscopes += (uint32_t)pi->numstackframes;
-	}
-	bytes = sizeof(*rec) + 2 * sizeof(uint32_t) * npcs + sizeof(uint32_t) +
-		sizeof(struct jw_scope) * nscopes;
-	bytes = (bytes + 7) & ~(size_t)7;
-	if (jw.bytes + bytes > JW_BYTES_MAX)
-		return NULL;
-	rec = calloc(1, bytes);
-	if (!rec)
-		return NULL;
-	pc_off = (uint32_t *)(rec + 1);
-	first = pc_off + npcs;
-	scopes = (struct jw_scope *)(((uintptr_t)(first + npcs + 1) + 7) & ~(uintptr_t)7);
-	npcs = 0;
-	nscopes = 0;
-	for (jint i = 0; i < ir->numpcs; i++) {
-		const PCStackInfo *pi = &ir->pcinfo[i];
-		uint32_t off = (uint32_t)((uintptr_t)pi->pc - code);
-
-		if (npcs && pc_off[npcs - 1] == off)
-			nscopes = first[--npcs];
-		pc_off[npcs] = off;
-		first[npcs++] = nscopes;
-		for (jint j = 0; j < pi->numstackframes; j++) {
-			scopes[nscopes].method = (uint64_t)(uintptr_t)pi->methods[j];
-			scopes[nscopes++].bci = pi->bcis[j];
-		}
-	}
-	first[npcs] = nscopes;
-	rec->npcs = npcs;
-	rec->nscopes = nscopes;
-	rec->bytes = bytes;
-	jw.bytes += bytes;
-	return rec;
-}
-
 /* Learns the JNIEnv's offset in its JavaThread, which turns the walks on.
  * Under jw.lock. A thread hidden from JVMTI (a compiler's) may not tell:
  * the next events try again, a few times. */
@@ -412,12 +242,7 @@ void javawalk_method_unload(const void *code_addr)
 }
 
 #if defined(__x86_64__)
-/* The walked thread's stack, [lo, hi). */
-struct jw_stack {
-	uintptr_t lo, hi;
-};
-
-static bool jw_stack_word(const struct jw_stack *st, uintptr_t addr, uintptr_t *out)
+bool jw_stack_word(const struct jw_stack *st, uintptr_t addr, uintptr_t *out)
 {
 	uintptr_t here = (uintptr_t)__builtin_frame_address(0);
 
@@ -436,7 +261,7 @@ static bool jw_stack_word(const struct jw_stack *st, uintptr_t addr, uintptr_t *
  * (InstanceKlass::_methods_jmethod_ids: [0] the length, [1 + idnum] the
  * id), checked (a jmethodID points at its Method*); 0 when there is none
  * (no id was made: the agent makes every method's at class load). */
-static uint64_t jw_method_id(uintptr_t m, uintptr_t *cm_out)
+uint64_t jw_method_id(uintptr_t m, uintptr_t *cm_out)
 {
 	const struct vmstructs_walk *o = &jw.o;
 	uintptr_t cm, cp, ik, ids, len, id, back;
@@ -455,7 +280,7 @@ static uint64_t jw_method_id(uintptr_t m, uintptr_t *cm_out)
 	return id;
 }
 
-static bool jw_is_native(uintptr_t m)
+bool jw_is_native(uintptr_t m)
 {
 	uint16_t flags = 0;
 
@@ -464,57 +289,9 @@ static bool jw_is_native(uintptr_t m)
 	       (flags & JW_ACC_NATIVE);
 }
 
-/* The scopes at a return address pc of the compiled code at code: 0 and
- * *n set, or -ENOENT (no record at pc), -EAGAIN (changed meanwhile). */
-static int jw_scopes_at(uintptr_t code, uintptr_t pc, struct jw_scope *out, uint32_t *n)
-{
-	const struct jw_slot *s = jw_find(code, false);
-	uint32_t seq, lo, hi, off, first[2], npcs, nscopes;
-	struct jw_rec rec;
-	uintptr_t r, end, pcs, scopes;
-
-	if (!s)
-		return -ENOENT;
-	seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
-	if (seq & 1)
-		return -EAGAIN;
-	end = __atomic_load_n(&s->end, __ATOMIC_RELAXED);
-	r = __atomic_load_n(&s->rec, __ATOMIC_RELAXED);
-	if (!r || pc < code || pc >= end || !agent_peek(r, &rec, sizeof(rec)))
-		return -ENOENT;
-	npcs = rec.npcs;
-	nscopes = rec.nscopes;
-	pcs = r + sizeof(rec);
-	scopes = ((pcs + 2 * sizeof(uint32_t) * npcs + sizeof(uint32_t)) + 7) & ~(uintptr_t)7;
-	off = (uint32_t)(pc - code);
-	/* Binary search: at most 32 steps of one read each. */
-	lo = 0;
-	hi = npcs;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2, v;
-
-		if (!agent_peek(pcs + mid * sizeof(uint32_t), &v, sizeof(v)))
-			return -EAGAIN;
-		if (v < off)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo >= npcs || !agent_peek(pcs + lo * sizeof(uint32_t), &off, sizeof(off)) ||
-	    off != (uint32_t)(pc - code) ||
-	    !agent_peek(pcs + (npcs + lo) * sizeof(uint32_t), first, sizeof(first)))
-		return -ENOENT;
-	if (first[1] <= first[0] || first[1] > nscopes || first[1] - first[0] > JW_INLINE_MAX ||
-	    !agent_peek(scopes + first[0] * sizeof(struct jw_scope), out,
-			(first[1] - first[0]) * sizeof(struct jw_scope)))
-		return -EAGAIN;
-	*n = first[1] - first[0];
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	return __atomic_load_n(&s->seq, __ATOMIC_RELAXED) == seq ? 0 : -EAGAIN;
-}
 
 /* The address of a blob's code (the address JVMTI announced). */
-static bool jw_blob_code(uintptr_t blob, uintptr_t *code)
+bool jw_blob_code(uintptr_t blob, uintptr_t *code)
 {
 	int32_t off;
 
@@ -577,12 +354,33 @@ static enum jw_stat jw_interpreted(struct jw_walk *w)
 	return JW_ST_OK;
 }
 
+/* A compiled frame marked for deoptimization (a class redefined: on JDK 17
+ * a JFR recording's first retransformation marks every nmethod) returns to
+ * its nmethod's deopt handler, where no scope is recorded; the pc it had
+ * is kept in the frame, at nmethod::_orig_pc_offset from its sp (0 can be:
+ * DeoptRoots.outer()'s on JDK 25 is 0). True with
+ * *pc that one, if it lies in the nmethod's code (code, announced). */
+static bool jw_deopt_pc(const struct jw_walk *w, uintptr_t blob, uintptr_t code, uintptr_t *pc)
+{
+	int32_t off;
+	uintptr_t orig;
+
+	if (jw.o.nm_orig_pc_offset < 0 ||
+	    !agent_peek(blob + (uintptr_t)jw.o.nm_orig_pc_offset, &off, sizeof(off)) ||
+	    off < 0 || off > JW_FRAME_WORDS_MAX * (int32_t)W ||
+	    !jw_stack_word(&w->st, w->sp + (uintptr_t)off, &orig) || orig < code ||
+	    vmstructs_blob_at(orig) != blob)
+		return false;
+	*pc = orig;
+	return true;
+}
+
 /* One compiled frame (with the methods inlined at w->pc) of the nmethod
  * of method at blob; steps to its caller. */
 static enum jw_stat jw_compiled(struct jw_walk *w, uintptr_t blob, uint64_t method)
 {
 	struct jw_scope sc[JW_INLINE_MAX];
-	uintptr_t code, m, sender_sp, ra, saved_fp;
+	uintptr_t code, m, sender_sp, ra, saved_fp, pc = w->pc;
 	uint32_t ns = 0;
 	int32_t words, type;
 	int ret;
@@ -595,10 +393,12 @@ static enum jw_stat jw_compiled(struct jw_walk *w, uintptr_t blob, uint64_t meth
 	if (!jw_stack_word(&w->st, sender_sp - W, &ra) ||
 	    !jw_stack_word(&w->st, sender_sp - 2 * W, &saved_fp))
 		return JW_ST_BAD_READ;
-	type = codemap_in_method(method, w->pc);
+	ret = jw_scopes_at(code, w->pc, sc, &ns);
+	if (ret == -ENOENT && jw_deopt_pc(w, blob, code, &pc))
+		ret = jw_scopes_at(code, pc, sc, &ns);
+	type = codemap_in_method(method, pc);
 	if (!type)
 		type = JPRING_TYPE_COMPILED;
-	ret = jw_scopes_at(code, w->pc, sc, &ns);
 	if (ret == -EAGAIN)
 		return JW_ST_NO_RECORD;
 	if (ret < 0) {
@@ -723,6 +523,56 @@ static enum jw_stat jw_entry(struct jw_walk *w, bool *done)
 	return JW_ST_OK;
 }
 
+/* Walks on from the frame at w (pc, sp, fp), appending to w's frames until
+ * the bottom of the thread's Java frames, max frames or a step that fails. */
+static enum jw_stat jw_walk_frames(struct jw_walk *w, uintptr_t call_stub_ra, enum jw_kind kind,
+				   uint64_t cap_ns, uint64_t cpu0)
+{
+	for (int32_t i = 0; i < JPRING_MAX_FRAMES && w->n < w->max; i++) {
+		uintptr_t prev_sp = w->sp, blob, m;
+		bool done = false;
+		uint64_t tag;
+		enum jw_stat st;
+
+		if (w->pc == call_stub_ra) {
+			/* Called from the VM (JavaCalls): done, or on from
+			 * the Java frames before that call. */
+			st = jw_entry(w, &done);
+			if (st == JW_ST_OK && done)
+				return JW_ST_OK;
+		} else if (codemap_in_interpreter(w->pc)) {
+			st = jw_interpreted(w);
+		} else {
+			tag = codemap_leaf(w->pc);
+			blob = vmstructs_blob_at(w->pc);
+			if (!blob)
+				return JW_ST_UNKNOWN_PC;
+			if (tag >= JPRING_STUB_KINDS)
+				st = jw_compiled(w, blob, tag);
+			else if ((m = vmstructs_nmethod_method(blob)))
+				st = jw_unannounced(w, blob, m);
+			else if (i == 0 && (kind == JW_VM || kind == JW_JAVA))
+				/* Only the top frame: a stub below a Java
+				 * frame is a deoptimization or a patched
+				 * return, not walked. */
+				st = jw_stub(w, blob, call_stub_ra);
+			else
+				return JW_ST_UNKNOWN_PC;
+		}
+		if (st != JW_ST_OK)
+			return st;
+		/* Every caller is higher up the stack. */
+		if (w->sp <= prev_sp || w->sp >= w->st.hi)
+			return JW_ST_BAD_FRAME;
+		/* The GC walk is not capped: its reads are slow in a pause
+		 * (the collector holds the address space's lock) and it is
+		 * what the sample has. */
+		if (kind != JW_GC && (i & 7) == 7 && jw_cpu_ns() - cpu0 > cap_ns)
+			return JW_ST_SLOW;
+	}
+	return JW_ST_OK;
+}
+
 static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, int32_t *n,
 			    enum jw_kind kind, uint64_t cap_ns)
 {
@@ -731,6 +581,7 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 	struct jw_walk w = { .f = f, .max = max };
 	uint64_t start_ns, cpu0;
 	int32_t state;
+	enum jw_stat st;
 
 	if (!agent_peek(jt + (uintptr_t)o->thread_state, &state, sizeof(state)))
 		return JW_ST_BAD_READ;
@@ -784,227 +635,14 @@ static enum jw_stat jw_walk(JNIEnv *env, struct jpring_frame *f, int32_t max, in
 	/* Set when the stubs were made, before any Java code ran. */
 	if (!agent_peek(o->call_stub_ra, &call_stub_ra, W) || !call_stub_ra)
 		return JW_ST_BAD_READ;
-	for (int32_t i = 0; i < JPRING_MAX_FRAMES && w.n < max; i++) {
-		uintptr_t prev_sp = w.sp, blob, m;
-		bool done = false;
-		uint64_t tag;
-		enum jw_stat st;
-
-		if (w.pc == call_stub_ra) {
-			/* Called from the VM (JavaCalls): done, or on from
-			 * the Java frames before that call. */
-			st = jw_entry(&w, &done);
-			if (st == JW_ST_OK && done)
-				break;
-		} else if (codemap_in_interpreter(w.pc)) {
-			st = jw_interpreted(&w);
-		} else {
-			tag = codemap_leaf(w.pc);
-			blob = vmstructs_blob_at(w.pc);
-			if (!blob)
-				return JW_ST_UNKNOWN_PC;
-			if (tag >= JPRING_STUB_KINDS)
-				st = jw_compiled(&w, blob, tag);
-			else if ((m = vmstructs_nmethod_method(blob)))
-				st = jw_unannounced(&w, blob, m);
-			else if (i == 0 && kind != JW_GC)
-				/* Only the top frame: a stub below a Java
-				 * frame is a deoptimization or a patched
-				 * return, not walked. */
-				st = jw_stub(&w, blob, call_stub_ra);
-			else
-				return JW_ST_UNKNOWN_PC;
-		}
-		if (st != JW_ST_OK)
-			return st;
-		/* Every caller is higher up the stack. */
-		if (w.sp <= prev_sp || w.sp >= w.st.hi)
-			return JW_ST_BAD_FRAME;
-		/* The GC walk is not capped: its reads are slow in a pause
-		 * (the collector holds the address space's lock) and it is
-		 * what the sample has. */
-		if (kind != JW_GC && (i & 7) == 7 && jw_cpu_ns() - cpu0 > cap_ns)
-			return JW_ST_SLOW;
-	}
+	st = jw_walk_frames(&w, call_stub_ra, kind, cap_ns, cpu0);
+	if (st != JW_ST_OK)
+		return st;
 	*n = w.n;
 	return w.n ? JW_ST_OK : JW_ST_BAD_FRAME;
 }
-
-/* HotSpot's x86_64 interpreter, building a method's frame
- * (TemplateInterpreterGenerator::generate_fixed_frame): after `push rax`
- * (the return address) and `enter`, it pushes the sender's sp (fp - 1
- * word), a null last_sp (fp - 2), the Method* (fp - 3), the mirror, the
- * method data, the cache, the locals and the bcp (fp - 8). The frame is
- * walkable only once sp reaches fp - 9 words; before that AsyncGetCallTrace
- * refuses it (-6), while the method and its caller are already known. */
-#define JW_INTERP_LAST_SP (-2)
-#define JW_INTERP_BUILT (-9)
-/* Words above sp where a stub called from Java may have pushed registers
- * (Runtime1's slow_subtype_check: four; g1_post_barrier_slow: rbp and
- * two) before the return address. */
-#define JW_STUB_PUSHED_MAX 16
-#define JW_SENDER_SP_SPAN (64u << 10)   /* interpreter's sender sp above sp */
-
-/* Whether pc is a return address into Java code the walk can go on from:
- * a compiled method (announced or not yet: C1 code just installed calls
- * Runtime1's stubs), or the interpreter. */
-static bool jw_java_return(uintptr_t pc)
-{
-	uintptr_t blob;
-
-	if (codemap_leaf(pc) >= JPRING_STUB_KINDS || codemap_in_interpreter(pc))
-		return true;
-	blob = vmstructs_blob_at(pc);
-	return blob && vmstructs_nmethod_method(blob);
-}
-
-/* The interpreter between `enter` and a walkable frame: rbp is the new
- * frame's. Once its Method* is pushed (fp - 3 words) that word is the
- * method (checked through its jmethodID) and last_sp is still null; in the
- * three instructions before, sp is fp, fp - 1 or fp - 2 words and rbx still
- * holds the Method* (the sender's sp is r13 until `push r13` saved it).
- * The caller: pc above the saved rbp, sp the sender's (the compiled
- * caller's sp before a c2i adapter extended it). */
-static bool jw_resume_interp_frame(const struct jw_stack *st, const ucontext_t *uc,
-				   struct javawalk_resume *r)
-{
-	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
-	uintptr_t fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
-	uintptr_t m, last_sp = 0, sender_sp, ra, caller_fp, cm;
-	uint64_t id;
-
-	if (fp < sp || fp - sp > (uintptr_t)-JW_INTERP_BUILT * W - W ||
-	    !jw_stack_word(st, fp, &caller_fp) || !jw_stack_word(st, fp + W, &ra))
-		return false;
-	if (fp - sp >= 3 * W) {
-		if (!jw_stack_word(st, fp + JW_INTERP_METHOD * (long)W, &m) ||
-		    !jw_stack_word(st, fp + JW_INTERP_LAST_SP * (long)W, &last_sp))
-			return false;
-	} else {
-		m = (uintptr_t)uc->uc_mcontext.gregs[REG_RBX];
-		if (fp - sp == 2 * W && !jw_stack_word(st, fp + JW_INTERP_LAST_SP * (long)W, &last_sp))
-			return false;
-	}
-	if (fp == sp)
-		sender_sp = (uintptr_t)uc->uc_mcontext.gregs[REG_R13];
-	else if (!jw_stack_word(st, fp + JW_INTERP_SENDER_SP * (long)W, &sender_sp))
-		return false;
-	if (last_sp || sender_sp < fp + 2 * W || sender_sp >= st->hi || sender_sp % W ||
-	    !jw_java_return(ra))
-		return false;
-	id = jw_method_id(m, &cm);
-	if (!id)
-		return false;
-	*r = (struct javawalk_resume){ .pc = ra, .sp = sender_sp, .fp = caller_fp, .fp_set = true,
-				       .leaf = id, .leaf_type = JPRING_TYPE_INTERPRETED,
-				       .how = JAVAWALK_INTERP_FRAME };
-	return true;
-}
-
-/* The interpreter's method entry before `enter` (the stack check, the
- * locals being pushed): rbx is the Method*, r13 the sender's sp (elsewhere
- * in the interpreter r13 is the bcp, never a stack address), and the
- * return address is at sp until the entry pops it into rax to push the
- * locals below it. */
-static int jw_resume_interp_entry(const struct jw_stack *st, const ucontext_t *uc,
-				  struct javawalk_resume *r, int max)
-{
-	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
-	uintptr_t sender_sp = (uintptr_t)uc->uc_mcontext.gregs[REG_R13];
-	uintptr_t ra[2] = { 0, (uintptr_t)uc->uc_mcontext.gregs[REG_RAX] }, cm;
-	uint64_t id;
-	int n = 0;
-
-	if (sender_sp <= sp || sender_sp - sp > JW_SENDER_SP_SPAN || sender_sp >= st->hi ||
-	    sender_sp % W)
-		return 0;
-	id = jw_method_id((uintptr_t)uc->uc_mcontext.gregs[REG_RBX], &cm);
-	if (!id)
-		return 0;
-	if (!jw_stack_word(st, sp, &ra[0]))
-		ra[0] = 0;
-	for (int i = 0; i < 2 && n < max; i++) {
-		if (!ra[i] || !jw_java_return(ra[i]) || (i && ra[1] == ra[0]))
-			continue;
-		r[n++] = (struct javawalk_resume){ .pc = ra[i], .sp = sender_sp,
-						   .leaf = id, .leaf_type = JPRING_TYPE_INTERPRETED,
-						   .how = JAVAWALK_INTERP_ENTRY };
-	}
-	return n;
-}
-
-/* A stub called from Java code that pushed registers (Runtime1's
- * slow_subtype_check, g1_post_barrier_slow): the return address is the
- * first word above sp that follows a `call rel32` into the very blob that
- * holds pc. If the stub opens with `push rbp`, the caller's rbp is the word
- * below that return address. */
-static bool jw_resume_stub(const struct jw_stack *st, uintptr_t sp, uintptr_t pc, uint64_t kind,
-			   struct javawalk_resume *r)
-{
-	uintptr_t blob = vmstructs_blob_at(pc), ra, target, fp = 0;
-	unsigned char call[5], first;
-	int32_t rel;
-
-	/* Compiled code the code map does not know yet is no stub. */
-	if (!blob || vmstructs_nmethod_method(blob))
-		return false;
-	for (unsigned i = 0; i < JW_STUB_PUSHED_MAX; i++) {
-		uintptr_t at = sp + i * W;
-
-		if (!jw_stack_word(st, at, &ra))
-			return false;
-		if (ra < 5 || !jw_java_return(ra) || !agent_peek(ra - 5, call, sizeof(call)) ||
-		    call[0] != 0xe8)
-			continue;
-		memcpy(&rel, call + 1, sizeof(rel));
-		target = ra + (uintptr_t)(intptr_t)rel;
-		if (target > pc || vmstructs_blob_at(target) != blob)
-			continue;
-		*r = (struct javawalk_resume){ .pc = ra, .sp = at + W, .leaf = kind,
-					       .how = JAVAWALK_STUB_CALL };
-		if (agent_peek(target, &first, 1) && first == 0x55 && i > 0 &&
-		    jw_stack_word(st, at - W, &fp)) {
-			r->fp = fp;
-			r->fp_set = true;
-		}
-		return true;
-	}
-	return false;
-}
 #endif
 
-int javawalk_resume(JNIEnv *env, const void *ucv, struct javawalk_resume *r, int max)
-{
-#if defined(__x86_64__)
-	const ucontext_t *uc = ucv;
-	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
-	uintptr_t jt, base, size;
-	struct jw_stack st;
-	uint64_t kind;
-
-	if (max <= 0 || !env || !__atomic_load_n(&jw.on, __ATOMIC_ACQUIRE))
-		return 0;
-	jt = (uintptr_t)env - (uintptr_t)jw.env_off;
-	if (!agent_peek(jt + (uintptr_t)jw.o.stack_base, &base, W) ||
-	    !agent_peek(jt + (uintptr_t)jw.o.stack_size, &size, W) || size > base ||
-	    sp < base - size || sp >= base)
-		return 0;
-	st = (struct jw_stack){ .lo = base - size, .hi = base };
-	if (codemap_in_interpreter(pc)) {
-		if (jw_resume_interp_frame(&st, uc, r))
-			return 1;
-		return jw_resume_interp_entry(&st, uc, r, max);
-	}
-	kind = codemap_leaf(pc);
-	if (kind >= JPRING_STUB_KINDS)
-		return 0;
-	return jw_resume_stub(&st, sp, pc, kind, r) ? 1 : 0;
-#else
-	(void)env; (void)ucv; (void)r; (void)max;
-	return 0;
-#endif
-}
 
 int32_t javawalk_gc_active(JNIEnv *env, struct jpring_frame *f, int32_t max, int32_t failed)
 {
@@ -1087,4 +725,34 @@ int32_t javawalk_in_java(JNIEnv *env, const void *ucv, struct jpring_frame *f, i
 #endif
 	jw_count(JW_JAVA, st);
 	return st == JW_ST_OK ? n : failed;
+}
+
+int32_t javawalk_extend(JNIEnv *env, struct jpring_frame *f, int32_t n, int32_t max,
+			uintptr_t pc, uintptr_t sp, uintptr_t fp)
+{
+	enum jw_stat st = JW_ST_OFF;
+	int32_t got = 0;
+
+#if defined(__x86_64__)
+	struct jw_walk w = { .f = f + n, .max = max - n, .pc = pc, .sp = sp, .fp = fp };
+	uintptr_t jt, base, size, call_stub_ra;
+
+	if (n < max && env && __atomic_load_n(&jw.on, __ATOMIC_ACQUIRE) && !jw.vm_off) {
+		jt = (uintptr_t)env - (uintptr_t)jw.env_off;
+		st = JW_ST_BAD_READ;
+		if (agent_peek(jt + (uintptr_t)jw.o.stack_base, &base, W) &&
+		    agent_peek(jt + (uintptr_t)jw.o.stack_size, &size, W) && size <= base &&
+		    sp >= base - size && sp < base &&
+		    agent_peek(jw.o.call_stub_ra, &call_stub_ra, W) && call_stub_ra) {
+			w.st = (struct jw_stack){ .lo = base - size, .hi = base };
+			st = jw_walk_frames(&w, call_stub_ra, JW_EXT, JW_WALK_NS_MAX, jw_cpu_ns());
+			got = w.n;
+		}
+	}
+#else
+	(void)f; (void)max; (void)pc; (void)sp; (void)fp; (void)env;
+#endif
+	jw_count(JW_EXT, st);
+	/* As the anchor walks: whole, or not used. */
+	return st == JW_ST_OK ? n + got : n;
 }

@@ -88,4 +88,29 @@ enum javawalk_how {
  * stub); the caller still asks AsyncGetCallTrace, which checks the rest. */
 int javawalk_resume(JNIEnv *env, const void *uc, struct javawalk_resume *r, int max);
 
+/* Async-signal-safe. For the current thread (env its JNIEnv), appends to
+ * f[0..n) the Java frames from the frame at (pc, sp, fp) on to the bottom
+ * of the thread's Java stack (at most max in all), typed, walked as
+ * javawalk_gc_active does (at most 2 ms of CPU); returns the new count, or
+ * n when a step fails (a walk is whole or not used). */
+int32_t javawalk_extend(JNIEnv *env, struct jpring_frame *f, int32_t n, int32_t max,
+			uintptr_t pc, uintptr_t sp, uintptr_t fp);
+
+/* Async-signal-safe. Types f[first..n) (a walk's frames, leaf first) by
+ * the thread's own frames, from the frame at (pc, sp, fp) where the walk
+ * started, or from the frame anchor when pc is not Java code (a thread in
+ * native code or in the VM): an interpreted frame is one frame, a compiled
+ * one the methods inlined at its pc and then its own method (C1 or C2), an
+ * entry frame goes on below the VM's call into Java. Each frame is typed
+ * only once it is known to be that very frame (its Method* or its code's
+ * method); the first that is not, or a frame the walk does not know, ends
+ * it, and the rest keep their type. When every frame was matched and
+ * the thread's Java frames go on past the last (AsyncGetCallTrace ended
+ * the walk early: HotSpot's sanity checks refused a frame, as after a JFR
+ * recording on JDK 17), the rest are appended (javawalk_extend, at most max
+ * in all). Returns the frames' count, or -1 if the walk cannot run (no
+ * VMStructs, no JNIEnv): nothing typed. */
+int32_t javawalk_type(JNIEnv *env, struct jpring_frame *f, int32_t first, int32_t n,
+		      int32_t max, uintptr_t pc, uintptr_t sp, uintptr_t fp);
+
 #endif

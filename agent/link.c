@@ -2,6 +2,7 @@
  * happen here; JVMTI callbacks only queue work and wake it through an
  * eventfd. When no recording runs it holds no perf fd and sleeps in poll. */
 #include "link.h"
+#include "link_int.h"
 
 #include "agent.h"
 #include "codemap.h"
@@ -44,21 +45,12 @@ _Static_assert(LINK_SIGNAL_CHECK_MS <= EVENTS_FLUSH_MS, "event records wait long
 #define LINK_BACKOFF_MIN_MS 1000
 #define LINK_BACKOFF_MAX_MS 30000
 
-/* tid table values: fd in the low 32 bits, state above. */
-enum link_tid_state { TID_REQUESTED = 1, TID_ARMED = 2, TID_FAILED = 3 };
-
-struct link_tevent {
-	uint32_t tid;
-	bool started;
-	char *name;              /* started: its Java name (malloc'd), or NULL */
-};
-
 /* Shared with other threads. */
-static pthread_mutex_t link_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t link_lock = PTHREAD_MUTEX_INITIALIZER;
 static char link_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-static struct link_tevent *link_queue;  /* ThreadStart/End while recording */
-static size_t link_queue_len, link_queue_cap;
-static bool link_queue_oom;
+struct link_tevent *link_queue;  /* ThreadStart/End while recording */
+size_t link_queue_len, link_queue_cap;
+bool link_queue_oom;
 static bool link_dying;                  /* VMDeath seen */
 static bool link_started;
 static int link_evfd = -1;
@@ -67,41 +59,27 @@ static int link_kicked;                  /* atomic: reconnect now */
 static pthread_cond_t link_answer_cond;  /* an fd request was answered (CLOCK_MONOTONIC) */
 static uint32_t link_answered[LINK_ANSWERED_MAX];
 static unsigned link_answered_next;
-static int link_start_wait;              /* atomic: ThreadStart waits for its fd */
+int link_start_wait;              /* atomic: ThreadStart waits for its fd */
 
 /* Owned by the agent thread. */
 static JNIEnv *link_jni;
-static bool link_rec_on;
-static int link_rec_signal;
-static uint32_t link_features;           /* the daemon's JPAG_FEATURE_* */
-static uint64_t link_interval_ns;        /* the recording's */
-static bool link_phase;                  /* random first period per fd */
-static uint32_t link_self_tid;           /* this thread: never sampled */
+bool link_rec_on;
+int link_rec_signal;
+uint32_t link_features;           /* the daemon's JPAG_FEATURE_* */
+uint64_t link_interval_ns;        /* the recording's */
+bool link_phase;                  /* random first period per fd */
+uint32_t link_self_tid;           /* this thread: never sampled */
 /* This recording's perf fd requests sent and answers received (answers come
  * in request order), and how many answers arm the threads known at START:
  * then JPAG_THREADS_ARMED tells the daemon it may start the events. */
-static uint64_t link_fd_asked, link_fd_answered;
-static uint64_t link_armed_at;
-static bool link_armed_due;
+uint64_t link_fd_asked, link_fd_answered;
+uint64_t link_armed_at;
+bool link_armed_due;
 static bool link_refusal_logged;
-static struct map link_tids;             /* tid -> packed fd/state */
-static unsigned char link_rx[JPAG_MAX_PAYLOAD] __attribute__((aligned(16)));
-static unsigned char link_tx[JPAG_MAX_PAYLOAD] __attribute__((aligned(16)));
+struct map link_tids;             /* tid -> packed fd/state */
+unsigned char link_rx[JPAG_MAX_PAYLOAD] __attribute__((aligned(16)));
+unsigned char link_tx[JPAG_MAX_PAYLOAD] __attribute__((aligned(16)));
 
-static uint64_t link_pack(int fd, enum link_tid_state st)
-{
-	return (uint64_t)(uint32_t)fd | ((uint64_t)st << 32);
-}
-
-static int link_unpack_fd(uint64_t v)
-{
-	return (int)(uint32_t)v;
-}
-
-static enum link_tid_state link_unpack_state(uint64_t v)
-{
-	return (enum link_tid_state)(v >> 32);
-}
 
 static void link_wake(void)
 {
@@ -147,7 +125,7 @@ bool link_is_recording(void)
 	return __atomic_load_n(&link_recording, __ATOMIC_SEQ_CST);
 }
 
-static void link_queue_free(struct link_tevent *q, size_t n)
+void link_queue_free(struct link_tevent *q, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		free(q[i].name);
@@ -187,7 +165,7 @@ static void link_wait_answer(uint32_t tid)
 }
 
 /* Agent thread: tid's request has its answer (armed or not). */
-static void link_answer(uint32_t tid)
+void link_answer(uint32_t tid)
 {
 	pthread_mutex_lock(&link_lock);
 	link_answered[link_answered_next++ % LINK_ANSWERED_MAX] = tid;
@@ -205,7 +183,7 @@ static void link_release_waiters(void)
 	pthread_mutex_unlock(&link_lock);
 }
 
-void link_thread_event(uint32_t tid, bool started, const char *name)
+void link_thread_event(uint32_t tid, bool started, const char *name, uint64_t java_id)
 {
 	char *copy = NULL;
 	struct link_tevent *q;
@@ -230,7 +208,7 @@ void link_thread_event(uint32_t tid, bool started, const char *name)
 		link_queue_cap = cap;
 	}
 	link_queue[link_queue_len++] = (struct link_tevent){
-		.tid = tid, .started = started, .name = copy,
+		.tid = tid, .started = started, .name = copy, .java_id = java_id,
 	};
 out:
 	pthread_mutex_unlock(&link_lock);
@@ -260,373 +238,6 @@ static bool link_is_dying(void)
 	dying = link_dying;
 	pthread_mutex_unlock(&link_lock);
 	return dying;
-}
-
-/* ---- framing ------------------------------------------------------------ */
-
-static int link_send(int sock, uint16_t type, const void *payload, size_t len)
-{
-	struct jpag_hdr hdr = {
-		.magic = JPAG_MAGIC,
-		.version = JPAG_VERSION,
-		.type = type,
-		.len = (uint32_t)len,
-	};
-	struct iovec iov[2] = {
-		{ .iov_base = &hdr, .iov_len = sizeof(hdr) },
-		{ .iov_base = (void *)payload, .iov_len = len },
-	};
-	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
-	ssize_t n;
-
-	while (msg.msg_iovlen) {
-		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return errno == EAGAIN ? -ETIMEDOUT : -errno;
-		}
-		while (n > 0 && msg.msg_iovlen) {
-			size_t k = (size_t)n < msg.msg_iov->iov_len ? (size_t)n : msg.msg_iov->iov_len;
-
-			msg.msg_iov->iov_base = (char *)msg.msg_iov->iov_base + k;
-			msg.msg_iov->iov_len -= k;
-			n -= (ssize_t)k;
-			if (!msg.msg_iov->iov_len) {
-				msg.msg_iov++;
-				msg.msg_iovlen--;
-			}
-		}
-	}
-	return 0;
-}
-
-/* Reads exactly len bytes. The first SCM_RIGHTS fd goes to *fd (if fd is
- * not NULL and *fd is -1); any other received fd is closed. */
-static int link_recv_full(int sock, void *buf, size_t len, int *fd)
-{
-	union {
-		struct cmsghdr align;
-		char buf[CMSG_SPACE(4 * sizeof(int))];
-	} ctl;
-	size_t got = 0;
-
-	while (got < len) {
-		struct iovec iov = { .iov_base = (char *)buf + got, .iov_len = len - got };
-		struct msghdr msg = {
-			.msg_iov = &iov,
-			.msg_iovlen = 1,
-			.msg_control = ctl.buf,
-			.msg_controllen = sizeof(ctl.buf),
-		};
-		ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return errno == EAGAIN ? -ETIMEDOUT : -errno;
-		}
-		if (n == 0)
-			return -ECONNRESET;
-		for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-			size_t nfd;
-
-			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-				continue;
-			nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-			for (size_t i = 0; i < nfd; i++) {
-				int f;
-
-				memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(f));
-				if (fd && *fd < 0)
-					*fd = f;
-				else
-					close(f);
-			}
-		}
-		got += (size_t)n;
-	}
-	return 0;
-}
-
-/* Reads one frame into link_rx. *fd: the fd sent with it, or -1. */
-static int link_recv_frame(int sock, struct jpag_hdr *hdr, int *fd)
-{
-	int ret;
-
-	*fd = -1;
-	ret = link_recv_full(sock, hdr, sizeof(*hdr), fd);
-	if (ret < 0)
-		goto out;
-	if (hdr->magic != JPAG_MAGIC || hdr->version != JPAG_VERSION ||
-	    hdr->len > JPAG_MAX_PAYLOAD) {
-		ret = -EPROTO;
-		goto out;
-	}
-	ret = link_recv_full(sock, link_rx, hdr->len, fd);
-out:
-	if (ret < 0 && *fd >= 0) {
-		close(*fd);
-		*fd = -1;
-	}
-	return ret;
-}
-
-/* ---- per-thread perf fds -------------------------------------------------- */
-
-static void link_disarm(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-
-	if (fl >= 0)
-		fcntl(fd, F_SETFL, fl & ~O_ASYNC);
-	ring_mark_fd(fd, RING_FD_OFF);
-	close(fd);
-}
-
-/* Forgets tid, disarming its fd if it has one. */
-static void link_drop_tid(uint32_t tid)
-{
-	uint64_t v;
-
-	if (!map_get(&link_tids, tid, &v))
-		return;
-	if (link_unpack_state(v) == TID_ARMED)
-		link_disarm(link_unpack_fd(v));
-	map_del(&link_tids, tid);
-}
-
-static int link_send_name(uint32_t tid, const char *name, size_t len, void *arg)
-{
-	struct jpag_thread_name tn = { .tid = tid };
-	int sock = *(const int *)arg;
-
-	/* A named thread is a Java thread: the wall timer follows it (not
-	 * this one: the agent's own work is not the JVM's). */
-	if (tid != link_self_tid)
-		wall_add_thread(tid);
-
-	if (len > JPAG_THREAD_NAME_MAX)
-		len = JPAG_THREAD_NAME_MAX;
-	tn.name_len = (uint16_t)len;
-	memcpy(link_tx, &tn, sizeof(tn));
-	memcpy(link_tx + sizeof(tn), name, len);
-	return link_send(sock, JPAG_THREAD_NAME, link_tx, sizeof(tn) + len);
-}
-
-static int link_request_tid(int sock, uint32_t tid)
-{
-	struct jpag_perf_fd_req req = { .tid = tid };
-	int ret;
-
-	/* The agent's own work (socket I/O, naming methods) is not the JVM's:
-	 * no event, so no Java samples of it (the daemon drops its native
-	 * ones by name). */
-	if (tid == link_self_tid || tid == wall_thread_tid())
-		return 0;
-	ret = map_put(&link_tids, tid, link_pack(-1, TID_REQUESTED));
-	if (ret < 0)
-		return 0;   /* no memory: this thread goes unsampled */
-	ret = link_send(sock, JPAG_PERF_FD_REQ, &req, sizeof(req));
-	if (ret == 0)
-		link_fd_asked++;
-	return ret;
-}
-
-/* Once the answers to START's requests are in (armed or refused): the
- * daemon keeps the events stopped until then, so no sample of a Java
- * thread goes without its Java frames. */
-static int link_send_armed(int sock)
-{
-	if (!link_armed_due || link_fd_answered < link_armed_at)
-		return 0;
-	link_armed_due = false;
-	if (!(link_features & JPAG_FEATURE_ARMED))
-		return 0;
-	agent_debug("threads armed: %llu fd answers", (unsigned long long)link_fd_answered);
-	return link_send(sock, JPAG_THREADS_ARMED, NULL, 0);
-}
-
-/* Uniform in [1, interval]: the phase of a thread's samples within its CPU
- * time. Not for security (the JVM may set its periods anyway), only spread. */
-static uint64_t link_first_period(void)
-{
-	uint64_t x;
-
-	if (getrandom(&x, sizeof(x), GRND_NONBLOCK) != (ssize_t)sizeof(x)) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		x = ((uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull) ^ (uint64_t)ts.tv_sec;
-		x ^= x >> 29;
-		x *= 0xbf58476d1ce4e5b9ull;
-		x ^= x >> 32;
-	}
-	return 1 + x % link_interval_ns;
-}
-
-static int link_arm(int fd, uint32_t tid)
-{
-	struct f_owner_ex owner = { .type = F_OWNER_TID, .pid = (pid_t)tid };
-	int fl;
-
-	if (fd >= RING_MAX_FD)
-		return -EMFILE;
-	if (fcntl(fd, F_SETSIG, link_rec_signal) < 0 || fcntl(fd, F_SETOWN_EX, &owner) < 0)
-		return -errno;
-	fl = fcntl(fd, F_GETFL);
-	if (fl < 0)
-		return -errno;
-	/* Marked before O_ASYNC: the first signal must find its fd known. */
-	ring_mark_fd(fd, link_phase ? RING_FD_PHASING : RING_FD_ON);
-	if (fcntl(fd, F_SETFL, fl | O_ASYNC) < 0) {
-		int ret = -errno;
-
-		ring_mark_fd(fd, RING_FD_OFF);
-		return ret;
-	}
-	/* The random first period only after O_ASYNC: its overflow must
-	 * signal, or the handler never sets the interval again. */
-	if (link_phase) {
-		int ret = ring_phase_fd(fd, link_first_period());
-
-		if (ret < 0)
-			agent_debug("perf fd of tid %u keeps a fixed phase: %s", tid, strerror(-ret));
-	}
-	return 0;
-}
-
-static void link_arm_answer(const struct jpag_perf_fd *pf, int fd)
-{
-	uint64_t v;
-	int ret;
-
-	if (!link_rec_on || !map_get(&link_tids, pf->tid, &v) ||
-	    link_unpack_state(v) != TID_REQUESTED) {
-		/* Late answer for a thread that ended or a recording that
-		 * stopped. */
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	if (pf->status != 0 || fd < 0) {
-		agent_debug("no perf fd for tid %u: %s", pf->tid,
-			    pf->status ? strerror(-pf->status) : "no fd sent");
-		if (fd >= 0)
-			close(fd);
-		map_put(&link_tids, pf->tid, link_pack(-1, TID_FAILED));
-		return;
-	}
-	ret = link_arm(fd, pf->tid);
-	if (ret < 0) {
-		agent_debug("cannot arm perf fd for tid %u: %s", pf->tid, strerror(-ret));
-		close(fd);
-		if (ret == -ESRCH)
-			map_del(&link_tids, pf->tid);
-		else
-			map_put(&link_tids, pf->tid, link_pack(-1, TID_FAILED));
-		return;
-	}
-	map_put(&link_tids, pf->tid, link_pack(fd, TID_ARMED));
-}
-
-static void link_on_perf_fd(const struct jpag_perf_fd *pf, int fd)
-{
-	/* An allocation or lock recording has no perf event for any thread:
-	 * starting threads need not wait for the answer. */
-	if (pf->status == -EOPNOTSUPP)
-		__atomic_store_n(&link_start_wait, 0, __ATOMIC_SEQ_CST);
-	/* An answer of the recording before a restarted one may count here:
-	 * THREADS_ARMED then leaves one answer early, no worse. */
-	if (link_rec_on)
-		link_fd_answered++;
-	link_arm_answer(pf, fd);
-	link_answer(pf->tid);
-}
-
-/* Requests an fd for every thread of the process we have none for, and
- * forgets threads that are gone (native threads have no ThreadEnd). */
-static int link_rescan(int sock)
-{
-	uint32_t *gone = NULL;
-	size_t ngone = 0;
-	struct map now;
-	struct dirent *de;
-	DIR *dir;
-	int ret = 0;
-
-	map_init(&now, false);
-	dir = opendir("/proc/self/task");
-	if (!dir)
-		return 0;
-	while ((de = readdir(dir))) {
-		char *end;
-		unsigned long tid = strtoul(de->d_name, &end, 10);
-
-		if (*end || !tid || tid > UINT32_MAX)
-			continue;
-		map_put(&now, tid, 0);
-	}
-	closedir(dir);
-	if (!now.len)
-		goto out;
-	gone = calloc(link_tids.len + 1, sizeof(*gone));
-	for (size_t i = 0; gone && i < link_tids.cap; i++)
-		if (link_tids.keys[i] && !map_get(&now, link_tids.keys[i], NULL))
-			gone[ngone++] = (uint32_t)link_tids.keys[i];
-	for (size_t i = 0; i < ngone; i++) {
-		wall_remove_thread(gone[i]);
-		link_drop_tid(gone[i]);
-	}
-	free(gone);
-	for (size_t i = 0; i < now.cap && ret == 0; i++)
-		if (now.keys[i] && !map_get(&link_tids, now.keys[i], NULL))
-			ret = link_request_tid(sock, (uint32_t)now.keys[i]);
-out:
-	map_fini(&now);
-	return ret;
-}
-
-static int link_drain_thread_events(int sock)
-{
-	struct link_tevent *q;
-	size_t n;
-	bool oom;
-	int ret = 0;
-
-	pthread_mutex_lock(&link_lock);
-	q = link_queue;
-	n = link_queue_len;
-	oom = link_queue_oom;
-	link_queue = NULL;
-	link_queue_len = link_queue_cap = 0;
-	link_queue_oom = false;
-	pthread_mutex_unlock(&link_lock);
-
-	for (size_t i = 0; i < n && ret == 0 && link_rec_on; i++) {
-		uint64_t v;
-
-		if (!q[i].started) {
-			wall_remove_thread(q[i].tid);
-			link_drop_tid(q[i].tid);
-			continue;
-		}
-		if (q[i].name) {
-			ret = link_send_name(q[i].tid, q[i].name, strlen(q[i].name), &sock);
-			if (ret < 0)
-				break;
-		}
-		if (map_get(&link_tids, q[i].tid, &v) && link_unpack_state(v) == TID_REQUESTED)
-			continue;
-		/* A known tid starting again is a reused tid: its old event
-		 * followed the old thread. */
-		link_drop_tid(q[i].tid);
-		ret = link_request_tid(sock, q[i].tid);
-	}
-	link_queue_free(q, n);
-	if (oom && ret == 0 && link_rec_on)
-		ret = link_rescan(sock);
-	return ret;
 }
 
 /* ---- recording lifecycle ------------------------------------------------------ */
@@ -719,6 +330,7 @@ static int link_on_start(int sock, const struct jpag_start *st, int memfd)
 	phase_env = getenv("JPROF_AGENT_PHASE");
 	link_phase = st->interval_ns > 0 && !(phase_env && !strcmp(phase_env, "0"));
 	ring_set_interval(st->interval_ns);
+	ring_set_wall_native(link_features & JPAG_FEATURE_WALL_NATIVE);
 	__atomic_store_n(&link_start_wait, link_phase, __ATOMIC_SEQ_CST);
 	map_init(&link_tids, true);
 	link_fd_asked = link_fd_answered = 0;

@@ -15,9 +15,9 @@ int link_start(void);
  * disconnected, reconnect at once. */
 void link_kick(const char *socket_path);
 /* From JVMTI ThreadStart / ThreadEnd on the thread itself; name: the Java
- * thread's name (copied) or NULL. Cheap and lock-free when no recording
- * runs. */
-void link_thread_event(uint32_t tid, bool started, const char *name);
+ * thread's name (copied) or NULL, java_id its java.lang.Thread id (0: not
+ * known). Cheap and lock-free when no recording runs. */
+void link_thread_event(uint32_t tid, bool started, const char *name, uint64_t java_id);
 /* Wakes the agent thread (queued event records to send). Any thread. */
 void link_notify(void);
 /* True while a recording runs (thread events are wanted). */

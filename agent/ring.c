@@ -14,6 +14,7 @@
 #include "agent.h"
 #include "codemap.h"
 #include "javawalk.h"
+#include "ring_int.h"
 #include "jprof_agent.h"
 #include "vmstructs.h"
 #include "wall.h"
@@ -36,19 +37,6 @@
 #include <unistd.h>
 #include <unwind.h>
 
-/* AsyncGetCallTrace's interface (HotSpot, not in any JDK header). */
-struct asgct_frame {
-	jint lineno;           /* bci, or -3 for a native method */
-	jmethodID method_id;
-};
-
-struct asgct_trace {
-	JNIEnv *env;
-	jint num_frames;       /* out: frames, or < 0 error */
-	struct asgct_frame *frames;
-};
-
-typedef void (*asgct_fn)(struct asgct_trace *trace, jint depth, void *ucontext);
 
 /* ASGCT writes straight into the slot's frames. */
 _Static_assert(sizeof(struct asgct_frame) == sizeof(struct jpring_frame), "frame size");
@@ -64,7 +52,7 @@ struct ring_state {
 	uint32_t nslots;       /* our validated copy, never reread from the ring */
 };
 
-static asgct_fn ring_asgct;
+asgct_fn ring_asgct;
 static bool ring_recover;        /* retry failed walks; set once before any handler */
 
 /* Each thread's root: the outermost method of its last whole ASGCT walk
@@ -84,6 +72,7 @@ static struct ring_state *ring_active;          /* what handlers see; NULL = off
 static unsigned long ring_inflight;             /* handlers inside the ring */
 static unsigned char ring_armed[RING_MAX_FD];   /* atomic bytes: enum ring_fd_state */
 static uint64_t ring_interval_ns;               /* the recording's period, for ring_end_phase */
+static bool ring_wall_native;                   /* JPAG_FEATURE_WALL_NATIVE: ring_write */
 static struct sigaction ring_prev[_NSIG];
 static pthread_mutex_t ring_install_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -92,12 +81,6 @@ static pthread_mutex_t ring_install_lock = PTHREAD_MUTEX_INITIALIZER;
  * retry ended (enum ring_how), and the first RING_KEEP walks that stayed
  * failed: pc, the code bytes at it, the words at sp, the blob holding pc.
  * Counters and a fixed array claimed by an atomic index: signal-safe. */
-enum ring_how {
-	RING_HOW_FAILED, RING_HOW_SPILL, RING_HOW_BARRIER, RING_HOW_SP, RING_HOW_SP1,
-	RING_HOW_PUSHED, RING_HOW_NOT_ROOT, RING_HOW_OFF, RING_HOW_NATIVE,
-	RING_HOW_RESUME,        /* + enum javawalk_how */
-	RING_HOW_N = RING_HOW_RESUME + 3,
-};
 /* Where: a stub kind (below JPRING_STUB_KINDS), compiled code, a blob of
  * the code cache the code map does not know, outside the code cache (libjvm,
  * libc: named at exit with dladdr). */
@@ -121,13 +104,7 @@ static unsigned long ring_short[2][RING_AT_N][RING_HOW_N];   /* recovered, 2 fra
 static unsigned long ring_root_changed;   /* whole ASGCT walks not ending at the thread's root */
 static struct ring_failed ring_kept[RING_KEEP];
 static unsigned ring_nkept;
-/* Why an unwind of native frames gave up. */
-enum {
-	RING_NATIVE_NO_SIGNAL_FRAME, RING_NATIVE_NO_JAVA, RING_NATIVE_BAD_CFA, RING_NATIVE_ASGCT,
-	RING_NATIVE_STUB_STEPPED,  /* not a failure: walked over a runtime stub */
-	RING_NATIVE_N,
-};
-static unsigned long ring_native_failed[RING_NATIVE_N];
+unsigned long ring_native_failed[RING_NATIVE_N];
 
 
 static const char *ring_at_name(unsigned at)
@@ -213,10 +190,6 @@ __attribute__((destructor)) static void ring_write_stats(void)
 	fclose(out);
 }
 
-#if defined(__x86_64__)
-static _Unwind_Reason_Code ring_unwind_stop(struct _Unwind_Context *ctx, void *arg);
-#endif
-
 int ring_init(void)
 {
 	const char *rec = getenv("JPROF_AGENT_RECOVER");
@@ -229,7 +202,7 @@ int ring_init(void)
 		snprintf(ring_stats_path, sizeof(ring_stats_path), "%s", stats);
 #if defined(__x86_64__)
 	if (ring_recover)
-		_Unwind_Backtrace(ring_unwind_stop, NULL);
+		ring_unwind_warm();
 #endif
 	return ring_asgct ? 0 : -ENOENT;
 }
@@ -267,478 +240,6 @@ static bool ring_is_ours(const siginfo_t *si)
 	return __atomic_load_n(&ring_armed[si->si_fd], __ATOMIC_RELAXED);
 }
 
-#if defined(__x86_64__)
-/* How far above the handler's own frame the interrupted frames may lie: the
- * kernel's signal frame, the handler and ASGCT's own frames take a few KiB;
- * a Java thread's whole stack is 1 MiB by default (-Xss). */
-#define RING_STACK_SPAN (8u << 20)
-
-/* Reads one word of this thread's stack. addr must lie between the handler's
- * frame and RING_STACK_SPAN above it, which is this thread's stack as long as
- * the handler runs on it (not on a sigaltstack: then the interrupted sp is
- * far away and nothing is read); agent_peek turns an unmapped word past the
- * stack's top into an error instead of a fault. */
-static bool ring_read_stack(uintptr_t addr, uintptr_t *out)
-{
-	uintptr_t here = (uintptr_t)__builtin_frame_address(0);
-
-	if (addr % sizeof(uintptr_t) || addr <= here || addr - here >= RING_STACK_SPAN)
-		return false;
-	return agent_peek(addr, out, sizeof(*out));
-}
-
-/* AsyncGetCallTrace gave up on a thread running Java: the pc is in code it
- * cannot walk from (a vtable or itable stub, an adapter, a compiled method's
- * entry before its frame is complete or its exit after the frame is gone).
- * There the return address into the calling Java frame is the word at sp
- * or, between a compiled method's `push rbp` and its `sub rsp` (and between
- * `add rsp` and `pop rbp` on the way out), the word above the saved rbp.
- * Retry from the caller, with sp just above that return address; the
- * stepped-over leaf becomes frames[0] (ring_leaf), so its time is not
- * counted as the caller's own. c is a copy of the interrupted context; the
- * real one is never changed. On success *caller_pc is the return address
- * the walk started from. (Retrying from a frame-pointer frame of the leaf
- * gained 0.3 points at most, within the noise: not done.) */
-#define RING_SPILL_MAX 65536u   /* largest frame whose prologue is recognised */
-
-/* True if the instruction at pc is `mov [rsp+disp], rbp` (REX.W 89 /5 with
- * an rsp base: disp8 or disp32), with the displacement in *disp. HotSpot's
- * compiled methods (JDK 17 and 25 alike) open with `sub rsp, N` and then
- * this store of rbp at the top of the new frame, N - 8; a thread stopped
- * between the two has its return address at sp + N, not at sp or above a
- * saved rbp, and AsyncGetCallTrace refuses it (the frame is not complete
- * yet). The bytes are read with agent_peek: the code may be freed at the
- * same time. */
-static bool ring_rbp_spill(uintptr_t pc, uintptr_t *disp)
-{
-	unsigned char b[8];
-	uint32_t d32;
-
-	if (!agent_peek(pc, b, sizeof(b)) || b[0] != 0x48 || b[1] != 0x89 || b[3] != 0x24)
-		return false;
-	if (b[2] == 0x6c && b[4] < 0x80) {
-		*disp = b[4];
-		return true;
-	}
-	if (b[2] == 0xac) {
-		memcpy(&d32, b + 4, sizeof(d32));
-		if (d32 < RING_SPILL_MAX) {
-			*disp = d32;
-			return true;
-		}
-	}
-	return false;
-}
-
-/* True if pc is on JDK 25's nmethod entry barrier, which C1 and C2 put
- * after `push rbp; sub rsp, N` and before the point HotSpot counts the frame
- * complete (AsyncGetCallTrace refuses it): `cmp dword [r15+d], imm32`
- * (41 81 7f d8 imm32, or 41 81 bf d32 imm32), or the branch right after it
- * (C2's `jne rel32`, 0f 85; C1's `je rel8`, 74), where a sample lands once
- * the compare is done. Bytes read with agent_peek. */
-static bool ring_entry_barrier(uintptr_t pc)
-{
-	/* b[11] is the byte at pc. */
-	unsigned char b[11 + 3];
-
-	if (!agent_peek(pc - 11, b, sizeof(b)))
-		return false;
-	if (b[11] == 0x41)
-		return b[12] == 0x81 && (b[13] == 0x7f || b[13] == 0xbf);
-	if ((b[11] == 0x0f && b[12] == 0x85) || b[11] == 0x74)
-		return (b[3] == 0x41 && b[4] == 0x81 && b[5] == 0x7f) ||
-		       (b[0] == 0x41 && b[1] == 0x81 && b[2] == 0xbf);
-	return false;
-}
-
-/* ASGCT again from a caller's frame: the interrupted context with pc = ra,
- * sp and, if fp is given, rbp replaced (a copy: the real context is never
- * changed). The caller's frames count plus the stepped-over leaf's, with
- * *caller_pc = ra; 0 if ASGCT found nothing there. */
-static int32_t ring_walk_from(struct asgct_trace *caller, const ucontext_t *uc, uintptr_t ra,
-			      uintptr_t sp, const uintptr_t *fp, uintptr_t *caller_pc)
-{
-	ucontext_t c = *uc;
-
-	c.uc_mcontext.gregs[REG_RIP] = (greg_t)ra;
-	c.uc_mcontext.gregs[REG_RSP] = (greg_t)sp;
-	if (fp)
-		c.uc_mcontext.gregs[REG_RBP] = (greg_t)*fp;
-	ring_asgct(caller, JPRING_MAX_FRAMES - 1, &c);
-	if (caller->num_frames <= 0) {
-		caller->num_frames = 0;
-		return 0;
-	}
-	*caller_pc = ra;
-	return caller->num_frames + 1;
-}
-
-/* The walk from the caller of a compiled method whose frame is built: the
- * return address at sp + frame size - 8 (HotSpot's frame size counts it),
- * the caller's rbp right below it (the prologue's push), the caller's sp
- * right above it. */
-static int32_t ring_retry_frame(struct asgct_trace *caller, const ucontext_t *uc,
-				unsigned words, uintptr_t *caller_pc)
-{
-	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
-	uintptr_t top = sp + (uintptr_t)words * sizeof(uintptr_t);
-	uintptr_t ra, saved_fp;
-
-	if (!ring_read_stack(top - sizeof(uintptr_t), &ra) ||
-	    !ring_read_stack(top - 2 * sizeof(uintptr_t), &saved_fp))
-		return 0;
-	return ring_walk_from(caller, uc, ra, top, &saved_fp, caller_pc);
-}
-
-/* A leaf call from compiled Java code into the VM or libc (C2's call of
- * SharedRuntime::complete_monitor_unlocking_C, which wakes a waiter with
- * pthread_cond_signal) sets no frame anchor and leaves the thread in state
- * Java, so ASGCT looks for Java code at a native pc and gives up (-5) when
- * the leaf, libc built without frame pointers, holds anything in rbp. The
- * native frames' own unwind tables (.eh_frame, through libgcc's unwinder:
- * no malloc, FDEs found with glibc's lock-free _dl_find_object) lead back
- * to the first frame in the code cache; ASGCT walks from there. Each frame
- * the unwinder reports: the handler's own and the kernel's signal frame
- * until the interrupted pc, then at most RING_NATIVE_MAX native frames. */
-#define RING_UNWIND_MAX 16   /* the handler's frames, the signal frame */
-#define RING_NATIVE_MAX 12   /* native frames between the pc and Java code */
-
-struct ring_unwind {
-	uintptr_t pc;          /* the interrupted pc */
-	unsigned seen;         /* frames before the interrupted one */
-	unsigned native;       /* native frames from the interrupted one on */
-	bool past_signal;
-	bool stub;             /* out: a runtime stub stepped over */
-	uintptr_t ra, sp, fp;  /* out: the first Java frame */
-};
-
-static void ring_native_note(unsigned why)
-{
-	__atomic_add_fetch(&ring_native_failed[why], 1, __ATOMIC_RELAXED);
-}
-
-static bool ring_in_code_cache(uintptr_t pc)
-{
-	return codemap_leaf(pc) || codemap_in_interpreter(pc) || vmstructs_blob_at(pc);
-}
-
-/* Java code: a compiled method (announced or not) or the interpreter. */
-static bool ring_java_pc(uintptr_t pc)
-{
-	return codemap_leaf(pc) >= JPRING_STUB_KINDS || codemap_in_interpreter(pc) ||
-	       vmstructs_nmethod_method(vmstructs_blob_at(pc));
-}
-
-static _Unwind_Reason_Code ring_unwind_step(struct _Unwind_Context *ctx, void *arg)
-{
-	struct ring_unwind *u = arg;
-	int before = 0;
-	uintptr_t ip = (uintptr_t)_Unwind_GetIPInfo(ctx, &before);
-	uintptr_t at;
-
-	if (!u->past_signal) {
-		/* The frame the kernel's signal frame returns to is the only
-		 * one whose ip is not a return address. */
-		if (before && ip == u->pc) {
-			u->past_signal = true;
-			return _URC_NO_REASON;
-		}
-		return ++u->seen < RING_UNWIND_MAX ? _URC_NO_REASON : _URC_NORMAL_STOP;
-	}
-	if (!ring_in_code_cache(ip))
-		return ++u->native < RING_NATIVE_MAX ? _URC_NO_REASON : _URC_NORMAL_STOP;
-	/* The caller's sp is its callee's CFA, right above the return
-	 * address the call pushed: checked, so a misread table gives up. */
-	u->sp = (uintptr_t)_Unwind_GetCFA(ctx);
-	if (!ring_read_stack(u->sp - sizeof(uintptr_t), &at) || at != ip)
-		return _URC_NORMAL_STOP;
-	u->fp = (uintptr_t)_Unwind_GetGR(ctx, 6);   /* DWARF 6: rbp */
-	if (ring_java_pc(ip)) {
-		u->ra = ip;
-		return _URC_NORMAL_STOP;
-	}
-	/* A runtime stub: C1's (monitorenter, monitorexit) build a frame
-	 * with rbp (`push rbp; mov rbp, rsp`) and set an anchor without a
-	 * pc, which ASGCT cannot walk. Stepped over by that rbp, only to a
-	 * return address into Java code. */
-	uintptr_t link[2];
-
-	if (u->fp >= u->sp && ring_read_stack(u->fp, &link[0]) &&
-	    ring_read_stack(u->fp + sizeof(uintptr_t), &link[1]) && ring_java_pc(link[1])) {
-		u->ra = link[1];
-		u->sp = u->fp + 2 * sizeof(uintptr_t);
-		u->fp = link[0];
-		u->stub = true;
-	}
-	return _URC_NORMAL_STOP;
-}
-
-/* Warms the unwinder up outside any handler: its first call initialises
- * tables under pthread_once. */
-static _Unwind_Reason_Code ring_unwind_stop(struct _Unwind_Context *ctx, void *arg)
-{
-	return _URC_NORMAL_STOP;
-}
-
-static int32_t ring_retry_native(struct asgct_trace *trace, const ucontext_t *uc,
-				 uintptr_t *caller_pc)
-{
-	struct ring_unwind u = { .pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP] };
-	ucontext_t c;
-
-	_Unwind_Backtrace(ring_unwind_step, &u);
-	if (!u.ra) {
-		ring_native_note(!u.past_signal ? RING_NATIVE_NO_SIGNAL_FRAME
-				 : u.sp ? RING_NATIVE_BAD_CFA : RING_NATIVE_NO_JAVA);
-		return 0;
-	}
-	c = *uc;
-	c.uc_mcontext.gregs[REG_RIP] = (greg_t)u.ra;
-	c.uc_mcontext.gregs[REG_RSP] = (greg_t)u.sp;
-	c.uc_mcontext.gregs[REG_RBP] = (greg_t)u.fp;
-	ring_asgct(trace, JPRING_MAX_FRAMES, &c);
-	if (trace->num_frames <= 0) {
-		ring_native_note(RING_NATIVE_ASGCT);
-		return 0;
-	}
-	if (u.stub)
-		ring_native_note(RING_NATIVE_STUB_STEPPED);
-	*caller_pc = u.ra;
-	return trace->num_frames;
-}
-
-static int32_t ring_retry(JNIEnv *env, struct asgct_trace *trace, const ucontext_t *uc,
-			  int32_t failed, uintptr_t *caller_pc, uint64_t *leaf_tag, unsigned *how)
-{
-	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
-	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-	struct asgct_trace caller = *trace;
-	uint64_t leaf = codemap_leaf(pc);
-	struct javawalk_resume rs[2];
-	uintptr_t ra, saved_fp, disp;
-	unsigned words;
-	int32_t n;
-	int nrs;
-
-	*leaf_tag = leaf;
-	caller.frames = trace->frames + 1;
-	/* A native pc (no stub, no compiled method, no blob): the Java
-	 * frames start where the native ones, unwound, return to Java code. */
-	if (!leaf && !codemap_in_interpreter(pc) && !vmstructs_blob_at(pc)) {
-		n = ring_retry_native(trace, uc, caller_pc);
-		if (n > 0) {
-			*how = RING_HOW_NATIVE;
-			return n;
-		}
-	}
-	/* Inside a compiled method's prologue, before rbp is stored: the words
-	 * at sp are stale spill slots, the return address is at sp + disp + 8,
-	 * and rbp is still the caller's. Only in a compiled method's code (the
-	 * code map), where the prologue is HotSpot's. */
-	if (leaf >= JPRING_STUB_KINDS && ring_rbp_spill(pc, &disp) &&
-	    ring_read_stack(sp + disp + sizeof(uintptr_t), &ra)) {
-		n = ring_walk_from(&caller, uc, ra, sp + disp + 2 * sizeof(uintptr_t), NULL,
-				   caller_pc);
-		if (n > 0) {
-			*how = RING_HOW_SPILL;
-			return n;
-		}
-	}
-	/* On the entry barrier the frame is complete but for HotSpot's own
-	 * bookkeeping: the words at sp are the new frame's stale slots, so
-	 * only the frame size (from the code map) finds the return address;
-	 * no fallback to sp either way. */
-	if (leaf >= JPRING_STUB_KINDS && ring_entry_barrier(pc)) {
-		words = codemap_frame_words(leaf, pc);
-		n = words ? ring_retry_frame(&caller, uc, words, caller_pc) : 0;
-		*how = n > 0 ? RING_HOW_BARRIER : RING_HOW_FAILED;
-		return n > 0 ? n : failed;
-	}
-	/* The interpreter building a frame, a stub that pushed registers:
-	 * the caller's frame from HotSpot's layout (javawalk.c), before the
-	 * words at sp are tried. */
-	nrs = leaf < JPRING_STUB_KINDS ? javawalk_resume(env, uc, rs, 2) : 0;
-	for (int i = 0; i < nrs; i++) {
-		n = ring_walk_from(&caller, uc, rs[i].pc, rs[i].sp, rs[i].fp_set ? &rs[i].fp : NULL,
-				   caller_pc);
-		if (n > 0) {
-			*leaf_tag = rs[i].leaf;
-			*how = RING_HOW_RESUME + rs[i].how;
-			return n;
-		}
-	}
-	for (unsigned pushed = 0; pushed < 2; pushed++) {
-		uintptr_t at = sp + pushed * sizeof(uintptr_t);
-
-		if (!ring_read_stack(at, &ra) || (pushed && !ring_read_stack(sp, &saved_fp)))
-			return failed;
-		n = ring_walk_from(&caller, uc, ra, at + sizeof(uintptr_t),
-				   pushed ? &saved_fp : NULL, caller_pc);
-		if (n > 0) {
-			*how = pushed ? RING_HOW_SP1 : RING_HOW_SP;
-			return n;
-		}
-	}
-	/* In a compiled method's body with a word pushed on top of its frame:
-	 * C2's string intrinsics (compareTo, equals, indexOf: TreeMap and
-	 * HashMap keys) save a register around their loops (push ... pop), so
-	 * the frame and its return address lie one word higher than the frame
-	 * size says from sp, and ASGCT refuses the frame. ASGCT again at the
-	 * same pc with sp past that word: the whole walk, leaf scopes included,
-	 * or nothing (ASGCT checks the return address it finds there). */
-	if (leaf >= JPRING_STUB_KINDS && codemap_frame_words(leaf, pc)) {
-		ucontext_t c = *uc;
-
-		c.uc_mcontext.gregs[REG_RSP] = (greg_t)(sp + sizeof(uintptr_t));
-		ring_asgct(trace, JPRING_MAX_FRAMES, &c);
-		if (trace->num_frames > 0) {
-			*how = RING_HOW_PUSHED;
-			return trace->num_frames;
-		}
-	}
-	return failed;
-}
-
-/* The leaf a retried walk stepped over, from the code map (tag, as
- * ring_retry looked it up): the compiled method whose code holds pc (its
- * entry or exit: bci unknown), or a pseudo-frame naming the stub kind (0:
- * not known). */
-static void ring_leaf(struct asgct_frame *leaf, uint64_t tag)
-{
-	/* A jmethodID is a pointer, never below JPRING_STUB_KINDS. */
-	leaf->lineno = tag >= JPRING_STUB_KINDS ? -1 : JPRING_BCI_STUB;
-	leaf->method_id = (jmethodID)(uintptr_t)tag;
-}
-#else
-static int32_t ring_retry(JNIEnv *env, struct asgct_trace *trace, const void *uc,
-			  int32_t failed, uintptr_t *caller_pc, uint64_t *leaf_tag, unsigned *how)
-{
-	return failed;
-}
-#endif
-
-#define RING_INLINE_MAX 24   /* deeper than HotSpot's MaxInlineLevel (15) */
-
-#if defined(__x86_64__)
-/* ASGCT's frames from first on are the scopes at pc, a return address into
- * compiled code: methods inlined into the compiled method, innermost first,
- * then the compiled method itself (the first whose own code contains pc;
- * with a method inlined into itself the innermost copy is taken for it).
- * True if typed. */
-static bool ring_type_compiled(struct jpring_frame *f, int32_t first, int32_t n, uintptr_t pc)
-{
-	for (int32_t i = first; i < n && i - first < RING_INLINE_MAX; i++) {
-		if (f[i].bci == -3)
-			return false;
-		int type = codemap_in_method(f[i].method_id, pc);
-
-		if (type) {
-			for (int32_t j = first; j < i; j++)
-				f[j].type = JPRING_TYPE_INLINED;
-			f[i].type = type;
-			return true;
-		}
-	}
-	return false;
-}
-
-/* HotSpot's x86_64 interpreter frame: rbp points at the saved caller rbp,
- * the return address above it, the frame's Method* three words below. */
-#define RING_INTERP_METHOD_OFF (3 * sizeof(uintptr_t))
-#define RING_CALLERS_MAX 32   /* two process_vm_readv per frame */
-
-/* The leaf f[0] runs in the interpreter and rbp is the interrupted rbp. If
- * rbp is f[0]'s own frame (its Method* slot holds f[0]'s method: not so in
- * the method's entry, before the frame is built), walk the frame-pointer
- * chain up: each interpreted frame is one ASGCT frame, a return address in
- * the interpreter makes the next frame interpreted, one in compiled code
- * types the next frames as at a compiled pc and ends the walk (compiled code
- * keeps no frame pointer), anything else ends it. */
-static void ring_type_callers(struct jpring_frame *f, int32_t n, uintptr_t fp)
-{
-	uintptr_t slot, method, link[2];
-	int32_t i = 0;
-
-	if (!ring_read_stack(fp - RING_INTERP_METHOD_OFF, &slot) ||
-	    !agent_peek((uintptr_t)f[0].method_id, &method, sizeof(method)) || slot != method)
-		return;
-	while (i + 1 < n && i < RING_CALLERS_MAX) {
-		/* link[0]: the caller's rbp, link[1]: the return address. */
-		if (!ring_read_stack(fp, &link[0]) || !ring_read_stack(fp + sizeof(uintptr_t), &link[1]))
-			return;
-		if (f[i + 1].bci == -3)
-			return;
-		if (!codemap_in_interpreter(link[1])) {
-			ring_type_compiled(f, i + 1, n, link[1]);
-			return;
-		}
-		/* The chain only goes up the stack. */
-		if (link[0] <= fp)
-			return;
-		f[++i].type = JPRING_TYPE_INTERPRETED;
-		fp = link[0];
-	}
-}
-#endif
-
-/* Types what the interrupted pc tells (jpring_frame.type); the rest stay
- * unknown rather than guessed. frames[0] is the pc's own frame; when the
- * walk was retried past the leaf (caller_pc != 0) frames[0] is that leaf
- * (ring_leaf) and the callers' frames are typed from caller_pc. */
-static void ring_type_frames(struct jpring_frame *f, int32_t n, uintptr_t pc, uintptr_t fp,
-			     uintptr_t caller_pc)
-{
-	if (codemap_all_interpreted()) {
-		for (int32_t i = 0; i < n; i++)
-			if (f[i].bci != -3 && f[i].bci != JPRING_BCI_STUB && f[i].method_id)
-				f[i].type = JPRING_TYPE_INTERPRETED;
-		return;
-	}
-#if defined(__x86_64__)
-	if (caller_pc) {
-		/* A method stepped over in the interpreter (its entry). */
-		if (f[0].bci != JPRING_BCI_STUB)
-			f[0].type = codemap_in_interpreter(pc) ? JPRING_TYPE_INTERPRETED :
-				    codemap_in_method(f[0].method_id, pc);
-		if (codemap_in_interpreter(caller_pc)) {
-			if (n > 1 && f[1].bci != -3)
-				f[1].type = JPRING_TYPE_INTERPRETED;
-		} else {
-			ring_type_compiled(f, 1, n, caller_pc);
-		}
-		return;
-	}
-	if (f[0].bci == JPRING_BCI_STUB || f[0].bci == -3)
-		return;
-	if (codemap_in_interpreter(pc)) {
-		f[0].type = JPRING_TYPE_INTERPRETED;
-		ring_type_callers(f, n, fp);
-		return;
-	}
-	ring_type_compiled(f, 0, n, pc);
-#else
-	(void)pc; (void)fp; (void)caller_pc;
-#endif
-}
-
-/* Types a walk, retried or not, from where it started. */
-static void ring_type_walk(struct jpring_frame *f, int32_t n, const void *ucv, uintptr_t caller_pc,
-			   unsigned how)
-{
-#if defined(__x86_64__)
-	const ucontext_t *uc = ucv;
-
-	/* From below native frames: as if interrupted at the return address
-	 * (an interpreted caller's rbp is not known there: only f[0] typed). */
-	if (how == RING_HOW_NATIVE)
-		ring_type_frames(f, n, caller_pc, 0, 0);
-	else
-		ring_type_frames(f, n, (uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
-				 (uintptr_t)uc->uc_mcontext.gregs[REG_RBP], caller_pc);
-#else
-	ring_type_frames(f, n, 0, 0, 0);
-#endif
-}
 
 /* What a record is: a perf-event sample (kind JPRING_KIND_CPU, state and
  * weight 0) or the wall timer's (wall.c). */
@@ -881,13 +382,28 @@ static void ring_note(const void *ucv, int32_t code, uint64_t tag, unsigned how,
 #endif
 }
 
+/* ASGCT said "not Java": the Java frames walked from the anchor
+ * (javawalk_not_java); for a wall record of a blocked thread without any
+ * (one waiting in the VM: Signal Dispatcher, Attach Listener), its native
+ * frames, as a wall record has no BPF stack to join. */
+static int32_t ring_not_java(JNIEnv *env, struct jpring_slot *slot, int32_t n, void *uc,
+			     const struct ring_kind *k)
+{
+	n = javawalk_not_java(env, slot->frames, JPRING_MAX_FRAMES, n,
+			      __atomic_load_n(&ring_interval_ns, __ATOMIC_RELAXED));
+	if ((n == JPRING_UNKNOWN_NOT_JAVA || n == JPRING_NOT_WALKABLE_NOT_JAVA) && uc &&
+	    k->kind == JPRING_KIND_WALL && __atomic_load_n(&ring_wall_native, __ATOMIC_RELAXED))
+		n = ring_native_frames(uc, slot->frames, JPRING_MAX_FRAMES, n);
+	return n;
+}
+
 static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc,
 					    const struct ring_kind *k)
 {
 	struct jpring_slot *slot;
 	uint64_t w;
 	JNIEnv *env;
-	int32_t n;
+	int32_t n, m;
 
 	/* Not the armed fd's owner tid: a signal still pending from a closed
 	 * fd whose number was re-armed for another thread would lie. */
@@ -904,7 +420,7 @@ static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc
 			.env = env,
 			.frames = (struct asgct_frame *)(void *)slot->frames,
 		};
-		uintptr_t caller_pc = 0;
+		struct ring_from from = { 0 };
 		uint64_t leaf_tag = 0;
 		unsigned how = RING_HOW_OFF;
 
@@ -915,11 +431,11 @@ static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc
 
 			if (ring_recover) {
 				how = RING_HOW_FAILED;
-				n = ring_retry(env, &trace, uc, n, &caller_pc, &leaf_tag, &how);
+				n = ring_retry(env, &trace, uc, n, &from, &leaf_tag, &how);
 				if (n > 0 && !ring_root_ok(slot->tid, slot->frames, n)) {
 					how = RING_HOW_NOT_ROOT;
 					n = failed;
-					caller_pc = 0;
+					from.pc = 0;
 				}
 			}
 			if (ring_stats_path[0])
@@ -937,7 +453,7 @@ static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc
 #if defined(__x86_64__)
 		/* A walk from below native frames has no leaf stepped over:
 		 * the native frames are the BPF sample's. */
-		if (caller_pc && how != RING_HOW_NATIVE)
+		if (from.pc && how != RING_HOW_NATIVE)
 			ring_leaf(trace.frames, leaf_tag);
 #endif
 		/* In a GC pause: walk from the thread's frame anchor (javawalk.c);
@@ -945,14 +461,19 @@ static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc
 		if (n == JPRING_GC_ACTIVE)
 			n = javawalk_gc_active(env, slot->frames, JPRING_MAX_FRAMES, n);
 		else if (n == JPRING_UNKNOWN_NOT_JAVA || n == JPRING_NOT_WALKABLE_NOT_JAVA)
-			n = javawalk_not_java(env, slot->frames, JPRING_MAX_FRAMES, n,
-					      __atomic_load_n(&ring_interval_ns, __ATOMIC_RELAXED));
+			n = ring_not_java(env, slot, n, uc, k);
 		else if ((n == JPRING_UNKNOWN_JAVA || n == JPRING_NOT_WALKABLE_JAVA) && uc &&
 			 ring_recover)
 			n = javawalk_in_java(env, uc, slot->frames, JPRING_MAX_FRAMES, n,
 					     __atomic_load_n(&ring_interval_ns, __ATOMIC_RELAXED));
-		else if (n > 0 && uc)
-			ring_type_walk(slot->frames, n, uc, caller_pc, how);
+		else if (n > 0 && uc && (m = ring_type_walk(env, slot->frames, n, JPRING_MAX_FRAMES,
+							 uc, &from, how)) > n) {
+			/* Completed below where ASGCT stopped: the thread's
+			 * root is the completed walk's. */
+			n = m;
+			if (how == RING_HOW_OFF)
+				ring_root_set(slot->tid, slot->frames[n - 1].method_id);
+		}
 	}
 	ring_commit(slot, w, n);
 	return slot;
@@ -1196,6 +717,11 @@ void ring_mark_fd(int fd, enum ring_fd_state st)
 void ring_set_interval(uint64_t interval_ns)
 {
 	__atomic_store_n(&ring_interval_ns, interval_ns, __ATOMIC_SEQ_CST);
+}
+
+void ring_set_wall_native(bool on)
+{
+	__atomic_store_n(&ring_wall_native, on, __ATOMIC_SEQ_CST);
 }
 
 int ring_phase_fd(int fd, uint64_t first_ns)

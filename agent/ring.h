@@ -63,6 +63,9 @@ void ring_mark_fd(int fd, enum ring_fd_state st);
 /* The recording's interval, which ring_end_phase restores; set before any
  * fd is armed. */
 void ring_set_interval(uint64_t interval_ns);
+/* Whether the daemon reads native frames in wall records
+ * (JPAG_FEATURE_WALL_NATIVE); set at START. */
+void ring_set_wall_native(bool on);
 /* For an fd marked RING_FD_PHASING and already armed (O_ASYNC): sets its
  * period to first_ns; its first signal sets the interval again. A
  * per-thread cpu-clock event samples after each interval of the thread's

@@ -136,6 +136,38 @@ static uint32_t threads_tid_of(JNIEnv *jni, jthread t)
 	return access(path, F_OK) == 0 ? (uint32_t)tid : 0;
 }
 
+/* java.lang.Thread.tid, found once by whichever thread asks first (a
+ * field id stays valid as long as its class, and Thread is never
+ * unloaded); a read, not a call of getId(), which a subclass may override
+ * in JDK 17. */
+static jfieldID threads_tid_field;
+static int threads_tid_tried;
+
+uint64_t threads_java_id(JNIEnv *jni, jthread t)
+{
+	jfieldID f = __atomic_load_n(&threads_tid_field, __ATOMIC_ACQUIRE);
+	jclass cls;
+	jlong id;
+
+	if (!t)
+		return 0;
+	if (!f && !__atomic_exchange_n(&threads_tid_tried, 1, __ATOMIC_ACQ_REL)) {
+		cls = (*jni)->FindClass(jni, "java/lang/Thread");
+		f = cls ? (*jni)->GetFieldID(jni, cls, "tid", "J") : NULL;
+		if ((*jni)->ExceptionCheck(jni))
+			(*jni)->ExceptionClear(jni);
+		if (cls)
+			(*jni)->DeleteLocalRef(jni, cls);
+		if (!f)
+			agent_debug("java.lang.Thread has no tid field: no Java thread ids");
+		__atomic_store_n(&threads_tid_field, f, __ATOMIC_RELEASE);
+	}
+	if (!f)
+		return 0;
+	id = (*jni)->GetLongField(jni, t, f);
+	return id > 0 ? (uint64_t)id : 0;
+}
+
 int threads_name(jvmtiEnv *jvmti, JNIEnv *jni, jthread t, char *buf, size_t cap)
 {
 	jvmtiThreadInfo info;
@@ -172,7 +204,7 @@ int threads_each(jvmtiEnv *jvmti, JNIEnv *jni, threads_fn fn, void *arg)
 		int len = tid ? threads_name(jvmti, jni, all[i], name, sizeof(name)) : -ENOENT;
 
 		if (len > 0)
-			ret = fn(tid, name, (size_t)len, arg);
+			ret = fn(tid, name, (size_t)len, threads_java_id(jni, all[i]), arg);
 		(*jni)->DeleteLocalRef(jni, all[i]);
 	}
 	(*jvmti)->Deallocate(jvmti, (unsigned char *)all);

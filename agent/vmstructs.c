@@ -481,6 +481,8 @@ int vmstructs_walk_init(struct vmstructs_walk *w, const char **missing)
 		/* JDK 17: the code's address; 25: its offset from the blob. */
 		{ "CodeBlob", "_code_begin", &w->blob_code_begin, true },
 		{ "CodeBlob", "_code_offset", &w->blob_code_offset, true },
+		/* Where a frame marked for deoptimization keeps its pc. */
+		{ "nmethod", "_orig_pc_offset", &w->nm_orig_pc_offset, true },
 	};
 
 	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {

@@ -71,6 +71,7 @@ struct vmstructs_walk {
 	long cp_holder, ik_jmethod_ids;
 	long blob_frame_size, blob_code_begin, blob_code_offset;
 	long wrapper_anchor;       /* JavaCallWrapper::_anchor */
+	long nm_orig_pc_offset;    /* nmethod::_orig_pc_offset (optional) */
 	unsigned const_size;       /* sizeof(ConstMethod): its bytecodes follow it */
 	uintptr_t call_stub_ra;    /* &StubRoutines::_call_stub_return_address */
 };

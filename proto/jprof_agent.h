@@ -77,6 +77,8 @@ struct jpag_welcome {
 #define JPAG_FEATURE_ARMED 4u    /* the daemon understands JPAG_THREADS_ARMED: it keeps a
 				    recording's events stopped until it comes (or a
 				    deadline passes) */
+#define JPAG_FEATURE_JAVA_ID 8u
+#define JPAG_FEATURE_WALL_NATIVE 16u /* the daemon reads JPRING_BCI_NATIVE wall records */  /* the daemon reads JPAG_THREAD_JAVA_ID in JPAG_THREAD_NAME */
 
 /* A recording of this process begins. The agent maps the ring (MAP_SHARED,
  * ring_bytes), installs its handler for `signal`, and asks for one perf fd per
@@ -161,8 +163,12 @@ struct jpag_method_unknown {
 struct jpag_thread_name {
 	uint32_t tid;            /* gettid() in the agent's pid namespace */
 	uint16_t name_len;       /* <= JPAG_THREAD_NAME_MAX */
-	uint16_t reserved;
+	uint16_t flags;          /* JPAG_THREAD_*; 0 from agents before them */
 };
+/* The name is followed by the thread's Java id (uint64_t: the tid field of
+ * java.lang.Thread, what getId() and threadId() return). Only to a daemon
+ * whose WELCOME has JPAG_FEATURE_JAVA_ID. */
+#define JPAG_THREAD_JAVA_ID 1u
 #define JPAG_THREAD_NAME_MAX 256
 
 /* JVMTI events the daemon can turn on for a recording, one EVENT_ON each
@@ -248,9 +254,8 @@ struct jpring_frame {
 };
 
 /* How a frame runs, as far as the agent knows (AsyncGetCallTrace does not
- * say): from the interrupted pc for the leaf compiled method's frames or an
- * interpreted leaf; callers are unknown, except in a JVM that only
- * interprets (-Xint). */
+ * say): from the thread's own frames, walked alongside (docs/jvm.md, "Java
+ * frame types"); unknown where that walk stopped. */
 enum jpring_frame_type {
 	JPRING_TYPE_UNKNOWN = 0,
 	JPRING_TYPE_INTERPRETED = 1,
@@ -267,6 +272,13 @@ enum jpring_frame_type {
  * the Java frames of the callers follow. A leaf in a compiled method's own
  * code is written as that method instead (bci -1, type compiled). */
 #define JPRING_BCI_STUB (-100)
+
+/* A wall record (JPRING_KIND_WALL) of a thread without Java frames (one
+ * that waits inside the VM: Signal Dispatcher, Attach Listener) holds its
+ * native frames instead: every frame bci JPRING_BCI_NATIVE, method_id the
+ * pc (frames[0] the interrupted one, then return addresses), type 0. Only
+ * to a daemon whose WELCOME has JPAG_FEATURE_WALL_NATIVE. */
+#define JPRING_BCI_NATIVE (-101)
 
 /* The daemon names each kind (jvmjoin.c); any other value is unknown. */
 enum jpring_stub_kind {

@@ -77,25 +77,43 @@ static int jfr_clean(struct buf *out, const char *s, size_t n)
 	return r;
 }
 
-int jfr_split_java_name(const char *name, struct buf *cls, struct buf *method, struct buf *desc,
-			int32_t *line)
+/* The number after the last c in name[0..end) if all of the rest is 1 to 9
+ * digits: its position (*val set), else NULL. */
+static const char *jfr_num_suffix(const char *name, size_t end, char c, int32_t *val)
 {
-	const char *paren = strchr(name, '('), *colon, *dot;
-	size_t head = paren ? (size_t)(paren - name) : strlen(name);
+	const char *at = NULL;
+
+	for (const char *p = name; p < name + end; p++)
+		if (*p == c)
+			at = p;
+	if (!at || (size_t)(name + end - at - 1) >= 10 ||
+	    !jfr_all_digits(at + 1, (size_t)(name + end - at - 1)))
+		return NULL;
+	*val = (int32_t)strtol(at + 1, NULL, 10);
+	return at;
+}
+
+int jfr_split_java_name(const char *name, struct buf *cls, struct buf *method, struct buf *desc,
+			int32_t *line, int32_t *bci)
+{
+	size_t end = strlen(name), head;
+	const char *paren, *suffix, *dot = NULL;
 	int r;
 
 	buf_reset(cls);
 	buf_reset(method);
 	buf_reset(desc);
 	*line = -1;
-	/* "...:42": a line (never together with a signature). */
-	colon = paren ? NULL : strrchr(name, ':');
-	if (colon && jfr_all_digits(colon + 1, strlen(colon + 1)) && strlen(colon + 1) < 10) {
-		*line = (int32_t)strtol(colon + 1, NULL, 10);
-		head = (size_t)(colon - name);
-	}
+	*bci = -1;
+	/* "...@17": a bytecode index, then "...:42": a line; both after the
+	 * descriptor when there is one. */
+	if ((suffix = jfr_num_suffix(name, end, '@', bci)))
+		end = (size_t)(suffix - name);
+	if ((suffix = jfr_num_suffix(name, end, ':', line)))
+		end = (size_t)(suffix - name);
+	paren = memchr(name, '(', end);
+	head = paren ? (size_t)(paren - name) : end;
 	/* The method is after the last '.' of the head; the class before it. */
-	dot = NULL;
 	for (const char *c = name; c < name + head; c++)
 		if (*c == '.')
 			dot = c;
@@ -107,7 +125,7 @@ int jfr_split_java_name(const char *name, struct buf *cls, struct buf *method, s
 		r = jfr_clean(method, name, head);
 	}
 	if (r == 0 && paren)
-		r = export_text(paren, 0, desc);
+		r = jfr_clean(desc, paren, end - head);
 	if (r < 0)
 		return r;
 	/* The JVM's internal form: pkg/Cls (jfr and JMC show dots again). */
@@ -203,8 +221,9 @@ static int jfr_resolve(struct jfr_pools *p, const struct store_frame *f, struct 
 	int r;
 
 	ref->line = -1;
+	ref->bci = -1;
 	if (java) {
-		r = jfr_split_java_name(f->name, &cls, &name, &desc, &ref->line);
+		r = jfr_split_java_name(f->name, &cls, &name, &desc, &ref->line, &ref->bci);
 	} else {
 		const char *k = f->kind == FRAME_KERNEL ? JFR_CLASS_KERNEL :
 				f->kind == FRAME_JIT_UNKNOWN ? JFR_CLASS_JIT :
@@ -303,7 +322,7 @@ static int jfr_write_frame(struct buf *b, const struct jfr_frame_ref *f)
 	if (r == 0)
 		r = jfr_put_int(b, f->line);
 	if (r == 0)
-		r = jfr_put_int(b, -1);  /* bytecode index: not known */
+		r = jfr_put_int(b, f->bci);
 	if (r == 0)
 		r = jfr_put_varint(b, f->type);
 	return r;
@@ -347,8 +366,10 @@ static int jfr_write_threads(struct jfr_pools *p, struct buf *b)
 
 		buf_reset(&p->tmp);
 		r = name ? export_text(name, 0, &p->tmp) : buf_printf(&p->tmp, "[tid=%u]", key[1]);
-		/* id, osName, osThreadId, javaName, javaThreadId (the JVM's own
-		 * id is not known: the tid), group (null), virtual (no) */
+		/* id, osName, osThreadId (the tid), javaName, javaThreadId
+		 * (java.lang.Thread's id from the agent; 0, as JFR's own for a
+		 * thread that is no Java thread, when not known), group
+		 * (null), virtual (no) */
 		if (r == 0)
 			r = jfr_put_varint(b, i + 1);
 		if (r == 0)
@@ -358,7 +379,8 @@ static int jfr_write_threads(struct jfr_pools *p, struct buf *b)
 		if (r == 0)
 			r = jfr_put_string_n(b, p->tmp.data, p->tmp.len);
 		if (r == 0)
-			r = jfr_put_varints(b, (uint64_t[]){ key[1], 0, 0 }, 3);
+			r = jfr_put_varints(b, (uint64_t[]){
+				store_thread_java_id(p->st, key[0], key[1]), 0, 0 }, 3);
 	}
 	return r;
 }

@@ -15,6 +15,7 @@
 struct jfr_frame_ref {
 	uint32_t method;   /* method pool id (>= 1) */
 	int32_t line;      /* -1: unknown */
+	int32_t bci;       /* bytecode index, -1: unknown */
 	uint8_t type;      /* frame type pool id (enum jfr_frame_type) */
 	bool done;
 };
@@ -61,11 +62,12 @@ int64_t jfr_pools_stack(struct jfr_pools *p, uint32_t idx, bool *java);
 int jfr_pools_write(struct jfr_pools *p, struct buf *out, uint64_t start_ticks);
 
 /* Splits a Java frame name as the JVM join makes it ("pkg.Cls.method",
- * "pkg.Cls.method:42", "pkg.Cls.method(I)V"): the class in the JVM's
- * internal form ("pkg/Cls") into cls, the method into method, the
- * descriptor into desc ("" when the name has none), and the line (-1 when
+ * "pkg.Cls.method:42", "pkg.Cls.method(I)V", and for JFR
+ * "pkg.Cls.method[(I)V][:42][@17]"): the class in the JVM's internal form
+ * ("pkg/Cls") into cls, the method into method, the descriptor into desc
+ * ("" when the name has none), the line and the bytecode index (-1 when
  * none). Exposed for the unit tests. */
 int jfr_split_java_name(const char *name, struct buf *cls, struct buf *method, struct buf *desc,
-			int32_t *line);
+			int32_t *line, int32_t *bci);
 
 #endif

@@ -56,6 +56,9 @@ struct agentlink_ops {
 	/* The Java name of the agent's thread ns_tid (not NUL-terminated, 1 to
 	 * JPAG_THREAD_NAME_MAX bytes, unchecked text). */
 	void (*thread_name)(void *ctx, uint32_t ns_tid, const char *name, size_t len);
+	/* The Java id of that thread (java.lang.Thread's, not 0), after its
+	 * name; NULL: ignored. */
+	void (*thread_java_id)(void *ctx, uint32_t ns_tid, uint64_t java_id);
 	/* The agent records with signal instead of the proposed one (another
 	 * handler held it at START, or took_over: took the agent's over
 	 * during the recording). Both checked plausible; NULL: ignored. */

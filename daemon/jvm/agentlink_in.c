@@ -26,7 +26,8 @@ static void on_hello(struct agent *a, const void *p, uint32_t len)
 	struct agentlink *l = a->link;
 	struct jpag_hello hello;
 	struct jpag_welcome w = { .version = JPAG_VERSION, .features = JPAG_FEATURE_SIGNAL | JPAG_FEATURE_WALL |
-								    JPAG_FEATURE_ARMED };
+								    JPAG_FEATURE_ARMED | JPAG_FEATURE_JAVA_ID |
+								    JPAG_FEATURE_WALL_NATIVE };
 
 	if (a->hello || len != sizeof(hello)) {
 		agent_drop(a, "bad hello");
@@ -154,19 +155,26 @@ static void on_method(struct agent *a, const char *p, uint32_t len, bool unknown
 static void on_thread_name(struct agent *a, const char *p, uint32_t len)
 {
 	struct jpag_thread_name tn;
+	uint64_t java_id = 0;
+	size_t extra;
 
 	if (len < sizeof(tn)) {
 		agent_drop(a, "short thread name record");
 		return;
 	}
 	memcpy(&tn, p, sizeof(tn));
+	extra = tn.flags & JPAG_THREAD_JAVA_ID ? sizeof(java_id) : 0;
 	if (tn.name_len == 0 || tn.name_len > JPAG_THREAD_NAME_MAX ||
-	    sizeof(tn) + tn.name_len != len) {
+	    sizeof(tn) + tn.name_len + extra != len) {
 		agent_drop(a, "thread name record lengths do not add up");
 		return;
 	}
 	if (a->ops && a->ops->thread_name)
 		a->ops->thread_name(a->ctx, tn.tid, p + sizeof(tn), tn.name_len);
+	if (extra)
+		memcpy(&java_id, p + sizeof(tn) + tn.name_len, sizeof(java_id));
+	if (java_id && a->ops && a->ops->thread_java_id)
+		a->ops->thread_java_id(a->ctx, tn.tid, java_id);
 }
 
 static void on_event_status(struct agent *a, const char *p, uint32_t len)

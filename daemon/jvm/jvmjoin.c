@@ -1,5 +1,9 @@
 #include "jvmjoin_int.h"
 
+#include <linux/types.h>
+
+#include "bpf/sampler.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -395,25 +399,31 @@ void jvm_join_add_agent(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, u
 }
 
 /* An agent sample that joins nothing: held until its frames are named.
- * Takes leaf (the class frame, malloc'd, or NULL). */
+ * Takes leaf (the class frame, malloc'd, or NULL); native: the frames are
+ * native pcs (JPRING_BCI_NATIVE, leaf first), kept as its user stack. */
 static void add_held(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, uint64_t now_ns,
 		     int event, const uint64_t *values, unsigned nvalues, char *leaf,
 		     const char *marker, const char *state, const struct jpring_frame *frames,
-		     unsigned nframes)
+		     unsigned nframes, bool native)
 {
-	struct held h = { .created = now_ns, .event = event, .njava = nframes, .marker = marker,
-			  .state = state };
+	struct held h = { .created = now_ns, .event = event, .marker = marker, .state = state };
 	size_t bytes;
 
-	bytes = nframes * sizeof(*h.java) + (leaf ? strlen(leaf) + 1 : 0);
+	bytes = nframes * (native ? sizeof(uint64_t) : sizeof(*h.java)) + (leaf ? strlen(leaf) + 1 : 0);
 	if (jvm_join_bytes_fit(j, bytes, true) < 0 ||
 	    jvm_join_grow(j, (void **)&j->held, &j->capheld, j->nheld + 1, sizeof(*j->held)) < 0 ||
-	    (nframes && !(h.java = malloc(nframes * sizeof(*h.java))))) {
+	    (nframes && !native && !(h.java = malloc(nframes * sizeof(*h.java)))) ||
+	    (nframes && native && !(h.b.ips = malloc(nframes * sizeof(uint64_t))))) {
 		free(leaf);
 		return;
 	}
+	/* The BPF stack's own flag bits are not the agent's to set. */
+	for (unsigned i = 0; native && i < nframes; i++)
+		h.b.ips[i] = frames[i].method_id & ~(JP_IP_SIGNAL | JP_IP_INTERRUPTED);
+	h.b.nu = native ? nframes : 0;
+	h.njava = native ? 0 : nframes;
 	/* Root first, as held samples keep them. */
-	for (unsigned i = 0; i < nframes; i++) {
+	for (unsigned i = 0; i < h.njava; i++) {
 		h.java[i].method_id = frames[nframes - 1 - i].method_id;
 		h.java[i].bci = frames[nframes - 1 - i].bci;
 		h.java[i].type = frame_type(frames[nframes - 1 - i].type);
@@ -423,7 +433,7 @@ static void add_held(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, uint
 	h.b.time = time_ns;
 	for (unsigned i = 0; i < nvalues && i < JVM_EVENT_VALUES; i++)
 		h.values[i] = values[i];
-	jvm_join_want(j, h.java, nframes);
+	jvm_join_want(j, h.java, h.njava);
 	jvm_join_bytes_add(j, bytes);
 	j->held[j->nheld++] = h;
 	j->pending++;
@@ -442,7 +452,7 @@ void jvm_join_add_event(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, u
 	if (cls_len && !(leaf = jvm_join_class_name(cls, cls_len)))
 		return;
 	add_held(j, ns_tid, time_ns, now_ns, event, values, nvalues, leaf, NULL, NULL, frames,
-		 nframes);
+		 nframes, false);
 }
 
 void jvm_join_add_wall(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, uint64_t now_ns,
@@ -473,7 +483,17 @@ void jvm_join_add_wall(struct jvm_join *j, uint32_t ns_tid, uint64_t time_ns, ui
 		frames++;
 		n--;
 	}
-	add_held(j, ns_tid, time_ns, now_ns, event, values, nvalues, NULL, marker, st, frames, n);
+	/* A thread without Java frames: its native ones, all of them or none. */
+	if (n && frames[0].bci == JPRING_BCI_NATIVE) {
+		for (unsigned i = 0; i < n; i++)
+			if (frames[i].bci != JPRING_BCI_NATIVE)
+				return;
+		add_held(j, ns_tid, time_ns, now_ns, event, values, nvalues, NULL, NULL, st, frames,
+			 n, true);
+		return;
+	}
+	add_held(j, ns_tid, time_ns, now_ns, event, values, nvalues, NULL, marker, st, frames, n,
+		 false);
 }
 
 /* ---- joining ---- */
@@ -523,33 +543,6 @@ static void bpf_rec_free(struct jvm_join *j, struct bpf_rec *b)
 {
 	bounded_free(j, b->ips, (b->nk + b->nu) * sizeof(uint64_t));
 	b->ips = NULL;
-}
-
-const char *jvm_join_stub_marker(uint64_t kind)
-{
-	/* Indexed by enum jpring_stub_kind; the ring is the agent's to write,
-	 * so any other value is an unknown leaf. */
-	static const char *const names[JPRING_STUB_KINDS] = {
-		[JPRING_STUB_UNKNOWN] = "[unknown_java_leaf]",
-		[JPRING_STUB_OTHER] = "[stub]",
-		[JPRING_STUB_VTABLE] = "[vtable stub]",
-		[JPRING_STUB_ITABLE] = "[itable stub]",
-		[JPRING_STUB_METHOD_HANDLE] = "[method handle adapter]",
-		[JPRING_STUB_CALL] = "[call_stub]",
-		[JPRING_STUB_ADAPTER] = "[i2c/c2i adapter]",
-		[JPRING_STUB_INTERPRETER] = "[interpreter]",
-		[JPRING_STUB_ARRAYCOPY] = "[arraycopy stub]",
-		[JPRING_STUB_RESOLVE] = "[resolve stub]",
-		[JPRING_STUB_DISPATCH] = "[vtable/itable stub]",
-		[JPRING_STUB_INVOKE_BASIC] = "[MethodHandle.invokeBasic]",
-		[JPRING_STUB_LINK_TO_VIRTUAL] = "[MethodHandle.linkToVirtual]",
-		[JPRING_STUB_LINK_TO_STATIC] = "[MethodHandle.linkToStatic]",
-		[JPRING_STUB_LINK_TO_SPECIAL] = "[MethodHandle.linkToSpecial]",
-		[JPRING_STUB_LINK_TO_INTERFACE] = "[MethodHandle.linkToInterface]",
-		[JPRING_STUB_LINK_TO_NATIVE] = "[MethodHandle.linkToNative]",
-	};
-
-	return kind < JPRING_STUB_KINDS ? names[kind] : names[JPRING_STUB_UNKNOWN];
 }
 
 /* A BPF record and its agent record: emit now or hold for names. Takes b->ips. */

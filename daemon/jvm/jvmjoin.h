@@ -30,6 +30,9 @@ struct jvm_join_opts {
 	uint64_t late_ns;          /* how long a BPF record waits for its agent record; default 50 ms */
 	bool lines;                /* Class.method:line */
 	bool signatures;           /* Class.method(sig) */
+	/* Each Java frame's line (when its method has a table, with or without
+	 * lines) and bytecode index: Class.method[(sig)][:line][@bci] (JFR). */
+	bool positions;
 	size_t max_pending;        /* records held in all queues; default 1,000,000 */
 	/* Bounds against a hostile agent (the ring is written by the profiled
 	 * process): */
@@ -190,6 +193,11 @@ size_t jvm_join_frame_name(const struct jvm_join *j, const struct jvm_frame *f, 
  * one. 0 or -errno (-ENOBUFS/-EDQUOT past the byte bounds, -E2BIG past
  * max_tids). */
 int jvm_join_thread_name(struct jvm_join *j, uint32_t host_tid, const char *name, size_t len);
+/* The Java id (java.lang.Thread's, not 0) of a thread already named:
+ * 0, or -ENOENT (not named), -EINVAL. */
+int jvm_join_thread_java_id(struct jvm_join *j, uint32_t host_tid, uint64_t java_id);
+/* That id, or 0 if not known. */
+uint64_t jvm_join_thread_java_id_of(const struct jvm_join *j, uint32_t host_tid);
 /* Calls fn for every thread name kept. */
 void jvm_join_each_thread_name(const struct jvm_join *j,
 			       void (*fn)(uint32_t host_tid, const char *name, void *arg), void *arg);

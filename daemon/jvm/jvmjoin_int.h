@@ -66,6 +66,7 @@ struct held {
 struct tname {
 	uint32_t tid;             /* host tid */
 	char *name;               /* cleaned */
+	uint64_t java_id;         /* java.lang.Thread's id; 0: not known */
 };
 
 struct jvm_budget {

@@ -237,6 +237,27 @@ int jvm_join_thread_name(struct jvm_join *j, uint32_t host_tid, const char *name
 	return 0;
 }
 
+int jvm_join_thread_java_id(struct jvm_join *j, uint32_t host_tid, uint64_t java_id)
+{
+	struct tname *t;
+
+	if (!host_tid || !java_id)
+		return -EINVAL;
+	t = jvm_join_table_get(j, &j->tn_of_tid, host_tid, false, (void **)&j->tn, &j->ntn,
+			       &j->tncap, sizeof(*j->tn));
+	if (!t)
+		return -ENOENT;
+	t->java_id = java_id;
+	return 0;
+}
+
+uint64_t jvm_join_thread_java_id_of(const struct jvm_join *j, uint32_t host_tid)
+{
+	const uint64_t *i = host_tid ? htab_map_get(&j->tn_of_tid, host_tid) : NULL;
+
+	return i ? j->tn[*i].java_id : 0;
+}
+
 bool jvm_join_has_thread(const struct jvm_join *j, uint32_t host_tid)
 {
 	return host_tid && htab_map_get(&j->tn_of_tid, host_tid) != NULL;
@@ -251,6 +272,33 @@ void jvm_join_each_thread_name(const struct jvm_join *j,
 }
 
 /* ---- naming ---- */
+
+const char *jvm_join_stub_marker(uint64_t kind)
+{
+	/* Indexed by enum jpring_stub_kind; the ring is the agent's to write,
+	 * so any other value is an unknown leaf. */
+	static const char *const names[JPRING_STUB_KINDS] = {
+		[JPRING_STUB_UNKNOWN] = "[unknown_java_leaf]",
+		[JPRING_STUB_OTHER] = "[stub]",
+		[JPRING_STUB_VTABLE] = "[vtable stub]",
+		[JPRING_STUB_ITABLE] = "[itable stub]",
+		[JPRING_STUB_METHOD_HANDLE] = "[method handle adapter]",
+		[JPRING_STUB_CALL] = "[call_stub]",
+		[JPRING_STUB_ADAPTER] = "[i2c/c2i adapter]",
+		[JPRING_STUB_INTERPRETER] = "[interpreter]",
+		[JPRING_STUB_ARRAYCOPY] = "[arraycopy stub]",
+		[JPRING_STUB_RESOLVE] = "[resolve stub]",
+		[JPRING_STUB_DISPATCH] = "[vtable/itable stub]",
+		[JPRING_STUB_INVOKE_BASIC] = "[MethodHandle.invokeBasic]",
+		[JPRING_STUB_LINK_TO_VIRTUAL] = "[MethodHandle.linkToVirtual]",
+		[JPRING_STUB_LINK_TO_STATIC] = "[MethodHandle.linkToStatic]",
+		[JPRING_STUB_LINK_TO_SPECIAL] = "[MethodHandle.linkToSpecial]",
+		[JPRING_STUB_LINK_TO_INTERFACE] = "[MethodHandle.linkToInterface]",
+		[JPRING_STUB_LINK_TO_NATIVE] = "[MethodHandle.linkToNative]",
+	};
+
+	return kind < JPRING_STUB_KINDS ? names[kind] : names[JPRING_STUB_UNKNOWN];
+}
 
 const char *jvm_join_error_marker(int32_t code)
 {
@@ -279,6 +327,21 @@ const char *jvm_join_error_marker(int32_t code)
 	}
 }
 
+/* The line of bci in m's table, or -1: the entry that starts last at or
+ * before bci (tables need not be sorted). */
+static int32_t jvm_join_line_of(const struct jmethod *m, int32_t bci)
+{
+	int32_t line = -1, best = -1;
+
+	for (unsigned i = 0; bci >= 0 && i < m->nlines; i++) {
+		if (m->lines[i].bci <= bci && m->lines[i].bci > best) {
+			best = m->lines[i].bci;
+			line = m->lines[i].line;
+		}
+	}
+	return line;
+}
+
 size_t jvm_join_frame_name(const struct jvm_join *j, const struct jvm_frame *f, char *buf,
 			   size_t len)
 {
@@ -290,18 +353,19 @@ size_t jvm_join_frame_name(const struct jvm_join *j, const struct jvm_frame *f, 
 		n = snprintf(buf, len, "[java_method_limit]");
 	} else if (!m || m->state != M_NAMED) {
 		n = snprintf(buf, len, "[unknown_java_method]");
+	} else if (j->o.positions) {
+		int32_t line = jvm_join_line_of(m, f->bci);
+
+		n = snprintf(buf, len, "%s.%s%s", m->cls, m->name, j->o.signatures ? m->sig : "");
+		if (n >= 0 && (size_t)n < len && line >= 0)
+			n += snprintf(buf + n, len - (size_t)n, ":%d", line);
+		if (n >= 0 && (size_t)n < len && f->bci >= 0)
+			n += snprintf(buf + n, len - (size_t)n, "@%d", f->bci);
 	} else if (j->o.signatures) {
 		n = snprintf(buf, len, "%s.%s%s", m->cls, m->name, m->sig);
 	} else if (j->o.lines && m->nlines && f->bci >= 0) {
-		int32_t line = -1, best = -1;
+		int32_t line = jvm_join_line_of(m, f->bci);
 
-		/* The entry that starts last at or before bci (tables need not be sorted). */
-		for (unsigned i = 0; i < m->nlines; i++) {
-			if (m->lines[i].bci <= f->bci && m->lines[i].bci > best) {
-				best = m->lines[i].bci;
-				line = m->lines[i].line;
-			}
-		}
 		n = line >= 0 ? snprintf(buf, len, "%s.%s:%d", m->cls, m->name, line)
 			      : snprintf(buf, len, "%s.%s", m->cls, m->name);
 	} else {

@@ -127,15 +127,29 @@ static void reverse(struct builder *b, size_t from)
 #undef SWAP
 }
 
+/* The jprofd agent's library in a JVM (libjprofagent.so, or its copy
+ * .jprofagent-<uid>-<hash>.so: docs/attach.md). */
+static bool agent_module(const char *m)
+{
+	size_t n = strlen(m);
+
+	return strstr(m, "jprofagent") && n > 3 && !strcmp(m + n - 3, ".so");
+}
+
 /* User frames, root first (the stack map gives them leaf first). With
  * cut_at_jit, only the frames from the leaf up to the first address in JIT
  * code: from there on the Java frames tell the story (and frame-pointer
  * walks through JIT code are not to be trusted); jit_marker, if given,
- * stands where the stack was cut. */
-static void push_user(struct builder *b, uint32_t pid, uint64_t start, const uint64_t *uips,
+ * stands where the stack was cut. A signal frame whose handler is the
+ * jprofd agent's: the handler and all it called are the agent's work, not
+ * the program's, and are left out with the signal frame (all the user
+ * frames, if the unwind ended inside the handler); then true (the kernel
+ * frames are the handler's too). */
+static bool push_user(struct builder *b, uint32_t pid, uint64_t start, const uint64_t *uips,
 		      uint32_t nu, bool kernel_mode, bool cut_at_jit, const char *jit_marker)
 {
 	size_t from = b->n;
+	bool agent = false, cut = false;
 
 	for (uint32_t i = 0; i < nu; i++) {
 		/* Every user frame but an interrupted leaf is a return address; in
@@ -146,11 +160,18 @@ static void push_user(struct builder *b, uint32_t pid, uint64_t start, const uin
 		bool ret = (i > 0 || kernel_mode) && !(uips[i] & JP_IP_INTERRUPTED);
 
 		if (uips[i] & JP_IP_SIGNAL) {
-			push(b, FRAME_MARKER, "[signal]", "");
+			if (agent) {
+				b->n = from;
+				agent = false;
+				cut = true;
+			} else {
+				push(b, FRAME_MARKER, "[signal]", "");
+			}
 			continue;
 		}
 		if (symbols_resolve_user(b->sym, (pid_t)pid, start, ip, ret, &b->r) < 0)
 			continue;
+		agent = agent || agent_module(b->r.module);
 		if (cut_at_jit && b->r.kind == FRAME_JIT_UNKNOWN) {
 			if (jit_marker)
 				push(b, FRAME_MARKER, jit_marker, "");
@@ -158,7 +179,15 @@ static void push_user(struct builder *b, uint32_t pid, uint64_t start, const uin
 		}
 		push_sym(b, &b->r);
 	}
+	/* The agent's frames and no signal frame after them (the unwind
+	 * stopped inside the handler): where the handler ends is not known,
+	 * so none of these user frames is shown. */
+	if (agent) {
+		b->n = from;
+		cut = true;
+	}
 	reverse(b, from);
+	return cut;
 }
 
 /* Kernel frames root first (the stack map gives them leaf first); every
@@ -213,9 +242,9 @@ int builder_build(struct builder *b, const struct raw_sample *rs, const struct b
 	/* A JVM thread sampled on the daemon's plain event, before the agent
 	 * armed its own: in Java code its Java frames are missing, and the
 	 * marker says so rather than showing JIT addresses as a whole stack. */
-	push_user(b, rs->pid, start, rs->uips, rs->nu, rs->kernel_mode, o && o->java_unarmed,
-		  "[java_stack_missing]");
-	push_kernel(b, rs->kips, rs->nk, rs->kstack_lost);
+	if (!push_user(b, rs->pid, start, rs->uips, rs->nu, rs->kernel_mode,
+		       o && o->java_unarmed, "[java_stack_missing]"))
+		push_kernel(b, rs->kips, rs->nk, rs->kstack_lost);
 	if (state)
 		push(b, FRAME_MARKER, state, "");
 	*out = (struct built_sample){
@@ -268,8 +297,8 @@ int builder_build_jvm(struct builder *b, uint32_t pid, uint64_t start_ns, const 
 		push(b, FRAME_MARKER, js->marker, "");
 	if (js->ustack_lost && !js->njava)
 		push(b, FRAME_MARKER, "[user_stack_lost]", "");
-	push_user(b, pid, start, js->uips, js->nu, js->kernel_mode, js->java_context, NULL);
-	push_kernel(b, js->kips, js->nk, js->kstack_lost);
+	if (!push_user(b, pid, start, js->uips, js->nu, js->kernel_mode, js->java_context, NULL))
+		push_kernel(b, js->kips, js->nk, js->kstack_lost);
 	if (js->state)
 		push(b, FRAME_MARKER, js->state, "");
 	*out = (struct built_sample){

@@ -166,6 +166,10 @@ int store_set_thread_name(struct store *st, uint32_t pid, uint32_t tid, const ch
 int store_set_process_name(struct store *st, uint32_t pid, const char *comm);
 const char *store_thread_name(const struct store *st, uint32_t pid, uint32_t tid);   /* NULL if unknown */
 const char *store_process_name(const struct store *st, uint32_t pid);               /* NULL if unknown */
+/* A named thread's Java id (java.lang.Thread's; JFR's javaThreadId): 0 sets
+ * none; -ENOENT if the thread has no name. */
+int store_set_thread_java_id(struct store *st, uint32_t pid, uint32_t tid, uint64_t java_id);
+uint64_t store_thread_java_id(const struct store *st, uint32_t pid, uint32_t tid);  /* 0 if unknown */
 
 /* Labels of a process (continuous profiles): cgroup v2 path, systemd unit,
  * container id. Empty or NULL members are not stored. */

@@ -23,6 +23,7 @@ struct stack_ent {
 struct name_ent {
 	uint64_t key;
 	char *name;
+	uint64_t java_id;    /* threads: java.lang.Thread's id, 0 if unknown */
 };
 
 /* Names keyed by (pid << 32 | tid) or pid, kept in insertion order; the map

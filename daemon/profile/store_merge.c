@@ -22,8 +22,9 @@ static void store_copy_names(struct store *dst, const struct store *src, uint32_
 			store_set_process_labels(dst, pid, &l);
 	}
 	name = store_thread_name(src, pid, tid);
-	if (name && !store_thread_name(dst, pid, tid))
-		store_set_thread_name(dst, pid, tid, name);
+	if (name && !store_thread_name(dst, pid, tid) &&
+	    store_set_thread_name(dst, pid, tid, name) == 0)
+		store_set_thread_java_id(dst, pid, tid, store_thread_java_id(src, pid, tid));
 }
 
 /* dst's values from src's (vmap: src index -> dst index, -1 = dropped). */

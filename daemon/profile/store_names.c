@@ -50,6 +50,7 @@ static int name_map_set(struct store *st, struct name_map *m, uint64_t key, cons
 	}
 	m->ents[m->n].key = key;
 	m->ents[m->n].name = copy;
+	m->ents[m->n].java_id = 0;
 	m->n++;
 	st->bytes += len + 1;
 	r = 0;
@@ -134,6 +135,27 @@ const char *store_thread_name(const struct store *st, uint32_t pid, uint32_t tid
 		return NULL;
 	e = name_map_find(&st->threads, (uint64_t)pid << 32 | tid);
 	return e ? e->name : NULL;
+}
+
+int store_set_thread_java_id(struct store *st, uint32_t pid, uint32_t tid, uint64_t java_id)
+{
+	struct name_ent *e;
+
+	if (!st)
+		return -EINVAL;
+	e = name_map_find(&st->threads, (uint64_t)pid << 32 | tid);
+	if (!e)
+		return -ENOENT;
+	if (java_id)
+		e->java_id = java_id;
+	return 0;
+}
+
+uint64_t store_thread_java_id(const struct store *st, uint32_t pid, uint32_t tid)
+{
+	const struct name_ent *e = st ? name_map_find(&st->threads, (uint64_t)pid << 32 | tid) : NULL;
+
+	return e ? e->java_id : 0;
 }
 
 const char *store_process_name(const struct store *st, uint32_t pid)

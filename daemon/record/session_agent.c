@@ -102,11 +102,22 @@ static void jvm_thread_name(void *ctx, uint32_t ns_tid, const char *name, size_t
 	jvm_join_thread_name(s->join, (uint32_t)host, name, len);
 }
 
+static void jvm_thread_java_id(void *ctx, uint32_t ns_tid, uint64_t java_id)
+{
+	struct session *s = ctx;
+	pid_t host;
+
+	if (s->join && proc_ns_tid_to_host(s->p.pid, (pid_t)ns_tid, &host) == 0)
+		jvm_join_thread_java_id(s->join, (uint32_t)host, java_id);
+}
+
 static void set_thread_name(uint32_t tid, const char *name, void *arg)
 {
 	struct session *s = arg;
 
-	store_set_thread_name(s->store, (uint32_t)s->p.pid, tid, name);
+	if (store_set_thread_name(s->store, (uint32_t)s->p.pid, tid, name) == 0)
+		store_set_thread_java_id(s->store, (uint32_t)s->p.pid, tid,
+					 jvm_join_thread_java_id_of(s->join, tid));
 }
 
 void session_jvm_thread_names(struct session *s)
@@ -406,6 +417,7 @@ static const struct agentlink_ops jvm_ops = {
 	.perf_fd = jvm_perf_fd,
 	.method = jvm_method,
 	.thread_name = jvm_thread_name,
+	.thread_java_id = jvm_thread_java_id,
 	.event_status = jvm_event_status,
 	.event = jvm_event,
 	.events_done = jvm_events_done,
@@ -428,6 +440,7 @@ static void bind_agent(struct session *s, struct agent *a)
 		.interval_ns = interval_ns(s),
 		.lines = s->p.java_lines,
 		.signatures = s->p.java_signatures,
+		.positions = s->p.format == JPROF_FMT_JFR,
 		.start_ns = s->start_mono_ns,
 		.max_bytes = JVM_SESSION_MAX_BYTES,
 		.max_methods = JVM_MAX_METHODS,

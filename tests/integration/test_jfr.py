@@ -9,7 +9,13 @@ event (jprofctl's "wrote ...: N samples" is the daemon's own total), so
 jdk.ExecutionSample + jdk.NativeMethodSample == N as `jfr summary` counts
 them; and jdk.ExecutionSample == the events whose stack has a Java frame
 type, as `jfr print --json` shows them (the split is the renderer's, read
-back through the JDK's parser)."""
+back through the JDK's parser).
+
+Threads and frames as JMC and IntelliJ read them: the sampled thread's
+javaThreadId is java.lang.Thread's id (as the JVM's own `jcmd Thread.print`
+shows it: main is 1 on JDK 17, 3 on JDK 25), osThreadId its OS tid; Java
+frames carry their line number and bytecode index, with or without
+--java-lines (issue 29 item 5)."""
 import collections
 import json
 import os
@@ -67,6 +73,16 @@ def record(t, d, pid, name, secs, extra=(), rc=0):
     return out, int(m.group(2))
 
 
+def java_thread_ids(jdk, pid):
+    """{thread name: Java id} as the JVM itself tells (jcmd Thread.print,
+    run as the JVM's user): `"main" #1 ...`."""
+    jcmd = os.path.join(os.path.dirname(jv.JDKS[jdk]), "jcmd")
+    r = subprocess.run(jt.as_user_argv("nobody", [jcmd, str(pid), "Thread.print"]),
+                       capture_output=True, text=True, timeout=60)
+    jt.check(r.returncode == 0, "jcmd Thread.print failed: %s" % r.stderr[-1000:])
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r'^"([^"]*)" #(\d+) ', r.stdout, re.M)}
+
+
 def frame_name(f):
     m = f["method"]
     cls = (m.get("type") or {}).get("name") or ""
@@ -120,6 +136,9 @@ def main(t):
         with t.case("JDK %s JVM%s: jdk.ExecutionSample events with CpuSplit.alpha on top"
                     % (jdk, " with --java-lines" if lines else "")):
             jvm = jv.Jvm(t, jdk, "CpuSplit", 40, settle=2.0)
+            # The JVM's own thread ids, now: a loaded machine's recordings
+            # may outlast the workload.
+            ids = java_thread_ids(jdk, jvm.pid)
             # 4 s give 300+ samples on a quiet machine; a loaded one gives
             # the JVM less CPU, so it is recorded longer until it has them.
             for secs in (4, 8, 16):
@@ -145,10 +164,25 @@ def main(t):
             thread = next(e["values"]["sampledThread"] for e in execs
                           if frame_name(e["values"]["stackTrace"]["frames"][0]) == "CpuSplit.alpha")
             jt.check(thread["osName"] and thread["osThreadId"] > 0, "sampled thread: %r" % thread)
-            if lines:
-                top = [e["values"]["stackTrace"]["frames"][0] for e in execs]
-                with_line = [f for f in top if frame_name(f) == "CpuSplit.alpha" and f["lineNumber"] > 0]
-                jt.check(with_line, "no line numbers on CpuSplit.alpha with --java-lines")
+            # The JVM's own id of main (not its OS tid).
+            jt.log("sampled thread %r; the JVM's ids: %s" % (thread, sorted(ids.items())[:8]))
+            jt.check(thread["javaName"] == "main" and thread["javaThreadId"] == ids.get("main")
+                     and thread["osThreadId"] != thread["javaThreadId"],
+                     "main's javaThreadId is not its Java id %r: %r" % (ids.get("main"), thread))
+            # Every Java frame its line and bytecode index, --java-lines or not.
+            top = [e["values"]["stackTrace"]["frames"][0] for e in execs]
+            alphas = [f for f in top if frame_name(f) == "CpuSplit.alpha"]
+            placed = [f for f in alphas if f["lineNumber"] > 0 and f["bytecodeIndex"] >= 0]
+            jt.log("CpuSplit.alpha frames with line and bci: %d of %d, e.g. %s"
+                   % (len(placed), len(alphas), sorted({(f["lineNumber"], f["bytecodeIndex"])
+                                                        for f in placed})[:5]))
+            jt.check(len(placed) * 10 >= len(alphas) * 9,
+                     "CpuSplit.alpha has a line and bci in %d of %d frames: %s"
+                     % (len(placed), len(alphas), alphas[:2]))
+            mains = [f for e in execs for f in e["values"]["stackTrace"]["frames"]
+                     if frame_name(f) == "CpuSplit.main"]
+            jt.check(mains and all(f["lineNumber"] > 0 and f["bytecodeIndex"] >= 0 for f in mains),
+                     "CpuSplit.main without its line or bci: %s" % mains[:2])
             jvm.proc.kill()
 
     with t.case("native process: jdk.NativeMethodSample events, spin <- b <- a <- main"):

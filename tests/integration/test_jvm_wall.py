@@ -10,8 +10,15 @@ on a socket nobody writes to. The profile must
 - show readBlocked() below a JDK socket read method, ending in [sleeping];
 - give each of the two threads about the recording's wall time, not twice
   it (the off-CPU collector's intervals of those threads are left out);
-- say in summary.java that the wall timer ran and how many records it gave.
+- say in summary.java that the wall timer ran and how many records it gave;
+- give the JDK's threads that wait inside the VM without Java frames
+  (Signal Dispatcher, Attach Listener, Notification Thread) their native
+  frames (os::signal_wait, accept, Monitor::wait), not a bare [sleeping];
+- show no frame of the agent itself (its signal handler ring_on_signal and
+  what it calls: jw_walk_vm, agent_peek...): those are jprofd's work, cut
+  at the signal frame with the signal frame (issue 29 item 3).
 """
+import re
 import os
 import sys
 
@@ -31,6 +38,12 @@ def under(stacks, frame, leaf=None):
 def thread_total(stacks, name):
     """Everything of the thread named name (its root frame "[name tid=N]")."""
     return sum(v for s, v in stacks.items() if jt.frames_of(s)[0].startswith("[%s tid=" % name))
+
+
+# The agent's own code: its library (libjprofagent.so or its copy
+# .jprofagent-<uid>-<hash>.so) and its functions, as frames.
+AGENT_FRAME = re.compile(r"jprofagent|^(ring|jw|javawalk|codemap|agent|wall|link|vmstructs)_\w+$")
+VM_WAITERS = ("Signal Dispatcher", "Attach Listener", "Notification Thread")
 
 
 def below(stack, frame):
@@ -102,6 +115,26 @@ def cases(t, d, c, jdk):
                  "readBlocked() is not [sleeping]:\n%s" % jt.top_stacks(reads, 5))
         jt.check(total >= 0.7 * wall, "readBlocked() has %.2f s of wall time in %d s"
                  % (total / 1e9, SECS))
+
+    with t.case("JDK %s: threads waiting inside the VM have their native frames" % jdk):
+        for name in VM_WAITERS:
+            mine = {s: v for s, v in stacks.items() if jt.frames_of(s)[0].startswith("[%s tid=" % name)}
+            asleep = {s: v for s, v in mine.items() if jt.frames_of(s)[-1] == "[sleeping]"}
+            total = sum(asleep.values())
+            # More than the thread frame and the state: frames of the VM
+            # (down to libc's wait), as the off-CPU collector would show.
+            framed = sum(v for s, v in asleep.items() if len(jt.frames_of(s)) > 4)
+            jt.log("JDK %s %s: %.2f s [sleeping], %.2f s with native frames:\n%s"
+                   % (jdk, name, total / 1e9, framed / 1e9, jt.top_stacks(asleep, 3)))
+            jt.check(total >= 0.7 * wall and framed >= 0.9 * total,
+                     "thread %s: %.2f s [sleeping] in %d s, %.2f s of it with native frames:\n%s"
+                     % (name, total / 1e9, SECS, framed / 1e9, jt.top_stacks(mine, 4)))
+
+    with t.case("JDK %s: no frame of the agent itself in the profile" % jdk):
+        agent = {s: v for s, v in stacks.items()
+                 if any(AGENT_FRAME.search(f) for f in jt.frames_of(s))}
+        jt.check(not agent, "the agent's own frames in %d stacks:\n%s"
+                 % (len(agent), jt.top_stacks(agent, 5)))
 
     with t.case("JDK %s: each thread has about the recording's wall time, not twice it "
                 "(the off-CPU intervals the wall timer covers are left out)" % jdk):

@@ -264,13 +264,14 @@ START_TEST(test_hostile_names_are_clean_utf8)
 }
 END_TEST
 
-static void ck_split(const char *name, const char *cls, const char *method, const char *desc,
-		     int32_t line)
+static void ck_split_bci(const char *name, const char *cls, const char *method, const char *desc,
+			 int32_t line, int32_t bci)
 {
 	struct buf c = BUF_INIT, m = BUF_INIT, d = BUF_INIT;
-	int32_t l;
+	int32_t l, bc;
 
-	ck_assert_int_eq(jfr_split_java_name(name, &c, &m, &d, &l), 0);
+	ck_assert_int_eq(jfr_split_java_name(name, &c, &m, &d, &l, &bc), 0);
+	ck_assert_int_eq(bc, bci);
 	ck_assert_str_eq(c.data ? c.data : "", cls);
 	ck_assert_str_eq(m.data ? m.data : "", method);
 	ck_assert_str_eq(d.data ? d.data : "", desc);
@@ -278,6 +279,12 @@ static void ck_split(const char *name, const char *cls, const char *method, cons
 	buf_release(&c);
 	buf_release(&m);
 	buf_release(&d);
+}
+
+static void ck_split(const char *name, const char *cls, const char *method, const char *desc,
+		     int32_t line)
+{
+	ck_split_bci(name, cls, method, desc, line, -1);
 }
 
 START_TEST(test_java_names_split)
@@ -291,6 +298,11 @@ START_TEST(test_java_names_split)
 	ck_split("noclass", "", "noclass", "", -1);
 	ck_split("a.B.m:x1", "a/B", "m:x1", "", -1);   /* not a line: part of the name */
 	ck_split("a.B.m\x01", "a/B", "m\\x01", "", -1);
+	/* JFR's positions: line and bytecode index, after a descriptor too. */
+	ck_split_bci("a.B.m:42@17", "a/B", "m", "", 42, 17);
+	ck_split_bci("a.B.m@0", "a/B", "m", "", -1, 0);
+	ck_split_bci("a.B.m(I)V:9@3", "a/B", "m", "(I)V", 9, 3);
+	ck_split_bci("a.B.m@x", "a/B", "m@x", "", -1, -1);
 }
 END_TEST
 

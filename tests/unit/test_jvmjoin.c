@@ -24,6 +24,7 @@ struct out {
 	bool java_context[16];
 	uint32_t tid[16];
 	unsigned nu[16], nk[16];
+	uint64_t uips[16][2];     /* the first user pcs */
 	struct jvm_join *j;
 };
 
@@ -44,6 +45,8 @@ static void emit(const struct jvm_sample *s, void *arg)
 		memcpy(o->values[o->n], s->values, sizeof(o->values[o->n]));
 	o->nu[o->n] = s->nu;
 	o->nk[o->n] = s->nk;
+	for (unsigned i = 0; i < s->nu && i < 2; i++)
+		o->uips[o->n][i] = s->uips[i];
 	for (unsigned i = 0; i < s->njava && i < 8; i++) {
 		jvm_join_frame_name(o->j, &s->java[i], o->names[o->n][i], 128);
 		o->type[o->n][i] = s->java[i].type;
@@ -209,6 +212,38 @@ START_TEST(test_agent_events)
 	ck_assert_str_eq(o.leaf[1], "A");
 	jvm_join_get_stats(j, &st);
 	ck_assert_uint_eq(st.agent_future, 1);
+	jvm_join_free(j);
+}
+END_TEST
+
+/* A wall record of a thread without Java frames holds its native pcs: they
+ * become the sample's user stack (leaf first, the stack flag bits cleared);
+ * a record mixing them with Java frames is dropped. */
+START_TEST(test_wall_native_frames)
+{
+	struct jvm_join_opts jo = { .interval_ns = 10 * MS };
+	struct jvm_join *j = jvm_join_new(&jo);
+	struct out o = { .j = j };
+	struct jpring_frame f[3] = {
+		{ .bci = JPRING_BCI_NATIVE, .method_id = 0x7f0000001234ull },
+		{ .bci = JPRING_BCI_NATIVE, .method_id = 0x7f0000005678ull | (1ull << 63) },
+		{ .bci = 3, .method_id = 0x800 },
+	};
+	uint64_t v[2] = { 1, 10 * MS };
+	uint64_t got[2];
+
+	jvm_join_add_wall(j, 9, 100 * MS, 100 * MS, 5, v, 2, JPRING_STATE_SLEEPING, 2, f);
+	jvm_join_add_wall(j, 9, 101 * MS, 101 * MS, 5, v, 2, JPRING_STATE_SLEEPING, 3, f);
+	jvm_join_run(j, 200 * MS, 200 * MS, false, emit, &o);
+	ck_assert_uint_eq(o.n, 1);
+	ck_assert_uint_eq(o.njava[0], 0);
+	ck_assert_uint_eq(o.nu[0], 2);
+	ck_assert_uint_eq(o.nk[0], 0);
+	ck_assert_str_eq(o.state[0], "[sleeping]");
+	ck_assert_ptr_null(o.marker[0]);
+	memcpy(got, o.uips[0], sizeof(got));
+	ck_assert_uint_eq(got[0], 0x7f0000001234ull);
+	ck_assert_uint_eq(got[1], 0x7f0000005678ull);
 	jvm_join_free(j);
 }
 END_TEST
@@ -418,6 +453,58 @@ START_TEST(test_names_lines_signatures_and_hostile_text)
 	ck_assert_str_eq(buf, "x.Y?" "?<&.m?(I)V");
 	jvm_join_free(j);
 	jvm_join_free(js);
+}
+END_TEST
+
+/* JFR's positions: line (whenever the method has a table) and bytecode
+ * index in the name, after the signature if any; none where not known. */
+START_TEST(test_names_positions)
+{
+	struct jvm_join_opts o = { .interval_ns = 10 * MS, .late_ns = 50 * MS, .positions = true };
+	struct jvm_join *j = jvm_join_new(&o);
+	struct jvm_frame f = { .method_id = 0x900, .bci = 7 }, nat = { .method_id = 0x900, .bci = -3 };
+	char buf[256];
+	uint64_t ids[4];
+
+	bpf(j, 1, 10 * MS);
+	agent(j, 1, 10 * MS + 1, 1, 0x900);
+	jvm_join_run(j, UINT64_MAX, 20 * MS, true, emit, &(struct out){ .j = j });
+	ck_assert_uint_eq(jvm_join_wanted(j, ids, 4), 1);
+	name(j, 0x900, "Ljava/util/HashMap;", "get");
+	jvm_join_frame_name(j, &f, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "java.util.HashMap.get:101@7");
+	jvm_join_frame_name(j, &nat, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "java.util.HashMap.get");
+	/* No line table: the bci alone. */
+	bpf(j, 1, 30 * MS);
+	agent(j, 1, 30 * MS + 1, 1, 0x901);
+	jvm_join_run(j, UINT64_MAX, 40 * MS, true, emit, &(struct out){ .j = j });
+	ck_assert_uint_eq(jvm_join_wanted(j, ids, 4), 1);
+	jvm_join_method(j, 0x901, "LA;", 3, "m", 1, "()V", 3, NULL, 0, false);
+	f.method_id = 0x901;
+	jvm_join_frame_name(j, &f, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "A.m@7");
+	jvm_join_free(j);
+}
+END_TEST
+
+/* A named thread's Java id, kept with its name; none for an unnamed tid. */
+START_TEST(test_thread_java_ids)
+{
+	struct jvm_join_opts o = { .interval_ns = 10 * MS };
+	struct jvm_join *j = jvm_join_new(&o);
+
+	ck_assert_int_eq(jvm_join_thread_java_id(j, 100, 1), -ENOENT);
+	ck_assert_int_eq(jvm_join_thread_name(j, 100, "main", 4), 0);
+	ck_assert_uint_eq(jvm_join_thread_java_id_of(j, 100), 0);
+	ck_assert_int_eq(jvm_join_thread_java_id(j, 100, 0), -EINVAL);
+	ck_assert_int_eq(jvm_join_thread_java_id(j, 100, 3), 0);
+	ck_assert_uint_eq(jvm_join_thread_java_id_of(j, 100), 3);
+	ck_assert_uint_eq(jvm_join_thread_java_id_of(j, 101), 0);
+	/* A rename keeps the id. */
+	ck_assert_int_eq(jvm_join_thread_name(j, 100, "main2", 5), 0);
+	ck_assert_uint_eq(jvm_join_thread_java_id_of(j, 100), 3);
+	jvm_join_free(j);
 }
 END_TEST
 
@@ -844,11 +931,14 @@ int main(void)
 	tcase_add_test(tc, test_agent_events);
 	tcase_add_test(tc, test_frame_types_pass_through_checked);
 	tcase_add_test(tc, test_wall_records);
+	tcase_add_test(tc, test_wall_native_frames);
 	tcase_add_test(tc, test_latest_bpf_record_within_the_window);
 	tcase_add_test(tc, test_late_records_wait_for_the_horizon);
 	tcase_add_test(tc, test_default_wait_covers_a_loaded_machine);
 	tcase_add_test(tc, test_namespace_tids_are_mapped);
 	tcase_add_test(tc, test_names_lines_signatures_and_hostile_text);
+	tcase_add_test(tc, test_names_positions);
+	tcase_add_test(tc, test_thread_java_ids);
 	tcase_add_test(tc, test_unknown_and_timed_out_names);
 	tcase_add_test(tc, test_implausible_times_are_refused);
 	tcase_add_test(tc, test_descending_times_stay_cheap);

@@ -352,6 +352,12 @@ START_TEST(test_names)
 	ck_assert_str_eq(store_thread_name(st, 1, 3), "gc");
 	ck_assert_str_eq(store_thread_name(st, 2, 2), "other-proc");
 	ck_assert_ptr_null(store_thread_name(st, 2, 1));
+	/* A named thread's Java id (JFR's javaThreadId); none for others. */
+	ck_assert_int_eq(store_set_thread_java_id(st, 2, 1, 5), -ENOENT);
+	ck_assert_uint_eq(store_thread_java_id(st, 1, 2), 0);
+	ck_assert_int_eq(store_set_thread_java_id(st, 1, 2, 5), 0);
+	ck_assert_uint_eq(store_thread_java_id(st, 1, 2), 5);
+	ck_assert_uint_eq(store_thread_java_id(st, 1, 3), 0);
 
 	ck_assert_int_eq(store_set_process_name(st, 1, "java"), 0);
 	ck_assert_int_eq(store_set_process_name(st, 1, "java-app"), 0);
