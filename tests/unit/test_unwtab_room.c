@@ -4,6 +4,26 @@
  * the daemon's copy. Real BPF maps; needs root, skipped otherwise. */
 #include "unwtab_fixture.h"
 
+/* What python3 needs (its binary's rows, tens of thousands, and its
+ * libraries'), measured in an array with room to spare. */
+static uint32_t python3_rows(void)
+{
+	struct unwtab_stats st;
+	struct unwtab *u;
+	pid_t a;
+
+	make_maps(1u << 20);
+	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 1u << 20, &u), 0);
+	a = spawn_prog("/usr/bin/python3", "-c", "import time; time.sleep(60)");
+	load_when_mapped(u, a, "python3");
+	unwtab_get_stats(u, &st);
+	kill(a, SIGKILL);
+	waitpid(a, NULL, 0);
+	unwtab_free(u);
+	close_maps();
+	return (uint32_t)st.rows_used;
+}
+
 /* A table refused for want of room is built again once rows may have
  * freed up, and its process read again: tail cannot fit beside python3;
  * python3 exits (its tables idle, evicted for room, its own binary's a
@@ -13,25 +33,14 @@ START_TEST(test_room_retried)
 {
 	struct unwtab_stats st;
 	struct unwtab *u;
-	uint32_t used, k;
+	uint32_t k;
 	struct jp_unwind_proc *e = calloc(1, sizeof(*e));
 	const struct jp_unwind_map *m = NULL;
 	struct timespec ts = { 0, 100 * 1000 * 1000 };
 	pid_t a, b;
 
-	/* What python3 needs (its binary's rows, tens of thousands, and its
-	 * libraries'), measured; then room for that and not tail's 1,241. */
-	make_maps(1u << 20);
-	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 1u << 20, &u), 0);
-	a = spawn_prog("/usr/bin/python3", "-c", "import time; time.sleep(60)");
-	load_when_mapped(u, a, "python3");
-	unwtab_get_stats(u, &st);
-	used = (uint32_t)st.rows_used;
-	end_and_sweep(u, a);
-	unwtab_free(u);
-	close_maps();
-
-	k = used + 500;
+	/* Room for python3 and not tail's 1,241. */
+	k = python3_rows() + 500;
 	make_maps(k);
 	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, k, &u), 0);
 	unwtab_set_room_retry(u, 1000000000ull);  /* 1 s: the sweep's 5 s decide */
@@ -122,20 +131,10 @@ START_TEST(test_cold_rows_taken)
 {
 	struct unwtab_stats st;
 	struct unwtab *u;
-	uint32_t used, k;
+	uint32_t k;
 	pid_t a, b;
 
-	make_maps(1u << 20);
-	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 1u << 20, &u), 0);
-	a = spawn_prog("/usr/bin/python3", "-c", "import time; time.sleep(120)");
-	load_when_mapped(u, a, "python3");
-	unwtab_get_stats(u, &st);
-	used = (uint32_t)st.rows_used;
-	end_and_sweep(u, a);
-	unwtab_free(u);
-	close_maps();
-
-	k = used + 500;
+	k = python3_rows() + 500;
 	make_maps(k);
 	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, k, &u), 0);
 	unwtab_set_room_retry(u, 1000000000ull);
