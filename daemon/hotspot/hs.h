@@ -96,6 +96,7 @@ struct hs_stats {
 #define HS_NAME_CACHE_BYTES (1u << 20)  /* what the cached names may hold */
 #define HS_HEAPS_MAX 8                  /* code heaps */
 #define HS_SEGMAP_MAX (16u << 20)       /* segment map bytes read per walk */
+#define HS_BLOB_SEGS_MAX (1u << 22)     /* segments hs_blob_at walks back at most */
 
 struct hs;
 
@@ -145,6 +146,9 @@ struct hs_blob {
 /* The blob holding pc: 0, -ENOENT (not in a code heap, or in free space),
  * -EBADMSG (a segment map or header that does not hold up), -EFAULT. */
 int hs_blob_at(struct hs *h, uint64_t pc, struct hs_blob *out);
+/* The code heaps' committed ranges [low, high) now, up to max of them
+ * (what the BPF side will keep per process): how many heaps, or -errno. */
+int hs_code_bounds(struct hs *h, uint64_t *low, uint64_t *high, unsigned max);
 /* Calls fn for every used blob of every code heap (segment map walk);
  * stops when fn returns non-zero and returns that. -errno on a read error. */
 int hs_blobs_foreach(struct hs *h, int (*fn)(const struct hs_blob *b, void *arg), void *arg);

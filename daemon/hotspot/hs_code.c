@@ -205,8 +205,8 @@ static int hs_blob_read(struct hs *h, const struct hs_heap *hp, uint64_t seg, st
 int hs_blob_at(struct hs *h, uint64_t pc, struct hs_blob *out)
 {
 	struct hs_heap heaps[HS_HEAPS_MAX], *hp = NULL;
-	unsigned char win[512];
-	uint64_t seg, win_lo = 0, win_n = 0;
+	unsigned char win[4096];
+	uint64_t seg, first, win_lo = 0, win_n = 0;
 	unsigned n;
 	int ret;
 
@@ -218,12 +218,16 @@ int hs_blob_at(struct hs *h, uint64_t pc, struct hs_blob *out)
 			hp = &heaps[i];
 	if (!hp)
 		return -ENOENT;
-	seg = (pc - hp->low) >> hp->log2;
-	/* Hop back to the block's first segment; every hop is >= 1, so at most
-	 * seg hops. The map is read a window at a time, backwards. */
+	seg = first = (pc - hp->low) >> hp->log2;
+	/* Hop back to the block's first segment, the map read a window at a
+	 * time, backwards. Every hop is >= 1; no blob spans more than
+	 * HS_BLOB_SEGS_MAX segments, so a walk longer than that is a forged
+	 * map, not a long one. */
 	for (;;) {
 		unsigned char v;
 
+		if (first - seg > HS_BLOB_SEGS_MAX)
+			return -EBADMSG;
 		if (seg < win_lo || seg >= win_lo + win_n) {
 			win_lo = seg >= sizeof(win) - 1 ? seg - (sizeof(win) - 1) : 0;
 			win_n = seg - win_lo + 1;
@@ -244,6 +248,21 @@ int hs_blob_at(struct hs *h, uint64_t pc, struct hs_blob *out)
 	if (ret < 0)
 		return ret;
 	return pc >= out->start && pc - out->start < out->size ? 0 : -ENOENT;
+}
+
+int hs_code_bounds(struct hs *h, uint64_t *low, uint64_t *high, unsigned max)
+{
+	struct hs_heap heaps[HS_HEAPS_MAX];
+	unsigned n;
+	int ret = hs_heaps(h, heaps, &n);
+
+	if (ret < 0)
+		return ret;
+	for (unsigned i = 0; i < n && i < max; i++) {
+		low[i] = heaps[i].low;
+		high[i] = heaps[i].low + (heaps[i].nseg << heaps[i].log2);
+	}
+	return (int)n;
 }
 
 int hs_blobs_foreach(struct hs *h, int (*fn)(const struct hs_blob *b, void *arg), void *arg)

@@ -11,6 +11,7 @@
 #include <sys/prctl.h>
 
 #define EXPORT __attribute__((visibility("default")))
+#define HS_FAKE_HEAPS 4
 
 EXPORT void *gHotSpotVMStructs;
 EXPORT uint64_t gHotSpotVMStructEntryTypeNameOffset, gHotSpotVMStructEntryFieldNameOffset,
@@ -80,6 +81,37 @@ static struct cpool_slots pool = { { 0, &klass, 4, 0 }, { NULL, &sym_bar, &sym_b
 static struct cmethod cmethod = { 0, &pool, 1 };
 EXPORT struct method hs_fake_method = { 0, &cmethod };
 
+/* A code heap of 64 segments of 64 bytes: one used block of 4 segments
+ * at its start (a stub named "FakeStub"), the rest free. */
+struct vspace {
+	void *low_boundary, *high_boundary, *low, *high;
+};
+struct codeheap {
+	struct vspace memory, segmap;
+	int32_t log2;
+};
+struct garray {
+	int32_t len, cap;
+	void **data;
+};
+struct hblock {
+	uint64_t length;
+	uint8_t used;
+	uint8_t pad[7];
+};
+struct blob {
+	int32_t pad, size, frame_size, pad2;
+	const char *name;
+};
+
+static unsigned char code[64 * 64] __attribute__((aligned(64)));
+static unsigned char segmap[64];
+static struct codeheap heap = { { code, code + sizeof(code), code, code + sizeof(code) },
+				{ segmap, segmap + 64, segmap, segmap + 64 }, 6 };
+static void *heap_list[HS_FAKE_HEAPS] = { &heap };
+static struct garray heaps = { 1, HS_FAKE_HEAPS, heap_list };
+static struct garray *codecache_heaps = &heaps;
+
 static struct entry one_struct[] = {
 	{ "Method", "_constMethod", "ConstMethod*", 0, offsetof(struct method, const_method), 0 },
 	{ "ConstMethod", "_constants", "x", 0, offsetof(struct cmethod, constants), 0 },
@@ -89,9 +121,35 @@ static struct entry one_struct[] = {
 	{ "Klass", "_name", "x", 0, offsetof(struct klass, name), 0 },
 	{ "Symbol", "_length", "x", 0, offsetof(struct symbol, length), 0 },
 	{ "Symbol", "_body", "x", 0, offsetof(struct symbol, body), 0 },
+	{ "CodeCache", "_heaps", "x", 1, 0, &codecache_heaps },
+	{ "GrowableArrayBase", "_len", "x", 0, offsetof(struct garray, len), 0 },
+	{ "GrowableArray<int>", "_data", "x", 0, offsetof(struct garray, data), 0 },
+	{ "CodeHeap", "_memory", "x", 0, offsetof(struct codeheap, memory), 0 },
+	{ "CodeHeap", "_segmap", "x", 0, offsetof(struct codeheap, segmap), 0 },
+	{ "CodeHeap", "_log2_segment_size", "x", 0, offsetof(struct codeheap, log2), 0 },
+	{ "VirtualSpace", "_low", "x", 0, offsetof(struct vspace, low), 0 },
+	{ "VirtualSpace", "_high", "x", 0, offsetof(struct vspace, high), 0 },
+	{ "HeapBlock::Header", "_length", "x", 0, offsetof(struct hblock, length), 0 },
+	{ "HeapBlock::Header", "_used", "x", 0, offsetof(struct hblock, used), 0 },
+	{ "CodeBlob", "_name", "x", 0, offsetof(struct blob, name), 0 },
+	{ "CodeBlob", "_size", "x", 0, offsetof(struct blob, size), 0 },
+	{ "CodeBlob", "_frame_size", "x", 0, offsetof(struct blob, frame_size), 0 },
 	{ NULL, NULL, NULL, 0, 0, 0 },
 };
-static struct named one_named[] = { { "ConstantPool", sizeof(struct cpool) }, { NULL, 0 } };
+static struct named one_named[] = { { "ConstantPool", sizeof(struct cpool) },
+				    { "HeapBlock", sizeof(struct hblock) }, { NULL, 0 } };
+
+static void heap_valid(void)
+{
+	struct hblock *b = (struct hblock *)code;
+	struct blob *blob = (struct blob *)(b + 1);
+
+	memset(segmap, 0xFF, sizeof(segmap));
+	for (int i = 0; i < 4; i++)
+		segmap[i] = (unsigned char)i;
+	*b = (struct hblock){ 4, 1, { 0 } };
+	*blob = (struct blob){ 0, 4 * 64 - (int32_t)sizeof(*b), 2, 0, "FakeStub" };
+}
 
 static void reuse(int sig)
 {
@@ -151,6 +209,7 @@ __attribute__((constructor)) static void forge(void)
 	const char *mode = getenv("HS_FORGE");
 
 	layout_valid();
+	heap_valid();
 	if (!mode || !strcmp(mode, "valid")) {
 		signal(SIGUSR1, reuse);
 		return;
@@ -175,6 +234,23 @@ __attribute__((constructor)) static void forge(void)
 		for (size_t i = 0; i < (1u << 20); i++)
 			t[i].type = t[i].field = (const char *)&t[i];
 		gHotSpotVMStructs = t;
+	} else if (!strcmp(mode, "heap_hops")) {
+		/* A 1 GiB heap (not mapped) whose 16 Mi-segment map hops back one
+		 * segment at a time from its end to its start. */
+		size_t n = 16u << 20;
+		unsigned char *map = mmap(NULL, n, PROT_READ | PROT_WRITE,
+					  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		memset(map, 1, n);
+		map[0] = 0;
+		heap.segmap = (struct vspace){ map, map + n, map, map + n };
+		heap.memory.low = hole();
+		heap.memory.high = (char *)heap.memory.low + ((size_t)n << 6);
+	} else if (!strcmp(mode, "heap_many")) {
+		heaps.len = 1 << 30;
+	} else if (!strcmp(mode, "heap_block_huge")) {
+		/* A block claiming more segments than the heap has. */
+		((struct hblock *)code)->length = 1ull << 40;
 	} else if (!strcmp(mode, "string_100m")) {
 		/* A 100 MB "type name" without a NUL. */
 		size_t len = 100u << 20;

@@ -273,11 +273,82 @@ START_TEST(test_forged)
 		       (c1 - c0) * 1e3);
 		if (i == 0) {
 			ck_assert_msg(r == 0, "the valid control: %s", strerror(-r));
-			ck_assert_uint_eq(hs_stats(h)->struct_entries, 8);
+			ck_assert_uint_eq(hs_stats(h)->struct_entries, 21);
 		} else {
 			ck_assert_msg(r < 0, "forgery %s accepted", modes[i]);
 		}
 		ck_assert_msg(c1 - c0 < 1.0, "forgery %s cost %.2f s of CPU", modes[i], c1 - c0);
+		hs_free(h);
+		end_child(pid);
+	}
+}
+END_TEST
+
+struct collect {
+	unsigned n;
+	struct hs_blob first;
+};
+
+static int collect_cb(const struct hs_blob *b, void *arg)
+{
+	struct collect *c = arg;
+
+	if (!c->n++)
+		c->first = *b;
+	return 0;
+}
+
+/* A forged code heap: the well-formed one (one stub) is walked and found
+ * at a pc; a map that hops one segment at a time across 16 Mi segments, a
+ * heap list of 2^30 heaps and a block longer than its heap cost bounded
+ * CPU and find nothing. */
+START_TEST(test_forged_heap)
+{
+	static const char *const modes[] = { "valid", "heap_hops", "heap_many",
+					     "heap_block_huge" };
+
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		pid_t pid = start_forged(modes[i], NULL);
+		struct hs *h = NULL;
+		struct collect c = { 0 };
+		struct hs_blob b;
+		uint64_t low[8], high[8];
+		int nh, walk, at = -ENOENT;
+		double c0, c1;
+
+		ck_assert_int_eq(hs_open(pid, NULL, &h), 0);
+		c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
+		nh = hs_code_bounds(h, low, high, 8);
+		walk = hs_blobs_foreach(h, collect_cb, &c);
+		/* Each heap's last byte (a walk back across the whole map) and a
+		 * pc in its first block: the first answer that is not
+		 * "nothing there" is kept. */
+		for (int k = 0; k < nh && k < 8 && at == -ENOENT; k++) {
+			at = hs_blob_at(h, high[k] - 1, &b);
+			if (at == -ENOENT)
+				at = hs_blob_at(h, low[k] + 100, &b);
+		}
+		c1 = now_s(CLOCK_PROCESS_CPUTIME_ID);
+		printf("forged %-15s: %d heaps, walk %s (%u blobs), blob_at %s, %.2f ms CPU\n",
+		       modes[i], nh, walk < 0 ? strerror(-walk) : "ok", c.n,
+		       at < 0 ? strerror(-at) : "found", (c1 - c0) * 1e3);
+		if (i == 0) {
+			ck_assert_int_eq(nh, 1);
+			ck_assert_int_eq(walk, 0);
+			ck_assert_uint_eq(c.n, 1);
+			ck_assert_str_eq(c.first.name, "FakeStub");
+			ck_assert_int_eq(c.first.kind, HS_BLOB_STUB);
+			ck_assert_int_eq(c.first.frame_size, 2);
+			ck_assert_int_eq(at, 0);
+			ck_assert_uint_eq(b.start, c.first.start);
+		} else {
+			ck_assert_uint_eq(c.n, 0);
+			ck_assert_int_lt(at, 0);
+		}
+		/* The hop walk is refused by its length, not by where it ends. */
+		if (!strcmp(modes[i], "heap_hops"))
+			ck_assert_int_eq(at, -EBADMSG);
+		ck_assert_msg(c1 - c0 < 1.0, "forged heap %s cost %.2f s of CPU", modes[i], c1 - c0);
 		hs_free(h);
 		end_child(pid);
 	}
@@ -337,6 +408,7 @@ int main(void)
 	tcase_set_timeout(tf, 100);
 	tcase_add_test(tf, test_forged);
 	tcase_add_test(tf, test_name_reuse);
+	tcase_add_test(tf, test_forged_heap);
 	suite_add_tcase(s, tf);
 	return jprof_check_run(s);
 }
