@@ -37,14 +37,18 @@ int hs_read_str(struct hs *h, uint64_t addr, char *buf, size_t size)
 {
 	size_t got = 0;
 
-	/* Page by page: a short string near the end of its mapping is read
-	 * without touching the next page, which need not be mapped. */
+	/* 64 bytes first (VMStructs names are shorter), then the rest; never
+	 * across a page in one read: a short string near the end of its
+	 * mapping is read without touching the next page, which need not be
+	 * mapped. */
 	while (got < size) {
 		uint64_t a = addr + got;
 		size_t chunk = 4096 - (size_t)(a & 4095);
 		char *nul;
 		int r;
 
+		if (!got && chunk > 64)
+			chunk = 64;
 		if (chunk > size - got)
 			chunk = size - got;
 		r = hs_read(h, a, buf + got, chunk);

@@ -6,6 +6,7 @@
 
 struct hs_name_slot {
 	uint64_t method;              /* 0: empty */
+	uint64_t used;                /* names_tick when last used */
 	/* What the name was derived from, compared again on every hit */
 	uint64_t cmethod, cpool, klass, class_sym, name_sym;
 	uint16_t name_index, class_len, name_len;
@@ -22,6 +23,7 @@ struct hs {
 	char release[64];
 	struct hs_name_slot *names;   /* HS_NAME_CACHE slots, allocated on first use */
 	size_t names_bytes;           /* held by the slots' strings */
+	uint64_t names_tick;
 };
 
 /* len bytes at addr of the process into buf: 0, -EFAULT (not all of it

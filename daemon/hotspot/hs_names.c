@@ -98,12 +98,14 @@ static int hs_format(const struct hs_chain *c, char *buf, size_t size)
 	return w < 0 || (size_t)w >= size ? -ENOSPC : 0;
 }
 
-static size_t hs_slot_of(uint64_t method)
+/* The first of the two slots method may live in (two-way: a method
+ * whose slot is taken by another hot one does not evict it every time). */
+static size_t hs_set_of(uint64_t method)
 {
 	/* Method*s are 8-aligned metaspace addresses: mix before reducing. */
 	method ^= method >> 29;
 	method *= 0xbf58476d1ce4e5b9ull;
-	return (size_t)(method >> 40) % HS_NAME_CACHE;
+	return (size_t)(method >> 40) % (HS_NAME_CACHE / 2) * 2;
 }
 
 /* The hit check: every link and both Symbols' bytes, in one call. */
@@ -189,7 +191,7 @@ static void hs_slot_fill(struct hs *h, struct hs_name_slot *s, uint64_t method,
 
 int hs_method_name(struct hs *h, uint64_t method, char *buf, size_t size)
 {
-	struct hs_name_slot *s;
+	struct hs_name_slot *set, *s;
 	struct hs_chain *c = NULL;
 	int ret;
 
@@ -200,10 +202,12 @@ int hs_method_name(struct hs *h, uint64_t method, char *buf, size_t size)
 		if (!h->names)
 			return -ENOMEM;
 	}
-	s = &h->names[hs_slot_of(method)];
+	set = &h->names[hs_set_of(method)];
+	s = set[1].method == method ? &set[1] : &set[0];
 	if (s->method == method) {
 		if (hs_slot_valid(h, method, s)) {
 			h->st.name_hits++;
+			s->used = ++h->names_tick;
 			ret = snprintf(buf, size, "%s", s->text);
 			return ret < 0 || (size_t)ret >= size ? -ENOSPC : 0;
 		}
@@ -220,7 +224,12 @@ int hs_method_name(struct hs *h, uint64_t method, char *buf, size_t size)
 	ret = hs_format(c, buf, size);
 	if (ret < 0)
 		goto out;
+	/* An empty slot of the set, else the one used least recently. */
+	if (s->method != 0 && s->method != method)
+		s = !set[0].method ? &set[0] : !set[1].method ? &set[1]
+		    : set[0].used <= set[1].used ? &set[0] : &set[1];
 	hs_slot_fill(h, s, method, c, buf);
+	s->used = ++h->names_tick;
 out:
 	free(c);
 	return ret;
