@@ -24,6 +24,9 @@
 /* .dynsym entries looked at: libjvm has ~1,000; a forged file may claim any
  * number, and each costs a libelf call. */
 #define HS_DYNSYM_MAX (1u << 18)
+/* Bytes of .dynsym and of its string table read (libjvm 17 and 25: about
+ * 12 KB and 8 KB). */
+#define HS_DYNSYM_BYTES_MAX (8u << 20)
 
 /* The exported variables read, in this order (index = enum below). */
 enum hs_sym {
@@ -202,8 +205,17 @@ static int hs_dynsym(int fd, uint64_t map_start, uint64_t addr[S_COUNT])
 	while ((scn = elf_nextscn(elf, scn)) != NULL) {
 		Elf_Data *d;
 
+		Elf_Scn *strs;
+		GElf_Shdr ssh;
+
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize)
 			continue;
+		/* libelf copies a section whole when it is first read: the
+		 * file's (any user's) sizes are bounded before. */
+		strs = elf_getscn(elf, sh.sh_link);
+		if (sh.sh_size > HS_DYNSYM_BYTES_MAX || !strs || !gelf_getshdr(strs, &ssh) ||
+		    ssh.sh_size > HS_DYNSYM_BYTES_MAX)
+			break;
 		d = elf_getdata(scn, NULL);
 		if (!d)
 			break;
