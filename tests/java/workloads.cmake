@@ -11,7 +11,7 @@ endif()
 set(JPROF_JAVA_OUT ${CMAKE_CURRENT_BINARY_DIR}/java)
 set(JPROF_JAVA_WORKLOADS CpuSplit IoRead Alloc LateThreads Idle ThreadNames HardWalks Inlining
   AllocSplit LockWait LockContend WallSplit WallBench AllocLock ShortThreads GcNative
-  RtStubs JavacLoop DeoptRoots)
+  RtStubs JavacLoop DeoptRoots Hot)
 set(JPROF_JAVA_SOURCES "")
 set(JPROF_JAVA_CLASSES "")
 foreach(w ${JPROF_JAVA_WORKLOADS})
