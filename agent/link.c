@@ -8,7 +8,7 @@
 #include "codemap.h"
 #include "events.h"
 #include "jprof_agent.h"
-#include "map.h"
+#include "htab.h"
 #include "methods.h"
 #include "ring.h"
 #include "threads.h"
@@ -76,7 +76,7 @@ uint64_t link_fd_asked, link_fd_answered;
 uint64_t link_armed_at;
 bool link_armed_due;
 static bool link_refusal_logged;
-struct map link_tids;             /* tid -> packed fd/state */
+struct htab_map link_tids;        /* tid -> packed fd/state */
 unsigned char link_rx[JPAG_MAX_PAYLOAD] __attribute__((aligned(16)));
 unsigned char link_tx[JPAG_MAX_PAYLOAD] __attribute__((aligned(16)));
 
@@ -101,7 +101,7 @@ int link_init(const char *socket_path)
 	if (strlen(socket_path) >= sizeof(link_path))
 		return -ENAMETOOLONG;
 	strcpy(link_path, socket_path);
-	map_init(&link_tids, true);
+	link_tids = (struct htab_map){ 0 };
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&link_answer_cond, &ca);
@@ -244,6 +244,8 @@ static bool link_is_dying(void)
 
 static void link_stop_recording(void)
 {
+	uint64_t tid, v;
+
 	if (!link_rec_on)
 		return;
 	link_armed_due = false;
@@ -252,13 +254,10 @@ static void link_stop_recording(void)
 	/* Disarm first (the wall timer's signals too), so no new signal
 	 * comes, then retire the ring. */
 	wall_stop();
-	for (size_t i = 0; i < link_tids.cap; i++) {
-		uint64_t v = link_tids.vals ? link_tids.vals[i] : 0;
-
-		if (link_tids.keys[i] && link_unpack_state(v) == TID_ARMED)
+	for (size_t pos = 0; htab_map_next(&link_tids, &pos, &tid, &v);)
+		if (link_unpack_state(v) == TID_ARMED)
 			link_disarm(link_unpack_fd(v));
-	}
-	map_fini(&link_tids);
+	htab_map_release(&link_tids);
 	events_off();
 	events_reset();
 	ring_retire();
@@ -332,7 +331,7 @@ static int link_on_start(int sock, const struct jpag_start *st, int memfd)
 	ring_set_interval(st->interval_ns);
 	ring_set_wall_native(link_features & JPAG_FEATURE_WALL_NATIVE);
 	__atomic_store_n(&link_start_wait, link_phase, __ATOMIC_SEQ_CST);
-	map_init(&link_tids, true);
+	link_tids = (struct htab_map){ 0 };
 	link_fd_asked = link_fd_answered = 0;
 	/* Before the scan: a thread starting now is either listed or queued. */
 	__atomic_store_n(&link_recording, 1, __ATOMIC_SEQ_CST);
@@ -378,6 +377,7 @@ refuse:
 static int link_check_signal(int sock)
 {
 	int old = link_rec_signal, sig, ret;
+	uint64_t tid, v;
 
 	switch (ring_signal_disposition(old)) {
 	case RING_SIG_OURS:
@@ -400,12 +400,9 @@ static int link_check_signal(int sock)
 	}
 	link_rec_signal = sig;
 	wall_set_signal(sig);
-	for (size_t i = 0; i < link_tids.cap; i++) {
-		uint64_t v = link_tids.vals ? link_tids.vals[i] : 0;
-
-		if (link_tids.keys[i] && link_unpack_state(v) == TID_ARMED)
+	for (size_t pos = 0; htab_map_next(&link_tids, &pos, &tid, &v);)
+		if (link_unpack_state(v) == TID_ARMED)
 			fcntl(link_unpack_fd(v), F_SETSIG, sig);
-	}
 	if (sig == old)
 		return 0;
 	agent_warn("signal %d was taken over by another handler: recording with signal %d now",

@@ -6,7 +6,7 @@
 #define JPROF_AGENT_LINK_INT_H
 
 #include "jprof_agent.h"
-#include "map.h"
+#include "htab.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -54,7 +54,7 @@ extern uint32_t link_self_tid;           /* this thread: never sampled */
 extern uint64_t link_fd_asked, link_fd_answered;
 extern uint64_t link_armed_at;
 extern bool link_armed_due;
-extern struct map link_tids;             /* tid -> packed fd/state */
+extern struct htab_map link_tids;        /* tid -> packed fd/state */
 extern unsigned char link_rx[JPAG_MAX_PAYLOAD];
 extern unsigned char link_tx[JPAG_MAX_PAYLOAD];
 

@@ -29,16 +29,25 @@ void link_disarm(int fd)
 	close(fd);
 }
 
+/* tid's packed fd/state, if known. */
+static bool tid_state(uint32_t tid, uint64_t *v)
+{
+	const uint64_t *p = htab_map_get(&link_tids, tid);
+
+	if (p)
+		*v = *p;
+	return p != NULL;
+}
+
 /* Forgets tid, disarming its fd if it has one. */
 static void link_drop_tid(uint32_t tid)
 {
 	uint64_t v;
 
-	if (!map_get(&link_tids, tid, &v))
+	if (!htab_map_del(&link_tids, tid, &v))
 		return;
 	if (link_unpack_state(v) == TID_ARMED)
 		link_disarm(link_unpack_fd(v));
-	map_del(&link_tids, tid);
 }
 
 int link_send_name(uint32_t tid, const char *name, size_t len, uint64_t java_id, void *arg)
@@ -76,7 +85,7 @@ static int link_request_tid(int sock, uint32_t tid)
 	 * ones by name). */
 	if (tid == link_self_tid || tid == wall_thread_tid())
 		return 0;
-	ret = map_put(&link_tids, tid, link_pack(-1, TID_REQUESTED));
+	ret = htab_map_put(&link_tids, tid, link_pack(-1, TID_REQUESTED));
 	if (ret < 0)
 		return 0;   /* no memory: this thread goes unsampled */
 	ret = link_send(sock, JPAG_PERF_FD_REQ, &req, sizeof(req));
@@ -153,7 +162,7 @@ static void link_arm_answer(const struct jpag_perf_fd *pf, int fd)
 	uint64_t v;
 	int ret;
 
-	if (!link_rec_on || !map_get(&link_tids, pf->tid, &v) ||
+	if (!link_rec_on || !tid_state(pf->tid, &v) ||
 	    link_unpack_state(v) != TID_REQUESTED) {
 		/* Late answer for a thread that ended or a recording that
 		 * stopped. */
@@ -166,7 +175,7 @@ static void link_arm_answer(const struct jpag_perf_fd *pf, int fd)
 			    pf->status ? strerror(-pf->status) : "no fd sent");
 		if (fd >= 0)
 			close(fd);
-		map_put(&link_tids, pf->tid, link_pack(-1, TID_FAILED));
+		htab_map_put(&link_tids, pf->tid, link_pack(-1, TID_FAILED));
 		return;
 	}
 	ret = link_arm(fd, pf->tid);
@@ -174,12 +183,12 @@ static void link_arm_answer(const struct jpag_perf_fd *pf, int fd)
 		agent_debug("cannot arm perf fd for tid %u: %s", pf->tid, strerror(-ret));
 		close(fd);
 		if (ret == -ESRCH)
-			map_del(&link_tids, pf->tid);
+			htab_map_del(&link_tids, pf->tid, NULL);
 		else
-			map_put(&link_tids, pf->tid, link_pack(-1, TID_FAILED));
+			htab_map_put(&link_tids, pf->tid, link_pack(-1, TID_FAILED));
 		return;
 	}
-	map_put(&link_tids, pf->tid, link_pack(fd, TID_ARMED));
+	htab_map_put(&link_tids, pf->tid, link_pack(fd, TID_ARMED));
 }
 
 void link_on_perf_fd(const struct jpag_perf_fd *pf, int fd)
@@ -202,40 +211,40 @@ int link_rescan(int sock)
 {
 	uint32_t *gone = NULL;
 	size_t ngone = 0;
-	struct map now;
+	struct htab_map now = { 0 };
 	struct dirent *de;
+	uint64_t tid, v;
 	DIR *dir;
 	int ret = 0;
 
-	map_init(&now, false);
 	dir = opendir("/proc/self/task");
 	if (!dir)
 		return 0;
 	while ((de = readdir(dir))) {
 		char *end;
-		unsigned long tid = strtoul(de->d_name, &end, 10);
+		unsigned long t = strtoul(de->d_name, &end, 10);
 
-		if (*end || !tid || tid > UINT32_MAX)
+		if (*end || !t || t > UINT32_MAX)
 			continue;
-		map_put(&now, tid, 0);
+		htab_map_put(&now, t, 0);
 	}
 	closedir(dir);
-	if (!now.len)
+	if (!htab_map_count(&now))
 		goto out;
-	gone = calloc(link_tids.len + 1, sizeof(*gone));
-	for (size_t i = 0; gone && i < link_tids.cap; i++)
-		if (link_tids.keys[i] && !map_get(&now, link_tids.keys[i], NULL))
-			gone[ngone++] = (uint32_t)link_tids.keys[i];
+	gone = calloc(htab_map_count(&link_tids) + 1, sizeof(*gone));
+	for (size_t pos = 0; gone && htab_map_next(&link_tids, &pos, &tid, &v);)
+		if (!htab_map_get(&now, tid))
+			gone[ngone++] = (uint32_t)tid;
 	for (size_t i = 0; i < ngone; i++) {
 		wall_remove_thread(gone[i]);
 		link_drop_tid(gone[i]);
 	}
 	free(gone);
-	for (size_t i = 0; i < now.cap && ret == 0; i++)
-		if (now.keys[i] && !map_get(&link_tids, now.keys[i], NULL))
-			ret = link_request_tid(sock, (uint32_t)now.keys[i]);
+	for (size_t pos = 0; ret == 0 && htab_map_next(&now, &pos, &tid, &v);)
+		if (!htab_map_get(&link_tids, tid))
+			ret = link_request_tid(sock, (uint32_t)tid);
 out:
-	map_fini(&now);
+	htab_map_release(&now);
 	return ret;
 }
 
@@ -269,7 +278,7 @@ int link_drain_thread_events(int sock)
 			if (ret < 0)
 				break;
 		}
-		if (map_get(&link_tids, q[i].tid, &v) && link_unpack_state(v) == TID_REQUESTED)
+		if (tid_state(q[i].tid, &v) && link_unpack_state(v) == TID_REQUESTED)
 			continue;
 		/* A known tid starting again is a reused tid: its old event
 		 * followed the old thread. */

@@ -2,7 +2,7 @@
 
 #include "agent.h"
 #include "jprof_agent.h"
-#include "map.h"
+#include "htab.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -13,7 +13,7 @@
  * rest. */
 #define METHODS_MAX_STR 8192
 
-static struct map methods_known;   /* set of jmethodID values */
+static struct htab_map methods_known;  /* jmethodID values (a set: values unused) */
 static pthread_mutex_t methods_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool methods_oom_logged;
 
@@ -36,7 +36,8 @@ void methods_add_class(jvmtiEnv *jvmti, jclass klass)
 	pthread_mutex_lock(&methods_lock);
 	for (jint i = 0; i < n && ret == 0; i++)
 		if (ids[i])
-			ret = map_put(&methods_known, (uint64_t)(uintptr_t)ids[i], 0);
+			ret = htab_map_put(&methods_known, (uint64_t)(uintptr_t)ids[i], 0) < 0 ?
+				      -ENOMEM : 0;
 	if (ret < 0 && !methods_oom_logged) {
 		methods_oom_logged = true;
 		agent_warn("out of memory recording method ids; some frames will stay unnamed");
@@ -66,7 +67,7 @@ size_t methods_count(void)
 	size_t n;
 
 	pthread_mutex_lock(&methods_lock);
-	n = methods_known.len;
+	n = htab_map_count(&methods_known);
 	pthread_mutex_unlock(&methods_lock);
 	return n;
 }
@@ -76,7 +77,7 @@ static bool methods_is_known(uint64_t id)
 	bool known;
 
 	pthread_mutex_lock(&methods_lock);
-	known = map_get(&methods_known, id, NULL);
+	known = htab_map_get(&methods_known, id) != NULL;
 	pthread_mutex_unlock(&methods_lock);
 	return known;
 }
