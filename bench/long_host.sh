@@ -67,7 +67,8 @@ trap cleanup EXIT
 sysctl -qw kernel.bpf_stats_enabled=1
 set -m   # each background job its own process group: cleanup kills the whole job
 
-as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups nice -n 10 "$@"; }
+# As nobody (an array, not a function: bg runs it through nice).
+nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
 bg() { nice -n 10 "$@" >/dev/null 2>&1 & pids+=($!); }
 
 "$JPROFD" --socket "$work/jprofd.sock" ${BENCH_JPROFD_ARGS:-} >"$work/jprofd.log" 2>&1 &
@@ -101,16 +102,16 @@ PY
 printf 'int g(int x) { return x * 3 + 1; }\n' >"$work/small.c"
 chmod -R a+rwX "$work"
 
-bg as_nobody java -Xmx256m "$work/Spin.java"
+bg "${nobody[@]}" /usr/bin/java -Xmx256m "$work/Spin.java"
 bg bash -c "while :; do cd '$work/jsrc' && setpriv --reuid=nobody --regid=nogroup --clear-groups \
 	nice -n 10 javac -d '$work/jout' *.java; sleep 30; done"
-bg as_nobody python3 -c '
+bg "${nobody[@]}" /usr/bin/python3 -c '
 import json, time
 def leaf(n): return json.dumps({"k": list(range(n))})
 def mid(n): return sum(len(leaf(i % 50)) for i in range(n))
 while True:
     mid(300); time.sleep(0.01)'
-bg as_nobody perl -e 'while (1) { my %h; $h{$_} = $_ x 3 for 1..20000; select(undef, undef, undef, 0.05) }'
+bg "${nobody[@]}" /usr/bin/perl -e 'while (1) { my %h; $h{$_} = $_ x 3 for 1..20000; select(undef, undef, undef, 0.05) }'
 bg bash -c "while :; do sh -c 'echo x | sed s/x/y/ >/dev/null'; \
 	gcc -c -o '$work/small.o' '$work/small.c' 2>/dev/null; /bin/true; sleep 0.3; done"
 
@@ -126,7 +127,7 @@ http { access_log off; server { listen 127.0.0.1:18081; root $work/www; } }
 CONF
 bg nginx -p "$work/nginx" -c "$work/nginx/nginx.conf"
 bg bash -c "while :; do wrk -t1 -c4 -d3s http://127.0.0.1:18081/; sleep 12; done"
-bg as_nobody redis-server --port 16380 --save '' --appendonly no
+bg "${nobody[@]}" redis-server --port 16380 --save '' --appendonly no
 bg bash -c "sleep 5; while :; do redis-benchmark -p 16380 -q -n 50000 -c 8 -t set,get; sleep 15; done"
 
 pgbin=$(ls -d /usr/lib/postgresql/*/bin | tail -n 1)
