@@ -181,12 +181,16 @@ static bool push_user(struct builder *b, uint32_t pid, uint64_t start, const uin
 	}
 	/* The agent's frames and no signal frame after them (the unwind
 	 * stopped inside the handler): where the handler ends is not known,
-	 * so none of these user frames is shown. */
+	 * so none of these user frames is shown, and a marker says whose the
+	 * time is (never an empty stack: the agent thread's own off-CPU
+	 * waits). */
 	if (agent) {
 		b->n = from;
 		cut = true;
 	}
 	reverse(b, from);
+	if (agent)
+		push(b, FRAME_MARKER, "[jprofd_agent]", "");
 	return cut;
 }
 

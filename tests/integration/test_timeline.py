@@ -9,7 +9,8 @@
   speedscope itself (npm package, served locally) in headless Chromium:
   the thread's profile is shown and the Sandwich view lists a and b;
 - timeline of a JVM (JDK 17, CpuSplit) recorded with the agent: Java
-  slices (category "java") nested under CpuSplit.main.
+  slices (category "java", or java_interp, java_jit... as the agent typed
+  the frame) nested under CpuSplit.main.
 
 Workloads run as nobody and nobody records them. The machine is shared and
 noisy: durations are checked by their median with a wide tolerance."""
@@ -164,7 +165,9 @@ def main(t):
         jvm = jv.Jvm(t, "17", "CpuSplit", 16, settle=2.0)
         _, doc = record(t, d, jvm.pid, "jvm.trace.json", 4, extra=["--java", "require"])
         names, tracks = trace_tracks(doc)
-        java = [(tid, s) for tid, sl in tracks.items() for s in sl if s["cat"] == "java"]
+        # Typed or not (java, java_interp, java_jit, java_c1, java_inlined).
+        java = [(tid, s) for tid, sl in tracks.items() for s in sl
+                if s["cat"] == "java" or s["cat"].startswith("java_")]
         jt.check(java, "no Java slices; categories: %s"
                  % sorted({s["cat"] for sl in tracks.values() for s in sl}))
         nested = 0
