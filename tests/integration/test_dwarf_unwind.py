@@ -50,9 +50,15 @@ def main(t):
             # recording starts (100-300 ms on a loaded machine, under ASan
             # longer); its start gate keeps the events stopped until they
             # are in, so the first recording's first samples unwind too.
+            meter = jt.CpuMeter(w.pid)
             stacks = record(t, d, w.pid, 3)
+            cpu_ns = meter.stop()
             good, total = chain_share(stacks, ["uw_a", "uw_b", "uw_c"])
-            jt.check(total >= 50, "only %d samples" % total)
+            # As many as the CPU the workload had (a loaded machine, ASan
+            # beside it, gave it 0.4 s of the 3 s once), and enough for the
+            # share to mean something.
+            jt.check(total >= 20 and total >= 0.5 * cpu_ns / 10e6,
+                     "only %d samples for %d ms of CPU" % (total, cpu_ns // 1000000))
             jt.check(good >= 0.9 * total,
                      "%d of %d samples have _start..main;uw_a;uw_b;uw_c; top stacks:\n%s"
                      % (good, total, jt.top_stacks(stacks)))
@@ -84,7 +90,7 @@ def main(t):
         rec = c.collect_record(rid, 40)
         stacks = rec.stacks()
         good, total = chain_share(stacks, ["run_dso", "dso_a", "dso_b", "dso_c"])
-        jt.check(total >= 50, "only %d samples:\n%s" % (total, jt.top_stacks(stacks)))
+        jt.check(total >= 20, "only %d samples:\n%s" % (total, jt.top_stacks(stacks)))
         jt.check(good >= 0.85 * total,
                  "%d of %d samples have main;run_dso;dso_a;dso_b;dso_c (the library was mapped "
                  "after the recording started); top stacks:\n%s"
