@@ -462,6 +462,19 @@ int hs_vmstructs_load(struct hs *h, const char *proc_root)
 	static const enum hs_sym in_f[] = { S_IN_NAME, S_IN_VALUE };
 	static const enum hs_sym lo_f[] = { S_LO_NAME, S_LO_VALUE };
 	static const size_t w88[] = { 8, 8 }, w84[] = { 8, 4 };
+	/* The name/value tables: types (sizes), int and long constants. */
+	const struct {
+		enum hs_sym base, stride;
+		const enum hs_sym *fields;
+		const size_t *widths;
+		uint32_t *count;
+		int (*fn)(struct hs *h, const unsigned char *e, const char *n1, const char *n2,
+			  const struct hs_table *t);
+	} nv[] = {
+		{ S_TYPES, S_TY_STRIDE, ty_f, w88, &h->st.type_entries, hs_on_type },
+		{ S_INTS, S_IN_STRIDE, in_f, w84, &h->st.int_entries, hs_on_int },
+		{ S_LONGS, S_LO_STRIDE, lo_f, w88, &h->st.long_entries, hs_on_long },
+	};
 	struct procmaps_entry jvm;
 	uint64_t addr[S_COUNT] = { 0 }, o[5];
 	struct hs_table t;
@@ -492,32 +505,16 @@ int hs_vmstructs_load(struct hs *h, const char *proc_root)
 	if (ret < 0)
 		goto out;
 
-	memset(&t, 0, sizeof(t));
-	ret = hs_table(h, addr, S_TYPES, S_TY_STRIDE, ty_f, w88, 2, o, &t);
-	if (ret < 0)
-		goto out;
-	t.name_off = o[0], t.value_off = o[1];
-	ret = hs_walk(h, &t, &h->st.type_entries, hs_on_type);
-	if (ret < 0)
-		goto out;
-
-	memset(&t, 0, sizeof(t));
-	ret = hs_table(h, addr, S_INTS, S_IN_STRIDE, in_f, w84, 2, o, &t);
-	if (ret < 0)
-		goto out;
-	t.name_off = o[0], t.value_off = o[1];
-	ret = hs_walk(h, &t, &h->st.int_entries, hs_on_int);
-	if (ret < 0)
-		goto out;
-
-	memset(&t, 0, sizeof(t));
-	ret = hs_table(h, addr, S_LONGS, S_LO_STRIDE, lo_f, w88, 2, o, &t);
-	if (ret < 0)
-		goto out;
-	t.name_off = o[0], t.value_off = o[1];
-	ret = hs_walk(h, &t, &h->st.long_entries, hs_on_long);
-	if (ret < 0)
-		goto out;
+	for (size_t i = 0; i < sizeof(nv) / sizeof(nv[0]); i++) {
+		memset(&t, 0, sizeof(t));
+		ret = hs_table(h, addr, nv[i].base, nv[i].stride, nv[i].fields, nv[i].widths, 2, o, &t);
+		if (ret < 0)
+			goto out;
+		t.name_off = o[0], t.value_off = o[1];
+		ret = hs_walk(h, &t, nv[i].count, nv[i].fn);
+		if (ret < 0)
+			goto out;
+	}
 	/* HeapBlock::Header::_length is a size_t on JDK 17 and a uint32_t on
 	 * 25; _used follows it directly on both. */
 	if (h->off.hblock_length >= 0 && h->off.hblock_used > h->off.hblock_length) {
