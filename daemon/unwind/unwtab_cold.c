@@ -100,7 +100,7 @@ bool unwtab_evict_cold(struct unwtab *u, const struct table *keep)
 		/* Unreferenced tables are unwtab_evict_one's; a table loaded
 		 * or mapped by a process lately has had no time to be used. */
 		if (t == keep || !t->count || !t->refs || now - t->loaded_ns < u->cold_ns ||
-		    now - t->last_used < u->cold_ns || now_s - t->hot_s < cold_s)
+		    now - t->last_used < u->cold_ns || (uint64_t)t->hot_s + cold_s > now_s)
 			continue;
 		/* The coldest; of those, the largest: fewest tables go. */
 		if (!best || t->hot_s < best_hot || (t->hot_s == best_hot && t->count > best->count)) {
@@ -194,7 +194,8 @@ void unwtab_missing_sweep(struct unwtab *u)
 		struct unwtab_missing m = { 0 };
 		size_t at;
 
-		if (t->count || !t->refs || !t->hot_s || now_s - t->hot_s > MISSING_S)
+		/* (A stamp may be a second ahead of now_s, read before it.) */
+		if (t->count || !t->refs || !t->hot_s || (uint64_t)t->hot_s + MISSING_S < now_s)
 			continue;
 		m.why = table_why(u, t, &m.rows);
 		m.error = m.why == UNWTAB_REJECTED ? t->error : CFI_OK;
