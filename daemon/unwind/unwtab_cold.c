@@ -71,6 +71,22 @@ static void entry_cut(struct unwtab *u, struct proc *p, uint32_t first, uint32_t
 		bpf_map_update_elem(u->procs_fd, &p->tgid, e, BPF_EXIST);
 }
 
+/* Each table's hot_s: the latest stamp of the processes that map it
+ * (process tgid counts as sampled at now_s). */
+static void tables_hot(struct unwtab *u, uint32_t tgid, uint32_t now_s)
+{
+	for (size_t i = 0; i < u->ntables; i++)
+		u->tables[i]->hot_s = 0;
+	for (size_t i = 0; i < u->nprocs; i++) {
+		const struct proc *p = &u->procs[i];
+		uint32_t s = tgid && p->tgid == tgid ? now_s : p->sampled_s;
+
+		for (size_t k = 0; k < p->nrefs; k++)
+			if (p->refs[k]->hot_s < s)
+				p->refs[k]->hot_s = s;
+	}
+}
+
 bool unwtab_evict_cold(struct unwtab *u, const struct table *keep)
 {
 	uint64_t now = clock_mono_ns();
@@ -81,19 +97,9 @@ bool unwtab_evict_cold(struct unwtab *u, const struct table *keep)
 	cold_read(u, false);
 	if (!u->cold_ent)
 		return false;
-	/* A table's last use: the latest stamp of the processes that map it. */
-	for (size_t i = 0; i < u->ntables; i++)
-		u->tables[i]->hot_s = 0;
-	for (size_t i = 0; i < u->nprocs; i++) {
-		const struct proc *p = &u->procs[i];
-		/* The process being loaded is in use: its other tables
-		 * (libc, mapped after its binary) stay. */
-		uint32_t s = p->tgid == u->building ? now_s : p->sampled_s;
-
-		for (size_t k = 0; k < p->nrefs; k++)
-			if (p->refs[k]->hot_s < s)
-				p->refs[k]->hot_s = s;
-	}
+	/* The process being loaded is in use: its other tables (libc,
+	 * mapped after its binary) stay. */
+	tables_hot(u, u->building, now_s);
 	for (size_t i = 0; i < u->ntables; i++) {
 		struct table *t = u->tables[i];
 
@@ -178,17 +184,8 @@ void unwtab_missing_sweep(struct unwtab *u)
 	struct unwtab_missing list[UNWTAB_MAX_MISSING];
 	size_t n = 0;
 
-	/* hot_s: the latest stamp of the processes mapping each table (the
-	 * stamps were read by unwtab_cold_sweep just before). */
-	for (size_t i = 0; i < u->ntables; i++)
-		u->tables[i]->hot_s = 0;
-	for (size_t i = 0; i < u->nprocs; i++) {
-		const struct proc *p = &u->procs[i];
-
-		for (size_t k = 0; k < p->nrefs; k++)
-			if (p->refs[k]->hot_s < p->sampled_s)
-				p->refs[k]->hot_s = p->sampled_s;
-	}
+	/* The stamps were read by unwtab_cold_sweep just before. */
+	tables_hot(u, 0, 0);
 	for (size_t i = 0; i < u->ntables; i++) {
 		const struct table *t = u->tables[i];
 		struct unwtab_missing m = { 0 };
