@@ -10,12 +10,13 @@ struct {
 } watched SEC(".maps");
 
 /* Tells userspace that a thread of a watched tgid was created (type
- * JP_MSG_NEW_THREAD) or that the process exec'd (JP_MSG_EXEC). */
+ * JP_MSG_NEW_THREAD) or that a process exec'd (JP_MSG_EXEC, every process:
+ * the symbolizer may hold the maps of the image it left). */
 static __always_inline void report_task(__u32 type, __u32 tgid, __u32 tid)
 {
 	struct jp_msg_new_thread *m;
 
-	if (!bpf_map_lookup_elem(&watched, &tgid))
+	if (type != JP_MSG_EXEC && !bpf_map_lookup_elem(&watched, &tgid))
 		return;
 	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
 	if (!m) {

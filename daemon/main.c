@@ -290,6 +290,21 @@ static void on_young_process(uint32_t tgid, uint64_t start_ns, void *arg)
 	symbols_prime(arg, (pid_t)tgid, start_ns);
 }
 
+/* Who hears of a process's exec: a recording waiting for it to leave its
+ * launcher, and the symbolizer, whose maps of it are of the old image. */
+struct exec_listeners {
+	struct session_mgr *sessions;
+	struct symbols *symbols;
+};
+
+static void on_exec(uint32_t tgid, void *arg)
+{
+	struct exec_listeners *l = arg;
+
+	symbols_note_exec(l->symbols, (pid_t)tgid);
+	session_mgr_on_exec(tgid, l->sessions);
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = { .config_path = CONFIG_DEFAULT_PATH };
@@ -302,6 +317,7 @@ int main(int argc, char **argv)
 	struct pipeline *pipeline = NULL;
 	struct sampler *sampler = NULL;
 	struct symbols *symbols = NULL;
+	struct exec_listeners exec_to;
 	struct lines *lines = NULL;
 	struct render *render = NULL;
 	struct hostview *hostview = NULL;
@@ -439,10 +455,11 @@ int main(int argc, char **argv)
 		if (r < 0)
 			goto out;
 	}
+	exec_to = (struct exec_listeners){ sessions, symbols };
 	cb = (struct sampler_callbacks){ .sample = pipeline_on_sample, .sample_arg = pipeline,
 					 .new_thread = session_mgr_on_new_thread,
-					 .exec = session_mgr_on_exec,
 					 .new_thread_arg = sessions,
+					 .exec = on_exec, .exec_arg = &exec_to,
 					 .young = on_young_process, .young_arg = symbols };
 	r = sampler_new(&scfg, &cb, &sampler);
 	if (r < 0)

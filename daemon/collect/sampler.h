@@ -74,8 +74,8 @@ struct sampler_callbacks {
 	/* A new thread of a watched tgid was created (tid 0: not known, the
 	 * daemon runs in a pid namespace; rescan the process). */
 	void (*new_thread)(uint32_t tgid, uint32_t tid, void *arg);
-	/* A watched tgid exec'd (its credentials may have changed); the
-	 * argument is new_thread_arg. May be NULL. */
+	/* A process exec'd (any tgid, watched or not: its credentials may
+	 * have changed, and so have its maps). May be NULL. */
 	void (*exec)(uint32_t tgid, void *arg);
 	/* A process without unwind tables was sampled (start_ns: its start,
 	 * CLOCK_BOOTTIME): its samples are delivered once unwound, maybe after
@@ -83,6 +83,7 @@ struct sampler_callbacks {
 	void (*young)(uint32_t tgid, uint64_t start_ns, void *arg);
 	void *sample_arg;
 	void *new_thread_arg;
+	void *exec_arg;
 	void *young_arg;
 };
 

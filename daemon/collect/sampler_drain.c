@@ -292,7 +292,7 @@ int sampler_handle_ring_msg(void *ctx, void *data, size_t size)
 		const struct jp_msg_new_thread *m = data;
 
 		if (s->cb.exec)
-			s->cb.exec(m->tgid, s->cb.new_thread_arg);
+			s->cb.exec(m->tgid, s->cb.exec_arg);
 	} else if (type == JP_MSG_SAMPLE && size >= sizeof(struct jp_msg_sample)) {
 		const struct jp_msg_sample *m = data;
 		struct jp_count_key k = {

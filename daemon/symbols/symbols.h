@@ -116,6 +116,11 @@ int symbols_resolve_kernel(struct symbols *s, uint64_t addr, struct sym_result *
  * sampler's young samples, delivered once unwound). */
 void symbols_prime(struct symbols *s, pid_t pid, uint64_t start_ns);
 
+/* Process pid has called exec: its cached maps are of the image it left
+ * (exec keeps the pid and the start time, the sample's identity), and are
+ * read again before the next name. */
+void symbols_note_exec(struct symbols *s, pid_t pid);
+
 /* Process pid has exited or been re-exec'd: drop its cached maps. */
 void symbols_forget_pid(struct symbols *s, pid_t pid);
 

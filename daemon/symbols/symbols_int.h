@@ -100,6 +100,7 @@ struct sym_proc {
 	size_t last_hit;
 	uint64_t last_read_ms;
 	uint64_t last_check_ms;
+	bool execd;                      /* exec'd since its maps were read */
 	uint64_t last_used_ms;
 };
 

@@ -98,6 +98,7 @@ int symbols_read_maps(struct symbols *s, struct sym_proc *p, uint64_t now)
 	int ret;
 
 	p->last_read_ms = now;
+	p->execd = false;
 	/* /proc/PID belongs to the process's effective ids (to root while it
 	 * is not dumpable, e.g. setuid): whose files its mappings may show. */
 	snprintf(path, sizeof(path), "%s/%d", s->proc_root, (int)p->pid);
@@ -238,6 +239,10 @@ int symbols_get_proc(struct symbols *s, pid_t pid, uint64_t start, uint64_t now,
 			p->gone_time = start;
 			ret = -ESRCH;
 		}
+		/* The addresses of an image exec'd since are not in the maps
+		 * of the one before (nor named from its files). */
+		if (ret == 0 && p->execd)
+			ret = symbols_read_maps(s, p, now);
 		goto out;
 	}
 	p = calloc(1, sizeof(*p));
@@ -264,6 +269,14 @@ out:
 		p->last_used_ms = now;
 	*out = p;
 	return ret;
+}
+
+void symbols_note_exec(struct symbols *s, pid_t pid)
+{
+	struct sym_proc *p = s ? symbols_proc_find(s, pid) : NULL;
+
+	if (p)
+		p->execd = true;
 }
 
 struct sym_map *symbols_find_map(struct sym_proc *p, uint64_t addr)

@@ -612,6 +612,55 @@ START_TEST(test_other_process_with_the_pid)
 }
 END_TEST
 
+/* A process whose maps were read before it exec'd (a launcher such as
+ * setpriv, primed by its first samples) is named from the new image once
+ * the exec is noted, not from the maps of the one it left. */
+START_TEST(test_exec_rereads_maps)
+{
+	int in[2], out[2];
+	uint64_t start;
+	struct symbols_stats st1, st2;
+	char go = 'x';
+
+	ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
+	ck_assert_int_eq(pipe2(out, O_CLOEXEC), 0);
+	fx.pid = fork();
+	ck_assert_int_ge(fx.pid, 0);
+	if (fx.pid == 0) {
+		char c;
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		if (read(0, &c, 1) != 1)
+			_exit(126);
+		execl(prog("symfix_nopie"), prog("symfix_nopie"), (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	fx.in_fd = in[1];
+	fx.out_fd = out[0];
+	ck_assert_int_eq(proc_read_start_boottime(fx.pid, &start), 0);
+	/* The maps of the image before the exec (this test's). */
+	symbols_prime(syms, fx.pid, start);
+	symbols_get_stats(syms, &st1);
+	ck_assert_uint_eq(st1.maps_reads, 1);
+	ck_assert_int_eq(write(fx.in_fd, &go, 1), 1);
+	fixture_read("ready");
+	ck_assert_uint_lt(fx.alpha, 0x1000000);
+	symbols_note_exec(syms, fx.pid);
+	assert_resolves(fx.pid, fx.alpha, false, "jp_fixture_alpha", "symfix_nopie");
+	assert_resolves(fx.pid, fx.fnmatch, false, "fnmatch", "libc.so.6");
+	symbols_get_stats(syms, &st2);
+	ck_assert_uint_eq(st2.maps_reads, 2);
+	/* Noted once: read once. */
+	assert_resolves(fx.pid, fx.beta + 4, true, "jp_fixture_beta", "symfix_nopie");
+	symbols_get_stats(syms, &st2);
+	ck_assert_uint_eq(st2.maps_reads, 2);
+}
+END_TEST
+
 /* ---- symbol table budget (symbols_set_max_memory) ---- */
 
 #define BUDGET (4u << 20)  /* the smallest symbols_max_memory: 1 MiB per uid */
@@ -851,6 +900,7 @@ int main(void)
 	tcase_add_test(tc, test_debug_root_and_shared_cache);
 	tcase_add_test(tc, test_vdso_and_self);
 	tcase_add_test(tc, test_other_process_with_the_pid);
+	tcase_add_test(tc, test_exec_rereads_maps);
 	tcase_add_test(tc, test_budget_over);
 	tcase_add_test(tc, test_budget_evicts_unused);
 	tcase_add_test(tc, test_big_table_on_worker);
