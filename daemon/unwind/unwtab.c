@@ -246,7 +246,7 @@ static int load_proc(struct unwtab *u, uint32_t tgid, uint64_t want_start, bool 
 		/* Full (E2BIG): every process sampled meanwhile would be read
 		 * in vain; wait for the sweep to free entries. */
 		u->st.procs_full++;
-		u->full_until = now + SWEEP_NS;
+		u->full_until = now + u->sweep_ns;
 		proc_unref(&np);
 		goto out;
 	}
@@ -402,13 +402,14 @@ static void *worker(void *arg)
 
 		/* Woken by a request, a deferred one's time, or the sweep's. */
 		while (!u->stop) {
-			uint64_t next = later_promote(u), wait = next < SWEEP_NS ? next : SWEEP_NS;
+			uint64_t next = later_promote(u);
+			uint64_t wait = next < u->sweep_ns ? next : u->sweep_ns;
 
 			if (u->nq || sweep_due || u->young_new)
 				break;
 			u->wakes_at = clock_ns(CLOCK_BOOTTIME) + wait;
 			idle = clock_mono_ns();
-			sweep_due = wait_wake(u, wait) && wait == SWEEP_NS;
+			sweep_due = wait_wake(u, wait) && wait == u->sweep_ns;
 			u->idle_ns += clock_mono_ns() - idle;
 		}
 		u->wakes_at = 0;
@@ -439,7 +440,7 @@ static void *worker(void *arg)
 		 * uploaded: give the heap back rather than keep it as RSS. */
 		if (u->st.builds != builds)
 			malloc_trim(0);
-		if (clock_mono_ns() - u->last_sweep >= SWEEP_NS) {
+		if (clock_mono_ns() - u->last_sweep >= u->sweep_ns) {
 			sweep(u);
 			u->last_sweep = clock_mono_ns();
 		}
@@ -509,6 +510,7 @@ int unwtab_new(int rows_fd, int procs_fd, uint32_t rows_capacity, struct unwtab 
 	u->last_sweep = clock_mono_ns();
 	u->room_retry_ns = ROOM_RETRY_NS;
 	u->cold_ns = COLD_NS;
+	u->sweep_ns = SWEEP_NS;
 	u->young_in_tail = &u->young_in;
 	u->young_done_tail = &u->young_done;
 
@@ -704,6 +706,14 @@ void unwtab_set_room_retry(struct unwtab *u, uint64_t ns)
 {
 	pthread_mutex_lock(&u->mu);
 	u->room_retry_ns = ns ? ns : ROOM_RETRY_NS;
+	pthread_mutex_unlock(&u->mu);
+}
+
+void unwtab_set_sweep(struct unwtab *u, uint64_t ns)
+{
+	pthread_mutex_lock(&u->mu);
+	u->sweep_ns = ns ? ns : SWEEP_NS;
+	pthread_cond_signal(&u->wake);
 	pthread_mutex_unlock(&u->mu);
 }
 

@@ -158,5 +158,8 @@ void unwtab_set_room_retry(struct unwtab *u, uint64_t ns);
  * walk before its rows may go to another table (0: the default, 30 s); for
  * tests. */
 void unwtab_set_cold(struct unwtab *u, uint64_t ns);
+/* How often exited processes are looked for and the cold stamps read (0:
+ * the default, 5 s); for tests, which would otherwise wait for it. */
+void unwtab_set_sweep(struct unwtab *u, uint64_t ns);
 
 #endif

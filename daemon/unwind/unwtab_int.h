@@ -188,6 +188,7 @@ struct unwtab {
 	uint64_t idle_ns;          /* time spent waiting for requests */
 	uint64_t room_retry_ns;    /* ROOM_RETRY_NS (unwtab_set_room_retry: tests) */
 	uint64_t cold_ns;          /* COLD_NS (unwtab_set_cold: tests) */
+	uint64_t sweep_ns;         /* SWEEP_NS (unwtab_set_sweep: tests) */
 	uint64_t cold_read_ns;     /* processes' sampled_s were read from BPF then */
 	struct jp_unwind_proc *cold_ent;  /* unwtab_cold.c's scratch (u->entry is load_proc's) */
 	struct unwtab_missing missing[UNWTAB_MAX_MISSING];  /* under mu: unwtab_missing's */

@@ -93,6 +93,7 @@ START_TEST(test_shared_and_released)
 
 	make_maps(1u << 20);
 	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 1u << 20, &u), 0);
+	unwtab_set_sweep(u, FAST_SWEEP_NS);
 	/* Until each has exec'd sleep and the loader has mapped libc, its
 	 * mappings are not the ones compared below. */
 	for (tries = 0; tries < 400; tries++) {
@@ -115,7 +116,7 @@ START_TEST(test_shared_and_released)
 
 	kill(p1, SIGKILL);
 	waitpid(p1, NULL, 0);
-	/* The sweep runs every 5 s. */
+	/* The sweep (FAST_SWEEP_NS here) releases p1's entry. */
 	for (tries = 0; tries < 400; tries++) {
 		if (bpf_map_lookup_elem(procs_fd, &k1, e) < 0)
 			break;

@@ -14,6 +14,7 @@ static uint32_t python3_rows(void)
 
 	make_maps(1u << 20);
 	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 1u << 20, &u), 0);
+	unwtab_set_sweep(u, FAST_SWEEP_NS);
 	a = spawn_prog("/usr/bin/python3", "-c", "import time; time.sleep(60)");
 	load_when_mapped(u, a, "python3");
 	unwtab_get_stats(u, &st);
@@ -43,7 +44,8 @@ START_TEST(test_room_retried)
 	k = python3_rows() + 500;
 	make_maps(k);
 	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, k, &u), 0);
-	unwtab_set_room_retry(u, 1000000000ull);  /* 1 s: the sweep's 5 s decide */
+	unwtab_set_sweep(u, FAST_SWEEP_NS);
+	unwtab_set_room_retry(u, 500000000ull);
 	a = spawn_prog("/usr/bin/python3", "-c", "import time; time.sleep(60)");
 	load_when_mapped(u, a, "python3");
 	b = spawn_prog("/usr/bin/tail", "-f", "/dev/null");
@@ -137,7 +139,8 @@ START_TEST(test_cold_rows_taken)
 	k = python3_rows() + 500;
 	make_maps(k);
 	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, k, &u), 0);
-	unwtab_set_room_retry(u, 1000000000ull);
+	unwtab_set_sweep(u, FAST_SWEEP_NS);
+	unwtab_set_room_retry(u, 500000000ull);
 	unwtab_set_cold(u, 2000000000ull);
 	a = spawn_prog("/usr/bin/python3", "-c", "import time; time.sleep(120)");
 	load_when_mapped(u, a, "python3");
@@ -146,9 +149,10 @@ START_TEST(test_cold_rows_taken)
 	b = spawn_prog("/usr/bin/tail", "-f", "/dev/null");
 	wait_mapped(b, "tail");
 	unwtab_request(u, (uint32_t)b, 0, false);
-	/* python3 sampled all along: 8 s (past the cold time, several room
-	 * retries and a sweep) without rows for tail. */
-	for (int i = 0; i < 80; i++) {
+	/* python3 sampled all along: 4 s (past the cold time and a second
+	 * stamp's rounding, several room retries and sweeps) without rows for
+	 * tail. */
+	for (int i = 0; i < 40; i++) {
 		struct timespec ts = { 0, 100 * 1000 * 1000 };
 
 		stamp_sampled(a);
@@ -197,6 +201,7 @@ START_TEST(test_evicted_reloaded)
 	/* How many rows each needs, in an array with room for all. */
 	make_maps(1u << 20);
 	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 1u << 20, &u), 0);
+	unwtab_set_sweep(u, FAST_SWEEP_NS);
 	p = spawn_sleeper();
 	load_when_mapped(u, p, "sleep");
 	unwtab_get_stats(u, &a);
@@ -214,6 +219,7 @@ START_TEST(test_evicted_reloaded)
 
 	make_maps(cap);
 	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, cap, &u), 0);
+	unwtab_set_sweep(u, FAST_SWEEP_NS);
 	p = spawn_sleeper();
 	load_when_mapped(u, p, "sleep");
 	orig = exe_rows(p, "sleep", &n_orig);

@@ -28,6 +28,9 @@
 #include "unwtab.h"
 
 #define WAIT_NS (30ull * 1000000000ull)
+/* The sweep the tests set (unwtab_set_sweep): the daemon's 5 s would make
+ * each wait for an exit's release that long. */
+#define FAST_SWEEP_NS (500ull * 1000000ull)
 
 static int rows_fd = -1, procs_fd = -1;
 /* The daemon's array is mappable (the worker writes rows with memcpy);
@@ -129,7 +132,7 @@ static inline void load_when_mapped(struct unwtab *u, pid_t pid, const char *nam
 	ck_assert_int_eq(unwtab_wait_idle(u, WAIT_NS), 0);
 }
 
-/* Ends pid and waits for the sweep (every 5 s) to release its tables. */
+/* Ends pid and waits for the sweep to release its tables. */
 static inline void end_and_sweep(struct unwtab *u, pid_t pid)
 {
 	struct jp_unwind_proc *e = calloc(1, sizeof(*e));
