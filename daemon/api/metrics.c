@@ -104,6 +104,8 @@ static void unwind_metrics(struct out *o, const struct sampler_stats *s)
 	    (unsigned long long)t->young_expired);
 	put(o, "jprofd_unwind_young_dropped_total{cause=\"memory\"} %llu\n",
 	    (unsigned long long)t->young_over_memory);
+	put(o, "jprofd_unwind_young_dropped_total{cause=\"uid_share\"} %llu\n",
+	    (unsigned long long)t->young_uid_share);
 	put(o, "jprofd_unwind_young_dropped_total{cause=\"copy_failed\"} %llu\n",
 	    (unsigned long long)s->young_copy_err);
 	gauge(o, "jprofd_unwind_young_held_bytes", "Memory of copied samples waiting for tables.",

@@ -137,6 +137,7 @@ static void add_young_status(const struct sampler_stats *ss, struct json_object 
 	jprof_json_add_u64(y, "dropped_exited", t->young_gone);
 	jprof_json_add_u64(y, "dropped_expired", t->young_expired);
 	jprof_json_add_u64(y, "dropped_memory", t->young_over_memory);
+	jprof_json_add_u64(y, "dropped_uid_share", t->young_uid_share);
 	json_object_object_add(u, "young", y);
 }
 

@@ -692,6 +692,7 @@ void unwtab_get_stats(struct unwtab *u, struct unwtab_stats *out)
 	pthread_mutex_lock(&u->mu);
 	*out = u->shared;
 	out->young_over_memory = u->young_over_memory;
+	out->young_uid_share = u->young_uid_share;
 	out->young_expired += u->young_expired_loop;
 	out->young_held_bytes = u->young_bytes;
 	out->young_held = 0;

@@ -93,6 +93,7 @@ struct unwtab_stats {
 	uint64_t young_gone;       /* given up: the process exited before its maps were read */
 	uint64_t young_expired;    /* given up: no tables within the age cap */
 	uint64_t young_over_memory;  /* not held: the memory cap was reached */
+	uint64_t young_uid_share;    /* not held: its owner's share of the cap was */
 };
 
 /* rows_fd, procs_fd: the BPF maps unwind_rows (capacity rows_capacity) and

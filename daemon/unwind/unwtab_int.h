@@ -131,10 +131,23 @@ struct young_sample {
 	struct uwalk_regs regs;
 	uint32_t len, nk, nfp;
 	uint32_t n;                /* walked frames in ips (when walked) */
+	uint32_t uid;              /* its process's owner (YOUNG_UID_UNKNOWN: gone) */
 	bool walked;
 	size_t bytes;              /* charged to the memory cap */
 	uint64_t *kips, *fpips, *ips;
 	uint8_t *stack;
+};
+
+/* The young samples' memory one process owner may hold (struct
+ * young_owner): YOUNG_UID_SHARE_DIV-th of the cap. One user's burst of
+ * short processes (a fork loop) leaves the rest to everyone else's. */
+#define YOUNG_UID_SHARE_DIV 2
+#define YOUNG_OWNERS_MAX 64
+#define YOUNG_UID_UNKNOWN UINT32_MAX
+
+struct young_owner {
+	uint32_t uid;
+	size_t bytes;
 };
 
 /* A process found gone when its request was served. */
@@ -201,6 +214,9 @@ struct unwtab {
 	struct young_sample **young_done_tail;
 	bool young_new;                    /* young_in grew since the worker looked */
 	size_t young_bytes;
+	struct young_owner young_owners[YOUNG_OWNERS_MAX];  /* bytes > 0 */
+	size_t young_nowners;
+	uint64_t young_uid_share;          /* refused: the owner's share was full */
 	size_t young_max_bytes;
 	uint64_t young_max_age_ns;
 	uint64_t young_over_memory;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "clock.h"
 #include "proc.h"
@@ -22,6 +23,43 @@
  * 10 s, 259% per CPU in test_hostview_window on a busy machine). */
 #define YOUNG_MAX_AGE_NS 3000000000ull
 
+/* The owner of tgid (of /proc/PID: its effective uid), YOUNG_UID_UNKNOWN
+ * when it has exited. */
+static uint32_t young_owner_of(uint32_t tgid)
+{
+	char path[32];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%u", tgid);
+	return stat(path, &st) == 0 ? (uint32_t)st.st_uid : YOUNG_UID_UNKNOWN;
+}
+
+/* uid's entry in the owners' table (mu held); a new one if create and
+ * there is room, else NULL. */
+static struct young_owner *young_owner(struct unwtab *u, uint32_t uid, bool create)
+{
+	for (size_t i = 0; i < u->young_nowners; i++)
+		if (u->young_owners[i].uid == uid)
+			return &u->young_owners[i];
+	if (!create || u->young_nowners == YOUNG_OWNERS_MAX)
+		return NULL;
+	u->young_owners[u->young_nowners] = (struct young_owner){ uid, 0 };
+	return &u->young_owners[u->young_nowners++];
+}
+
+/* y's memory given back (mu held): the owner's entry goes at zero. */
+static void young_uncharge(struct unwtab *u, const struct young_sample *y)
+{
+	struct young_owner *o = young_owner(u, y->uid, false);
+
+	u->young_bytes -= y->bytes;
+	if (!o)
+		return;
+	o->bytes -= y->bytes;
+	if (o->bytes == 0)
+		*o = u->young_owners[--u->young_nowners];
+}
+
 static void young_append(struct young_sample ***tail, struct young_sample *y)
 {
 	y->next = NULL;
@@ -36,12 +74,22 @@ int unwtab_young_add(struct unwtab *u, const struct jp_msg_ustack_copy *m, const
 	/* ips: the walk's result, written over nothing else. */
 	size_t bytes = sizeof(struct young_sample) +
 		       ((size_t)nk + nfp + JP_MAX_STACK_DEPTH) * sizeof(uint64_t) + len;
+	uint32_t uid = young_owner_of(m->key.tgid);
+	struct young_owner *owner;
 	struct young_sample *y;
 	int r = 0;
 
 	pthread_mutex_lock(&u->mu);
 	if (u->young_bytes + bytes > u->young_max_bytes) {
 		u->young_over_memory++;
+		r = -ENOSPC;
+		goto out;
+	}
+	/* No room in the owners' table (64 users with samples held at once)
+	 * is no room at all: never uncharged memory. */
+	owner = young_owner(u, uid, true);
+	if (!owner || owner->bytes + bytes > u->young_max_bytes / YOUNG_UID_SHARE_DIV) {
+		u->young_uid_share++;
 		r = -ENOSPC;
 		goto out;
 	}
@@ -59,6 +107,7 @@ int unwtab_young_add(struct unwtab *u, const struct jp_msg_ustack_copy *m, const
 	y->nk = nk;
 	y->nfp = nfp;
 	y->bytes = bytes;
+	y->uid = uid;
 	y->kips = (uint64_t *)(y + 1);
 	y->fpips = y->kips + nk;
 	y->ips = y->fpips + nfp;
@@ -70,6 +119,7 @@ int unwtab_young_add(struct unwtab *u, const struct jp_msg_ustack_copy *m, const
 	memcpy(y->stack, m->stack, len);
 	young_append(&u->young_in_tail, y);
 	u->young_bytes += bytes;
+	owner->bytes += bytes;
 	u->young_new = true;
 	/* Its process is read now, not when 100 ms old: by then most such
 	 * processes have exited, and their maps with them. */
@@ -219,7 +269,7 @@ void unwtab_young_take(struct unwtab *u, void (*fn)(const struct unwtab_young_ou
 	u->young_done = NULL;
 	u->young_done_tail = &u->young_done;
 	for (struct young_sample *y = list; y; y = y->next)
-		u->young_bytes -= y->bytes;
+		young_uncharge(u, y);
 	pthread_mutex_unlock(&u->mu);
 	while (list) {
 		struct young_sample *y = list;
@@ -258,6 +308,7 @@ void unwtab_young_free_all(struct unwtab *u)
 	u->young_in_tail = &u->young_in;
 	u->young_done_tail = &u->young_done;
 	u->young_bytes = 0;
+	u->young_nowners = 0;
 	while (u->snaps) {
 		struct young_snap *sn = u->snaps;
 

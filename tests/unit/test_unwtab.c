@@ -303,9 +303,6 @@ START_TEST(test_rows_full)
 }
 END_TEST
 
-/* A new process (sleep, until killed) and its start time, read while it
- * certainly runs. */
-/* path run as uid (and its group) with argument a1. */
 /* path a1 as uid (and its group), through setpriv. */
 static pid_t spawn_as(uid_t uid, const char *path, const char *a1)
 {
@@ -503,6 +500,51 @@ START_TEST(test_young_deferred)
 }
 END_TEST
 
+/* One user's young samples (a fork loop's) fill at most half of the memory
+ * young samples may hold: another user's are still held and walked. */
+START_TEST(test_young_uid_share)
+{
+	struct jp_msg_ustack_copy *m = calloc(1, sizeof(*m));
+	struct unwtab_stats st;
+	struct unwtab *u;
+	uint64_t start;
+	pid_t p;
+	int i, held = 0, r = 0;
+
+	ck_assert_ptr_nonnull(m);
+	make_maps(1u << 20);
+	ck_assert_int_eq(unwtab_new(rows_fd, procs_fd, 1u << 20, &u), 0);
+	unwtab_young_limits(u, 64 * 1024, 60 * 1000000000ull);
+	p = spawn_as(65534, "/bin/sleep", "60");
+	wait_mapped(p, "sleep");
+	ck_assert_int_eq(proc_read_start_boottime(p, &start), 0);
+	m->type = JP_MSG_USTACK_COPY;
+	m->key.tgid = m->key.tid = (uint32_t)p;
+	m->key.start_ns = start;
+	m->len = 4096;
+	/* Twice what the whole cap holds, all nobody's. */
+	for (i = 0; i < 24; i++) {
+		r = unwtab_young_add(u, m, NULL, 0, NULL, 0);
+		held += r == 0;
+	}
+	unwtab_get_stats(u, &st);
+	ck_assert_int_gt(held, 0);
+	ck_assert_uint_ge(st.young_uid_share, 1);
+	ck_assert_uint_le(st.young_held_bytes, 32 * 1024);
+	ck_assert_uint_eq(st.young_over_memory, 0);
+	/* root's (this process's) are still held. */
+	ck_assert_int_eq(proc_read_start_boottime(getpid(), &start), 0);
+	m->key.tgid = m->key.tid = (uint32_t)getpid();
+	m->key.start_ns = start;
+	ck_assert_int_eq(unwtab_young_add(u, m, NULL, 0, NULL, 0), 0);
+	ck_assert_int_eq(unwtab_young_add(u, m, NULL, 0, NULL, 0), 0);
+	end_child(p);
+	unwtab_free(u);
+	close_maps();
+	free(m);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("unwtab");
@@ -526,6 +568,7 @@ int main(void)
 	tcase_add_test(tc, test_rows_full);
 	tcase_add_test(tc, test_reread_backoff);
 	tcase_add_test(tc, test_young_deferred);
+	tcase_add_test(tc, test_young_uid_share);
 	tcase_add_test(tc, test_hostile_build_bounded);
 	tcase_add_test(tc, test_share_refused_kept);
 	suite_add_tcase(s, tc);
