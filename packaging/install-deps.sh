@@ -22,6 +22,7 @@ packages=(
 	libdebuginfod-dev debuginfod           # debug files from debuginfod servers; a server for its test
 	libjson-c-dev libsystemd-dev libiberty-dev
 	check                                  # unit tests
+	openjdk-17-jdk-headless                # the agent's jni.h/jvmti.h; javac, jcmd, jfr for the JVM tests
 	protobuf-c-compiler libprotobuf-c-dev  # pprof output (zlib1g-dev above gzips it)
 	golang-go chromium                     # format consumers: go tool pprof, headless Chromium
 	libmicrohttpd-dev prometheus           # HTTP listener; its consumers: prometheus, promtool
