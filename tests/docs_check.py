@@ -33,8 +33,12 @@ def bad(msg):
 
 
 def read(src, path):
-    with open(os.path.join(src, path), encoding="utf-8") as f:
-        return f.read()
+    try:
+        with open(os.path.join(src, path), encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        bad(f"{path}: {e.strerror}")
+        return ""
 
 
 def section(text, heading):
