@@ -14,6 +14,8 @@ Compares, in both directions where both sides are lists:
     tables of docs/protocol.md; error codes (proto/jprof_proto.h) and its
     error table; response members and warning codes the daemon sends must be
     named in docs/protocol.md or docs/jvm.md;
+  - formats: names, aliases and -o extensions (proto/jprof_formats.c) and
+    the table of docs/formats.md;
   - jprofctl: each command's options (client/) and the synopsis of
     docs/protocol.md (and with JPROFCTL, `jprofctl CMD --help`).
 Standard library only; reads files, runs the two binaries with --help and
@@ -213,6 +215,28 @@ def check_jprofctl(src, jprofctl):
                 bad(f"jprofctl {cmd} option --{o}: not in `jprofctl {cmd} --help`")
 
 
+def check_formats(src):
+    c = read(src, "proto/jprof_formats.c")
+    arrays = {m.group(1): re.findall(r'"([^"]+)"', m.group(2))
+              for m in re.finditer(r"static const char \*const (\w+)\[\] = \{(.*?)\};", c)}
+    code = {}
+    for m in re.finditer(r'\[JPROF_FMT_\w+\] = \{ JPROF_FMT_\w+, "(\w+)", (\w+), (\w+),', c):
+        name, aliases, exts = m.groups()
+        code[name] = (set([name] + arrays.get(aliases, [])), set(arrays.get(exts, [])))
+    docs = {}
+    for line in read(src, "docs/formats.md").splitlines():
+        m = re.match(r"^\| \[[^]]+\]\(#[^)]+\) \| ([^|]+) \| ([^|]+) \|", line)
+        if m:
+            names = re.findall(r"`([a-z0-9_-]+)`", m.group(1))
+            if names:
+                docs[names[0]] = (set(names), set(re.findall(r"`(\.[a-z.]+)`", m.group(2))))
+    diff("format", code, docs, "proto/jprof_formats.c", "docs/formats.md's table")
+    for f in sorted(set(code) & set(docs)):
+        if code[f] != docs[f]:
+            bad(f"format {f}: names/extensions {sorted(code[f][0])} {sorted(code[f][1])} in "
+                f"proto/jprof_formats.c, {sorted(docs[f][0])} {sorted(docs[f][1])} in docs/formats.md")
+
+
 def main():
     if len(sys.argv) not in (2, 4):
         print(__doc__, file=sys.stderr)
@@ -224,6 +248,7 @@ def main():
     check_metrics(src)
     check_protocol(src)
     check_jprofctl(src, jprofctl)
+    check_formats(src)
     for p in problems:
         print(p)
     print(f"docs_check: {len(problems)} difference(s)" if problems else "docs_check: ok")
