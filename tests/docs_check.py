@@ -16,6 +16,8 @@ Compares, in both directions where both sides are lists:
     named in docs/protocol.md or docs/jvm.md;
   - formats: names, aliases and -o extensions (proto/jprof_formats.c) and
     the table of docs/formats.md;
+  - links between README.md and docs/*.md: the file exists, the anchor is
+    a heading there;
   - jprofctl: each command's options (client/) and the synopsis of
     docs/protocol.md (and with JPROFCTL, `jprofctl CMD --help`).
 Standard library only; reads files, runs the two binaries with --help and
@@ -237,6 +239,31 @@ def check_formats(src):
                 f"proto/jprof_formats.c, {sorted(docs[f][0])} {sorted(docs[f][1])} in docs/formats.md")
 
 
+def heading_anchor(h):
+    """GitHub's anchor of a heading: lower case, punctuation but - and _ dropped."""
+    return re.sub(r"[^\w\- ]", "", h.replace("`", "").strip().lower()).replace(" ", "-")
+
+
+def check_links(src):
+    files = ["README.md"] + sorted("docs/" + f for f in os.listdir(os.path.join(src, "docs"))
+                                   if f.endswith(".md"))
+    anchors = {}
+    for f in files:
+        seen = {}
+        for h in re.findall(r"^#+ (.*)$", re.sub(r"```.*?```", "", read(src, f), flags=re.S),
+                            re.M):
+            a = heading_anchor(h)
+            anchors.setdefault(f, set()).add(a if a not in seen else f"{a}-{seen[a]}")
+            seen[a] = seen.get(a, 0) + 1
+    for f in files:
+        for target, anchor in re.findall(r"\]\(([^)#\s:]*)(?:#([^)\s]+))?\)", read(src, f)):
+            t = os.path.normpath(os.path.join(os.path.dirname(f), target)) if target else f
+            if not os.path.exists(os.path.join(src, t)):
+                bad(f"{f}: link to {target}, which does not exist")
+            elif anchor and t.endswith(".md") and anchor not in anchors.get(t, set()):
+                bad(f"{f}: link to {target}#{anchor}, not a heading there")
+
+
 def main():
     if len(sys.argv) not in (2, 4):
         print(__doc__, file=sys.stderr)
@@ -249,6 +276,7 @@ def main():
     check_protocol(src)
     check_jprofctl(src, jprofctl)
     check_formats(src)
+    check_links(src)
     for p in problems:
         print(p)
     print(f"docs_check: {len(problems)} difference(s)" if problems else "docs_check: ok")
