@@ -32,7 +32,7 @@ static void cmd_profile_help(void)
 	       "                         cgroup (default comm; none with --pid)\n"
 	       "  -o, --output FILE      write the profile to FILE (atomically) instead of\n"
 	       "                         stdout\n");
-	output_help_format("as for record");
+	output_help_format("as for record (not timeline, speedscope or jfr: only record keeps the sample times they need)");
 	printf("      --json-events      print the response on stderr as a JSON line (the\n"
 	       "                         profile's data left out)\n"
 	       "      --socket PATH      daemon socket (default $%s or %s)\n"
