@@ -120,7 +120,7 @@ static void cmd_status_print(struct json_object *st)
 		       ctl_num(f, sizeof(f), field_int(uw, "rows_capacity")),
 		       ctl_num(g, sizeof(g), field_int(uw, "processes")));
 	else if (uw)
-		printf("unwinding: frame pointers only (unwind = off)\n");
+		printf("unwinding: frame pointers only (unwind = frame-pointers)\n");
 	if (uw)
 		status_without_tables(field_member(uw, "binaries_without_tables", json_type_array));
 	status_bpf_time(field_member(sampler, "bpf_sample_us", json_type_object));

@@ -131,7 +131,7 @@ static void unwind_metrics(struct out *o, const struct sampler_stats *s)
 		"Unwind tables refused for want of room, built again later.", t->room_retries);
 	counter(o, "jprofd_unwind_table_evicted_cold_total",
 		"Unwind tables in use whose rows went to another table: none of their processes "
-		"had been sampled for 30 s.", t->evicted_cold);
+		"had been sampled for unwind_cold_s (30 s by default).", t->evicted_cold);
 	counter(o, "jprofd_unwind_table_cold_reloads_total",
 		"Processes given such a table back when sampled again.", t->cold_reloads);
 	counter(o, "jprofd_unwind_table_reloads_total",
@@ -292,7 +292,7 @@ static void symbols_metrics(struct out *o, const struct symbols_stats *s)
 		"User addresses without a line (no DWARF there, or the file unreadable).",
 		s->lines_unresolved);
 	counter(o, "jprofd_lines_timeouts_total",
-		"Addresses a pprof rendering stopped waiting for (its 500 ms budget).",
+		"Addresses a pprof rendering stopped waiting for (its 2 s budget).",
 		s->lines_timeouts);
 	counter(o, "jprofd_lines_files_failed_total",
 		"Files whose debug info was not read (none, corrupt, or beyond lines_max_memory).",

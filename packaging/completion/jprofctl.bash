@@ -57,7 +57,7 @@ _jprofctl()
 		;;
 	record)
 		COMPREPLY=($(compgen -W "--pid --all --duration --event --interval --threshold --alloc --lock --output --format
-			--threads --java --java-lines --java-signatures --no-progress --json-events
+			--threads --java --java-lines --java-signatures --java-types --no-progress --json-events
 			--socket --help" -- "$cur"))
 		;;
 	formats)
