@@ -154,8 +154,11 @@ def multi_event_cases(t, d):
     jvm = jv.Jvm(t, "17", "AllocLock", 600, settle=1.0)
     with t.case("JDK 17: -e cpu,alloc,lock as pprof: every sample type, each with its truth"):
         meter = jt.CpuMeter(jvm.pid)
-        path, r = record(t, d, jvm.pid, "cpu,alloc,lock", fmt="pprof", name="multi")
+        path, r = record(t, d, jvm.pid, "cpu,alloc,lock", "--json-events", fmt="pprof",
+                         name="multi")
         jvm_cpu_ns = meter.stop()
+        events = [json.loads(ln) for ln in r.stderr.splitlines() if ln.startswith("{")]
+        summary = ([e["summary"] for e in events if e.get("type") == "profile"] or [{}])[-1]
         cols, dflt, samples = parse_pprof_raw(jt.GoPprof(t)("-raw", path))
         want = ["samples/count", "cpu/nanoseconds", "alloc_objects/count", "alloc_space/bytes",
                 "lock/count", "lock_wait/nanoseconds"]
@@ -178,10 +181,14 @@ def multi_event_cases(t, d):
                "%.2f s waited by waiter() on LockWait$Box and %.2f s by rwaiter() (of %.2f s "
                "of lock_wait)" % (cpu / 1e9, share, wait / 1e9, parked / 1e9,
                                   total("lock_wait/nanoseconds") / 1e9))
-        # The cpu values are the JVM's CPU time (the machine may give it
-        # little), most of it allocating in AllocSplit.main.
-        jt.check_samples_match_cpu(total("cpu/nanoseconds") // 10000000, jvm_cpu_ns, 10000000,
-                                   "cpu of -e cpu,alloc,lock", min_expected=30)
+        # The cpu values are the JVM's CPU time while sampled (the machine
+        # may give it little; the meter also counts the attach and the start
+        # gate's wait, seconds on a busy machine, so the events' own count
+        # is what the samples are held to), most of it allocating in
+        # AllocSplit.main.
+        jt.check_recording_cpu(summary, total("cpu/nanoseconds") // 10000000, jvm_cpu_ns,
+                               10000000, "cpu of -e cpu,alloc,lock", tolerance=0.2,
+                               min_expected=30)
         jt.check(cpu >= 0.5 * total("cpu/nanoseconds"), "cpu: %.2f s in AllocSplit.main of "
                  "%.2f s" % (cpu / 1e9, total("cpu/nanoseconds") / 1e9))
         jt.check(abs(share - 0.75) <= 0.05, "alloc: big() share %.3f, want 0.75 +- 0.05" % share)
