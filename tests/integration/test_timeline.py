@@ -131,7 +131,9 @@ def main(t):
         jt.log("main thread: %d slices, %d of a/b under main holding %d samples; phases "
                "(name, ms, pieces, samples): %s" % (len(sl), len(raw), samples, whole))
         inner = merged[1:-1]   # the first and last are cut by the recording
-        jt.check(len(inner) >= 15, "only %d a/b phases in 5 s" % len(inner))
+        # 50 on a quiet machine; 10 under load 23 (the workload had about
+        # a CPU-second): enough to tell a and b alternate, not a load test.
+        jt.check(len(inner) >= 8, "only %d a/b phases in 5 s (%d samples)" % (len(inner), samples))
         jt.check({m[0] for m in inner} == {"a", "b"}, "phases are not a and b: %s" % whole)
         # Merging: each phase is about ten samples; unmerged it would be ten slices.
         jt.check(len(raw) * 3 <= samples, "%d a/b slices for %d samples: consecutive samples "
