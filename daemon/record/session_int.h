@@ -283,6 +283,16 @@ void session_jvm_finish(struct session *s, const char *status);
  * records arrived (or after a wait). False when there is nothing to wait
  * for (call session_jvm_finish). */
 bool session_jvm_event_off(struct session *s, const char *status);
+/* session_events.c: the agent's alloc/lock events. Asks the agent for
+ * the recording's next event: 0, or -errno with the recording ended. */
+int session_jvm_ask_event(struct session *s, struct agent *a);
+/* Its events are off (or the agent gone): finishes. */
+void session_jvm_event_off_done(struct session *s);
+/* The agent link's callbacks (agentlink.h) for events. */
+void session_jvm_event_status(void *ctx, uint32_t event, int status, const char *why);
+void session_jvm_event(void *ctx, const struct jpag_event_rec *rec, const char *cls,
+		       const struct jpring_frame *frames);
+void session_jvm_events_done(void *ctx);
 /* The "java" member of the profile summary. */
 /* The JVM's Java thread names (from its agent) over the store's /proc
  * names, for rendering. */
