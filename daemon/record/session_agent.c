@@ -241,6 +241,36 @@ static struct jvm_budget *uid_budget(struct session *s)
 	return NULL;
 }
 
+/* cpu-clock samples of one thread are an interval of CPU time apart; the
+ * BPF program drops a record less than half an interval after the
+ * thread's last one (a period the JVM shortened through its copy of the
+ * event). It keeps one last time per thread, not per recording: of the
+ * recordings one agent serves, only the one with the lowest event set has
+ * the gap (the others' records would fall into it); the others are
+ * unthrottled meanwhile (docs/jvm.md). */
+static void jvm_set_gaps(struct session_mgr *m, struct agent *a)
+{
+	struct session *low = NULL;
+
+	for (struct session *o = m->sessions; o; o = o->next)
+		if (o->agent == a && o->threads && (!low || o->agent_set < low->agent_set))
+			low = o;
+	for (struct session *o = m->sessions; o; o = o->next)
+		if (o->agent == a && o->threads)
+			sampler_set_min_gap(m->sampler, o->id, o == low ? interval_ns(o) / 2 : 0);
+}
+
+void session_jvm_unbind(struct session *s)
+{
+	struct agent *a = s->agent;
+
+	if (!a)
+		return;
+	agent_stop(a, s);
+	s->agent = NULL;
+	jvm_set_gaps(s->mgr, a);
+}
+
 static void bind_agent(struct session *s, struct agent *a)
 {
 	struct jvm_join_opts jo = {
@@ -274,20 +304,26 @@ static void bind_agent(struct session *s, struct agent *a)
 	s->java_signal_foreign = false;
 	s->java_signal_moves = 0;
 	s->java_wall = false;
-	r = agent_start(a, interval_ns(s), JVM_SIGNAL,
-			s->agent_event && !s->threads ? JVM_RING_SLOTS_EVENTS : JVM_RING_SLOTS,
+	/* The ring is the agent's, shared by every recording of the JVM that
+	 * joins this one: always one for perf samples, whoever comes first. */
+	r = agent_start(a, interval_ns(s), JVM_SIGNAL, JVM_RING_SLOTS,
 			session_has(s, EVENT_WALL) ? JPAG_START_WALL : 0, &jvm_ops, s);
 	if (r < 0) {
-		snprintf(msg, sizeof(msg), r == -EBUSY ?
-			 "another recording of pid %d is using its agent" :
-			 "cannot start the agent of pid %d: %s", (int)s->p.pid, strerror(-r));
-		java_fail(s, JAVA_FAILED, r == -EBUSY ? "agent_busy" : "internal", msg);
+		if (r == -EMLINK)
+			snprintf(msg, sizeof(msg), "the agent of pid %d serves %d recordings already, "
+				 "the most at once", (int)s->p.pid, JPAG_MAX_SETS);
+		else
+			snprintf(msg, sizeof(msg), r == -EBUSY ?
+				 "another recording of pid %d is using its agent (an agent from an "
+				 "older jprofd serves one at a time)" :
+				 "cannot start the agent of pid %d: %s", (int)s->p.pid, strerror(-r));
+		java_fail(s, JAVA_FAILED, r == -EBUSY || r == -EMLINK ? "agent_busy" : "internal",
+			  msg);
 		return;
 	}
-	/* cpu-clock samples of one thread are an interval of CPU time apart;
-	 * half of it leaves room for jitter and none for a shortened period. */
-	sampler_set_min_gap(s->mgr->sampler, s->id, interval_ns(s) / 2);
 	s->agent = a;
+	s->agent_set = r;
+	jvm_set_gaps(s->mgr, a);
 	/* Again after an agent that failed (java_fail cleared it). */
 	pipeline_source_expect_java(s->src, true);
 	if (s->agent_event && s->agent_ev == AGENT_EV_NONE && session_jvm_ask_event(s, a) < 0)
@@ -299,18 +335,33 @@ static void bind_agent(struct session *s, struct agent *a)
 	if (!s->ring_timer)
 		loop_add_timer(s->mgr->loop, JVM_RING_PERIOD_MS, JVM_RING_PERIOD_MS, session_jvm_on_ring_timer, s,
 			       &s->ring_timer);
-	log_info("session %u: bound to the agent of pid %d (%s) %llu ms after the request", s->id,
-		 (int)s->p.pid, agent_jvm(a), (unsigned long long)since_request_ms(s));
+	log_info("session %u: bound to the agent of pid %d (%s), event set %d, %llu ms after the "
+		 "request", s->id, (int)s->p.pid, agent_jvm(a), s->agent_set,
+		 (unsigned long long)since_request_ms(s));
+}
+
+/* A session of pid waiting for an agent (its attach, another's, or the
+ * connection), not bound yet. */
+static bool wants_agent(const struct session *s, pid_t pid)
+{
+	return !s->p.all && s->p.pid == pid && !s->finishing && !s->agent &&
+	       s->p.java != JPROF_JAVA_OFF &&
+	       (s->java == JAVA_ATTACHING || s->java == JAVA_WAIT_AGENT);
 }
 
 void session_mgr_on_agent(struct agent *a, pid_t pid, void *arg)
 {
 	struct session_mgr *m = arg;
+	struct session *s;
 
-	for (struct session *s = m->sessions; s; s = s->next) {
-		if (s->p.all || s->p.pid != pid || s->finishing || s->agent ||
-		    s->p.java == JPROF_JAVA_OFF || s->java == JAVA_NONE)
+	/* Every recording of the process that waits: one agent serves them
+	 * all. bind_agent may free s (a failure with "require"): start over
+	 * (a bound or failed one waits no more). */
+	for (s = m->sessions; s;) {
+		if (!wants_agent(s, pid)) {
+			s = s->next;
 			continue;
+		}
 		/* The pid is not enough: the connection must come from the very
 		 * process recorded, not from an earlier holder of its pid. */
 		if (agent_is_process(a, s->p.pid, s->p.pidfd) < 0) {
@@ -319,7 +370,7 @@ void session_mgr_on_agent(struct agent *a, pid_t pid, void *arg)
 			return;
 		}
 		bind_agent(s, a);
-		return;
+		s = m->sessions;
 	}
 }
 
@@ -334,12 +385,59 @@ static void on_connect_timeout(struct loop_source *src, void *arg)
 			  "the agent was loaded but did not connect back to jprofd");
 }
 
+/* A recording that waits for another's attach of its JVM (one attach per
+ * JVM): the same result, bounded by the same deadline. May free s. */
+static void attach_followed(struct session *s, const struct attach_result *res)
+{
+	struct agent *a;
+
+	s->attach_ms = since_request_ms(s);
+	if (res->status < 0) {
+		java_fail(s, JAVA_FAILED, res->code[0] ? res->code : "attach_failed",
+			  res->message[0] ? res->message : "cannot load the agent");
+		return;
+	}
+	s->java = JAVA_WAIT_AGENT;
+	a = agentlink_find(s->mgr->agents, s->p.pid, s->p.pidfd);
+	if (a)
+		bind_agent(s, a);
+	else
+		loop_add_timer(s->mgr->loop, JVM_CONNECT_WAIT_MS, 0, on_connect_timeout, s,
+			       &s->java_timer);
+}
+
+/* A session of the same JVM whose attach is in flight (s's attach to wait
+ * for), or NULL. */
+static struct session *attach_owner(const struct session *s)
+{
+	for (struct session *o = s->mgr->sessions; o; o = o->next)
+		if (o != s && o->attach && o->p.pid == s->p.pid && !o->finishing)
+			return o;
+	return NULL;
+}
+
+static bool follows(const struct session *o, const struct session *s)
+{
+	return o != s && o->p.pid == s->p.pid && o->java == JAVA_ATTACHING && !o->attach &&
+	       !o->agent;
+}
+
 static void on_attach_done(const struct attach_result *res, void *arg)
 {
 	struct session *s = arg;
 	struct agent *a;
 
 	s->attach = NULL;
+	/* The recordings that waited for this attach first (s may go below);
+	 * each may go too, so start over after each. */
+	for (struct session *o = s->mgr->sessions; o;) {
+		if (!follows(o, s)) {
+			o = o->next;
+			continue;
+		}
+		attach_followed(o, res);
+		o = s->mgr->sessions;
+	}
 	s->attach_ms = since_request_ms(s);
 	if (s->java != JAVA_ATTACHING)
 		return;  /* the agent connected first */
@@ -456,6 +554,13 @@ static void java_begin(struct session *s)
 			bind_agent(s, a);
 		break;
 	case JAVA_ATTACHING:
+		/* One attach per JVM: another recording's in flight is waited
+		 * for (its result is ours). */
+		if (attach_owner(s)) {
+			log_info("session %u: pid %d: waiting for the attach of session %u", s->id,
+				 (int)s->p.pid, attach_owner(s)->id);
+			break;
+		}
 		snprintf(opts, sizeof(opts), "socket=%s", m->agent_socket);
 		r = attach_start(m->loop, s->p.pid, m->agent_path, opts, JVM_ATTACH_TIMEOUT_MS,
 				 on_attach_done, s, &s->attach);
@@ -478,6 +583,23 @@ static void java_begin(struct session *s)
 	default:
 		break;
 	}
+}
+
+void session_jvm_release_attach(struct session *s)
+{
+	struct session *o;
+
+	if (!s->attach)
+		return;
+	attach_cancel(s->attach);
+	s->attach = NULL;
+	/* Whoever waited for it attaches now, from the loop (not under the
+	 * caller, which may be ending sessions). */
+	for (o = s->mgr->sessions; o; o = o->next)
+		if (follows(o, s) && !o->java_timer && !o->finishing) {
+			loop_add_timer(s->mgr->loop, 0, 0, session_jvm_on_begin, o, &o->java_timer);
+			return;
+		}
 }
 
 void session_jvm_on_begin(struct loop_source *src, void *arg)

@@ -42,11 +42,18 @@ int session_jvm_ask_event(struct session *s, struct agent *a)
 	char msg[256];
 	int r;
 
-	r = agent_event_on(a, kind, kind == JPAG_EV_ALLOC ? s->p.alloc_bytes
+	r = agent_event_on(a, s, kind, kind == JPAG_EV_ALLOC ? s->p.alloc_bytes
 			   : s->p.lock_threshold_ns);
 	if (r == 0)
 		r = loop_add_timer(s->mgr->loop, JVM_EVENT_ANSWER_MS, 0, on_event_answer_timeout, s,
 				   &s->agent_ev_timer);
+	if (r == -EBUSY) {
+		/* One JVMTI environment for both: one recording's at a time. */
+		snprintf(msg, sizeof(msg), "another recording of pid %d uses the JVM agent's "
+			 "allocation and lock events; one at a time per JVM", (int)s->p.pid);
+		session_abort(s, JPROF_E_EVENT_UNAVAILABLE, msg);
+		return r;
+	}
 	if (r < 0) {
 		snprintf(msg, sizeof(msg), "cannot turn the %s event on in pid %d: %s",
 			 event_get(agent_kind_event(kind))->name, (int)s->p.pid, strerror(-r));
@@ -192,7 +199,7 @@ bool session_jvm_event_off(struct session *s, const char *status)
 		s->agent_ev_timer = NULL;
 		s->agent_ev = s->agent_ev_on ? AGENT_EV_ON : AGENT_EV_NONE;
 	}
-	if (s->agent_ev != AGENT_EV_ON || !s->agent || agent_event_off(s->agent) < 0)
+	if (s->agent_ev != AGENT_EV_ON || !s->agent || agent_event_off(s->agent, s) < 0)
 		return false;
 	s->agent_ev = AGENT_EV_STOPPING;
 	s->final_status = status;

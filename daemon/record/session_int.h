@@ -142,8 +142,9 @@ struct session {
 	const char *final_status;
 	char java_code[32];
 	char java_msg[512];
-	struct attach_req *attach;
+	struct attach_req *attach;  /* NULL while JAVA_ATTACHING: another's attach is waited for */
 	struct agent *agent;
+	int agent_set;              /* the agent's event set serving this recording */
 	struct jvm_join *join;
 	struct loop_source *ring_timer;
 	struct loop_source *java_timer;  /* connect wait, then name wait at the end */
@@ -268,6 +269,11 @@ int session_jvm_check(struct session *s, struct attach_result *res, const char *
 /* The start gate's JVM side: false while an agent is expected (attaching,
  * waiting for its connection) or bound but has not armed its threads. */
 bool session_jvm_ready(const struct session *s);
+/* Lets go of the agent (the last recording: it stops); another recording
+ * it serves may take over the throttle gap. */
+void session_jvm_unbind(struct session *s);
+/* Cancels s's attach; a recording that waited for it attaches itself. */
+void session_jvm_release_attach(struct session *s);
 /* Loop timer: bind, attach or warn as session_jvm_check decided. */
 void session_jvm_on_begin(struct loop_source *src, void *arg);
 /* Loop timer of a bound agent: empties (a quarter of) its ring. */
