@@ -77,6 +77,7 @@ uint32_t link_sets;
 uint64_t link_set_interval[JPAG_MAX_SETS];
 uint64_t link_set_armed_at[JPAG_MAX_SETS];
 uint32_t link_set_armed_due;
+int link_set_signal[JPAG_MAX_SETS];
 int link_wall_set = -1;
 static bool link_refusal_logged;
 struct htab_map link_tids;        /* link_key(set, tid) -> packed fd/state */
@@ -337,6 +338,8 @@ static int link_on_start(int sock, const struct jpag_start *st, int memfd)
 	close(memfd);
 	link_rec_on = true;
 	link_rec_signal = sig;
+	for (int i = 0; i < JPAG_MAX_SETS; i++)
+		link_set_signal[i] = sig;
 	link_interval_ns = st->interval_ns;
 	/* Off only for measuring what the random phase gains (bench/). */
 	phase_env = getenv("JPROF_AGENT_PHASE");
@@ -415,9 +418,13 @@ static int link_check_signal(int sock)
 	}
 	link_rec_signal = sig;
 	wall_set_signal(sig);
+	/* The sets that shared it (a set's own real-time signal stays). */
 	for (size_t pos = 0; htab_map_next(&link_tids, &pos, &tid, &v);)
-		if (link_unpack_state(v) == TID_ARMED)
+		if (link_unpack_state(v) == TID_ARMED && link_set_signal[tid >> 32] == old)
 			fcntl(link_unpack_fd(v), F_SETSIG, sig);
+	for (int i = 0; i < JPAG_MAX_SETS; i++)
+		if (link_set_signal[i] == old)
+			link_set_signal[i] = sig;
 	if (sig == old)
 		return 0;
 	agent_warn("signal %d was taken over by another handler: recording with signal %d now",

@@ -62,6 +62,10 @@ extern uint32_t link_sets;
 extern uint64_t link_set_interval[JPAG_MAX_SETS];
 extern uint64_t link_set_armed_at[JPAG_MAX_SETS];
 extern uint32_t link_set_armed_due;     /* bit s: THREADS_ARMED of set s to send */
+/* Each set's signal: set 0's is START's (link_rec_signal); the others take
+ * a real-time one, which queues: two sets' overflows on one thread while
+ * the first signal is pending would merge into one SIGPROF. */
+extern int link_set_signal[JPAG_MAX_SETS];
 extern int link_wall_set;               /* the set the wall timer serves; -1 none */
 extern bool link_phase;                  /* random first period per fd */
 extern uint32_t link_self_tid;           /* this thread: never sampled */

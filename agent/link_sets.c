@@ -11,11 +11,12 @@
 
 #include <errno.h>
 #include <jni.h>
+#include <signal.h>
 
 int link_on_set_add(int sock, const struct jpag_set_add *sa, void *env)
 {
 	uint32_t set = sa->set;
-	int ret;
+	int sig, ret;
 
 	/* Nothing to join, a set in use, or a number out of range: the
 	 * daemon hears it is over (no fd was handed out for it). */
@@ -24,10 +25,18 @@ int link_on_set_add(int sock, const struct jpag_set_add *sa, void *env)
 		agent_debug("event set %u refused", set);
 		return link_send_set(sock, JPAG_STOPPED, set < JPAG_MAX_SETS ? set : 0, NULL, 0);
 	}
+	/* A real-time signal of its own if START's is not one already:
+	 * queued, never merged with another set's pending signal. Without a
+	 * free one, START's (merges then cost this set samples' Java frames). */
+	sig = link_rec_signal >= SIGRTMIN ? link_rec_signal : ring_choose_signal(SIGRTMAX);
+	if (sig < 0 || ring_install_signal(sig) < 0)
+		sig = link_rec_signal;
+	link_set_signal[set] = sig;
 	link_sets |= 1u << set;
 	link_set_interval[set] = sa->interval_ns;
 	ring_set_interval(set, sa->interval_ns);
-	agent_debug("event set %u: interval %llu ns", set, (unsigned long long)sa->interval_ns);
+	agent_debug("event set %u: interval %llu ns, signal %d", set,
+		    (unsigned long long)sa->interval_ns, sig);
 	ret = 0;
 	if ((sa->flags & JPAG_START_WALL) && (link_features & JPAG_FEATURE_WALL))
 		ret = link_start_wall(sock, set, sa->interval_ns, link_rec_signal);

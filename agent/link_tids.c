@@ -175,7 +175,7 @@ static int link_arm(int fd, uint32_t set, uint32_t tid)
 
 	if (fd >= RING_MAX_FD)
 		return -EMFILE;
-	if (fcntl(fd, F_SETSIG, link_rec_signal) < 0 || fcntl(fd, F_SETOWN_EX, &owner) < 0)
+	if (fcntl(fd, F_SETSIG, link_set_signal[set]) < 0 || fcntl(fd, F_SETOWN_EX, &owner) < 0)
 		return -errno;
 	fl = fcntl(fd, F_GETFL);
 	if (fl < 0)

@@ -78,6 +78,7 @@ static uint16_t ring_wall_tag;                  /* the wall timer's set, as kind
 static bool ring_wall_native;                   /* JPAG_FEATURE_WALL_NATIVE: ring_write */
 static struct sigaction ring_prev[_NSIG];
 static pthread_mutex_t ring_install_lock = PTHREAD_MUTEX_INITIALIZER;
+static sigset_t ring_ours;                      /* installed by us (ring_install_lock) */
 
 /* Measurement only (JPROF_AGENT_RETRY_STATS=FILE, appended at the JVM's
  * exit): per failed ASGCT answer (-5, -6) and where the pc was, how the
@@ -644,14 +645,25 @@ int ring_install_signal(int sig)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = ring_on_signal;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
-	sigemptyset(&sa.sa_mask);
+	/* Each handler blocks all of ours: another event set's signal inside
+	 * a walk would walk the handler (not walkable); blocked, it comes
+	 * right after, on the same interrupted context. */
+	sigaddset(&ring_ours, sig);
+	sa.sa_mask = ring_ours;
 	/* The previous action (default or ignored) is set before the swap, so
 	 * the handler never chains to an unset one. */
 	ring_prev[sig] = cur;
 	if (sigaction(sig, &sa, NULL) < 0) {
 		ret = -errno;
+		sigdelset(&ring_ours, sig);
 		goto out;
 	}
+	for (int o = 1; o < _NSIG; o++)
+		if (o != sig && sigismember(&ring_ours, o) == 1 && sigaction(o, NULL, &cur) == 0 &&
+		    ring_disposition_of(&cur) == RING_SIG_OURS) {
+			cur.sa_mask = ring_ours;
+			sigaction(o, &cur, NULL);
+		}
 out:
 	pthread_mutex_unlock(&ring_install_lock);
 	return ret;
