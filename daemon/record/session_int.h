@@ -40,9 +40,6 @@ struct threadset;
  * in a release build, up to about 30 under ASan, for the heaviest records. */
 #define JVM_JOIN_SLICE 1024
 #define JVM_RING_READ_MAX (JVM_RING_SLOTS / 4)
-/* alloc/lock recordings send no ring records (no perf events): the
- * protocol still wants a ring, the smallest will do. */
-#define JVM_RING_SLOTS_EVENTS 1
 #define JVM_ATTACH_TIMEOUT_MS 10000
 #define JVM_CONNECT_WAIT_MS 5000       /* from a loaded agent to its connection */
 #define JVM_SIGNAL SIGPROF
