@@ -73,10 +73,14 @@ uint32_t link_self_tid;           /* this thread: never sampled */
  * in request order), and how many answers arm the threads known at START:
  * then JPAG_THREADS_ARMED tells the daemon it may start the events. */
 uint64_t link_fd_asked, link_fd_answered;
-uint64_t link_armed_at;
-bool link_armed_due;
+uint32_t link_sets;
+uint64_t link_set_interval[JPAG_MAX_SETS];
+uint64_t link_set_armed_at[JPAG_MAX_SETS];
+uint32_t link_set_armed_due;
+int link_set_signal[JPAG_MAX_SETS];
+int link_wall_set = -1;
 static bool link_refusal_logged;
-struct htab_map link_tids;        /* tid -> packed fd/state */
+struct htab_map link_tids;        /* link_key(set, tid) -> packed fd/state */
 unsigned char link_rx[JPAG_MAX_PAYLOAD] __attribute__((aligned(16)));
 unsigned char link_tx[JPAG_MAX_PAYLOAD] __attribute__((aligned(16)));
 
@@ -248,12 +252,14 @@ static void link_stop_recording(void)
 
 	if (!link_rec_on)
 		return;
-	link_armed_due = false;
+	link_set_armed_due = 0;
+	link_sets = 0;
 	__atomic_store_n(&link_recording, 0, __ATOMIC_SEQ_CST);
 	link_release_waiters();
 	/* Disarm first (the wall timer's signals too), so no new signal
 	 * comes, then retire the ring. */
 	wall_stop();
+	link_wall_set = -1;
 	for (size_t pos = 0; htab_map_next(&link_tids, &pos, &tid, &v);)
 		if (link_unpack_state(v) == TID_ARMED)
 			link_disarm(link_unpack_fd(v));
@@ -283,16 +289,24 @@ static int link_send_signal(int sock, int sig, int given_up, uint32_t reason)
 
 /* A wall-clock recording: the timer for blocked threads, and the answer
  * the daemon waits for before it leaves their off-CPU intervals out. */
-static int link_start_wall(int sock, uint64_t interval_ns, int sig)
+int link_start_wall(int sock, uint32_t set, uint64_t interval_ns, int sig)
 {
 	struct jpag_event_status es = { .event = JPAG_EV_WALL };
 
-	es.status = wall_start(interval_ns, sig);
-	if (es.status < 0)
+	/* One timer: the first set that asks has it. */
+	es.status = link_wall_set >= 0 ? -EBUSY : wall_start(interval_ns, sig);
+	if (es.status == -EBUSY)
+		snprintf(es.message, sizeof(es.message),
+			 "the wall timer serves another recording of this JVM");
+	else if (es.status < 0)
 		snprintf(es.message, sizeof(es.message), "cannot start the wall timer: %s",
 			 strerror(-es.status));
+	if (es.status == 0) {
+		link_wall_set = (int)set;
+		ring_set_wall_set(set);
+	}
 	agent_debug("wall timer: %s", es.status ? es.message : "on");
-	return link_send(sock, JPAG_EVENT_STATUS, &es, sizeof(es));
+	return link_send_set(sock, JPAG_EVENT_STATUS, set, &es, sizeof(es));
 }
 
 static int link_on_start(int sock, const struct jpag_start *st, int memfd)
@@ -324,11 +338,15 @@ static int link_on_start(int sock, const struct jpag_start *st, int memfd)
 	close(memfd);
 	link_rec_on = true;
 	link_rec_signal = sig;
+	for (int i = 0; i < JPAG_MAX_SETS; i++)
+		link_set_signal[i] = sig;
 	link_interval_ns = st->interval_ns;
 	/* Off only for measuring what the random phase gains (bench/). */
 	phase_env = getenv("JPROF_AGENT_PHASE");
 	link_phase = st->interval_ns > 0 && !(phase_env && !strcmp(phase_env, "0"));
-	ring_set_interval(st->interval_ns);
+	link_sets = 1;
+	link_set_interval[0] = st->interval_ns;
+	ring_set_interval(0, st->interval_ns);
 	ring_set_wall_native(link_features & JPAG_FEATURE_WALL_NATIVE);
 	__atomic_store_n(&link_start_wait, link_phase, __ATOMIC_SEQ_CST);
 	link_tids = (struct htab_map){ 0 };
@@ -345,7 +363,7 @@ static int link_on_start(int sock, const struct jpag_start *st, int memfd)
 		ret = link_send_signal(sock, sig, (int)st->signal, JPAG_SIGNAL_AT_START);
 	}
 	if (ret == 0 && (st->flags & JPAG_START_WALL) && (link_features & JPAG_FEATURE_WALL))
-		ret = link_start_wall(sock, st->interval_ns, sig);
+		ret = link_start_wall(sock, 0, st->interval_ns, sig);
 	if (ret == 0)
 		ret = link_rescan(sock);
 	/* The threads that exist now (the wall timer follows them); later
@@ -353,8 +371,8 @@ static int link_on_start(int sock, const struct jpag_start *st, int memfd)
 	if (ret == 0)
 		ret = threads_each(agent_jvmti, link_jni, link_send_name, &sock);
 	if (ret == 0) {
-		link_armed_at = link_fd_asked;
-		link_armed_due = true;
+		link_set_armed_at[0] = link_fd_asked;
+		link_set_armed_due |= 1u;
 		ret = link_send_armed(sock);
 	}
 	return ret;
@@ -400,9 +418,13 @@ static int link_check_signal(int sock)
 	}
 	link_rec_signal = sig;
 	wall_set_signal(sig);
+	/* The sets that shared it (a set's own real-time signal stays). */
 	for (size_t pos = 0; htab_map_next(&link_tids, &pos, &tid, &v);)
-		if (link_unpack_state(v) == TID_ARMED)
+		if (link_unpack_state(v) == TID_ARMED && link_set_signal[tid >> 32] == old)
 			fcntl(link_unpack_fd(v), F_SETSIG, sig);
+	for (int i = 0; i < JPAG_MAX_SETS; i++)
+		if (link_set_signal[i] == old)
+			link_set_signal[i] = sig;
 	if (sig == old)
 		return 0;
 	agent_warn("signal %d was taken over by another handler: recording with signal %d now",
@@ -452,7 +474,7 @@ static int link_dispatch(int sock, const struct jpag_hdr *hdr, int fd)
 			ret = -EPROTO;
 			break;
 		}
-		link_on_perf_fd((const struct jpag_perf_fd *)link_rx, fd);
+		link_on_perf_fd((const struct jpag_perf_fd *)link_rx, hdr->reserved, fd);
 		fd = -1;
 		ret = link_send_armed(sock);
 		break;
@@ -479,6 +501,14 @@ static int link_dispatch(int sock, const struct jpag_hdr *hdr, int fd)
 		ret = events_flush(link_send, sock);
 		if (ret == 0)
 			ret = link_send(sock, JPAG_EVENTS_DONE, NULL, 0);
+		break;
+	case JPAG_SET_ADD:
+		ret = hdr->len != sizeof(struct jpag_set_add) ? -EPROTO
+			: link_on_set_add(sock, (const struct jpag_set_add *)link_rx, link_jni);
+		break;
+	case JPAG_SET_DEL:
+		ret = hdr->len != sizeof(struct jpag_set_del) ? -EPROTO
+			: link_on_set_del(sock, (const struct jpag_set_del *)link_rx);
 		break;
 	case JPAG_STOP:
 		link_stop_recording();
@@ -566,7 +596,8 @@ static int link_wait(int sock, int timeout_ms, bool *sock_ready)
  * Returns 0 if the daemon welcomed us (the backoff restarts). */
 static int link_session(int sock, bool *welcomed)
 {
-	struct jpag_hello hello = { .agent_version = JPAG_VERSION, .pid = (uint32_t)getpid() };
+	struct jpag_hello hello = { .agent_version = JPAG_VERSION | JPAG_HELLO_SETS,
+				    .pid = (uint32_t)getpid() };
 	struct timespec t0, t1;
 	struct pollfd p = { .fd = sock, .events = POLLIN };
 	struct jpag_hdr hdr;

@@ -9,11 +9,17 @@
 
 int link_send(int sock, uint16_t type, const void *payload, size_t len)
 {
+	return link_send_set(sock, type, 0, payload, len);
+}
+
+int link_send_set(int sock, uint16_t type, uint32_t set, const void *payload, size_t len)
+{
 	struct jpag_hdr hdr = {
 		.magic = JPAG_MAGIC,
 		.version = JPAG_VERSION,
 		.type = type,
 		.len = (uint32_t)len,
+		.reserved = set,
 	};
 	struct iovec iov[2] = {
 		{ .iov_base = &hdr, .iov_len = sizeof(hdr) },

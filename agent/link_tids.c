@@ -29,25 +29,50 @@ void link_disarm(int fd)
 	close(fd);
 }
 
-/* tid's packed fd/state, if known. */
-static bool tid_state(uint32_t tid, uint64_t *v)
+/* The packed fd/state of tid in set, if known. */
+static bool tid_state(uint32_t set, uint32_t tid, uint64_t *v)
 {
-	const uint64_t *p = htab_map_get(&link_tids, tid);
+	const uint64_t *p = htab_map_get(&link_tids, link_key(set, tid));
 
 	if (p)
 		*v = *p;
 	return p != NULL;
 }
 
-/* Forgets tid, disarming its fd if it has one. */
+/* Forgets tid in every set, disarming its fds. */
 static void link_drop_tid(uint32_t tid)
 {
 	uint64_t v;
 
-	if (!htab_map_del(&link_tids, tid, &v))
-		return;
-	if (link_unpack_state(v) == TID_ARMED)
-		link_disarm(link_unpack_fd(v));
+	for (uint32_t set = 0; set < JPAG_MAX_SETS; set++)
+		if (htab_map_del(&link_tids, link_key(set, tid), &v) &&
+		    link_unpack_state(v) == TID_ARMED)
+			link_disarm(link_unpack_fd(v));
+}
+
+static bool link_keep_other_set(uint64_t key, uint64_t *v, void *arg)
+{
+	if (key >> 32 != *(const uint32_t *)arg)
+		return true;
+	if (link_unpack_state(*v) == TID_ARMED)
+		link_disarm(link_unpack_fd(*v));
+	return false;
+}
+
+void link_drop_set(uint32_t set)
+{
+	htab_map_retain(&link_tids, link_keep_other_set, &set);
+}
+
+/* A request for tid is out in some set (they are asked for together). */
+static bool tid_requested(uint32_t tid)
+{
+	uint64_t v;
+
+	for (uint32_t set = 0; set < JPAG_MAX_SETS; set++)
+		if (tid_state(set, tid, &v) && link_unpack_state(v) == TID_REQUESTED)
+			return true;
+	return false;
 }
 
 int link_send_name(uint32_t tid, const char *name, size_t len, uint64_t java_id, void *arg)
@@ -75,7 +100,7 @@ int link_send_name(uint32_t tid, const char *name, size_t len, uint64_t java_id,
 	return link_send(sock, JPAG_THREAD_NAME, link_tx, sizeof(tn) + len + extra);
 }
 
-static int link_request_tid(int sock, uint32_t tid)
+static int link_request_tid_set(int sock, uint32_t set, uint32_t tid)
 {
 	struct jpag_perf_fd_req req = { .tid = tid };
 	int ret;
@@ -85,12 +110,23 @@ static int link_request_tid(int sock, uint32_t tid)
 	 * ones by name). */
 	if (tid == link_self_tid || tid == wall_thread_tid())
 		return 0;
-	ret = htab_map_put(&link_tids, tid, link_pack(-1, TID_REQUESTED));
+	ret = htab_map_put(&link_tids, link_key(set, tid), link_pack(-1, TID_REQUESTED));
 	if (ret < 0)
 		return 0;   /* no memory: this thread goes unsampled */
-	ret = link_send(sock, JPAG_PERF_FD_REQ, &req, sizeof(req));
+	ret = link_send_set(sock, JPAG_PERF_FD_REQ, set, &req, sizeof(req));
 	if (ret == 0)
 		link_fd_asked++;
+	return ret;
+}
+
+/* One request per open set that has no entry for tid. */
+static int link_request_tid(int sock, uint32_t tid)
+{
+	int ret = 0;
+
+	for (uint32_t set = 0; set < JPAG_MAX_SETS && ret == 0; set++)
+		if ((link_sets & 1u << set) && !htab_map_get(&link_tids, link_key(set, tid)))
+			ret = link_request_tid_set(sock, set, tid);
 	return ret;
 }
 
@@ -99,18 +135,24 @@ static int link_request_tid(int sock, uint32_t tid)
  * thread goes without its Java frames. */
 int link_send_armed(int sock)
 {
-	if (!link_armed_due || link_fd_answered < link_armed_at)
-		return 0;
-	link_armed_due = false;
-	if (!(link_features & JPAG_FEATURE_ARMED))
-		return 0;
-	agent_debug("threads armed: %llu fd answers", (unsigned long long)link_fd_answered);
-	return link_send(sock, JPAG_THREADS_ARMED, NULL, 0);
+	int ret = 0;
+
+	for (uint32_t set = 0; set < JPAG_MAX_SETS && ret == 0; set++) {
+		if (!(link_set_armed_due & 1u << set) || link_fd_answered < link_set_armed_at[set])
+			continue;
+		link_set_armed_due &= ~(1u << set);
+		if (!(link_features & JPAG_FEATURE_ARMED))
+			continue;
+		agent_debug("threads of set %u armed: %llu fd answers", set,
+			    (unsigned long long)link_fd_answered);
+		ret = link_send_set(sock, JPAG_THREADS_ARMED, set, NULL, 0);
+	}
+	return ret;
 }
 
 /* Uniform in [1, interval]: the phase of a thread's samples within its CPU
  * time. Not for security (the JVM may set its periods anyway), only spread. */
-static uint64_t link_first_period(void)
+static uint64_t link_first_period(uint64_t interval_ns)
 {
 	uint64_t x;
 
@@ -123,22 +165,23 @@ static uint64_t link_first_period(void)
 		x *= 0xbf58476d1ce4e5b9ull;
 		x ^= x >> 32;
 	}
-	return 1 + x % link_interval_ns;
+	return 1 + x % interval_ns;
 }
 
-static int link_arm(int fd, uint32_t tid)
+static int link_arm(int fd, uint32_t set, uint32_t tid)
 {
 	struct f_owner_ex owner = { .type = F_OWNER_TID, .pid = (pid_t)tid };
 	int fl;
 
 	if (fd >= RING_MAX_FD)
 		return -EMFILE;
-	if (fcntl(fd, F_SETSIG, link_rec_signal) < 0 || fcntl(fd, F_SETOWN_EX, &owner) < 0)
+	if (fcntl(fd, F_SETSIG, link_set_signal[set]) < 0 || fcntl(fd, F_SETOWN_EX, &owner) < 0)
 		return -errno;
 	fl = fcntl(fd, F_GETFL);
 	if (fl < 0)
 		return -errno;
 	/* Marked before O_ASYNC: the first signal must find its fd known. */
+	ring_set_fd_set(fd, set);
 	ring_mark_fd(fd, link_phase ? RING_FD_PHASING : RING_FD_ON);
 	if (fcntl(fd, F_SETFL, fl | O_ASYNC) < 0) {
 		int ret = -errno;
@@ -149,7 +192,7 @@ static int link_arm(int fd, uint32_t tid)
 	/* The random first period only after O_ASYNC: its overflow must
 	 * signal, or the handler never sets the interval again. */
 	if (link_phase) {
-		int ret = ring_phase_fd(fd, link_first_period());
+		int ret = ring_phase_fd(fd, link_first_period(link_set_interval[set]));
 
 		if (ret < 0)
 			agent_debug("perf fd of tid %u keeps a fixed phase: %s", tid, strerror(-ret));
@@ -157,12 +200,13 @@ static int link_arm(int fd, uint32_t tid)
 	return 0;
 }
 
-static void link_arm_answer(const struct jpag_perf_fd *pf, int fd)
+static void link_arm_answer(const struct jpag_perf_fd *pf, uint32_t set, int fd)
 {
 	uint64_t v;
 	int ret;
 
-	if (!link_rec_on || !tid_state(pf->tid, &v) ||
+	if (!link_rec_on || set >= JPAG_MAX_SETS || !(link_sets & 1u << set) ||
+	    !tid_state(set, pf->tid, &v) ||
 	    link_unpack_state(v) != TID_REQUESTED) {
 		/* Late answer for a thread that ended or a recording that
 		 * stopped. */
@@ -175,23 +219,23 @@ static void link_arm_answer(const struct jpag_perf_fd *pf, int fd)
 			    pf->status ? strerror(-pf->status) : "no fd sent");
 		if (fd >= 0)
 			close(fd);
-		htab_map_put(&link_tids, pf->tid, link_pack(-1, TID_FAILED));
+		htab_map_put(&link_tids, link_key(set, pf->tid), link_pack(-1, TID_FAILED));
 		return;
 	}
-	ret = link_arm(fd, pf->tid);
+	ret = link_arm(fd, set, pf->tid);
 	if (ret < 0) {
 		agent_debug("cannot arm perf fd for tid %u: %s", pf->tid, strerror(-ret));
 		close(fd);
 		if (ret == -ESRCH)
-			htab_map_del(&link_tids, pf->tid, NULL);
+			htab_map_del(&link_tids, link_key(set, pf->tid), NULL);
 		else
-			htab_map_put(&link_tids, pf->tid, link_pack(-1, TID_FAILED));
+			htab_map_put(&link_tids, link_key(set, pf->tid), link_pack(-1, TID_FAILED));
 		return;
 	}
-	htab_map_put(&link_tids, pf->tid, link_pack(fd, TID_ARMED));
+	htab_map_put(&link_tids, link_key(set, pf->tid), link_pack(fd, TID_ARMED));
 }
 
-void link_on_perf_fd(const struct jpag_perf_fd *pf, int fd)
+void link_on_perf_fd(const struct jpag_perf_fd *pf, uint32_t set, int fd)
 {
 	/* An allocation or lock recording has no perf event for any thread:
 	 * starting threads need not wait for the answer. */
@@ -201,7 +245,7 @@ void link_on_perf_fd(const struct jpag_perf_fd *pf, int fd)
 	 * THREADS_ARMED then leaves one answer early, no worse. */
 	if (link_rec_on)
 		link_fd_answered++;
-	link_arm_answer(pf, fd);
+	link_arm_answer(pf, set, fd);
 	link_answer(pf->tid);
 }
 
@@ -233,7 +277,7 @@ int link_rescan(int sock)
 		goto out;
 	gone = calloc(htab_map_count(&link_tids) + 1, sizeof(*gone));
 	for (size_t pos = 0; gone && htab_map_next(&link_tids, &pos, &tid, &v);)
-		if (!htab_map_get(&now, tid))
+		if (!htab_map_get(&now, (uint32_t)tid))
 			gone[ngone++] = (uint32_t)tid;
 	for (size_t i = 0; i < ngone; i++) {
 		wall_remove_thread(gone[i]);
@@ -241,8 +285,7 @@ int link_rescan(int sock)
 	}
 	free(gone);
 	for (size_t pos = 0; ret == 0 && htab_map_next(&now, &pos, &tid, &v);)
-		if (!htab_map_get(&link_tids, tid))
-			ret = link_request_tid(sock, (uint32_t)tid);
+		ret = link_request_tid(sock, (uint32_t)tid);
 out:
 	htab_map_release(&now);
 	return ret;
@@ -265,8 +308,6 @@ int link_drain_thread_events(int sock)
 	pthread_mutex_unlock(&link_lock);
 
 	for (size_t i = 0; i < n && ret == 0 && link_rec_on; i++) {
-		uint64_t v;
-
 		if (!q[i].started) {
 			wall_remove_thread(q[i].tid);
 			link_drop_tid(q[i].tid);
@@ -278,7 +319,7 @@ int link_drain_thread_events(int sock)
 			if (ret < 0)
 				break;
 		}
-		if (tid_state(q[i].tid, &v) && link_unpack_state(v) == TID_REQUESTED)
+		if (tid_requested(q[i].tid))
 			continue;
 		/* A known tid starting again is a reused tid: its old event
 		 * followed the old thread. */

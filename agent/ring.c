@@ -71,10 +71,14 @@ static struct ring_state ring_slot_state;       /* owned by the activating threa
 static struct ring_state *ring_active;          /* what handlers see; NULL = off */
 static unsigned long ring_inflight;             /* handlers inside the ring */
 static unsigned char ring_armed[RING_MAX_FD];   /* atomic bytes: enum ring_fd_state */
-static uint64_t ring_interval_ns;               /* the recording's period, for ring_end_phase */
+static unsigned char ring_fd_set[RING_MAX_FD];  /* atomic bytes: the fd's event set */
+/* Each event set's period, for ring_end_phase (set 0's for javawalk). */
+static uint64_t ring_interval_ns[JPAG_MAX_SETS];
+static uint16_t ring_wall_tag;                  /* the wall timer's set, as kind bits */
 static bool ring_wall_native;                   /* JPAG_FEATURE_WALL_NATIVE: ring_write */
 static struct sigaction ring_prev[_NSIG];
 static pthread_mutex_t ring_install_lock = PTHREAD_MUTEX_INITIALIZER;
+static sigset_t ring_ours;                      /* installed by us (ring_install_lock) */
 
 /* Measurement only (JPROF_AGENT_RETRY_STATS=FILE, appended at the JVM's
  * exit): per failed ASGCT answer (-5, -6) and where the pc was, how the
@@ -390,9 +394,10 @@ static int32_t ring_not_java(JNIEnv *env, struct jpring_slot *slot, int32_t n, v
 			     const struct ring_kind *k)
 {
 	n = javawalk_not_java(env, slot->frames, JPRING_MAX_FRAMES, n,
-			      __atomic_load_n(&ring_interval_ns, __ATOMIC_RELAXED));
+			      __atomic_load_n(&ring_interval_ns[0], __ATOMIC_RELAXED));
 	if ((n == JPRING_UNKNOWN_NOT_JAVA || n == JPRING_NOT_WALKABLE_NOT_JAVA) && uc &&
-	    k->kind == JPRING_KIND_WALL && __atomic_load_n(&ring_wall_native, __ATOMIC_RELAXED))
+	    (k->kind & JPRING_KIND_MASK) == JPRING_KIND_WALL &&
+	    __atomic_load_n(&ring_wall_native, __ATOMIC_RELAXED))
 		n = ring_native_frames(uc, slot->frames, JPRING_MAX_FRAMES, n);
 	return n;
 }
@@ -465,7 +470,7 @@ static const struct jpring_slot *ring_write(const struct ring_state *r, void *uc
 		else if ((n == JPRING_UNKNOWN_JAVA || n == JPRING_NOT_WALKABLE_JAVA) && uc &&
 			 ring_recover)
 			n = javawalk_in_java(env, uc, slot->frames, JPRING_MAX_FRAMES, n,
-					     __atomic_load_n(&ring_interval_ns, __ATOMIC_RELAXED));
+					     __atomic_load_n(&ring_interval_ns[0], __ATOMIC_RELAXED));
 		else if (n > 0 && uc && (m = ring_type_walk(env, slot->frames, n, JPRING_MAX_FRAMES,
 							 uc, &from, how)) > n) {
 			/* Completed below where ASGCT stopped: the thread's
@@ -487,6 +492,7 @@ int ring_write_copy(uint32_t tid, uint16_t state, uint32_t weight, int32_t n,
 	struct ring_state *r;
 	uint64_t w;
 
+	k.kind |= __atomic_load_n(&ring_wall_tag, __ATOMIC_RELAXED);
 	if (n < 0 || n > JPRING_MAX_FRAMES)
 		return -EINVAL;
 	/* As a handler: ring_quiesce waits for us. */
@@ -509,13 +515,14 @@ int ring_write_copy(uint32_t tid, uint16_t state, uint32_t weight, int32_t n,
 static void ring_end_phase(int fd)
 {
 	unsigned char v = __atomic_load_n(&ring_armed[fd], __ATOMIC_ACQUIRE);
+	unsigned set = __atomic_load_n(&ring_fd_set[fd], __ATOMIC_RELAXED) % JPAG_MAX_SETS;
 
 	if (v == RING_FD_PHASE &&
 	    __atomic_compare_exchange_n(&ring_armed[fd], &v, RING_FD_RESETTING, false,
 					__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 		/* RESETTING keeps the fd open until the ioctl is done
 		 * (ring_mark_fd waits): never an ioctl on a reused number. */
-		ioctl(fd, PERF_EVENT_IOC_PERIOD, &ring_interval_ns);
+		ioctl(fd, PERF_EVENT_IOC_PERIOD, &ring_interval_ns[set]);
 		__atomic_store_n(&ring_armed[fd], RING_FD_ON, __ATOMIC_RELEASE);
 	} else if (v == RING_FD_PHASING)
 		/* Before the random period was set: ring_phase_fd sees the
@@ -542,11 +549,16 @@ static void ring_on_signal(int sig, siginfo_t *si, void *uc)
 	 * reused). */
 	__atomic_add_fetch(&ring_inflight, 1, __ATOMIC_SEQ_CST);
 	ours = ring_is_ours(si);
-	if (ours)
+	if (ours) {
 		ring_end_phase(si->si_fd);
+		/* Whose event it was: the daemon gives the record to that
+		 * recording only. */
+		k.kind |= (uint16_t)(__atomic_load_n(&ring_fd_set[si->si_fd], __ATOMIC_RELAXED)
+				     << JPRING_KIND_SET_SHIFT);
+	}
 	if (!ours && wall_take(si->si_code, si->si_pid, (uint32_t)syscall(SYS_gettid), &k.state,
 			       &k.weight, &cookie)) {
-		k.kind = JPRING_KIND_WALL;
+		k.kind = JPRING_KIND_WALL | __atomic_load_n(&ring_wall_tag, __ATOMIC_RELAXED);
 		ours = true;
 	}
 	r = ours ? __atomic_load_n(&ring_active, __ATOMIC_SEQ_CST) : NULL;
@@ -633,14 +645,25 @@ int ring_install_signal(int sig)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = ring_on_signal;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
-	sigemptyset(&sa.sa_mask);
+	/* Each handler blocks all of ours: another event set's signal inside
+	 * a walk would walk the handler (not walkable); blocked, it comes
+	 * right after, on the same interrupted context. */
+	sigaddset(&ring_ours, sig);
+	sa.sa_mask = ring_ours;
 	/* The previous action (default or ignored) is set before the swap, so
 	 * the handler never chains to an unset one. */
 	ring_prev[sig] = cur;
 	if (sigaction(sig, &sa, NULL) < 0) {
 		ret = -errno;
+		sigdelset(&ring_ours, sig);
 		goto out;
 	}
+	for (int o = 1; o < _NSIG; o++)
+		if (o != sig && sigismember(&ring_ours, o) == 1 && sigaction(o, NULL, &cur) == 0 &&
+		    ring_disposition_of(&cur) == RING_SIG_OURS) {
+			cur.sa_mask = ring_ours;
+			sigaction(o, &cur, NULL);
+		}
 out:
 	pthread_mutex_unlock(&ring_install_lock);
 	return ret;
@@ -714,9 +737,20 @@ void ring_mark_fd(int fd, enum ring_fd_state st)
 	__atomic_store_n(&ring_armed[fd], (unsigned char)st, __ATOMIC_SEQ_CST);
 }
 
-void ring_set_interval(uint64_t interval_ns)
+void ring_set_interval(uint32_t set, uint64_t interval_ns)
 {
-	__atomic_store_n(&ring_interval_ns, interval_ns, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&ring_interval_ns[set % JPAG_MAX_SETS], interval_ns, __ATOMIC_SEQ_CST);
+}
+
+void ring_set_fd_set(int fd, uint32_t set)
+{
+	if (fd >= 0 && fd < RING_MAX_FD)
+		__atomic_store_n(&ring_fd_set[fd], (unsigned char)set, __ATOMIC_SEQ_CST);
+}
+
+void ring_set_wall_set(uint32_t set)
+{
+	__atomic_store_n(&ring_wall_tag, (uint16_t)(set << JPRING_KIND_SET_SHIFT), __ATOMIC_SEQ_CST);
 }
 
 void ring_set_wall_native(bool on)
@@ -727,7 +761,9 @@ void ring_set_wall_native(bool on)
 int ring_phase_fd(int fd, uint64_t first_ns)
 {
 	unsigned char want = RING_FD_PHASING;
-	uint64_t interval = __atomic_load_n(&ring_interval_ns, __ATOMIC_SEQ_CST);
+	unsigned set = __atomic_load_n(&ring_fd_set[fd < 0 || fd >= RING_MAX_FD ? 0 : fd],
+				       __ATOMIC_SEQ_CST) % JPAG_MAX_SETS;
+	uint64_t interval = __atomic_load_n(&ring_interval_ns[set], __ATOMIC_SEQ_CST);
 	int ret = 0;
 
 	if (fd < 0 || fd >= RING_MAX_FD)

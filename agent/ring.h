@@ -60,9 +60,14 @@ enum ring_fd_state {
 /* Waits (100 ms at most) while a handler is setting fd's interval, so that
  * the fd can be closed after it. */
 void ring_mark_fd(int fd, enum ring_fd_state st);
-/* The recording's interval, which ring_end_phase restores; set before any
- * fd is armed. */
-void ring_set_interval(uint64_t interval_ns);
+/* An event set's interval, which ring_end_phase restores; set before any
+ * of its fds is armed. */
+void ring_set_interval(uint32_t set, uint64_t interval_ns);
+/* The event set fd belongs to (its records are tagged with it); before
+ * the fd is marked armed. */
+void ring_set_fd_set(int fd, uint32_t set);
+/* The event set the wall timer's records belong to. */
+void ring_set_wall_set(uint32_t set);
 /* Whether the daemon reads native frames in wall records
  * (JPAG_FEATURE_WALL_NATIVE); set at START. */
 void ring_set_wall_native(bool on);

@@ -59,10 +59,28 @@ enum jpag_type {
 	JPAG_ERROR = 69,         /* struct jpag_error */
 	JPAG_EVENT_ON = 70,      /* struct jpag_event_on: after START, a JVMTI event */
 	JPAG_EVENT_OFF = 71,     /* no payload: turn it off, send what is left, then EVENTS_DONE */
+	JPAG_SET_ADD = 72,       /* struct jpag_set_add: another recording's event set joins
+				    the running START's (only to an agent whose HELLO has
+				    JPAG_HELLO_SETS) */
+	JPAG_SET_DEL = 73,       /* struct jpag_set_del: close that set's fds */
 };
 
+/* Event sets: several recordings of one JVM at once. START opens set 0 (the
+ * ring, the signal); SET_ADD opens set 1..JPAG_MAX_SETS-1 on the same ring
+ * and signal, with its own interval, and the agent asks for one perf fd per
+ * thread and set. Frames of one set carry its number in jpag_hdr.reserved
+ * (PERF_FD_REQ, PERF_FD, THREADS_ARMED, the wall EVENT_STATUS, STOPPED), and
+ * each ring record in the high byte of its kind (JPRING_KIND_SET_SHIFT), so
+ * the daemon gives every recording exactly the records of its own events.
+ * Set 0 is 0 everywhere: what older peers send and expect. Names (METHOD,
+ * THREAD_NAME) and SIGNAL are the process's, for every set. */
+#define JPAG_MAX_SETS 4
+/* In jpag_hello.agent_version above JPAG_VERSION (older daemons ignore
+ * it): the agent understands SET_ADD / SET_DEL. */
+#define JPAG_HELLO_SETS 0x10000u
+
 struct jpag_hello {
-	uint32_t agent_version;  /* JPAG_VERSION */
+	uint32_t agent_version;  /* JPAG_VERSION, | JPAG_HELLO_SETS */
 	uint32_t pid;            /* getpid() in the agent's namespace (informational) */
 	char jvm[64];            /* java.vm.name + version, NUL-terminated (informational) */
 };
@@ -94,6 +112,19 @@ struct jpag_start {
 	uint32_t max_frames;     /* JPRING_MAX_FRAMES */
 	uint32_t flags;          /* JPAG_START_*; 0 from daemons before them */
 };
+struct jpag_set_add {
+	uint32_t set;            /* 1..JPAG_MAX_SETS-1, not in use */
+	uint32_t flags;          /* JPAG_START_WALL: the agent's wall timer for this set,
+				    if it does not serve another set already (else its
+				    EVENT_STATUS says -EBUSY) */
+	uint64_t interval_ns;
+};
+
+struct jpag_set_del {
+	uint32_t set;
+	uint32_t reserved;
+};
+
 /* A wall-clock recording: besides the perf-event samples, every interval_ns
  * the agent signals (tgkill) each of its Java threads that is sleeping or in
  * uninterruptible sleep, whose handler writes a JPRING_KIND_WALL record. The
@@ -310,7 +341,8 @@ struct jpring_slot {
 	uint64_t time_ns;        /* CLOCK_MONOTONIC when the handler ran */
 	uint32_t tid;            /* gettid() (agent namespace) */
 	int32_t num_frames;      /* >= 0: frames written; < 0: ASGCT error code */
-	uint16_t kind;           /* enum jpring_kind (0 from agents before it) */
+	uint16_t kind;           /* enum jpring_kind (0 from agents before it), and the
+				    event set above JPRING_KIND_SET_SHIFT */
 	uint16_t state;          /* JPRING_KIND_WALL: enum jpring_state; else 0 */
 	uint32_t weight;         /* JPRING_KIND_WALL: intervals the record stands for,
 				    1..JPRING_WALL_MAX_WEIGHT; else 0 */
@@ -321,6 +353,9 @@ enum jpring_kind {
 	JPRING_KIND_CPU = 0,     /* a perf-event signal: joined with its BPF record */
 	JPRING_KIND_WALL = 1,    /* the wall timer's signal to a blocked thread */
 };
+
+#define JPRING_KIND_SET_SHIFT 8
+#define JPRING_KIND_MASK 0xffu
 
 /* The thread's state when the wall timer looked (/proc stat letter). */
 enum jpring_state {
@@ -353,6 +388,8 @@ _Static_assert(sizeof(struct jpag_method) == 16, "jpag_method");
 _Static_assert(sizeof(struct jpag_thread_name) == 8, "jpag_thread_name");
 _Static_assert(sizeof(struct jpag_signal) == 16, "jpag_signal");
 _Static_assert(sizeof(struct jpag_event_on) == 16, "jpag_event_on");
+_Static_assert(sizeof(struct jpag_set_add) == 16, "jpag_set_add");
+_Static_assert(sizeof(struct jpag_set_del) == 8, "jpag_set_del");
 _Static_assert(sizeof(struct jpag_event_status) == 128, "jpag_event_status");
 _Static_assert(sizeof(struct jpag_event_rec) == 32, "jpag_event_rec");
 _Static_assert(sizeof(struct jpring_header) == 40, "jpring_header");

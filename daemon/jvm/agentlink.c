@@ -137,7 +137,14 @@ static void agent_flush(struct agent *a)
 int agent_send_fd(struct agent *a, uint16_t type, const void *payload, uint32_t len, int fd,
 		  bool charged)
 {
-	struct jpag_hdr h = { .magic = JPAG_MAGIC, .version = JPAG_VERSION, .type = type, .len = len };
+	return agent_send_set(a, type, 0, payload, len, fd, charged);
+}
+
+int agent_send_set(struct agent *a, uint16_t type, uint32_t set, const void *payload,
+		   uint32_t len, int fd, bool charged)
+{
+	struct jpag_hdr h = { .magic = JPAG_MAGIC, .version = JPAG_VERSION, .type = type, .len = len,
+			      .reserved = set };
 	struct outmsg *m;
 
 	if (a->dead || a->out_bytes + sizeof(h) + len > AGENT_MAX_QUEUED) {
@@ -224,14 +231,25 @@ void agent_unlink(struct agent *a)
 /* Handler context only: tells the bound session, once. */
 void agent_drop(struct agent *a, const char *why)
 {
-	const struct agentlink_ops *ops = a->ops;
-
 	if (why)
 		log_warn("agent of pid %d dropped: %s", (int)a->pid, why);
 	agent_kill(a);
-	a->ops = NULL;
-	if (ops)
-		ops->gone(a->ctx, why ? why : "the agent disconnected");
+	a->ev_set = -1;
+	for (unsigned i = 0; i < JPAG_MAX_SETS; i++) {
+		struct agent_bind b = a->bind[i];
+
+		a->bind[i] = (struct agent_bind){ 0 };
+		if (b.ops)
+			b.ops->gone(b.ctx, why ? why : "the agent disconnected");
+	}
+}
+
+bool agent_bound(const struct agent *a)
+{
+	for (unsigned i = 0; i < JPAG_MAX_SETS; i++)
+		if (a->bind[i].ops)
+			return true;
+	return false;
 }
 
 static void on_agent_io(struct loop_source *src, int fd, uint32_t events, void *arg)
@@ -360,6 +378,7 @@ int agentlink_adopt(struct agentlink *l, int fd, pid_t pid, uid_t uid, const voi
 	}
 	a->link = l;
 	a->fd = fd;
+	a->ev_set = -1;
 	a->pid = pid;
 	a->uid = uid;
 	r = proc_ident_from_socket(fd, pid, &a->ident);
@@ -433,6 +452,15 @@ const char *agent_jvm(const struct agent *a)
 	return a->jvm;
 }
 
+/* The set ctx is bound to, or -1. */
+static int set_of(const struct agent *a, const void *ctx)
+{
+	for (int i = 0; i < JPAG_MAX_SETS; i++)
+		if (a->bind[i].ops && a->bind[i].ctx == ctx)
+			return i;
+	return -1;
+}
+
 int agent_start(struct agent *a, uint64_t interval_ns, uint32_t signal, uint32_t nslots,
 		uint32_t flags, const struct agentlink_ops *ops, void *ctx)
 {
@@ -444,33 +472,66 @@ int agent_start(struct agent *a, uint64_t interval_ns, uint32_t signal, uint32_t
 		.nslots = nslots,
 		.max_frames = JPRING_MAX_FRAMES,
 	};
+	struct jpag_set_add sa = { .flags = flags, .interval_ns = interval_ns };
 	int memfd, r;
 
-	if (a->dead || a->ops)
+	if (a->dead || set_of(a, ctx) >= 0)
 		return -EBUSY;
+	if (a->ring) {
+		/* A recording runs: this one joins it with an event set of
+		 * its own (an agent that cannot is another recording's). */
+		if (!a->sets_ok)
+			return -EBUSY;
+		for (sa.set = 1; sa.set < JPAG_MAX_SETS && a->bind[sa.set].ops; sa.set++)
+			;
+		if (sa.set == JPAG_MAX_SETS)
+			return -EMLINK;
+		a->bind[sa.set] = (struct agent_bind){ ops, ctx };
+		r = agent_send(a, JPAG_SET_ADD, &sa, sizeof(sa), -1);
+		if (r < 0)
+			a->bind[sa.set] = (struct agent_bind){ 0 };
+		return r < 0 ? r : (int)sa.set;
+	}
 	r = jring_new(nslots, &a->ring, &memfd);
 	if (r < 0)
 		return r;
 	st.ring_bytes = jring_bytes(a->ring);
-	a->ops = ops;
-	a->ctx = ctx;
+	a->bind[0] = (struct agent_bind){ ops, ctx };
 	r = agent_send(a, JPAG_START, &st, sizeof(st), memfd);
 	if (r < 0) {
-		a->ops = NULL;
+		a->bind[0] = (struct agent_bind){ 0 };
 		jring_free(a->ring);
 		a->ring = NULL;
 	}
 	return r;
 }
 
-void agent_stop(struct agent *a)
+void agent_stop(struct agent *a, void *ctx)
 {
+	struct jpag_set_del sd = { 0 };
+	int set;
+
 	if (!a)
 		return;
-	if (a->ops && !a->dead)
+	set = set_of(a, ctx);
+	if (set < 0)
+		return;
+	a->bind[set] = (struct agent_bind){ 0 };
+	if (a->ev_set == set) {
+		/* Its events must not go on for nobody. */
+		if (!a->dead && agent_bound(a))
+			agent_send(a, JPAG_EVENT_OFF, NULL, 0, -1);
+		a->ev_set = -1;
+	}
+	if (agent_bound(a)) {
+		/* The others go on: only this set's fds are closed. */
+		sd.set = (uint32_t)set;
+		if (!a->dead)
+			agent_send(a, JPAG_SET_DEL, &sd, sizeof(sd), -1);
+		return;
+	}
+	if (!a->dead)
 		agent_send(a, JPAG_STOP, NULL, 0, -1);
-	a->ops = NULL;
-	a->ctx = NULL;
 	jring_free(a->ring);
 	a->ring = NULL;
 }
@@ -480,18 +541,30 @@ struct jring *agent_ring(struct agent *a)
 	return a->ring;
 }
 
-int agent_event_on(struct agent *a, uint32_t event, uint64_t param)
+void *agent_set_ctx(const struct agent *a, uint32_t set)
+{
+	return set < JPAG_MAX_SETS && a->bind[set].ops ? a->bind[set].ctx : NULL;
+}
+
+int agent_event_on(struct agent *a, void *ctx, uint32_t event, uint64_t param)
 {
 	struct jpag_event_on on = { .event = event, .param = param };
+	int set = set_of(a, ctx);
 
-	if (a->dead || !a->ops)
+	if (a->dead || set < 0)
 		return -ENOTCONN;
+	/* One JVMTI environment for alloc and lock: one recording's. */
+	if (a->ev_set >= 0 && a->ev_set != set)
+		return -EBUSY;
+	a->ev_set = set;
 	return agent_send(a, JPAG_EVENT_ON, &on, sizeof(on), -1);
 }
 
-int agent_event_off(struct agent *a)
+int agent_event_off(struct agent *a, void *ctx)
 {
-	if (a->dead || !a->ops)
+	int set = set_of(a, ctx);
+
+	if (a->dead || set < 0 || a->ev_set != set)
 		return -ENOTCONN;
 	return agent_send(a, JPAG_EVENT_OFF, NULL, 0, -1);
 }

@@ -16,7 +16,8 @@
  * and asks for one perf fd per thread; each request goes to the session
  * (ops->perf_fd), which checks the thread belongs to the agent's process and
  * opens the event. One agent per process: a newer connection of a process
- * whose agent is bound to a recording is refused. */
+ * whose agent is bound to a recording is refused. Several recordings of
+ * one process share its agent (agent_start). */
 #ifndef JPROF_AGENTLINK_H
 #define JPROF_AGENTLINK_H
 
@@ -110,17 +111,29 @@ int agent_is_process(struct agent *a, pid_t pid, int pidfd);
 pid_t agent_pid(const struct agent *a);
 const char *agent_jvm(const struct agent *a);
 
-/* Binds a recording: creates the ring, sends START with it and flags
- * (JPAG_START_*). */
+/* Binds a recording (ctx: its identity, handed to every ops call). The
+ * first creates the ring and sends START with it and flags (JPAG_START_*);
+ * while it runs, others join with an event set of their own (SET_ADD: same
+ * ring and signal, their own interval and perf fds; ring records and
+ * set-scoped frames go to the recording of their set; names to all).
+ * Returns the event set (0 .. JPAG_MAX_SETS-1), -EMLINK when every set is
+ * in use, -EBUSY when the agent cannot serve another (an agent without
+ * sets, or ctx bound already). */
 int agent_start(struct agent *a, uint64_t interval_ns, uint32_t signal, uint32_t nslots,
 		uint32_t flags, const struct agentlink_ops *ops, void *ctx);
-/* Unbinds: sends STOP, frees the ring. NULL-safe; no ops call afterwards. */
-void agent_stop(struct agent *a);
+/* Unbinds ctx: its set's fds are closed (SET_DEL), or, for the last
+ * recording, STOP and the ring goes. NULL-safe; no ops call to ctx
+ * afterwards. */
+void agent_stop(struct agent *a, void *ctx);
+/* The shared ring (NULL while no recording is bound). */
 struct jring *agent_ring(struct agent *a);
-/* After agent_start: turns a JVMTI event on (ops->event_status answers). */
-int agent_event_on(struct agent *a, uint32_t event, uint64_t param);
+/* The ctx bound to event set `set`, or NULL (records of no recording). */
+void *agent_set_ctx(const struct agent *a, uint32_t set);
+/* After agent_start: turns a JVMTI event on (ops->event_status answers);
+ * -EBUSY while another recording of this agent has its events on. */
+int agent_event_on(struct agent *a, void *ctx, uint32_t event, uint64_t param);
 /* Turns it off; ops->events_done follows the last records. */
-int agent_event_off(struct agent *a);
+int agent_event_off(struct agent *a, void *ctx);
 /* Asks the agent to name method ids (at most JPAG_RESOLVE_MAX per call). */
 int agent_resolve(struct agent *a, const uint64_t *ids, unsigned n);
 

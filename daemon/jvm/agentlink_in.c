@@ -21,6 +21,12 @@
 
 /* ---- incoming frames ---- */
 
+/* The recording of event set `set`, or NULL. */
+static const struct agent_bind *bound(const struct agent *a, uint32_t set)
+{
+	return set < JPAG_MAX_SETS && a->bind[set].ops ? &a->bind[set] : NULL;
+}
+
 static void on_hello(struct agent *a, const void *p, uint32_t len)
 {
 	struct agentlink *l = a->link;
@@ -39,6 +45,7 @@ static void on_hello(struct agent *a, const void *p, uint32_t len)
 		if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
 			*c = '?';
 	snprintf(a->jvm, sizeof(a->jvm), "%s", hello.jvm);
+	a->sets_ok = hello.agent_version & JPAG_HELLO_SETS;
 	a->hello = true;
 	/* One agent per process. An older connection whose process is gone
 	 * goes; an idle one of this same process is replaced (the agent
@@ -48,7 +55,7 @@ static void on_hello(struct agent *a, const void *p, uint32_t len)
 		next = o->next;
 		if (o == a || o->pid != a->pid || o->dead)
 			continue;
-		if (agent_verify(o) == 0 && o->ops) {
+		if (agent_verify(o) == 0 && agent_bound(o)) {
 			log_audit("agent of pid %d: a second connection refused; the one bound to a "
 				  "recording stays", (int)a->pid);
 			agent_send_error(a, -EBUSY, "this process already has an agent bound to a recording");
@@ -65,8 +72,9 @@ static void on_hello(struct agent *a, const void *p, uint32_t len)
 		l->on_connect(a, a->pid, l->arg);
 }
 
-static void on_perf_fd_req(struct agent *a, const void *p, uint32_t len)
+static void on_perf_fd_req(struct agent *a, uint32_t set, const void *p, uint32_t len)
 {
+	const struct agent_bind *b = bound(a, set);
 	struct jpag_perf_fd_req req;
 	struct jpag_perf_fd rep;
 	int fd = -1, r;
@@ -77,10 +85,10 @@ static void on_perf_fd_req(struct agent *a, const void *p, uint32_t len)
 	}
 	memcpy(&req, p, sizeof(req));
 	rep.tid = req.tid;
-	if (!a->ops) {
+	if (!b) {
 		r = -ENOTCONN;  /* no recording of this process is running */
 	} else {
-		r = a->ops->perf_fd(a->ctx, req.tid, &fd);
+		r = b->ops->perf_fd(b->ctx, req.tid, &fd);
 		/* Queue a private dup: the session may close its fd before the
 		 * message leaves. Until then it is a file of the daemon's held for
 		 * this uid: an agent asking again and again without reading would
@@ -100,11 +108,11 @@ static void on_perf_fd_req(struct agent *a, const void *p, uint32_t len)
 	rep.status = r < 0 ? r : 0;
 	if (r < 0) {
 		a->link->st.fds_denied++;
-		agent_send(a, JPAG_PERF_FD, &rep, sizeof(rep), -1);
+		agent_send_set(a, JPAG_PERF_FD, set, &rep, sizeof(rep), -1, false);
 		return;
 	}
 	a->link->st.fds_passed++;
-	agent_send_fd(a, JPAG_PERF_FD, &rep, sizeof(rep), fd, true);
+	agent_send_set(a, JPAG_PERF_FD, set, &rep, sizeof(rep), fd, true);
 }
 
 static void on_method(struct agent *a, const char *p, uint32_t len, bool unknown)
@@ -148,8 +156,10 @@ static void on_method(struct agent *a, const char *p, uint32_t len, bool unknown
 		m.lines = lines;
 		m.nlines = hm.nlines;
 	}
-	if (a->ops)
-		a->ops->method(a->ctx, &m);
+	/* Method ids are the process's: every recording may have seen it. */
+	for (unsigned i = 0; i < JPAG_MAX_SETS && !a->dead; i++)
+		if (a->bind[i].ops)
+			a->bind[i].ops->method(a->bind[i].ctx, &m);
 }
 
 static void on_thread_name(struct agent *a, const char *p, uint32_t len)
@@ -169,16 +179,21 @@ static void on_thread_name(struct agent *a, const char *p, uint32_t len)
 		agent_drop(a, "thread name record lengths do not add up");
 		return;
 	}
-	if (a->ops && a->ops->thread_name)
-		a->ops->thread_name(a->ctx, tn.tid, p + sizeof(tn), tn.name_len);
 	if (extra)
 		memcpy(&java_id, p + sizeof(tn) + tn.name_len, sizeof(java_id));
-	if (java_id && a->ops && a->ops->thread_java_id)
-		a->ops->thread_java_id(a->ctx, tn.tid, java_id);
+	for (unsigned i = 0; i < JPAG_MAX_SETS; i++) {
+		const struct agent_bind *b = bound(a, i);
+
+		if (b && b->ops->thread_name)
+			b->ops->thread_name(b->ctx, tn.tid, p + sizeof(tn), tn.name_len);
+		if (b && java_id && b->ops->thread_java_id)
+			b->ops->thread_java_id(b->ctx, tn.tid, java_id);
+	}
 }
 
-static void on_event_status(struct agent *a, const char *p, uint32_t len)
+static void on_event_status(struct agent *a, uint32_t set, const char *p, uint32_t len)
 {
+	const struct agent_bind *b;
 	struct jpag_event_status st;
 
 	if (len != sizeof(st)) {
@@ -187,8 +202,11 @@ static void on_event_status(struct agent *a, const char *p, uint32_t len)
 	}
 	memcpy(&st, p, sizeof(st));
 	st.message[sizeof(st.message) - 1] = '\0';
-	if (a->ops && a->ops->event_status)
-		a->ops->event_status(a->ctx, st.event, st.status > 0 ? -EPROTO : st.status,
+	/* The wall timer answers the set that asked; alloc/lock, the set
+	 * whose events they are. */
+	b = bound(a, st.event == JPAG_EV_WALL ? set : (uint32_t)a->ev_set);
+	if (b && b->ops->event_status)
+		b->ops->event_status(b->ctx, st.event, st.status > 0 ? -EPROTO : st.status,
 				     st.message);
 }
 
@@ -220,8 +238,10 @@ static void on_events(struct agent *a, const char *p, uint32_t len)
 			goto bad;
 		memcpy(frames, p + off + sizeof(rec) + cpad,
 		       (size_t)rec.nframes * sizeof(struct jpring_frame));
-		if (a->ops && a->ops->event)
-			a->ops->event(a->ctx, &rec, p + off + sizeof(rec), frames);
+		const struct agent_bind *b = bound(a, (uint32_t)a->ev_set);
+
+		if (b && b->ops->event)
+			b->ops->event(b->ctx, &rec, p + off + sizeof(rec), frames);
 		off += need;
 	}
 	if (off == len)
@@ -254,9 +274,15 @@ static void on_signal(struct agent *a, const char *p, uint32_t len)
 		agent_drop(a, "implausible signal record");
 		return;
 	}
-	/* Only meaningful during a recording; a late one is ignored. */
-	if (a->ops && a->ops->signal)
-		a->ops->signal(a->ctx, sg.signal, sg.proposed, sg.reason == JPAG_SIGNAL_TAKEN_OVER);
+	/* Only meaningful during a recording; a late one is ignored. All
+	 * sets use the one signal. */
+	for (unsigned i = 0; i < JPAG_MAX_SETS; i++) {
+		const struct agent_bind *b = bound(a, i);
+
+		if (b && b->ops->signal)
+			b->ops->signal(b->ctx, sg.signal, sg.proposed,
+				       sg.reason == JPAG_SIGNAL_TAKEN_OVER);
+	}
 }
 
 static void handle_frame(struct agent *a, const struct jpag_hdr *h, const char *p)
@@ -270,7 +296,7 @@ static void handle_frame(struct agent *a, const struct jpag_hdr *h, const char *
 		on_hello(a, p, h->len);
 		break;
 	case JPAG_PERF_FD_REQ:
-		on_perf_fd_req(a, p, h->len);
+		on_perf_fd_req(a, h->reserved, p, h->len);
 		break;
 	case JPAG_METHOD:
 		on_method(a, p, h->len, false);
@@ -285,24 +311,35 @@ static void handle_frame(struct agent *a, const struct jpag_hdr *h, const char *
 		on_signal(a, p, h->len);
 		break;
 	case JPAG_STOPPED:
+		/* For a set: the agent refused SET_ADD (it does not answer
+		 * SET_DEL), so that recording has no agent. */
+		if (h->reserved && bound(a, h->reserved)) {
+			struct agent_bind b = a->bind[h->reserved];
+
+			a->bind[h->reserved] = (struct agent_bind){ 0 };
+			b.ops->gone(b.ctx, "the agent refused another recording");
+		}
 		break;
 	case JPAG_EVENT_STATUS:
-		on_event_status(a, p, h->len);
+		on_event_status(a, h->reserved, p, h->len);
 		break;
 	case JPAG_EVENTS:
 		on_events(a, p, h->len);
 		break;
-	case JPAG_EVENTS_DONE:
-		if (a->ops && a->ops->events_done)
-			a->ops->events_done(a->ctx);
+	case JPAG_EVENTS_DONE: {
+		const struct agent_bind *b = bound(a, (uint32_t)a->ev_set);
+
+		if (b && b->ops->events_done)
+			b->ops->events_done(b->ctx);
 		break;
+	}
 	case JPAG_THREADS_ARMED:
 		if (h->len) {
 			agent_drop(a, "bad threads-armed record");
 			break;
 		}
-		if (a->ops && a->ops->threads_armed)
-			a->ops->threads_armed(a->ctx);
+		if (bound(a, h->reserved) && a->bind[h->reserved].ops->threads_armed)
+			a->bind[h->reserved].ops->threads_armed(a->bind[h->reserved].ctx);
 		break;
 	default:
 		agent_send_error(a, -EPROTO, "unknown frame type");
@@ -317,7 +354,10 @@ void agentlink_process_input(struct agent *a)
 		struct jpag_hdr h;
 
 		memcpy(&h, a->in.data, sizeof(h));
-		if (h.magic != JPAG_MAGIC || h.version != JPAG_VERSION || h.reserved != 0 ||
+		/* reserved: the event set of a set's frame (0 from agents
+		 * without sets). */
+		if (h.magic != JPAG_MAGIC || h.version != JPAG_VERSION ||
+		    h.reserved >= (a->sets_ok ? JPAG_MAX_SETS : 1) ||
 		    h.len > JPAG_MAX_PAYLOAD) {
 			a->link->st.protocol_errors++;
 			agent_drop(a, "bad frame header");

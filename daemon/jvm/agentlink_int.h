@@ -40,9 +40,15 @@ struct agent {
 	struct outmsg *out_head, *out_tail;
 	size_t out_bytes;
 	bool want_out;
-	struct jring *ring;
-	const struct agentlink_ops *ops;
-	void *ctx;
+	struct jring *ring;           /* from START until the last recording lets go */
+	/* The recordings served, one per event set (jprof_agent.h): bind[0]
+	 * sent START, the others SET_ADD. */
+	struct agent_bind {
+		const struct agentlink_ops *ops;
+		void *ctx;
+	} bind[JPAG_MAX_SETS];
+	bool sets_ok;                 /* its HELLO has JPAG_HELLO_SETS */
+	int ev_set;                   /* the set whose alloc/lock events are on; -1 none */
 };
 
 struct agentlink {
@@ -65,6 +71,11 @@ int agent_verify(struct agent *a);
 int agent_send_fd(struct agent *a, uint16_t type, const void *payload, uint32_t len, int fd,
 		  bool charged);
 int agent_send(struct agent *a, uint16_t type, const void *payload, uint32_t len, int fd);
+/* A frame of event set `set` (jpag_hdr.reserved). */
+int agent_send_set(struct agent *a, uint16_t type, uint32_t set, const void *payload,
+		   uint32_t len, int fd, bool charged);
+/* Whether any recording is bound. */
+bool agent_bound(const struct agent *a);
 void agent_send_error(struct agent *a, int code, const char *msg);
 void agent_free(struct agent *a);
 void agent_unlink(struct agent *a);

@@ -119,10 +119,13 @@ static void check_header(struct jring *r)
 }
 
 /* A CPU record has no state or weight (agents before wall records zeroed
- * the three fields); a wall record has both, in range. */
+ * the three fields); a wall record has both, in range. The event set above
+ * the kind's low byte must be one that exists. */
 static bool kind_valid(const struct jpring_slot *s)
 {
-	switch (s->kind) {
+	if (s->kind >> JPRING_KIND_SET_SHIFT >= JPAG_MAX_SETS)
+		return false;
+	switch (s->kind & JPRING_KIND_MASK) {
 	case JPRING_KIND_CPU:
 		return s->state == 0 && s->weight == 0;
 	case JPRING_KIND_WALL:
@@ -188,7 +191,8 @@ int jring_read(struct jring *r, unsigned max, unsigned stuck_after,
 		rec.num_frames = r->copy.num_frames;
 		rec.time_ns = r->copy.time_ns;
 		rec.frames = r->copy.frames;
-		rec.kind = r->copy.kind;
+		rec.kind = r->copy.kind & JPRING_KIND_MASK;
+		rec.set = r->copy.kind >> JPRING_KIND_SET_SHIFT;
 		rec.state = r->copy.state;
 		rec.weight = r->copy.weight;
 		r->st.records++;

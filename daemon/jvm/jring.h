@@ -25,6 +25,7 @@ struct jring_record {
 	 * for CPU records both 0. */
 	uint16_t kind, state;
 	uint32_t weight;
+	uint16_t set;                 /* the event set whose record it is, < JPAG_MAX_SETS */
 };
 
 struct jring_stats {

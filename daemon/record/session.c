@@ -141,10 +141,8 @@ void session_release(struct session *s)
 	close_events(s);
 	if (s->join)
 		sampler_set_min_gap(s->mgr->sampler, s->id, 0);
-	attach_cancel(s->attach);
-	s->attach = NULL;
-	agent_stop(s->agent);
-	s->agent = NULL;
+	session_jvm_release_attach(s);
+	session_jvm_unbind(s);
 	loop_remove(s->ring_timer);
 	loop_remove(s->java_timer);
 	loop_remove(s->join_timer);
@@ -206,8 +204,7 @@ void session_complete(struct session *s, const char *status)
 	s->java_timer = NULL;
 	if (s->join)
 		pipeline_source_join_flush(s->src);
-	agent_stop(s->agent);  /* the agent closes its fds and unmaps the ring */
-	s->agent = NULL;
+	session_jvm_unbind(s);  /* the agent closes this recording's fds (the last: the ring) */
 	status = session_access_final(s, status);
 	store_get_totals(s->store, &tot);
 	log_info("session %u: %s after %llu ms, %llu samples, %zu stacks%s", s->id, status,
@@ -232,8 +229,7 @@ void session_finish(struct session *s, const char *status)
 		loop_remove(s->gate_timer);
 		s->gate_timer = NULL;
 	}
-	attach_cancel(s->attach);
-	s->attach = NULL;
+	session_jvm_release_attach(s);
 	/* Stop sampling first (this also silences the agent's copies of the
 	 * events), then drain: every sample taken so far arrives. */
 	close_events(s);

@@ -126,8 +126,6 @@ void session_jvm_thread_names(struct session *s)
 		jvm_join_each_thread_name(s->join, set_thread_name, s);
 }
 
-static void event_off_done(struct session *s);
-
 static void on_agent_gone_timer(struct loop_source *src, void *arg)
 {
 	struct session *s = arg;
@@ -143,7 +141,7 @@ static void jvm_gone(void *ctx, const char *why)
 
 	s->agent = NULL;
 	if (s->agent_ev == AGENT_EV_STOPPING) {
-		event_off_done(s);
+		session_jvm_event_off_done(s);
 		return;
 	}
 	if (s->java_finishing) {
@@ -170,197 +168,6 @@ static void jvm_gone(void *ctx, const char *why)
 	}
 }
 
-static enum event_id agent_kind_event(uint32_t kind)
-{
-	return kind == JPAG_EV_ALLOC ? EVENT_ALLOC : EVENT_LOCK;
-}
-
-/* The next of the recording's agent events the agent has not turned on,
- * in the order given (the agent answers one EVENT_ON at a time); 0: none. */
-static uint32_t agent_next_kind(const struct session *s)
-{
-	for (size_t i = 0; i < s->p.events.n; i++) {
-		enum event_id id = s->p.events.ids[i];
-		uint32_t kind = id == EVENT_ALLOC ? JPAG_EV_ALLOC : id == EVENT_LOCK ? JPAG_EV_LOCK : 0;
-
-		if (kind && !(s->agent_ev_on & kind))
-			return kind;
-	}
-	return 0;
-}
-
-static void on_event_answer_timeout(struct loop_source *src, void *arg);
-
-/* Asks the agent for the next event: 0, or -errno with the recording ended. */
-static int agent_ask_next(struct session *s, struct agent *a)
-{
-	uint32_t kind = agent_next_kind(s);
-	char msg[256];
-	int r;
-
-	r = agent_event_on(a, kind, kind == JPAG_EV_ALLOC ? s->p.alloc_bytes
-			   : s->p.lock_threshold_ns);
-	if (r == 0)
-		r = loop_add_timer(s->mgr->loop, JVM_EVENT_ANSWER_MS, 0, on_event_answer_timeout, s,
-				   &s->agent_ev_timer);
-	if (r < 0) {
-		snprintf(msg, sizeof(msg), "cannot turn the %s event on in pid %d: %s",
-			 event_get(agent_kind_event(kind))->name, (int)s->p.pid, strerror(-r));
-		session_abort(s, JPROF_E_INTERNAL, msg);
-		return r;
-	}
-	s->agent_ev = AGENT_EV_ASKED;
-	s->agent_ev_kind = kind;
-	return 0;
-}
-
-static void on_event_answer_timeout(struct loop_source *src, void *arg)
-{
-	struct session *s = arg;
-	char msg[256];
-
-	loop_remove(s->agent_ev_timer);
-	s->agent_ev_timer = NULL;
-	snprintf(msg, sizeof(msg),
-		 "the JVM agent of pid %d did not answer the request to turn the %s event on "
-		 "(an older agent already loaded in this JVM?)", (int)s->p.pid,
-		 event_get(agent_kind_event(s->agent_ev_kind))->name);
-	session_abort(s, JPROF_E_EVENT_UNAVAILABLE, msg);
-}
-
-static void jvm_event_status(void *ctx, uint32_t event, int status, const char *why)
-{
-	struct session *s = ctx;
-	char msg[512];
-
-	if (event == JPAG_EV_WALL) {
-		if (!session_has(s, EVENT_WALL) || s->java_wall)
-			return;
-		if (status == 0) {
-			s->java_wall = true;
-			log_info("session %u: pid %d: the agent's wall timer runs", s->id, (int)s->p.pid);
-			return;
-		}
-		snprintf(msg, sizeof(msg), "the JVM agent of pid %d cannot sample blocked threads (%s): "
-			 "their time has native and kernel frames only", (int)s->p.pid,
-			 why[0] ? why : strerror(-status));
-		log_warn("session %u: %s", s->id, msg);
-		session_send_warning(s, "java_wall_unavailable", msg);
-		return;
-	}
-	if (s->agent_ev != AGENT_EV_ASKED || event != s->agent_ev_kind)
-		return;
-	loop_remove(s->agent_ev_timer);
-	s->agent_ev_timer = NULL;
-	if (status == 0) {
-		s->agent_ev_on |= event;
-		log_info("session %u: pid %d: %s event on", s->id, (int)s->p.pid,
-			 event_get(agent_kind_event(event))->name);
-		if (agent_next_kind(s) && s->agent && !s->finishing)
-			agent_ask_next(s, s->agent);  /* ends the recording on failure */
-		else
-			s->agent_ev = AGENT_EV_ON;
-		return;
-	}
-	s->agent_ev = s->agent_ev_on ? AGENT_EV_ON : AGENT_EV_NONE;
-	snprintf(msg, sizeof(msg), "the JVM of pid %d refused the %s event: %s", (int)s->p.pid,
-		 event_get(agent_kind_event(event))->name, why[0] ? why : strerror(-status));
-	log_warn("session %u: %s", s->id, msg);
-	if (!s->finishing)
-		session_abort(s, JPROF_E_EVENT_UNAVAILABLE, msg);
-}
-
-/* JVMTI samples objects at a random byte distance, exponential with mean
- * alloc_bytes: an object of size bytes is sampled with probability
- * 1 - exp(-size / alloc_bytes). Each sample stands for 1 / p objects of its
- * size (unbiased whatever the object sizes; see docs/protocol.md). */
-static void alloc_values(uint64_t size, uint64_t interval, uint64_t v[3])
-{
-	double p = -expm1(-(double)size / (double)interval);
-	double w = p > 0 ? 1.0 / p : 1.0;
-
-	v[0] = 1;
-	v[1] = (uint64_t)llround(w);
-	v[2] = (uint64_t)llround(w * (double)size);
-}
-
-static void jvm_event(void *ctx, const struct jpag_event_rec *rec, const char *cls,
-		      const struct jpring_frame *frames)
-{
-	struct session *s = ctx;
-	uint64_t v[3];
-
-	if ((rec->event != JPAG_EV_ALLOC && rec->event != JPAG_EV_LOCK) ||
-	    !(s->agent_ev_on & rec->event) || !s->join)
-		return;
-	if (s->gated || rec->time_ns < s->start_mono_ns)
-		return;  /* before the start gate opened */
-	if (rec->event == JPAG_EV_ALLOC) {
-		if (rec->value == 0 || rec->value > JVM_ALLOC_MAX_BYTES)
-			return;
-		alloc_values(rec->value, s->p.alloc_bytes, v);
-	} else {
-		/* The event went on after the request: no real wait is longer
-		 * than the time since. */
-		if (rec->value > clock_ns(CLOCK_MONOTONIC) - s->request_mono_ns)
-			return;
-		v[0] = v[1] = 1;
-		v[2] = rec->value;
-	}
-	s->agent_ev_samples++;
-	jvm_join_add_event(s->join, rec->tid, rec->time_ns, clock_ns(CLOCK_MONOTONIC),
-			   agent_kind_event(rec->event),
-			   v, 3, cls, rec->class_len, frames, rec->nframes);
-}
-
-static void event_off_done(struct session *s)
-{
-	loop_remove(s->agent_ev_timer);
-	s->agent_ev_timer = NULL;
-	s->agent_ev = AGENT_EV_NONE;
-	s->agent_ev_on = 0;
-	session_jvm_finish(s, s->final_status);
-}
-
-static void jvm_events_done(void *ctx)
-{
-	struct session *s = ctx;
-
-	if (s->agent_ev == AGENT_EV_STOPPING)
-		event_off_done(s);
-}
-
-static void on_event_drain_timeout(struct loop_source *src, void *arg)
-{
-	struct session *s = arg;
-
-	log_warn("session %u: pid %d: the agent's last %s records did not come in %d ms", s->id,
-		 (int)s->p.pid, s->events_name, JVM_EVENT_DRAIN_MS);
-	event_off_done(s);
-}
-
-bool session_jvm_event_off(struct session *s, const char *status)
-{
-	if (s->agent_ev == AGENT_EV_ASKED) {
-		/* Ended before the answer: STOP turns it off in the agent (and
-		 * EVENT_OFF below the events already on, with their last records). */
-		loop_remove(s->agent_ev_timer);
-		s->agent_ev_timer = NULL;
-		s->agent_ev = s->agent_ev_on ? AGENT_EV_ON : AGENT_EV_NONE;
-	}
-	if (s->agent_ev != AGENT_EV_ON || !s->agent || agent_event_off(s->agent) < 0)
-		return false;
-	s->agent_ev = AGENT_EV_STOPPING;
-	s->final_status = status;
-	loop_remove(s->agent_ev_timer);
-	s->agent_ev_timer = NULL;
-	if (loop_add_timer(s->mgr->loop, JVM_EVENT_DRAIN_MS, 0, on_event_drain_timeout, s,
-			   &s->agent_ev_timer) < 0) {
-		s->agent_ev = AGENT_EV_NONE;
-		return false;
-	}
-	return true;
-}
 
 static void jvm_signal(void *ctx, uint32_t sig, uint32_t proposed, bool took_over)
 {
@@ -418,9 +225,9 @@ static const struct agentlink_ops jvm_ops = {
 	.method = jvm_method,
 	.thread_name = jvm_thread_name,
 	.thread_java_id = jvm_thread_java_id,
-	.event_status = jvm_event_status,
-	.event = jvm_event,
-	.events_done = jvm_events_done,
+	.event_status = session_jvm_event_status,
+	.event = session_jvm_event,
+	.events_done = session_jvm_events_done,
 	.signal = jvm_signal,
 	.gone = jvm_gone,
 };
@@ -432,6 +239,36 @@ static struct jvm_budget *uid_budget(struct session *s)
 		if (o != s && o->join && o->p.uid == s->p.uid)
 			return jvm_join_budget(o->join);
 	return NULL;
+}
+
+/* cpu-clock samples of one thread are an interval of CPU time apart; the
+ * BPF program drops a record less than half an interval after the
+ * thread's last one (a period the JVM shortened through its copy of the
+ * event). It keeps one last time per thread, not per recording: of the
+ * recordings one agent serves, only the one with the lowest event set has
+ * the gap (the others' records would fall into it); the others are
+ * unthrottled meanwhile (docs/jvm.md). */
+static void jvm_set_gaps(struct session_mgr *m, struct agent *a)
+{
+	struct session *low = NULL;
+
+	for (struct session *o = m->sessions; o; o = o->next)
+		if (o->agent == a && o->threads && (!low || o->agent_set < low->agent_set))
+			low = o;
+	for (struct session *o = m->sessions; o; o = o->next)
+		if (o->agent == a && o->threads)
+			sampler_set_min_gap(m->sampler, o->id, o == low ? interval_ns(o) / 2 : 0);
+}
+
+void session_jvm_unbind(struct session *s)
+{
+	struct agent *a = s->agent;
+
+	if (!a)
+		return;
+	agent_stop(a, s);
+	s->agent = NULL;
+	jvm_set_gaps(s->mgr, a);
 }
 
 static void bind_agent(struct session *s, struct agent *a)
@@ -467,23 +304,29 @@ static void bind_agent(struct session *s, struct agent *a)
 	s->java_signal_foreign = false;
 	s->java_signal_moves = 0;
 	s->java_wall = false;
-	r = agent_start(a, interval_ns(s), JVM_SIGNAL,
-			s->agent_event && !s->threads ? JVM_RING_SLOTS_EVENTS : JVM_RING_SLOTS,
+	/* The ring is the agent's, shared by every recording of the JVM that
+	 * joins this one: always one for perf samples, whoever comes first. */
+	r = agent_start(a, interval_ns(s), JVM_SIGNAL, JVM_RING_SLOTS,
 			session_has(s, EVENT_WALL) ? JPAG_START_WALL : 0, &jvm_ops, s);
 	if (r < 0) {
-		snprintf(msg, sizeof(msg), r == -EBUSY ?
-			 "another recording of pid %d is using its agent" :
-			 "cannot start the agent of pid %d: %s", (int)s->p.pid, strerror(-r));
-		java_fail(s, JAVA_FAILED, r == -EBUSY ? "agent_busy" : "internal", msg);
+		if (r == -EMLINK)
+			snprintf(msg, sizeof(msg), "the agent of pid %d serves %d recordings already, "
+				 "the most at once", (int)s->p.pid, JPAG_MAX_SETS);
+		else
+			snprintf(msg, sizeof(msg), r == -EBUSY ?
+				 "another recording of pid %d is using its agent (an agent from an "
+				 "older jprofd serves one at a time)" :
+				 "cannot start the agent of pid %d: %s", (int)s->p.pid, strerror(-r));
+		java_fail(s, JAVA_FAILED, r == -EBUSY || r == -EMLINK ? "agent_busy" : "internal",
+			  msg);
 		return;
 	}
-	/* cpu-clock samples of one thread are an interval of CPU time apart;
-	 * half of it leaves room for jitter and none for a shortened period. */
-	sampler_set_min_gap(s->mgr->sampler, s->id, interval_ns(s) / 2);
 	s->agent = a;
+	s->agent_set = r;
+	jvm_set_gaps(s->mgr, a);
 	/* Again after an agent that failed (java_fail cleared it). */
 	pipeline_source_expect_java(s->src, true);
-	if (s->agent_event && s->agent_ev == AGENT_EV_NONE && agent_ask_next(s, a) < 0)
+	if (s->agent_event && s->agent_ev == AGENT_EV_NONE && session_jvm_ask_event(s, a) < 0)
 		return;
 	s->java = JAVA_ACTIVE;
 	s->java_code[0] = s->java_msg[0] = '\0';
@@ -492,18 +335,33 @@ static void bind_agent(struct session *s, struct agent *a)
 	if (!s->ring_timer)
 		loop_add_timer(s->mgr->loop, JVM_RING_PERIOD_MS, JVM_RING_PERIOD_MS, session_jvm_on_ring_timer, s,
 			       &s->ring_timer);
-	log_info("session %u: bound to the agent of pid %d (%s) %llu ms after the request", s->id,
-		 (int)s->p.pid, agent_jvm(a), (unsigned long long)since_request_ms(s));
+	log_info("session %u: bound to the agent of pid %d (%s), event set %d, %llu ms after the "
+		 "request", s->id, (int)s->p.pid, agent_jvm(a), s->agent_set,
+		 (unsigned long long)since_request_ms(s));
+}
+
+/* A session of pid waiting for an agent (its attach, another's, or the
+ * connection), not bound yet. */
+static bool wants_agent(const struct session *s, pid_t pid)
+{
+	return !s->p.all && s->p.pid == pid && !s->finishing && !s->agent &&
+	       s->p.java != JPROF_JAVA_OFF &&
+	       (s->java == JAVA_ATTACHING || s->java == JAVA_WAIT_AGENT);
 }
 
 void session_mgr_on_agent(struct agent *a, pid_t pid, void *arg)
 {
 	struct session_mgr *m = arg;
+	struct session *s;
 
-	for (struct session *s = m->sessions; s; s = s->next) {
-		if (s->p.all || s->p.pid != pid || s->finishing || s->agent ||
-		    s->p.java == JPROF_JAVA_OFF || s->java == JAVA_NONE)
+	/* Every recording of the process that waits: one agent serves them
+	 * all. bind_agent may free s (a failure with "require"): start over
+	 * (a bound or failed one waits no more). */
+	for (s = m->sessions; s;) {
+		if (!wants_agent(s, pid)) {
+			s = s->next;
 			continue;
+		}
 		/* The pid is not enough: the connection must come from the very
 		 * process recorded, not from an earlier holder of its pid. */
 		if (agent_is_process(a, s->p.pid, s->p.pidfd) < 0) {
@@ -512,7 +370,7 @@ void session_mgr_on_agent(struct agent *a, pid_t pid, void *arg)
 			return;
 		}
 		bind_agent(s, a);
-		return;
+		s = m->sessions;
 	}
 }
 
@@ -527,12 +385,59 @@ static void on_connect_timeout(struct loop_source *src, void *arg)
 			  "the agent was loaded but did not connect back to jprofd");
 }
 
+/* A recording that waits for another's attach of its JVM (one attach per
+ * JVM): the same result, bounded by the same deadline. May free s. */
+static void attach_followed(struct session *s, const struct attach_result *res)
+{
+	struct agent *a;
+
+	s->attach_ms = since_request_ms(s);
+	if (res->status < 0) {
+		java_fail(s, JAVA_FAILED, res->code[0] ? res->code : "attach_failed",
+			  res->message[0] ? res->message : "cannot load the agent");
+		return;
+	}
+	s->java = JAVA_WAIT_AGENT;
+	a = agentlink_find(s->mgr->agents, s->p.pid, s->p.pidfd);
+	if (a)
+		bind_agent(s, a);
+	else
+		loop_add_timer(s->mgr->loop, JVM_CONNECT_WAIT_MS, 0, on_connect_timeout, s,
+			       &s->java_timer);
+}
+
+/* A session of the same JVM whose attach is in flight (s's attach to wait
+ * for), or NULL. */
+static struct session *attach_owner(const struct session *s)
+{
+	for (struct session *o = s->mgr->sessions; o; o = o->next)
+		if (o != s && o->attach && o->p.pid == s->p.pid && !o->finishing)
+			return o;
+	return NULL;
+}
+
+static bool follows(const struct session *o, const struct session *s)
+{
+	return o != s && o->p.pid == s->p.pid && o->java == JAVA_ATTACHING && !o->attach &&
+	       !o->agent;
+}
+
 static void on_attach_done(const struct attach_result *res, void *arg)
 {
 	struct session *s = arg;
 	struct agent *a;
 
 	s->attach = NULL;
+	/* The recordings that waited for this attach first (s may go below);
+	 * each may go too, so start over after each. */
+	for (struct session *o = s->mgr->sessions; o;) {
+		if (!follows(o, s)) {
+			o = o->next;
+			continue;
+		}
+		attach_followed(o, res);
+		o = s->mgr->sessions;
+	}
 	s->attach_ms = since_request_ms(s);
 	if (s->java != JAVA_ATTACHING)
 		return;  /* the agent connected first */
@@ -649,6 +554,13 @@ static void java_begin(struct session *s)
 			bind_agent(s, a);
 		break;
 	case JAVA_ATTACHING:
+		/* One attach per JVM: another recording's in flight is waited
+		 * for (its result is ours). */
+		if (attach_owner(s)) {
+			log_info("session %u: pid %d: waiting for the attach of session %u", s->id,
+				 (int)s->p.pid, attach_owner(s)->id);
+			break;
+		}
 		snprintf(opts, sizeof(opts), "socket=%s", m->agent_socket);
 		r = attach_start(m->loop, s->p.pid, m->agent_path, opts, JVM_ATTACH_TIMEOUT_MS,
 				 on_attach_done, s, &s->attach);
@@ -671,6 +583,23 @@ static void java_begin(struct session *s)
 	default:
 		break;
 	}
+}
+
+void session_jvm_release_attach(struct session *s)
+{
+	struct session *o;
+
+	if (!s->attach)
+		return;
+	attach_cancel(s->attach);
+	s->attach = NULL;
+	/* Whoever waited for it attaches now, from the loop (not under the
+	 * caller, which may be ending sessions). */
+	for (o = s->mgr->sessions; o; o = o->next)
+		if (follows(o, s) && !o->java_timer && !o->finishing) {
+			loop_add_timer(s->mgr->loop, 0, 0, session_jvm_on_begin, o, &o->java_timer);
+			return;
+		}
 }
 
 void session_jvm_on_begin(struct loop_source *src, void *arg)

@@ -40,9 +40,6 @@ struct threadset;
  * in a release build, up to about 30 under ASan, for the heaviest records. */
 #define JVM_JOIN_SLICE 1024
 #define JVM_RING_READ_MAX (JVM_RING_SLOTS / 4)
-/* alloc/lock recordings send no ring records (no perf events): the
- * protocol still wants a ring, the smallest will do. */
-#define JVM_RING_SLOTS_EVENTS 1
 #define JVM_ATTACH_TIMEOUT_MS 10000
 #define JVM_CONNECT_WAIT_MS 5000       /* from a loaded agent to its connection */
 #define JVM_SIGNAL SIGPROF
@@ -142,8 +139,9 @@ struct session {
 	const char *final_status;
 	char java_code[32];
 	char java_msg[512];
-	struct attach_req *attach;
+	struct attach_req *attach;  /* NULL while JAVA_ATTACHING: another's attach is waited for */
 	struct agent *agent;
+	int agent_set;              /* the agent's event set serving this recording */
 	struct jvm_join *join;
 	struct loop_source *ring_timer;
 	struct loop_source *java_timer;  /* connect wait, then name wait at the end */
@@ -268,6 +266,11 @@ int session_jvm_check(struct session *s, struct attach_result *res, const char *
 /* The start gate's JVM side: false while an agent is expected (attaching,
  * waiting for its connection) or bound but has not armed its threads. */
 bool session_jvm_ready(const struct session *s);
+/* Lets go of the agent (the last recording: it stops); another recording
+ * it serves may take over the throttle gap. */
+void session_jvm_unbind(struct session *s);
+/* Cancels s's attach; a recording that waited for it attaches itself. */
+void session_jvm_release_attach(struct session *s);
 /* Loop timer: bind, attach or warn as session_jvm_check decided. */
 void session_jvm_on_begin(struct loop_source *src, void *arg);
 /* Loop timer of a bound agent: empties (a quarter of) its ring. */
@@ -283,6 +286,16 @@ void session_jvm_finish(struct session *s, const char *status);
  * records arrived (or after a wait). False when there is nothing to wait
  * for (call session_jvm_finish). */
 bool session_jvm_event_off(struct session *s, const char *status);
+/* session_events.c: the agent's alloc/lock events. Asks the agent for
+ * the recording's next event: 0, or -errno with the recording ended. */
+int session_jvm_ask_event(struct session *s, struct agent *a);
+/* Its events are off (or the agent gone): finishes. */
+void session_jvm_event_off_done(struct session *s);
+/* The agent link's callbacks (agentlink.h) for events. */
+void session_jvm_event_status(void *ctx, uint32_t event, int status, const char *why);
+void session_jvm_event(void *ctx, const struct jpag_event_rec *rec, const char *cls,
+		       const struct jpring_frame *frames);
+void session_jvm_events_done(void *ctx);
 /* The "java" member of the profile summary. */
 /* The JVM's Java thread names (from its agent) over the store's /proc
  * names, for rendering. */

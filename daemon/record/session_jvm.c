@@ -29,16 +29,21 @@ static const char *const java_state_names[] = {
 
 
 struct ring_ctx {
-	struct session *s;
+	struct agent *a;
 	uint64_t now;
 };
 
+/* One record of the agent's ring, to the recording whose event set took it
+ * (any recording of the JVM may be the one reading): each gets exactly the
+ * records of its own events. */
 static void ring_record(const struct jring_record *rec, void *arg)
 {
 	struct ring_ctx *c = arg;
-	struct session *s = c->s;
+	struct session *s = agent_set_ctx(c->a, rec->set);
 	uint64_t v[2];
 
+	if (!s || !s->join)
+		return;  /* a set that ended */
 	/* Taken before the start gate opened (the wall timer runs from
 	 * START): outside the recording's time. */
 	if (s->gated || rec->time_ns < s->start_mono_ns)
@@ -102,7 +107,7 @@ static void warn_limits(struct session *s)
 /* Up to max records from the ring into the join queues. */
 static void read_ring(struct session *s, unsigned max)
 {
-	struct ring_ctx c = { .s = s, .now = clock_ns(CLOCK_MONOTONIC) };
+	struct ring_ctx c = { .a = s->agent, .now = clock_ns(CLOCK_MONOTONIC) };
 	struct jring *ring;
 
 	/* Records only while the agent's connection is still the recorded

@@ -14,7 +14,7 @@ struct got {
 	uint32_t tids[64];
 	int32_t nframes[64];
 	uint64_t first_ids[64];
-	uint16_t kinds[64], states[64];
+	uint16_t kinds[64], states[64], sets[64];
 	uint32_t weights[64];
 };
 
@@ -29,6 +29,7 @@ static void collect(const struct jring_record *rec, void *arg)
 		g->kinds[g->n] = rec->kind;
 		g->states[g->n] = rec->state;
 		g->weights[g->n] = rec->weight;
+		g->sets[g->n] = rec->set;
 	}
 	g->n++;
 }
@@ -213,6 +214,39 @@ START_TEST(test_wall_records_are_checked)
 }
 END_TEST
 
+/* Event sets (several recordings of one JVM): the high byte of kind names
+ * the set; the kind comes without it, and a set past JPAG_MAX_SETS is
+ * corrupt (it would name no recording). */
+START_TEST(test_event_sets_in_kind)
+{
+	struct jring *r;
+	struct got g = { 0 };
+	struct jring_stats st;
+	int fd;
+
+	ck_assert_int_eq(jring_new(16, &r, &fd), 0);
+	agent_write(r, 41, 1);                       /* 0: CPU, set 0 */
+	agent_write(r, 42, 1);                       /* 1: CPU, set 3 */
+	slot(r, 1)->kind = JPRING_KIND_CPU | (JPAG_MAX_SETS - 1) << JPRING_KIND_SET_SHIFT;
+	agent_write(r, 43, 1);                       /* 2: wall, set 1 */
+	slot(r, 2)->kind = JPRING_KIND_WALL | 1 << JPRING_KIND_SET_SHIFT;
+	slot(r, 2)->state = JPRING_STATE_SLEEPING;
+	slot(r, 2)->weight = 1;
+	agent_write(r, 44, 1);                       /* 3: CPU, set past the bound */
+	slot(r, 3)->kind = JPRING_KIND_CPU | JPAG_MAX_SETS << JPRING_KIND_SET_SHIFT;
+	ck_assert_int_eq(jring_read(r, 100, 3, collect, &g), 3);
+	ck_assert_uint_eq(g.sets[0], 0);
+	ck_assert_uint_eq(g.kinds[1], JPRING_KIND_CPU);
+	ck_assert_uint_eq(g.sets[1], JPAG_MAX_SETS - 1);
+	ck_assert_uint_eq(g.kinds[2], JPRING_KIND_WALL);
+	ck_assert_uint_eq(g.sets[2], 1);
+	jring_get_stats(r, &st);
+	ck_assert_uint_eq(st.corrupt, 1);
+	close(fd);
+	jring_free(r);
+}
+END_TEST
+
 START_TEST(test_indices_out_of_range)
 {
 	struct jring *r;
@@ -305,6 +339,7 @@ int main(void)
 	tcase_add_test(tc, test_uncommitted_slot_waits_then_is_skipped);
 	tcase_add_test(tc, test_bad_counts_and_tids_are_rejected);
 	tcase_add_test(tc, test_wall_records_are_checked);
+	tcase_add_test(tc, test_event_sets_in_kind);
 	tcase_add_test(tc, test_indices_out_of_range);
 	tcase_add_test(tc, test_header_tampering_is_reported);
 	tcase_add_test(tc, test_random_garbage_never_crashes);
