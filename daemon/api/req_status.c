@@ -140,6 +140,30 @@ static void add_young_status(const struct sampler_stats *ss, struct json_object 
 	json_object_object_add(u, "young", y);
 }
 
+/* Java frames of JVMs walked in BPF without an agent (docs/jvm.md). */
+static void add_hotspot_status(const struct sampler_stats *ss, struct json_object *u)
+{
+	struct json_object *j = json_object_new_object();
+	const struct hs_procs_stats *h = &ss->hotspot;
+
+	if (!j)
+		return;
+	jprof_json_add_u64(j, "jvms", h->jvms);
+	jprof_json_add_u64(j, "opened", h->opened);
+	jprof_json_add_u64(j, "not_jvm", h->not_jvm);
+	jprof_json_add_u64(j, "open_failed", h->open_failed);
+	jprof_json_add_u64(j, "full", h->full);
+	jprof_json_add_u64(j, "busy", h->busy);
+	jprof_json_add_u64(j, "try_cpu_us", h->try_cpu_ns / 1000u);
+	jprof_json_add_u64(j, "dropped", h->dropped);
+	jprof_json_add_u64(j, "stacks", ss->hs_walks);
+	jprof_json_add_u64(j, "frames", ss->hs_frames);
+	jprof_json_add_u64(j, "stacks_lost", ss->hs_lost);
+	jprof_json_add_u64(j, "frames_named", h->named);
+	jprof_json_add_u64(j, "frames_unnamed", h->unnamed);
+	json_object_object_add(u, "hotspot", j);
+}
+
 /* DWARF unwinding: what the BPF unwinder did and the tables it read. */
 static void add_unwind_status(const struct sampler_stats *ss, struct json_object *smp, bool all)
 {
@@ -186,6 +210,7 @@ static void add_unwind_status(const struct sampler_stats *ss, struct json_object
 	for (int i = CFI_OK + 1; i < CFI_NERRORS; i++)
 		jprof_json_add_u64(rej, cfi_error_name((enum cfi_error)i), t->rejected[i]);
 	json_object_object_add(u, "rejected", rej);
+	add_hotspot_status(ss, u);
 	/* Binaries sampled within the last minute that have no table: how many
 	 * by cause for everyone; which ones (paths of any user's programs)
 	 * for callers who may see the whole host. */

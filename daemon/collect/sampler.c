@@ -24,7 +24,7 @@
 #include "sampler_int.h"
 
 _Static_assert(sizeof(struct jp_count_key) == 64, "jp_count_key layout");
-_Static_assert(sizeof(struct jp_counters) == 168, "jp_counters layout");
+_Static_assert(sizeof(struct jp_counters) == 192, "jp_counters layout");
 _Static_assert(sizeof(struct jp_msg_ustack_copy) == 112 + JP_USTACK_COPY_BYTES, "jp_msg_ustack_copy layout");
 _Static_assert(sizeof(struct jp_offcpu_target) == 16, "jp_offcpu_target layout");
 _Static_assert(sizeof(struct jp_offcpu_start) == 88, "jp_offcpu_start layout");
@@ -257,6 +257,9 @@ int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks
 			goto fail;
 		}
 		unwtab_set_cold(s->unwind, cfg->unwind_cold_s * 1000000000ull);
+		r = hs_procs_new(bpf_map__fd(s->skel->maps.hs_procs), NULL, &s->hotspot);
+		if (r < 0)
+			goto fail;
 	}
 	s->keys = calloc(DRAIN_BATCH, sizeof(*s->keys));
 	/* Optional: without them the drain reads stacks one by one. */
@@ -290,12 +293,18 @@ fail:
 }
 
 
+struct hs_procs *sampler_hotspot(struct sampler *s)
+{
+	return s ? s->hotspot : NULL;
+}
+
 void sampler_free(struct sampler *s)
 {
 	if (!s)
 		return;
 	grace_stop(s);
 	sampler_events_close(s->host);
+	hs_procs_free(s->hotspot);
 	unwtab_free(s->unwind);
 	sampler_offcpu_free(s);
 	ring_buffer__free(s->ring);
@@ -393,10 +402,14 @@ void sampler_get_stats(const struct sampler *s, struct sampler_stats *out)
 			out->uw_collision += per[i].uw_collision;
 			out->young_copied += per[i].young_copied;
 			out->young_copy_err += per[i].young_copy_err;
+			out->hs_walks += per[i].hs_walks;
+			out->hs_frames += per[i].hs_frames;
+			out->hs_lost += per[i].hs_lost;
 		}
 	}
 	free(per);
 	out->stack_missing = s->stack_missing;
+	hs_procs_get_stats(s->hotspot, &out->hotspot);
 	out->drains = s->drains;
 	out->drain_ns_total = s->drain_ns_total;
 	out->last_drain_counts = s->last_drain_counts;
