@@ -98,6 +98,14 @@ struct jp_uw_state {
 	struct jp_ustack st;
 };
 
+/* The walk's state per CPU (unwind.bpf.c; sample.bpf.c reads hs_frames). */
+JP_EXTERN struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct jp_uw_state);
+} unwind_scratch SEC(".maps");
+
 /* tgid -> its JVM's code heaps and offsets (written by daemon/hotspot/hs_proc.c). */
 JP_EXTERN struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

@@ -179,6 +179,10 @@ struct jp_counters {
  * verifier has to see. Per CPU; userspace sums them. */
 #define JP_HIST_BUCKETS 64
 #define JP_HIST_BUCKET_NS 1000
+/* sample_hist's entries: every sample, and those among them whose user
+ * stack walk stepped Java frames (bpf/hotspot.bpf.c). */
+#define JP_HIST_ALL 0
+#define JP_HIST_JAVA 1
 
 struct jp_sample_hist {
 	__u64 buckets[JP_HIST_BUCKETS];

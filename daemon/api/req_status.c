@@ -252,7 +252,8 @@ static struct json_object *json_us(double us)
 }
 
 /* The BPF programs' own time per sample (collect/samplehist.h). */
-static void add_bpf_time_status(const struct samplehist *h, struct json_object *smp)
+static void add_bpf_time_status(const struct samplehist *h, struct json_object *smp,
+				const char *key)
 {
 	struct json_object *t = json_object_new_object();
 
@@ -263,7 +264,7 @@ static void add_bpf_time_status(const struct samplehist *h, struct json_object *
 	json_object_object_add(t, "p50", json_us(samplehist_quantile(h, 0.50)));
 	json_object_object_add(t, "p90", json_us(samplehist_quantile(h, 0.90)));
 	json_object_object_add(t, "p99", json_us(samplehist_quantile(h, 0.99)));
-	json_object_object_add(smp, "bpf_sample_us", t);
+	json_object_object_add(smp, key, t);
 }
 
 static void add_sampler_status(struct sampler *sampler, struct json_object *smp,
@@ -297,7 +298,9 @@ static void add_sampler_status(struct sampler *sampler, struct json_object *smp,
 		jprof_json_add_u64(off, "held_stacks", ss.offcpu_held_stacks);
 		json_object_object_add(smp, "offcpu", off);
 	}
-	add_bpf_time_status(&ss.bpf_time, smp);
+	add_bpf_time_status(&ss.bpf_time, smp, "bpf_sample_us");
+	/* The samples of JVMs walked in BPF among them (bpf/hotspot.bpf.c). */
+	add_bpf_time_status(&ss.bpf_time_java, smp, "bpf_java_sample_us");
 	add_unwind_status(&ss, smp, all);
 }
 

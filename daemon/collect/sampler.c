@@ -355,12 +355,11 @@ int sampler_unwind_wait(struct sampler *s, uint64_t timeout_ns)
 
 /* Sums the per-CPU histograms of the BPF time per sample. They are never
  * reset: the sum is the total since the programs were loaded. */
-static void read_sample_hist(const struct sampler *s, struct samplehist *out)
+static void read_sample_hist(const struct sampler *s, uint32_t which, struct samplehist *out)
 {
 	struct jp_sample_hist *per = calloc(s->possible_cpus, sizeof(*per));
-	uint32_t zero = 0;
 
-	if (!per || bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.sample_hist), &zero, per) < 0)
+	if (!per || bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.sample_hist), &which, per) < 0)
 		goto out;
 	for (unsigned i = 0; i < s->possible_cpus; i++) {
 		for (unsigned b = 0; b < JP_HIST_BUCKETS; b++) {
@@ -422,7 +421,8 @@ void sampler_get_stats(const struct sampler *s, struct sampler_stats *out)
 	out->thread_events = s->thread_events;
 	out->offcpu_targets = s->offcpu_targets;
 	out->offcpu_held_stacks = s->held.n;
-	read_sample_hist(s, &out->bpf_time);
+	read_sample_hist(s, JP_HIST_ALL, &out->bpf_time);
+	read_sample_hist(s, JP_HIST_JAVA, &out->bpf_time_java);
 	out->unwind_on = s->unwind != NULL;
 	if (s->unwind) {
 		unwtab_get_stats(s->unwind, &out->unwind);

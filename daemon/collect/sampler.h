@@ -70,6 +70,7 @@ struct sampler_stats {
 	/* BPF time of each sample since start, all CPUs (empty in a build
 	 * with JPROF_BPF_TIMING=OFF) */
 	struct samplehist bpf_time;
+	struct samplehist bpf_time_java;  /* ... of them, those that walked Java frames */
 };
 
 struct sampler_callbacks {
