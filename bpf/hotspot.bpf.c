@@ -130,6 +130,22 @@ __noinline int hs_java_step(struct jp_uw_state *u, const struct jp_hs_proc *hp)
 	csp = u->sp + (__u64)fs * 8;
 	if (bpf_probe_read_user(pair, sizeof(pair), (void *)(csp - 16)))
 		return 1;
+	/* Compiled code is called from compiled code only (other methods,
+	 * adapters, the call stub): a return address outside the code heap
+	 * means the leaf was caught with its frame not (or no longer) there,
+	 * in its prologue or epilogue: the return address is then at sp
+	 * (after pop rbp) or above the saved rbp (after add rsp). */
+	if (!n && !hs_in_code(hp, pair[1]) &&
+	    !bpf_probe_read_user(pair, sizeof(pair), (void *)u->sp)) {
+		if (hs_in_code(hp, pair[0])) {
+			u->pc = pair[0];
+			u->sp += 8;
+			return 0;
+		}
+		if (!hs_in_code(hp, pair[1]))
+			return 1;
+		csp = u->sp + 16;
+	}
 	u->sp = csp;
 	u->bp = pair[0];
 	u->pc = pair[1];

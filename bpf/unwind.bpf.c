@@ -31,12 +31,6 @@ struct {
 	__type(value, __u64);
 } unwind_miss_last SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct jp_uw_state);
-} unwind_scratch SEC(".maps");
 
 #define UW_USER_TOP 0x00007ffffffff000ULL
 /* Largest frame the unwinder believes: beyond it a frame pointer is garbage. */
@@ -360,6 +354,10 @@ __noinline int young_copy(struct jp_count_key *key, __u32 gen, struct jp_counter
 	if (!u || !key || !c || !u->no_tables)
 		return 0;
 	u->no_tables = 0;
+	/* A JVM's walk through its Java frames is worth more than what the
+	 * daemon's walk of the copy can give (CFI knows no JIT code). */
+	if (u->hs_frames)
+		return 0;
 	/* The main thread's frames end below start_stack (argv and the
 	 * environment above it): no more than that. */
 	top = BPF_CORE_READ(task, mm, start_stack);
