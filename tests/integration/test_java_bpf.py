@@ -71,19 +71,30 @@ def main(t):
         running = [(v, mode, jvmtest.Jvm(t, v, "Hot", opts=opts + extra, settle=0))
                    for v, extra, mode in jvms]
         # Other tests' JVMs may run on this host too: ours are told by pid.
-        jt.wait_until(lambda: all(walked(d, j.pid) for _, _, j in running), 20, interval=0.2,
-                      what="our %d JVMs in the BPF walk's map" % len(running))
+        # Their first samples (before the daemon read the JVM, within a
+        # second or two of its start) have the leaf frame only: the profile
+        # starts a second after the entry was written.
+        since = {}
         for v, mode, j in running:
-            jt.wait_until(lambda: cpu_seconds(j.pid) >= CPU_S, 60, interval=0.2,
+            jt.wait_until(lambda: walked(d, j.pid), 20, interval=0.1,
+                          what="JDK %s (%s) in the BPF walk's map" % (v, mode))
+            since[j.pid] = (jt.time.monotonic() + 1.0, cpu_seconds(j.pid))
+        for v, mode, j in running:
+            jt.wait_until(lambda: cpu_seconds(j.pid) >= since[j.pid][1] + CPU_S, 60, interval=0.2,
                           what="%.1f s of CPU of JDK %s (%s)" % (CPU_S, v, mode))
         for v, mode, j in running:
-            r = c.request("profile", timeout=60, format="collapsed", last_s=60, pid=j.pid)
+            from_ms = -int((jt.time.monotonic() - since[j.pid][0]) * 1000)
+            r = c.request("profile", timeout=60, format="collapsed", from_ms=from_ms, pid=j.pid)
             jt.check(r.get("ok"), "profile of pid %d: %r" % (j.pid, r))
             stacks = jt.parse_collapsed(r["data"])
             in_java, named, rooted = java_share(stacks)
             jt.log("JDK %s %s: %d samples in Java code, %d (%.0f%%) name %s, %d of those "
                    "rooted natively" % (v, mode, in_java, named, 100.0 * named / max(in_java, 1),
                                         HOT, rooted))
+            unrooted = {st: n for st, n in stacks.items() if HOT in jt.frames_of(st)
+                        and (is_java(jt.frames_of(st)[0]) or jt.frames_of(st)[0].startswith("["))}
+            if unrooted:
+                jt.log("... not rooted natively:\n%s" % jt.top_stacks(unrooted))
             jt.check(in_java >= 20, "JDK %s %s: %d samples in Java code:\n%s"
                      % (v, mode, in_java, jt.top_stacks(stacks)))
             jt.check(named * 2 > in_java, "JDK %s %s: %s in %d of %d samples in Java code:\n%s"
@@ -91,7 +102,9 @@ def main(t):
             jt.check(rooted * 2 > named, "JDK %s %s: %d of %d samples of %s reach a native "
                      "root:\n%s" % (v, mode, rooted, named, HOT, jt.top_stacks(stacks)))
         st = hotspot_status(c)
-        jt.log("hotspot status: %r" % st)
+        smp = c.status()["sampler"]
+        jt.log("hotspot status: %r; BPF time of samples that walked Java frames %r, of all %r"
+               % (st, smp["bpf_java_sample_us"], smp["bpf_sample_us"]))
         jt.check(st["stacks"] > 0 and st["frames_named"] > 0, "hotspot counters: %r" % st)
         log = d.stderr_text()
         jt.check("attach:" not in log and "agent of pid" not in log,
