@@ -161,6 +161,8 @@ static void add_hotspot_status(const struct sampler_stats *ss, struct json_objec
 	jprof_json_add_u64(j, "stacks_lost", ss->hs_lost);
 	jprof_json_add_u64(j, "frames_named", h->named);
 	jprof_json_add_u64(j, "frames_unnamed", h->unnamed);
+	jprof_json_add_u64(j, "name_cpu_us", h->name_cpu_ns / 1000u);
+	jprof_json_add_u64(j, "names_reused", h->memo_hits);
 	json_object_object_add(u, "hotspot", j);
 }
 

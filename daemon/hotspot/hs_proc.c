@@ -43,8 +43,20 @@ struct hs_cand {
 	bool retry;                /* given up, but a later miss may look again */
 };
 
+/* A name read in this drain interval, by process and address. */
+struct hs_memo {
+	pid_t pid;                 /* 0: empty */
+	uint32_t gen;              /* hs_procs.gen when written; another: empty */
+	uint64_t key;              /* the address, bit 63 set for a Method* */
+	int ret;                   /* 0: named; -ENOENT */
+	enum frame_kind kind;
+	char name[HS_MEMO_NAME];
+};
+
 struct hs_procs {
 	int map_fd;
+	struct hs_memo *memo;      /* HS_MEMO_SLOTS */
+	uint32_t gen;              /* bumped at every tick: the memo empties */
 	char *proc_root;
 	struct hs_jvm jvms[JP_HS_MAX_PROCS];
 	struct hs_cand cands[HS_PROCS_CANDIDATES];
@@ -83,12 +95,18 @@ int hs_procs_new(int map_fd, const char *proc_root, struct hs_procs **out)
 	if (!hp)
 		goto out;
 	hp->map_fd = map_fd;
+	hp->gen = 1;
+	hp->memo = calloc(HS_MEMO_SLOTS, sizeof(*hp->memo));
+	if (!hp->memo)
+		goto out;
 	if (proc_root && !(hp->proc_root = strdup(proc_root)))
 		goto out;
 	*out = hp;
 	hp = NULL;
 	ret = 0;
 out:
+	if (hp)
+		free(hp->memo);
 	free(hp);
 	return ret;
 }
@@ -114,6 +132,7 @@ void hs_procs_free(struct hs_procs *hp)
 		if (hp->jvms[i].pid)
 			hs_jvm_drop(hp, &hp->jvms[i], "shutting down");
 	free(hp->proc_root);
+	free(hp->memo);
 	free(hp);
 }
 
@@ -265,13 +284,42 @@ out:
 	return ret;
 }
 
+/* An opened JVM into a free slot and the BPF map: 0 (h is the slot's
+ * now), -ENOSPC (no free slot), or why it does not hold up. */
+static int hs_jvm_add(struct hs_procs *hp, const struct hs_cand *c, struct hs *h, uint64_t now)
+{
+	struct hs_jvm *j = hs_jvm_find(hp, 0);
+	uint32_t key = (uint32_t)c->pid;
+	int ret = -ENOSPC;
+
+	if (!j)
+		goto out;
+	ret = hs_jvm_fill(h, c->start_ns, &j->val);
+	if (ret < 0)
+		goto out;
+	if (bpf_map_update_elem(hp->map_fd, &key, &j->val, BPF_ANY) < 0) {
+		ret = -errno;
+		log_warn("hotspot: pid %d: cannot add its JVM to the walk: %s", (int)c->pid,
+			 strerror(-ret));
+		goto out;
+	}
+	j->pid = c->pid;
+	j->start_ns = c->start_ns;
+	j->h = h;
+	j->refresh_ms = now;
+	hp->st.jvms++;
+	hp->st.opened++;
+out:
+	if (ret < 0 && j)
+		memset(&j->val, 0, sizeof(j->val));
+	return ret;
+}
+
 /* One try of a candidate: true when it was an expensive one (a libjvm.so
  * was there to be read), false when a look at its maps ruled it out. */
 static bool hs_try_open(struct hs_procs *hp, struct hs_cand *c, uint64_t now)
 {
-	struct hs_jvm *j = NULL;
 	struct hs *h = NULL;
-	uint32_t key = (uint32_t)c->pid;
 	char missing[256];
 	int ret;
 
@@ -292,46 +340,25 @@ static bool hs_try_open(struct hs_procs *hp, struct hs_cand *c, uint64_t now)
 		hs_free(h);
 		return false;
 	}
-	if (ret < 0)
-		goto failed;
-	j = hs_jvm_find(hp, 0);
-	if (!j) {
+	if (ret == 0)
+		ret = hs_jvm_add(hp, c, h, now);
+	if (ret == 0) {
+		c->pending = false;
+		hs_offsets_missing(h, missing, sizeof(missing));
+		log_info("hotspot: pid %d: JVM %s: Java frames walked in BPF%s%s", (int)c->pid,
+			 hs_vm_release(h), missing[0] ? "; missing: " : "", missing);
+		return true;
+	}
+	if (ret == -ENOSPC) {
 		hp->st.full++;
 		c->pending = false;
-		goto out;
+	} else {
+		hp->st.open_failed++;
+		/* A JVM still starting fails a try or two; the last one is said. */
+		if (!c->pending)
+			log_info("hotspot: pid %d: a libjvm.so whose JVM is not walked (%u tries): %s",
+				 (int)c->pid, c->tries, strerror(-ret));
 	}
-	ret = hs_jvm_fill(h, c->start_ns, &j->val);
-	if (ret < 0)
-		goto failed;
-	if (bpf_map_update_elem(hp->map_fd, &key, &j->val, BPF_ANY) < 0) {
-		ret = -errno;
-		log_warn("hotspot: pid %d: cannot add its JVM to the walk: %s", (int)c->pid,
-			 strerror(-ret));
-		goto failed;
-	}
-	j->pid = c->pid;
-	j->start_ns = c->start_ns;
-	j->h = h;
-	j->refresh_ms = now;
-	h = NULL;
-	c->pending = false;
-	hp->st.jvms++;
-	hp->st.opened++;
-	hs_offsets_missing(j->h, missing, sizeof(missing));
-	log_info("hotspot: pid %d: JVM %s, %u code heaps, interpreter of %" PRIu64
-		 " KiB: Java frames walked in BPF%s%s", (int)c->pid, hs_vm_release(j->h),
-		 j->val.nheaps, (uint64_t)(j->val.interp_hi - j->val.interp_lo) >> 10,
-		 missing[0] ? "; missing: " : "", missing);
-	goto out;
-failed:
-	hp->st.open_failed++;
-	/* A JVM still starting fails a try or two; the last one is said. */
-	if (!c->pending)
-		log_info("hotspot: pid %d: a libjvm.so whose JVM is not walked (%u tries): %s",
-			 (int)c->pid, c->tries, strerror(-ret));
-	if (j)
-		memset(&j->val, 0, sizeof(j->val));
-out:
 	hs_free(h);
 	return true;
 }
@@ -362,6 +389,9 @@ void hs_procs_tick(struct hs_procs *hp)
 	if (!hp)
 		return;
 	now = hs_now_ms();
+	/* Names are read again in the next interval: what holds an address
+	 * may change at any time after this drain's samples were named. */
+	hp->gen++;
 	/* Round robin from where the last tick stopped: a busy host has more
 	 * candidates (every young process) than one tick tries, and the same
 	 * slots must not win every time. */
@@ -392,49 +422,76 @@ static void hs_set(struct sym_result *out, enum frame_kind kind, const char *nam
 	out->module[0] = '\0';
 }
 
+static int hs_name_frame(struct hs_procs *hp, struct hs_jvm *j, uint64_t addr, bool method,
+			 struct sym_result *out)
+{
+	enum frame_kind kind = FRAME_JAVA_INTERP;
+	uint64_t m = addr;
+	struct hs_blob b;
+	char name[SYM_NAME_MAX];
+	int ret = 0;
+
+	if (!method) {
+		/* The blob at pc now, not one remembered: code freed and
+		 * reused since the sample is named by what holds the pc at
+		 * the drain, and only if that is a whole blob whose method
+		 * names. */
+		ret = hs_blob_at(j->h, addr, &b);
+		if (ret < 0)
+			goto out;
+		if (b.kind != HS_BLOB_NMETHOD && b.kind != HS_BLOB_NATIVE) {
+			/* Stubs, adapters, the interpreter's own code: what
+			 * HotSpot calls them. */
+			snprintf(name, sizeof(name), "[%s]", b.name);
+			hs_set(out, FRAME_JIT_UNKNOWN, name);
+			goto out;
+		}
+		m = b.method;
+		kind = b.kind == HS_BLOB_NMETHOD && b.comp_level >= 1 && b.comp_level <= 3 ?
+			       FRAME_JAVA_C1 : FRAME_JAVA_JIT;
+	}
+	ret = hs_method_name(j->h, m, name, sizeof(name));
+	if (ret == 0)
+		hs_set(out, kind, name);
+out:
+	if (ret < 0) {
+		hp->st.unnamed++;
+		return -ENOENT;
+	}
+	hp->st.named++;
+	return 0;
+}
+
 int hs_procs_symbolize(void *arg, pid_t pid, uint64_t start_ns, uint64_t addr, bool method,
 		       struct sym_result *out)
 {
 	struct hs_procs *hp = arg;
 	struct hs_jvm *j = hp ? hs_jvm_find(hp, pid) : NULL;
-	struct hs_blob b;
-	char name[SYM_NAME_MAX];
-	int ret = -ENOENT;
+	struct hs_memo *m;
+	uint64_t t0, key, mh;
+	int ret;
 
 	if (!j || pid <= 0 || !hs_same_start(j->start_ns, start_ns))
-		goto out;
-	if (method) {
-		ret = hs_method_name(j->h, addr, name, sizeof(name));
-		if (ret < 0)
-			goto unnamed;
-		hs_set(out, FRAME_JAVA_INTERP, name);
-		goto named;
+		return -ENOENT;
+	key = addr | (method ? 1ull << 63 : 0);
+	mh = (key ^ (key >> 17) ^ ((uint64_t)(uint32_t)pid * 0x9e3779b97f4a7c15ull)) *
+	     0xff51afd7ed558ccdull;
+	m = &hp->memo[(mh >> 32) % HS_MEMO_SLOTS];
+	if (m->pid == pid && m->gen == hp->gen && m->key == key) {
+		hp->st.memo_hits++;
+		if (m->ret == 0)
+			hs_set(out, m->kind, m->name);
+		return m->ret;
 	}
-	/* The blob at pc now, not one remembered: code freed and reused
-	 * since the sample is named by what holds the pc at the drain, and
-	 * only if that is a whole blob whose method names. */
-	ret = hs_blob_at(j->h, addr, &b);
-	if (ret < 0)
-		goto unnamed;
-	if (b.kind == HS_BLOB_NMETHOD || b.kind == HS_BLOB_NATIVE) {
-		ret = hs_method_name(j->h, b.method, name, sizeof(name));
-		if (ret < 0)
-			goto unnamed;
-		hs_set(out, b.kind == HS_BLOB_NMETHOD && b.comp_level >= 1 && b.comp_level <= 3 ?
-			       FRAME_JAVA_C1 : FRAME_JAVA_JIT, name);
-		goto named;
-	}
-	/* Stubs, adapters, the interpreter's own code: what HotSpot calls them. */
-	snprintf(name, sizeof(name), "[%s]", b.name);
-	hs_set(out, FRAME_JIT_UNKNOWN, name);
-named:
-	hp->st.named++;
-	ret = 0;
-	goto out;
-unnamed:
-	hp->st.unnamed++;
-	ret = -ENOENT;
-out:
+	t0 = hs_cpu_ns();
+	ret = hs_name_frame(hp, j, addr, method, out);
+	hp->st.name_cpu_ns += hs_cpu_ns() - t0;
+	if (ret == 0 && strlen(out->name) >= sizeof(m->name))
+		return ret;  /* too long to keep: read again next time */
+	*m = (struct hs_memo){ .pid = pid, .gen = hp->gen, .key = key, .ret = ret,
+			       .kind = ret == 0 ? out->kind : FRAME_JIT_UNKNOWN };
+	if (ret == 0)
+		memcpy(m->name, out->name, strlen(out->name) + 1);
 	return ret;
 }
 

@@ -25,6 +25,8 @@
 #define HS_PROCS_TRIES 5            /* tries of one process (one a second) */
 #define HS_PROCS_REFRESH_MS 1000    /* code heap bounds read again (they grow) */
 #define HS_PROCS_RETRY_MS 10000     /* a process without libjvm.so looked at again */
+#define HS_MEMO_SLOTS 1024          /* names kept for the rest of a drain interval */
+#define HS_MEMO_NAME 192            /* ... if shorter than this */
 
 struct hs_procs_stats {
 	uint64_t jvms;            /* in the BPF map now */
@@ -37,6 +39,8 @@ struct hs_procs_stats {
 	uint64_t dropped;         /* entries removed (exit, exec, unreadable) */
 	uint64_t named;           /* Java frames named */
 	uint64_t unnamed;         /* Java frames whose blob or method did not hold up */
+	uint64_t name_cpu_ns;     /* CPU time naming them took */
+	uint64_t memo_hits;       /* frames named again in the same drain interval, not read */
 };
 
 struct hs_procs;
@@ -57,7 +61,9 @@ void hs_procs_tick(struct hs_procs *hp);
 /* A symbols_java_fn (symbols.h): names the Java frame at addr of process
  * pid (started start_ns): a compiled frame's pc (looked up as given) or,
  * with method, an interpreted frame's Method*. 0 and out filled; -ENOENT:
- * not a JVM the walk knows, or nothing holds up at addr. */
+ * not a JVM the walk knows, or nothing holds up at addr. Read from the JVM
+ * at most once per address between two ticks (one drain interval): the
+ * samples of a drain are named by what the JVM holds at that drain. */
 int hs_procs_symbolize(void *hp, pid_t pid, uint64_t start_ns, uint64_t addr, bool method,
 		       struct sym_result *out);
 
