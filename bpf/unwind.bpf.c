@@ -31,7 +31,6 @@ struct {
 	__type(value, __u64);
 } unwind_miss_last SEC(".maps");
 
-
 #define UW_USER_TOP 0x00007ffffffff000ULL
 /* Largest frame the unwinder believes: beyond it a frame pointer is garbage. */
 #define UW_MAX_FRAME (8ULL << 20)
