@@ -7,6 +7,7 @@
  *   unwind.bpf.c      the user-stack walker (CFI tables, frame pointers)
  *   offcpu.bpf.c      the scheduler switch: offcpu_switch
  *   procevents.bpf.c  new threads and execs: on_fork, on_exec
+ *   hotspot.bpf.c     Java frames of HotSpot JVMs, for unwind.bpf.c's walk
  * A new unwinder or collector is a new file beside these (and a line in
  * CMakeLists.txt's jprof_bpf_skeleton(sampler ...)).
  *
@@ -76,6 +77,55 @@ JP_EXTERN struct {
 	__type(key, __u32);
 	__type(value, struct jp_unwind_proc);
 } unwind_procs SEC(".maps");
+
+/* unwind.bpf.c: the walk in progress on this CPU (too big for the BPF stack). */
+struct jp_uw_state {
+	__u64 pc, sp, bp;
+	__u32 tgid;
+	__u32 n;
+	__u32 fp_frames;
+	__u32 root;      /* the walk ended at a frame CFI calls outermost */
+	__u32 unmapped;  /* ... or at an address outside the known mappings */
+	__u32 by_cfi;    /* pc came from a CFI row (trusted), not a frame pointer */
+	__u32 interrupted;  /* pc came from a signal frame: not a return address */
+	__s32 last_map;  /* the mapping of the last frame, or -1 */
+	__u32 hs_frames; /* Java frames stepped (hotspot.bpf.c) */
+	__u64 sp0;       /* the interrupted sp: the stack starts there */
+	__u64 ip0, bp0;  /* ... and the interrupted ip and bp (young_copy) */
+	__u32 no_tables; /* the process had none: young_copy may send the stack */
+	__u32 hs_lost;   /* a Java walk stopped in the code heap */
+	__u64 heap_lo, heap_hi;  /* the brk heap: no code there */
+	struct jp_ustack st;
+};
+
+/* The walk's state per CPU (unwind.bpf.c; sample.bpf.c reads hs_frames). */
+JP_EXTERN struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct jp_uw_state);
+} unwind_scratch SEC(".maps");
+
+/* tgid -> its JVM's code heaps and offsets (written by daemon/hotspot/hs_proc.c). */
+JP_EXTERN struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, JP_HS_MAX_PROCS);
+	__type(key, __u32);
+	__type(value, struct jp_hs_proc);
+} hs_procs SEC(".maps");
+
+/* hotspot.bpf.c: true when pc lies in one of hp's code heaps. */
+static __always_inline int hs_in_code(const struct jp_hs_proc *hp, __u64 pc)
+{
+	for (int i = 0; i < JP_HS_MAX_HEAPS; i++)
+		if (i < hp->nheaps && pc >= hp->heaps[i].low && pc < hp->heaps[i].high)
+			return 1;
+	return 0;
+}
+
+/* hotspot.bpf.c: one Java frame at u->pc (in hp's code heap) recorded, and
+ * the caller's pc, sp and bp found. 0: go on, 1: stop. */
+int hs_java_step(struct jp_uw_state *u, const struct jp_hs_proc *hp);
 
 /* unwind.bpf.c: the current task's user stack walked into the ustacks map
  * of generation gen (see there). */

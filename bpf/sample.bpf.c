@@ -26,7 +26,7 @@ struct counts_map counts1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);  /* JP_HIST_ALL, JP_HIST_JAVA */
 	__type(key, __u32);
 	__type(value, struct jp_sample_hist);
 } sample_hist SEC(".maps");
@@ -67,7 +67,8 @@ static __always_inline __u64 sample_clock(void)
  * recursion guard), so plain increments are exact. */
 static __always_inline void sample_timed(__u64 t0)
 {
-	__u32 zero = 0;
+	__u32 zero = 0, java = JP_HIST_JAVA;
+	struct jp_uw_state *u;
 	struct jp_sample_hist *h;
 	__u64 ns, b;
 
@@ -80,6 +81,18 @@ static __always_inline void sample_timed(__u64 t0)
 	b = ns / JP_HIST_BUCKET_NS;
 	if (b > JP_HIST_BUCKETS - 1)
 		b = JP_HIST_BUCKETS - 1;
+	h->buckets[b]++;
+	h->sum_ns += ns;
+	/* A JVM's samples apart too: the walk left its Java frame count in
+	 * this CPU's scratch (cleared here, so a sample without a walk after
+	 * it does not count again). */
+	u = bpf_map_lookup_elem(&unwind_scratch, &zero);
+	if (!u || !u->hs_frames)
+		return;
+	u->hs_frames = 0;
+	h = bpf_map_lookup_elem(&sample_hist, &java);
+	if (!h)
+		return;
 	h->buckets[b]++;
 	h->sum_ns += ns;
 }

@@ -62,6 +62,40 @@ struct jp_count_key {
  * signal interrupted (its pc is no return address: looked up as is). */
 #define JP_IP_SIGNAL (1ULL << 63)
 #define JP_IP_INTERRUPTED (1ULL << 62)
+/* A Java frame of a HotSpot JVM the BPF walk stepped through (bpf/hotspot.bpf.c):
+ * an interpreted frame is stored as its Method* with this tag (no pc: the
+ * interpreter's code names nothing); a compiled frame is its plain pc, in
+ * the JVM's code heap (named by the nmethod there at drain time). */
+#define JP_IP_JAVA_METHOD (1ULL << 61)
+
+/* ---- HotSpot JVMs (daemon/hotspot/hs_proc.c writes hs_procs; bpf/hotspot.bpf.c walks) ---- */
+#define JP_HS_MAX_HEAPS 4
+#define JP_HS_MAX_PROCS 64       /* JVMs the walk knows at once */
+
+/* One code heap: committed code [low, high), a segment map byte per
+ * 2^log2 bytes of it at segmap. */
+struct jp_hs_heap {
+	__u64 low;
+	__u64 high;
+	__u64 segmap;
+	__u32 log2;
+	__u32 pad;
+};
+
+/* Value of hs_procs (key: tgid as the daemon sees it). Offsets in bytes,
+ * the interpreter frame's slots in words from rbp. */
+struct jp_hs_proc {
+	__u64 start_ns;          /* as jp_unwind_proc.start_ns (10 ms ticks) */
+	struct jp_hs_heap heaps[JP_HS_MAX_HEAPS];
+	__u64 interp_lo;         /* the Interpreter blob's code */
+	__u64 interp_hi;
+	__u32 nheaps;
+	__s32 hblock_size;       /* sizeof(HeapBlock): the CodeBlob follows */
+	__s32 blob_frame_size;   /* CodeBlob::_frame_size (int, words) */
+	__s32 iframe_method;     /* interpreter frame: Method* at rbp + 8 * this */
+	__s32 iframe_sender_sp;  /* ... the caller's sp at rbp + 8 * this */
+	__u32 pad;
+};
 
 /* One row of a binary's table, in effect from pc up to the next row's pc.
  * pc is an address of the ELF file (its p_vaddr space). */
@@ -130,6 +164,9 @@ struct jp_counters {
 	__u64 uw_collision;     /* DWARF stack id held another stack: frame-pointer stack kept */
 	__u64 young_copied;     /* samples without tables sent with a copy of their user stack */
 	__u64 young_copy_err;   /* ... whose stack could not be read: frame-pointer stack kept */
+	__u64 hs_walks;         /* user stacks that met a known JVM's code heap */
+	__u64 hs_frames;        /* Java frames (compiled, interpreted, stubs) they stepped */
+	__u64 hs_lost;          /* walks that stopped in the code heap (no blob, bad frame) */
 };
 
 /* BPF time of each sample (sample_cpu / sample_thread runs that counted a
@@ -142,6 +179,10 @@ struct jp_counters {
  * verifier has to see. Per CPU; userspace sums them. */
 #define JP_HIST_BUCKETS 64
 #define JP_HIST_BUCKET_NS 1000
+/* sample_hist's entries: every sample, and those among them whose user
+ * stack walk stepped Java frames (bpf/hotspot.bpf.c). */
+#define JP_HIST_ALL 0
+#define JP_HIST_JAVA 1
 
 struct jp_sample_hist {
 	__u64 buckets[JP_HIST_BUCKETS];

@@ -31,33 +31,6 @@ struct {
 	__type(value, __u64);
 } unwind_miss_last SEC(".maps");
 
-/* The walk in progress on this CPU (too big for the BPF stack). */
-struct jp_uw_state {
-	__u64 pc, sp, bp;
-	__u32 tgid;
-	__u32 n;
-	__u32 fp_frames;
-	__u32 root;      /* the walk ended at a frame CFI calls outermost */
-	__u32 unmapped;  /* ... or at an address outside the known mappings */
-	__u32 by_cfi;    /* pc came from a CFI row (trusted), not a frame pointer */
-	__u32 interrupted;  /* pc came from a signal frame: not a return address */
-	__s32 last_map;  /* the mapping of the last frame, or -1 */
-	__u32 pad;
-	__u64 sp0;       /* the interrupted sp: the stack starts there */
-	__u64 ip0, bp0;  /* ... and the interrupted ip and bp (young_copy) */
-	__u32 no_tables; /* the process had none: young_copy may send the stack */
-	__u32 pad2;
-	__u64 heap_lo, heap_hi;  /* the brk heap: no code there */
-	struct jp_ustack st;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct jp_uw_state);
-} unwind_scratch SEC(".maps");
-
 #define UW_USER_TOP 0x00007ffffffff000ULL
 /* Largest frame the unwinder believes: beyond it a frame pointer is garbage. */
 #define UW_MAX_FRAME (8ULL << 20)
@@ -134,6 +107,7 @@ __noinline int unwind_find_row(__u32 first, __u32 count, __u32 off)
 struct uw_walk {
 	struct jp_uw_state *u;
 	const struct jp_unwind_proc *p;
+	const struct jp_hs_proc *hs;  /* the process's JVM, if the daemon knows one */
 };
 
 static long unwind_step(__u64 i, void *arg)
@@ -155,6 +129,9 @@ static long unwind_step(__u64 i, void *arg)
 	pc = u->pc;
 	if (pc < 4096 || pc >= UW_USER_TOP)
 		return 1;
+	/* Java code: frames the CFI tables know nothing of (hotspot.bpf.c). */
+	if (w->hs && hs_in_code(w->hs, pc))
+		return hs_java_step(u, w->hs) ? 1 : 0;
 	if (!p) {
 		/* No tables: frame pointers alone. A return address they give
 		 * may be any word of the stack: one into the stack itself or the
@@ -272,6 +249,7 @@ __noinline __s32 dwarf_stack_id(__u32 gen, __u32 tgid, struct jp_counters *c)
 	__u32 zero = 0, id;
 	struct jp_uw_state *u = bpf_map_lookup_elem(&unwind_scratch, &zero);
 	const struct jp_unwind_proc *p = bpf_map_lookup_elem(&unwind_procs, &tgid);
+	const struct jp_hs_proc *hs = bpf_map_lookup_elem(&hs_procs, &tgid);
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct pt_regs *regs;
 	struct jp_ustack *old;
@@ -285,6 +263,8 @@ __noinline __s32 dwarf_stack_id(__u32 gen, __u32 tgid, struct jp_counters *c)
 	 * ticks. */
 	if (p && p->start_ns != start - start % 10000000ULL)
 		p = NULL;  /* an older process's tables, for this pid */
+	if (hs && hs->start_ns != start - start % 10000000ULL)
+		hs = NULL;
 	if (p) {
 		/* Marks its tables in use (unwtab_cold.c); one store a second
 		 * at most, so the entry's cache line is not written at every
@@ -322,12 +302,20 @@ __noinline __s32 dwarf_stack_id(__u32 gen, __u32 tgid, struct jp_counters *c)
 	u->by_cfi = 0;
 	u->interrupted = 0;
 	u->last_map = -1;
+	u->hs_frames = 0;
+	u->hs_lost = 0;
 	u->st.hash = 0xcbf29ce484222325ULL;
 	walk.u = u;
 	walk.p = p;
+	walk.hs = hs;
 	bpf_loop(JP_MAX_STACK_DEPTH, unwind_step, &walk, 0);
 	if (u->unmapped)
 		unwind_miss(tgid, start, c);
+	if (u->hs_frames) {
+		c->hs_walks++;
+		c->hs_frames += u->hs_frames;
+		c->hs_lost += u->hs_lost;
+	}
 	if (!u->n)
 		return -1;
 	u->st.n = u->n;
@@ -365,6 +353,10 @@ __noinline int young_copy(struct jp_count_key *key, __u32 gen, struct jp_counter
 	if (!u || !key || !c || !u->no_tables)
 		return 0;
 	u->no_tables = 0;
+	/* A JVM's walk through its Java frames is worth more than what the
+	 * daemon's walk of the copy can give (CFI knows no JIT code). */
+	if (u->hs_frames)
+		return 0;
 	/* The main thread's frames end below start_stack (argv and the
 	 * environment above it): no more than that. */
 	top = BPF_CORE_READ(task, mm, start_stack);

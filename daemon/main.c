@@ -464,6 +464,8 @@ int main(int argc, char **argv)
 	r = sampler_new(&scfg, &cb, &sampler);
 	if (r < 0)
 		goto out;
+	/* Java frames the BPF walk found in JVMs without an agent. */
+	symbols_set_java(symbols, hs_procs_symbolize, sampler_hotspot(sampler));
 	session_mgr_set_sampler(sessions, sampler);
 	r = pipeline_set_sampler(pipeline, sampler);
 	if (r < 0)

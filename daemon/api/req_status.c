@@ -141,6 +141,32 @@ static void add_young_status(const struct sampler_stats *ss, struct json_object 
 	json_object_object_add(u, "young", y);
 }
 
+/* Java frames of JVMs walked in BPF without an agent (docs/jvm.md). */
+static void add_hotspot_status(const struct sampler_stats *ss, struct json_object *u)
+{
+	struct json_object *j = json_object_new_object();
+	const struct hs_procs_stats *h = &ss->hotspot;
+
+	if (!j)
+		return;
+	jprof_json_add_u64(j, "jvms", h->jvms);
+	jprof_json_add_u64(j, "opened", h->opened);
+	jprof_json_add_u64(j, "not_jvm", h->not_jvm);
+	jprof_json_add_u64(j, "open_failed", h->open_failed);
+	jprof_json_add_u64(j, "full", h->full);
+	jprof_json_add_u64(j, "busy", h->busy);
+	jprof_json_add_u64(j, "try_cpu_us", h->try_cpu_ns / 1000u);
+	jprof_json_add_u64(j, "dropped", h->dropped);
+	jprof_json_add_u64(j, "stacks", ss->hs_walks);
+	jprof_json_add_u64(j, "frames", ss->hs_frames);
+	jprof_json_add_u64(j, "stacks_lost", ss->hs_lost);
+	jprof_json_add_u64(j, "frames_named", h->named);
+	jprof_json_add_u64(j, "frames_unnamed", h->unnamed);
+	jprof_json_add_u64(j, "name_cpu_us", h->name_cpu_ns / 1000u);
+	jprof_json_add_u64(j, "names_reused", h->memo_hits);
+	json_object_object_add(u, "hotspot", j);
+}
+
 /* DWARF unwinding: what the BPF unwinder did and the tables it read. */
 static void add_unwind_status(const struct sampler_stats *ss, struct json_object *smp, bool all)
 {
@@ -187,6 +213,7 @@ static void add_unwind_status(const struct sampler_stats *ss, struct json_object
 	for (int i = CFI_OK + 1; i < CFI_NERRORS; i++)
 		jprof_json_add_u64(rej, cfi_error_name((enum cfi_error)i), t->rejected[i]);
 	json_object_object_add(u, "rejected", rej);
+	add_hotspot_status(ss, u);
 	/* Binaries sampled within the last minute that have no table: how many
 	 * by cause for everyone; which ones (paths of any user's programs)
 	 * for callers who may see the whole host. */
@@ -228,7 +255,8 @@ static struct json_object *json_us(double us)
 }
 
 /* The BPF programs' own time per sample (collect/samplehist.h). */
-static void add_bpf_time_status(const struct samplehist *h, struct json_object *smp)
+static void add_bpf_time_status(const struct samplehist *h, struct json_object *smp,
+				const char *key)
 {
 	struct json_object *t = json_object_new_object();
 
@@ -239,7 +267,7 @@ static void add_bpf_time_status(const struct samplehist *h, struct json_object *
 	json_object_object_add(t, "p50", json_us(samplehist_quantile(h, 0.50)));
 	json_object_object_add(t, "p90", json_us(samplehist_quantile(h, 0.90)));
 	json_object_object_add(t, "p99", json_us(samplehist_quantile(h, 0.99)));
-	json_object_object_add(smp, "bpf_sample_us", t);
+	json_object_object_add(smp, key, t);
 }
 
 static void add_sampler_status(struct sampler *sampler, struct json_object *smp,
@@ -273,7 +301,9 @@ static void add_sampler_status(struct sampler *sampler, struct json_object *smp,
 		jprof_json_add_u64(off, "held_stacks", ss.offcpu_held_stacks);
 		json_object_object_add(smp, "offcpu", off);
 	}
-	add_bpf_time_status(&ss.bpf_time, smp);
+	add_bpf_time_status(&ss.bpf_time, smp, "bpf_sample_us");
+	/* The samples of JVMs walked in BPF among them (bpf/hotspot.bpf.c). */
+	add_bpf_time_status(&ss.bpf_time_java, smp, "bpf_java_sample_us");
 	add_unwind_status(&ss, smp, all);
 }
 

@@ -24,7 +24,7 @@
 #include "sampler_int.h"
 
 _Static_assert(sizeof(struct jp_count_key) == 64, "jp_count_key layout");
-_Static_assert(sizeof(struct jp_counters) == 168, "jp_counters layout");
+_Static_assert(sizeof(struct jp_counters) == 192, "jp_counters layout");
 _Static_assert(sizeof(struct jp_msg_ustack_copy) == 112 + JP_USTACK_COPY_BYTES, "jp_msg_ustack_copy layout");
 _Static_assert(sizeof(struct jp_offcpu_target) == 16, "jp_offcpu_target layout");
 _Static_assert(sizeof(struct jp_offcpu_start) == 88, "jp_offcpu_start layout");
@@ -257,6 +257,9 @@ int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks
 			goto fail;
 		}
 		unwtab_set_cold(s->unwind, cfg->unwind_cold_s * 1000000000ull);
+		r = hs_procs_new(bpf_map__fd(s->skel->maps.hs_procs), NULL, &s->hotspot);
+		if (r < 0)
+			goto fail;
 	}
 	s->keys = calloc(DRAIN_BATCH, sizeof(*s->keys));
 	/* Optional: without them the drain reads stacks one by one. */
@@ -290,12 +293,18 @@ fail:
 }
 
 
+struct hs_procs *sampler_hotspot(struct sampler *s)
+{
+	return s ? s->hotspot : NULL;
+}
+
 void sampler_free(struct sampler *s)
 {
 	if (!s)
 		return;
 	grace_stop(s);
 	sampler_events_close(s->host);
+	hs_procs_free(s->hotspot);
 	unwtab_free(s->unwind);
 	sampler_offcpu_free(s);
 	ring_buffer__free(s->ring);
@@ -346,12 +355,11 @@ int sampler_unwind_wait(struct sampler *s, uint64_t timeout_ns)
 
 /* Sums the per-CPU histograms of the BPF time per sample. They are never
  * reset: the sum is the total since the programs were loaded. */
-static void read_sample_hist(const struct sampler *s, struct samplehist *out)
+static void read_sample_hist(const struct sampler *s, uint32_t which, struct samplehist *out)
 {
 	struct jp_sample_hist *per = calloc(s->possible_cpus, sizeof(*per));
-	uint32_t zero = 0;
 
-	if (!per || bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.sample_hist), &zero, per) < 0)
+	if (!per || bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.sample_hist), &which, per) < 0)
 		goto out;
 	for (unsigned i = 0; i < s->possible_cpus; i++) {
 		for (unsigned b = 0; b < JP_HIST_BUCKETS; b++) {
@@ -393,10 +401,14 @@ void sampler_get_stats(const struct sampler *s, struct sampler_stats *out)
 			out->uw_collision += per[i].uw_collision;
 			out->young_copied += per[i].young_copied;
 			out->young_copy_err += per[i].young_copy_err;
+			out->hs_walks += per[i].hs_walks;
+			out->hs_frames += per[i].hs_frames;
+			out->hs_lost += per[i].hs_lost;
 		}
 	}
 	free(per);
 	out->stack_missing = s->stack_missing;
+	hs_procs_get_stats(s->hotspot, &out->hotspot);
 	out->drains = s->drains;
 	out->drain_ns_total = s->drain_ns_total;
 	out->last_drain_counts = s->last_drain_counts;
@@ -409,7 +421,8 @@ void sampler_get_stats(const struct sampler *s, struct sampler_stats *out)
 	out->thread_events = s->thread_events;
 	out->offcpu_targets = s->offcpu_targets;
 	out->offcpu_held_stacks = s->held.n;
-	read_sample_hist(s, &out->bpf_time);
+	read_sample_hist(s, JP_HIST_ALL, &out->bpf_time);
+	read_sample_hist(s, JP_HIST_JAVA, &out->bpf_time_java);
 	out->unwind_on = s->unwind != NULL;
 	if (s->unwind) {
 		unwtab_get_stats(s->unwind, &out->unwind);

@@ -21,6 +21,7 @@
 #include "rawsample.h"
 #include "samplehist.h"
 #include "unwtab.h"
+#include "hs_proc.h"
 
 struct sampler;
 struct sampler_events;
@@ -58,6 +59,9 @@ struct sampler_stats {
 	/* DWARF unwinding (BPF side) */
 	uint64_t uw_dwarf, uw_no_tables, uw_root, uw_frames, uw_fp_frames, uw_collision;
 	uint64_t young_copied, young_copy_err;  /* samples sent with a stack copy (bpf: young_copy) */
+	/* Java frames walked in BPF (bpf/hotspot.bpf.c) and the JVMs known */
+	uint64_t hs_walks, hs_frames, hs_lost;
+	struct hs_procs_stats hotspot;
 	bool unwind_on;
 	struct unwtab_stats unwind;  /* the tables (unwind/unwtab.h) */
 	/* sampled binaries without tables (unwtab_missing) */
@@ -66,6 +70,7 @@ struct sampler_stats {
 	/* BPF time of each sample since start, all CPUs (empty in a build
 	 * with JPROF_BPF_TIMING=OFF) */
 	struct samplehist bpf_time;
+	struct samplehist bpf_time_java;  /* ... of them, those that walked Java frames */
 };
 
 struct sampler_callbacks {
@@ -89,6 +94,9 @@ struct sampler_callbacks {
 
 int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks *cb,
 		struct sampler **out);
+/* The JVMs whose Java frames the BPF walk steps (hs_proc.h): what names
+ * those frames (symbols_set_java). NULL with unwinding off. */
+struct hs_procs *sampler_hotspot(struct sampler *s);
 /* Detaches and closes every event and program; NULL-safe. */
 void sampler_free(struct sampler *s);
 

@@ -291,6 +291,7 @@ int sampler_handle_ring_msg(void *ctx, void *data, size_t size)
 	} else if (type == JP_MSG_EXEC && size >= sizeof(struct jp_msg_new_thread)) {
 		const struct jp_msg_new_thread *m = data;
 
+		hs_procs_exec(s->hotspot, (pid_t)m->tgid);
 		if (s->cb.exec)
 			s->cb.exec(m->tgid, s->cb.exec_arg);
 	} else if (type == JP_MSG_SAMPLE && size >= sizeof(struct jp_msg_sample)) {
@@ -320,6 +321,8 @@ int sampler_handle_ring_msg(void *ctx, void *data, size_t size)
 		}
 		if (s->unwind)
 			unwtab_request(s->unwind, m->tgid, m->start_ns, false);
+		/* Any process may be a JVM; whether it is gets read at the tick. */
+		hs_procs_consider(s->hotspot, (pid_t)m->tgid, m->start_ns);
 	}
 	return 0;
 }
@@ -432,6 +435,8 @@ static int drain_finish(struct sampler *s)
 	if (r == 0)
 		sampler_offcpu_drained(s);
 	sampler_stack_cache_reset(s);
+	/* After the samples were named: a JVM gone is forgotten only now. */
+	hs_procs_tick(s->hotspot);
 	s->drains++;
 	source_periods_retire(s);
 	s->drain_ns_total += clock_mono_ns() - t0;

@@ -13,6 +13,7 @@
 #include "sampler.h"
 #include "sampler.skel.h"
 #include "unwtab.h"
+#include "hs_proc.h"
 #include "bpf/sampler.h"
 
 #define SAMPLER_MAX_CPUS 4096
@@ -60,6 +61,7 @@ struct held_stacks {
 struct sampler {
 	struct sampler_bpf *skel;
 	struct unwtab *unwind;          /* NULL: DWARF unwinding off */
+	struct hs_procs *hotspot;       /* JVMs walked in BPF; NULL with unwinding off */
 	struct ring_buffer *ring;
 	struct sampler_callbacks cb;
 	struct sampler_events *host;

@@ -149,6 +149,14 @@ int hs_blob_at(struct hs *h, uint64_t pc, struct hs_blob *out);
 /* The code heaps' committed ranges [low, high) now, up to max of them
  * (what the BPF side will keep per process): how many heaps, or -errno. */
 int hs_code_bounds(struct hs *h, uint64_t *low, uint64_t *high, unsigned max);
+/* The same with what a walk of each heap's segment map needs (the BPF
+ * walk: daemon/hotspot/hs_proc.c): how many heaps, or -errno. */
+struct hs_heap_info {
+	uint64_t low, high;    /* committed code */
+	uint64_t segmap;       /* the segment map's first byte */
+	unsigned log2;         /* log2 of the segment size */
+};
+int hs_code_heaps(struct hs *h, struct hs_heap_info *out, unsigned max);
 /* Calls fn for every used blob of every code heap (segment map walk);
  * stops when fn returns non-zero and returns that. -errno on a read error. */
 int hs_blobs_foreach(struct hs *h, int (*fn)(const struct hs_blob *b, void *arg), void *arg);

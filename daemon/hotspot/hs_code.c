@@ -265,6 +265,24 @@ int hs_code_bounds(struct hs *h, uint64_t *low, uint64_t *high, unsigned max)
 	return (int)n;
 }
 
+int hs_code_heaps(struct hs *h, struct hs_heap_info *out, unsigned max)
+{
+	struct hs_heap heaps[HS_HEAPS_MAX];
+	unsigned n;
+	int ret = hs_heaps(h, heaps, &n);
+
+	if (ret < 0)
+		return ret;
+	for (unsigned i = 0; i < n && i < max; i++)
+		out[i] = (struct hs_heap_info){
+			.low = heaps[i].low,
+			.high = heaps[i].low + (heaps[i].nseg << heaps[i].log2),
+			.segmap = heaps[i].segmap,
+			.log2 = heaps[i].log2,
+		};
+	return (int)n;
+}
+
 int hs_blobs_foreach(struct hs *h, int (*fn)(const struct hs_blob *b, void *arg), void *arg)
 {
 	struct hs_heap heaps[HS_HEAPS_MAX];

@@ -136,6 +136,14 @@ static bool agent_module(const char *m)
 	return strstr(m, "jprofagent") && n > 3 && !strcmp(m + n - 3, ".so");
 }
 
+/* JIT code, and the Java frames the BPF walk names in a JVM it knows
+ * (daemon/hotspot/hs_proc.c): where an agent's Java frames take over. */
+static bool java_code(enum frame_kind k)
+{
+	return k == FRAME_JIT_UNKNOWN || k == FRAME_JAVA_INTERP || k == FRAME_JAVA_JIT ||
+	       k == FRAME_JAVA_C1 || k == FRAME_JAVA_INLINED || k == FRAME_JAVA;
+}
+
 /* User frames, root first (the stack map gives them leaf first). With
  * cut_at_jit, only the frames from the leaf up to the first address in JIT
  * code: from there on the Java frames tell the story (and frame-pointer
@@ -172,7 +180,7 @@ static bool push_user(struct builder *b, uint32_t pid, uint64_t start, const uin
 		if (symbols_resolve_user(b->sym, (pid_t)pid, start, ip, ret, &b->r) < 0)
 			continue;
 		agent = agent || agent_module(b->r.module);
-		if (cut_at_jit && b->r.kind == FRAME_JIT_UNKNOWN) {
+		if (cut_at_jit && java_code(b->r.kind)) {
 			if (jit_marker)
 				push(b, FRAME_MARKER, jit_marker, "");
 			break;

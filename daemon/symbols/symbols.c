@@ -76,6 +76,14 @@ void symbols_set_lines(struct symbols *s, struct lines *l)
 		s->lines = l;
 }
 
+void symbols_set_java(struct symbols *s, symbols_java_fn fn, void *arg)
+{
+	if (!s)
+		return;
+	s->java = fn;
+	s->java_arg = arg;
+}
+
 static void symbols_elf_put(struct sym_elf *e)
 {
 	if (e && e->refcnt > 0)
@@ -247,6 +255,13 @@ int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t start_ns, uint64
 	if (symload_pending(s->loader))
 		symbols_take_loads(s);
 	out->has_loc = false;
+	if (addr & SYMBOLS_JAVA_METHOD) {
+		ret = 0;
+		if (!s->java || s->java(s->java_arg, pid, start_ns, addr & ~SYMBOLS_JAVA_METHOD,
+					true, out) < 0)
+			symbols_set(out, FRAME_MARKER, "[unknown]", "");
+		goto out;
+	}
 	now = symbols_now_ms();
 	/* A return address points after the call; addr - 1 is inside it. */
 	look = is_return_addr && addr > 0 ? addr - 1 : addr;
@@ -273,7 +288,8 @@ int symbols_resolve_user(struct symbols *s, pid_t pid, uint64_t start_ns, uint64
 	file_off = look - m->start + m->offset;
 	switch (m->type) {
 	case SYM_MAP_ANON:
-		symbols_set(out, FRAME_JIT_UNKNOWN, "[jit]", "");
+		if (!s->java || s->java(s->java_arg, pid, start_ns, look, false, out) < 0)
+			symbols_set(out, FRAME_JIT_UNKNOWN, "[jit]", "");
 		goto out;
 	case SYM_MAP_VSYSCALL:
 		symbols_set_offset(out, "[vsyscall]", look - m->start);

@@ -151,6 +151,17 @@ void symbols_set_max_memory(struct symbols *s, uint64_t bytes);
 struct lines;
 void symbols_set_lines(struct symbols *s, struct lines *l);
 
+/* Java frames of JVMs walked without an agent (issue 30; daemon/hotspot/
+ * hs_proc.c answers): a user address in anonymous executable memory, and
+ * one tagged SYMBOLS_JAVA_METHOD (an interpreted frame's Method*, not an
+ * address: the BPF walk's JP_IP_JAVA_METHOD), are asked of fn first: 0 when
+ * it filled out, < 0 when it has no name (then "[jit]", or "[unknown]" for a
+ * Method*). fn runs on the caller's thread; arg is borrowed. */
+#define SYMBOLS_JAVA_METHOD (1ULL << 61)
+typedef int (*symbols_java_fn)(void *arg, pid_t pid, uint64_t start_ns, uint64_t addr,
+			       bool method, struct sym_result *out);
+void symbols_set_java(struct symbols *s, symbols_java_fn fn, void *arg);
+
 /* Loads kallsyms if needed; false when kernel symbols are unavailable
  * (unreadable, or all addresses zero: kptr_restrict or no CAP_SYSLOG). */
 bool symbols_kernel_available(struct symbols *s);

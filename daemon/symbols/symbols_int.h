@@ -126,6 +126,8 @@ struct symbols {
 	uint64_t next_token;
 	uint64_t max_bytes;              /* symbols_set_max_memory */
 	struct lines *lines;             /* borrowed; NULL: no file:line */
+	symbols_java_fn java;            /* symbols_set_java; NULL: none */
+	void *java_arg;
 	struct symbols_stats stats;
 	struct procmaps_fuse_cache fuse;
 };

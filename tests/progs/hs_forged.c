@@ -1,8 +1,10 @@
 /* A process that maps a forged libjvm.so (argv[1], hs_fakejvm.c) and waits
- * to be read (unit/test_hotspot.c). Its name says when the forgery is in
- * place; its stdout the fake's Method* address. */
+ * to be read (unit/test_hotspot.c), or with argv[2] "spin" spins, to be
+ * sampled (integration/test_java_bpf.py). Its name says when the forgery is
+ * in place; its stdout the fake's Method* address. */
 #include <dlfcn.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -18,6 +20,9 @@ int main(int argc, char **argv)
 	printf("%p\n", dlsym(lib, "hs_fake_method"));
 	fflush(stdout);
 	prctl(PR_SET_NAME, "hs-forged-ready");
+	if (argc > 2 && !strcmp(argv[2], "spin"))
+		for (volatile unsigned long x = 0;; x++)
+			;
 	for (;;)
 		pause();
 }

@@ -6,6 +6,11 @@
  * process). */
 #include "check_main.h"
 #include "hs.h"
+#include "hs_proc.h"
+
+#include <bpf/bpf.h>
+#include <linux/types.h>
+#include "bpf/sampler.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -109,6 +114,103 @@ static int find_cb(const struct hs_blob *b, void *arg)
 	return 0;
 }
 
+/* pid's start (CLOCK_BOOTTIME ns, /proc's 10 ms ticks), as the sampler's
+ * messages give it. */
+static uint64_t proc_start_ns(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ticks = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(fgets(buf, sizeof(buf), f));
+	fclose(f);
+	p = strrchr(buf, ')');
+	ck_assert_ptr_nonnull(p);
+	/* field 22, starttime: the 20th after the comm */
+	for (int i = 0; i < 20 && p; i++)
+		p = strchr(p + 1, ' ');
+	ck_assert_ptr_nonnull(p);
+	ticks = strtoull(p + 1, NULL, 10);
+	return ticks * 10000000ull;
+}
+
+static int hs_map_new(void)
+{
+	int fd = bpf_map_create(BPF_MAP_TYPE_HASH, "hs_test", 4, sizeof(struct jp_hs_proc),
+				JP_HS_MAX_PROCS, NULL);
+
+	ck_assert_msg(fd >= 0, "bpf_map_create: %s", strerror(errno));
+	return fd;
+}
+
+/* The entry hs_proc.c writes for a JVM (issue 30 step 2): its heaps as
+ * hs_code_heaps reads them, the interpreter's range, the offsets; names of
+ * a compiled pc and of a Method* as the symbolizer asks; gone at exec. */
+static void check_hs_procs(struct hs *h, pid_t pid, const struct hs_blob *spin)
+{
+	struct hs_heap_info hi[JP_HS_MAX_HEAPS];
+	struct hs_procs *hp = NULL;
+	struct hs_procs_stats st;
+	struct jp_hs_proc v;
+	struct sym_result out;
+	struct hs_blob ib;
+	uint64_t start = proc_start_ns(pid);
+	uint32_t key = (uint32_t)pid;
+	int fd = hs_map_new(), n;
+
+	ck_assert_int_eq(hs_procs_new(fd, NULL, &hp), 0);
+	hs_procs_consider(hp, pid, start + 1234);
+	hs_procs_tick(hp);
+	hs_procs_get_stats(hp, &st);
+	ck_assert_msg(bpf_map_lookup_elem(fd, &key, &v) == 0, "no entry (%llu tries failed)",
+		      (unsigned long long)st.open_failed);
+	ck_assert_uint_eq(st.jvms, 1);
+	ck_assert_uint_eq(v.start_ns, start);
+	n = hs_code_heaps(h, hi, JP_HS_MAX_HEAPS);
+	ck_assert_int_ge(n, 1);
+	ck_assert_uint_eq(v.nheaps, (unsigned)n);
+	for (int i = 0; i < n; i++) {
+		ck_assert_uint_eq(v.heaps[i].low, hi[i].low);
+		ck_assert_uint_eq(v.heaps[i].segmap, hi[i].segmap);
+		ck_assert_uint_eq(v.heaps[i].log2, hi[i].log2);
+		ck_assert_uint_le(v.heaps[i].high, hi[i].high);  /* it may have grown since */
+	}
+	ck_assert_int_eq(v.hblock_size, hs_offsets(h)->hblock_size);
+	ck_assert_int_eq(v.blob_frame_size, hs_offsets(h)->blob_frame_size);
+	ck_assert_int_eq(v.iframe_method, -3);
+	ck_assert_int_eq(v.iframe_sender_sp, -1);
+	ck_assert_int_eq(hs_blob_at(h, v.interp_lo + (v.interp_hi - v.interp_lo) / 2, &ib), 0);
+	ck_assert_int_eq(ib.kind, HS_BLOB_INTERPRETER);
+	ck_assert_uint_eq(ib.start, v.interp_lo);
+
+	ck_assert_int_eq(hs_procs_symbolize(hp, pid, start, spin->start + spin->size / 2, false,
+					    &out), 0);
+	ck_assert_str_eq(out.name, "Hot.spin");
+	ck_assert(out.kind == FRAME_JAVA_JIT || out.kind == FRAME_JAVA_C1);
+	ck_assert_int_eq(hs_procs_symbolize(hp, pid, start, spin->method, true, &out), 0);
+	ck_assert_str_eq(out.name, "Hot.spin");
+	ck_assert_int_eq(out.kind, FRAME_JAVA_INTERP);
+	ck_assert_int_eq(hs_procs_symbolize(hp, pid, start, ib.start + 64, false,
+					    &out), 0);
+	ck_assert_str_eq(out.name, "[Interpreter]");
+	/* Another process with this pid: nothing named from this JVM. */
+	ck_assert_int_eq(hs_procs_symbolize(hp, pid, start + 50000000ull, spin->start + 64,
+					    false, &out), -ENOENT);
+	/* Not a Method*: refused, not a name made up. */
+	ck_assert_int_eq(hs_procs_symbolize(hp, pid, start, spin->start, true, &out), -ENOENT);
+
+	hs_procs_exec(hp, pid);
+	ck_assert_int_ne(bpf_map_lookup_elem(fd, &key, &v), 0);
+	hs_procs_get_stats(hp, &st);
+	ck_assert_uint_eq(st.jvms, 0);
+	ck_assert_uint_eq(st.dropped, 1);
+	hs_procs_free(hp);
+	close(fd);
+}
+
 /* java (JDK at java_bin) runs Hot as nobody until Hot.spin is compiled:
  * found by walking the code heap from here, which is the check. */
 static void check_jvm(const char *java_bin)
@@ -196,6 +298,7 @@ static void check_jvm(const char *java_bin)
 		ck_assert_uint_ge(ok + 2, n);
 		hs_free(h2);
 	}
+	check_hs_procs(h, pid, &f.found);
 	hs_free(h);
 	end_child(pid);
 }
@@ -253,6 +356,27 @@ static pid_t start_forged(const char *mode, uint64_t *method)
 	return pid;
 }
 
+/* A forged process that opens (the well-formed control) but has no
+ * interpreter gets no entry in the walk's map: it is counted, not walked. */
+static void check_forged_no_entry(pid_t pid)
+{
+	struct hs_procs *hp = NULL;
+	struct hs_procs_stats st;
+	struct jp_hs_proc v;
+	uint32_t key = (uint32_t)pid;
+	int fd = hs_map_new();
+
+	ck_assert_int_eq(hs_procs_new(fd, NULL, &hp), 0);
+	hs_procs_consider(hp, pid, proc_start_ns(pid));
+	hs_procs_tick(hp);
+	hs_procs_get_stats(hp, &st);
+	ck_assert_int_ne(bpf_map_lookup_elem(fd, &key, &v), 0);
+	ck_assert_uint_eq(st.jvms, 0);
+	ck_assert_uint_eq(st.open_failed, 1);
+	hs_procs_free(hp);
+	close(fd);
+}
+
 /* Every forgery is refused, in well under a second of CPU; the well-formed
  * control is accepted (so a refusal is the forgery's, not the setup's). */
 START_TEST(test_forged)
@@ -275,6 +399,7 @@ START_TEST(test_forged)
 		if (i == 0) {
 			ck_assert_msg(r == 0, "the valid control: %s", strerror(-r));
 			ck_assert_uint_eq(hs_stats(h)->struct_entries, 21);
+			check_forged_no_entry(pid);
 		} else {
 			ck_assert_msg(r < 0, "forgery %s accepted", modes[i]);
 		}
