@@ -49,10 +49,13 @@ struct {
 	__type(value, __u64);
 } source_min_gap SEC(".maps");
 
+/* (source << 32 | tid) -> the time of that thread's last record of that
+ * source: recordings that share a JVM's threads (one agent, several event
+ * sets) are each held to their own gap. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
-	__type(key, __u32);
+	__type(key, __u64);
 	__type(value, __u64);
 } thread_last SEC(".maps");
 
@@ -230,17 +233,17 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
  * the thread's last record: dropped (counted as throttled). */
 static __always_inline bool record_throttled(__u32 source, __u32 tid, struct jp_counters *c)
 {
-	__u64 now = bpf_ktime_get_ns(), *gap, *last;
+	__u64 now = bpf_ktime_get_ns(), key = (__u64)source << 32 | tid, *gap, *last;
 
 	gap = bpf_map_lookup_elem(&source_min_gap, &source);
 	if (!gap)
 		return false;
-	last = bpf_map_lookup_elem(&thread_last, &tid);
+	last = bpf_map_lookup_elem(&thread_last, &key);
 	if (last && now - *last < *gap) {
 		c->throttled++;
 		return true;
 	}
-	bpf_map_update_elem(&thread_last, &tid, &now, BPF_ANY);
+	bpf_map_update_elem(&thread_last, &key, &now, BPF_ANY);
 	return false;
 }
 

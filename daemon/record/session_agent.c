@@ -243,21 +243,14 @@ static struct jvm_budget *uid_budget(struct session *s)
 
 /* cpu-clock samples of one thread are an interval of CPU time apart; the
  * BPF program drops a record less than half an interval after the
- * thread's last one (a period the JVM shortened through its copy of the
- * event). It keeps one last time per thread, not per recording: of the
- * recordings one agent serves, only the one with the lowest event set has
- * the gap (the others' records would fall into it); the others are
- * unthrottled meanwhile (docs/jvm.md). */
+ * thread's last one of the same recording (a period the JVM shortened
+ * through its copy of the event). Each recording one agent serves keeps
+ * its own gap: the BPF program's last times are per recording and thread. */
 static void jvm_set_gaps(struct session_mgr *m, struct agent *a)
 {
-	struct session *low = NULL;
-
-	for (struct session *o = m->sessions; o; o = o->next)
-		if (o->agent == a && o->threads && (!low || o->agent_set < low->agent_set))
-			low = o;
 	for (struct session *o = m->sessions; o; o = o->next)
 		if (o->agent == a && o->threads)
-			sampler_set_min_gap(m->sampler, o->id, o == low ? interval_ns(o) / 2 : 0);
+			sampler_set_min_gap(m->sampler, o->id, interval_ns(o) / 2);
 }
 
 void session_jvm_unbind(struct session *s)

@@ -296,7 +296,10 @@ def main(t):
             return samp[0], warn, took
 
         samp, warn, took = gated(True)
-        jt.check(samp["ready"] is True and samp["wait_ms"] < 1500, "sampling %r" % samp)
+        # Opened by THREADS_ARMED, before the 2 s deadline ("ready"); how
+        # soon depends on the machine (1.5 s under load 15, the fake
+        # agent's unwind tables being built too).
+        jt.check(samp["ready"] is True and samp["wait_ms"] < 2000, "sampling %r" % samp)
         jt.check(not warn, "sampling_not_ready after THREADS_ARMED: %r" % warn)
         samp, warn, took = gated(False)
         jt.check(samp["ready"] is False and 2000 <= samp["wait_ms"] < 2500, "sampling %r" % samp)
