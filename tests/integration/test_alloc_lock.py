@@ -193,11 +193,19 @@ def multi_event_cases(t, d):
                  "%.2f s" % (cpu / 1e9, total("cpu/nanoseconds") / 1e9))
         jt.check(abs(share - 0.75) <= 0.05, "alloc: big() share %.3f, want 0.75 +- 0.05" % share)
         # The holders keep their locks 20 ms of every 22: each waiter waits
-        # most of the recording, and nothing else waits.
+        # most of the recording; and every wait is on one of the two locks
+        # (by any thread: a holder can wait too, for a waiter preempted
+        # while it held the lock on a busy machine).
+        li = cols.index("lock_wait/nanoseconds")
+        on_locks = total("lock_wait/nanoseconds", lambda f: f[0] in ("LockWait$Box", PARK_LEAF))
+        others = sorted(((v[li], ";".join(reversed(f))) for v, f in samples
+                         if v[li] and f[0] not in ("LockWait$Box", PARK_LEAF)), reverse=True)[:5]
         jt.check(wait >= 0.5 * SECS * 1e9 and parked >= 0.5 * SECS * 1e9 and
-                 wait + parked >= 0.9 * total("lock_wait/nanoseconds"),
-                 "lock: waiter() on LockWait$Box %.2f s, rwaiter() on %s %.2f s, of %.2f s" %
-                 (wait / 1e9, PARK_LEAF, parked / 1e9, total("lock_wait/nanoseconds") / 1e9))
+                 on_locks >= 0.9 * total("lock_wait/nanoseconds"),
+                 "lock: waiter() on LockWait$Box %.2f s, rwaiter() on %s %.2f s, both locks "
+                 "%.2f s, of %.2f s; the other waits: %r" %
+                 (wait / 1e9, PARK_LEAF, parked / 1e9, on_locks / 1e9,
+                  total("lock_wait/nanoseconds") / 1e9, others))
         # Each sample carries its own event's values, zeros elsewhere.
         groups = ((1,), (2, 3), (4, 5))
         mixed = [(v, f[:3]) for v, f in samples
