@@ -78,7 +78,7 @@ static void retry_later(struct unwtab *u, uint32_t tgid, uint64_t start, uint64_
 		;
 	if (i == u->nlater && u->nlater < MAX_QUEUE) {
 		u->later[u->nlater++] = (struct request){ tgid, start,
-							  clock_ns(CLOCK_BOOTTIME) + wait_ns, true, false };
+							  clock_ns(CLOCK_BOOTTIME) + wait_ns, true, false, 0 };
 		u->nretry++;
 	}
 	pthread_mutex_unlock(&u->mu);
@@ -424,6 +424,10 @@ static void *worker(void *arg)
 		}
 		u->busy = true;
 		u->building = req.tgid;
+		if (u->cache_next) {
+			u->cache = u->cache_next;
+			u->cache_next = NULL;
+		}
 		pthread_mutex_unlock(&u->mu);
 
 		builds = u->st.builds;
@@ -550,6 +554,8 @@ void unwtab_free(struct unwtab *u)
 		pthread_cond_destroy(&u->idle);
 	}
 	unwtab_young_free_all(u);
+	unwcache_free(u->cache);
+	unwcache_free(u->cache_next);
 	while (u->nprocs)
 		proc_drop(u, u->nprocs - 1);
 	for (size_t i = 0; i < u->ntables; i++) {
@@ -590,7 +596,7 @@ static bool request_defer(struct unwtab *u, uint32_t tgid, uint64_t start_ns)
 	if (!start_ns || queued(u, tgid) || clock_ns(CLOCK_BOOTTIME) >= due ||
 	    u->nlater == MAX_QUEUE)
 		return false;
-	u->later[u->nlater++] = (struct request){ tgid, start_ns, due, false, false };
+	u->later[u->nlater++] = (struct request){ tgid, start_ns, due, false, false, 0 };
 	u->shared.requests++;
 	u->shared.deferred++;
 	/* Woken only to wait for this one: when idle it sleeps until the
@@ -617,7 +623,7 @@ void unwtab_undefer(struct unwtab *u, uint32_t tgid)
 
 void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns, bool urgent)
 {
-	struct request req = { tgid, start_ns, 0, false, urgent };
+	struct request req = { tgid, start_ns, 0, false, urgent, 0 };
 	size_t i;
 
 	pthread_mutex_lock(&u->mu);
