@@ -875,7 +875,13 @@ class Daemon:
         self.exit_code = None
         self.bpf_ids = set()
         extra = os.environ.get("JPROF_TEST_DAEMON_ARGS", "").split()
-        self.argv = [t.jprofd, "--socket", self.socket] + list(extra_args) + extra
+        extra_args = list(extra_args)
+        # Each daemon its own cache of built unwind tables, empty: a test
+        # sees the builds of a fresh daemon, whatever ran before it
+        # (test_unwind_cache.py passes one to share between two daemons).
+        if not any(a.startswith("--unwind-cache-dir") for a in extra_args + extra):
+            extra_args += ["--unwind-cache-dir", os.path.join(self.dir, "unwind-cache")]
+        self.argv = [t.jprofd, "--socket", self.socket] + extra_args + extra
         log("starting %s" % " ".join(self.argv))
         self._err = open(self.stderr_path, "wb")
         self.proc = Proc(as_user_argv(None, self.argv), name, stdout=self._err,
