@@ -24,6 +24,10 @@
  * file is built, not cached. */
 #define NAMES_MAX (16u << 20)
 #define READ_CHUNK (64u << 10)
+/* Bytes hashed for one key at most: the CFI of the largest binaries is tens
+ * of MiB. A file that names more (many sections called .eh_frame over one
+ * sparse gigabyte) is built, not cached: the builder reads only the first. */
+#define HASH_MAX (128ull << 20)
 /* Entries removed at once when over max_bytes: to this share of it, so
  * that the next writes do not each scan and remove again. */
 #define EVICT_TO_PCT 90
@@ -226,10 +230,14 @@ void unwcache_free(struct unwcache *c)
 
 /* Hashes [off, off + len) of fd, tagged with its place; -EINVAL if the
  * file is shorter (libelf would refuse the section too). */
-static int hash_range(EVP_MD_CTX *h, int fd, uint64_t off, uint64_t len, uint8_t *buf)
+static int hash_range(EVP_MD_CTX *h, int fd, uint64_t off, uint64_t len, uint8_t *buf,
+		      uint64_t *budget)
 {
 	uint64_t tag[2] = { off, len };
 
+	if (len > *budget)
+		return -E2BIG;
+	*budget -= len;
 	if (!EVP_DigestUpdate(h, tag, sizeof(tag)))
 		return -ENOMEM;
 	while (len) {
@@ -266,7 +274,7 @@ static bool read_by_builder(const char *names, size_t nsize, uint64_t at)
 }
 
 /* Everything of one ELF file cfi_build_fd can read (unwcache.h). */
-static int hash_elf(EVP_MD_CTX *h, int fd, uint8_t *buf)
+static int hash_elf(EVP_MD_CTX *h, int fd, uint8_t *buf, uint64_t *budget)
 {
 	Elf *elf;
 	GElf_Ehdr eh;
@@ -293,7 +301,7 @@ static int hash_elf(EVP_MD_CTX *h, int fd, uint8_t *buf)
 		r = EVP_DigestUpdate(h, &ph, sizeof(ph)) ? 0 : -ENOMEM;
 		/* .eh_frame_hdr is read through its segment (elfmeta_ehhdr). */
 		if (r == 0 && ph.p_type == PT_GNU_EH_FRAME)
-			r = hash_range(h, fd, ph.p_offset, ph.p_filesz, buf);
+			r = hash_range(h, fd, ph.p_offset, ph.p_filesz, buf, budget);
 		if (r < 0)
 			goto out;
 	}
@@ -316,7 +324,7 @@ static int hash_elf(EVP_MD_CTX *h, int fd, uint8_t *buf)
 		if (pread(fd, names, nsize, (off_t)sh.sh_offset) != (ssize_t)nsize)
 			goto out;
 		names[nsize] = '\0';
-		r = hash_range(h, fd, sh.sh_offset, sh.sh_size, buf);
+		r = hash_range(h, fd, sh.sh_offset, sh.sh_size, buf, budget);
 		if (r < 0)
 			goto out;
 	}
@@ -326,7 +334,7 @@ static int hash_elf(EVP_MD_CTX *h, int fd, uint8_t *buf)
 		if (!gelf_getshdr(elf_getscn(elf, i), &sh) || sh.sh_type == SHT_NOBITS ||
 		    !read_by_builder(names, nsize, sh.sh_name))
 			continue;
-		r = hash_range(h, fd, sh.sh_offset, sh.sh_size, buf);
+		r = hash_range(h, fd, sh.sh_offset, sh.sh_size, buf, budget);
 		if (r < 0)
 			goto out;
 	}
@@ -344,6 +352,7 @@ int unwcache_key(const struct unwcache *c, int fd, int debug_fd, struct unwcache
 	uint8_t *buf = malloc(READ_CHUNK);
 	unsigned len = sizeof(out->sha);
 	uint8_t dbg = debug_fd >= 0;
+	uint64_t budget = HASH_MAX;
 	int r = -ENOMEM;
 
 	if (!h || !buf || !EVP_DigestInit_ex(h, EVP_sha256(), NULL) ||
@@ -351,11 +360,11 @@ int unwcache_key(const struct unwcache *c, int fd, int debug_fd, struct unwcache
 	    !EVP_DigestUpdate(h, &dbg, 1))
 		goto out;
 	elf_version(EV_CURRENT);
-	r = hash_elf(h, fd, buf);
+	r = hash_elf(h, fd, buf, &budget);
 	/* The debug file's .debug_frame is read when the file has none: its
 	 * parts are hashed whether or not they will be. */
 	if (r == 0 && debug_fd >= 0)
-		r = hash_elf(h, debug_fd, buf);
+		r = hash_elf(h, debug_fd, buf, &budget);
 	if (r == 0 && !EVP_DigestFinal_ex(h, out->sha, &len))
 		r = -ENOMEM;
 out:

@@ -69,8 +69,9 @@ void unwcache_free(struct unwcache *c);
 
 /* The key of the ELF file open on fd with its debug file on debug_fd (-1:
  * none), as cfi_build_fd(fd, debug_fd) would read them. 0; -EINVAL when
- * the file is not one the builder could use, or cannot be read whole
- * (then it is not cached); -ENOMEM. */
+ * the file is not one the builder could use, or cannot be read whole,
+ * -E2BIG when it names more than 128 MiB to hash (then it is not cached);
+ * -ENOMEM. */
 int unwcache_key(const struct unwcache *c, int fd, int debug_fd, struct unwcache_key *out);
 
 /* The table of key, if cached, from a file src may be served (see above)

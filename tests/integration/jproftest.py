@@ -876,11 +876,11 @@ class Daemon:
         self.bpf_ids = set()
         extra = os.environ.get("JPROF_TEST_DAEMON_ARGS", "").split()
         extra_args = list(extra_args)
-        # Each daemon its own cache of built unwind tables, empty: a test
-        # sees the builds of a fresh daemon, whatever ran before it
-        # (test_unwind_cache.py passes one to share between two daemons).
+        # No disk cache of built unwind tables unless a test asks for one
+        # (test_unwind_cache.py): every test sees a fresh daemon's builds,
+        # whatever ran before it, and /var/cache is left alone.
         if not any(a.startswith("--unwind-cache-dir") for a in extra_args + extra):
-            extra_args += ["--unwind-cache-dir", os.path.join(self.dir, "unwind-cache")]
+            extra_args += ["--unwind-cache-dir", "off"]
         self.argv = [t.jprofd, "--socket", self.socket] + extra_args + extra
         log("starting %s" % " ".join(self.argv))
         self._err = open(self.stderr_path, "wb")
