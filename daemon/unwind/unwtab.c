@@ -414,12 +414,17 @@ static void boost(struct unwtab *u)
 		setpriority(PRIO_PROCESS, (id_t)u->worker_tid, u->boost_nice);
 }
 
-static void unboost(struct unwtab *u)
+static bool urgent_queued(const struct unwtab *u)
 {
 	for (size_t i = 0; i < u->nq; i++)
 		if (u->queue[i].urgent)
-			return;
-	if (!u->boosted)
+			return true;
+	return false;
+}
+
+static void unboost(struct unwtab *u)
+{
+	if (!u->boosted || urgent_queued(u))
 		return;
 	u->boosted = false;
 	setpriority(PRIO_PROCESS, (id_t)u->worker_tid, 5);
@@ -467,6 +472,7 @@ static void *worker(void *arg)
 			memmove(u->queue, u->queue + 1, (u->nq - 1) * sizeof(*u->queue));
 			u->nq--;
 		}
+		atomic_store(&u->urgent_waiting, urgent_queued(u));
 		u->busy = true;
 		u->building = req.tgid;
 		if (u->cache_next) {
@@ -678,8 +684,10 @@ void unwtab_request(struct unwtab *u, uint32_t tgid, uint64_t start_ns, bool urg
 	pthread_mutex_lock(&u->mu);
 	if (!urgent && request_defer(u, tgid, start_ns))
 		goto out;
-	if (urgent)
+	if (urgent) {
 		boost(u);
+		atomic_store(&u->urgent_waiting, true);
+	}
 	/* A recording starts: its process is served now, not when due. */
 	for (i = 0; urgent && i < u->nlater; i++)
 		if (u->later[i].tgid == tgid) {

@@ -169,6 +169,9 @@ struct unwtab {
 	 * recording waits for it (unwtab_request urgent) */
 	bool boosted;
 	int boost_nice;
+	/* A recording's request is queued: a host-view request being served
+	 * builds no more tables (they are asked for again after it). */
+	atomic_bool urgent_waiting;
 	struct unwcache *cache_next;  /* under mu: unwtab_set_cache's, taken by the worker */
 	struct request *queue;     /* under mu */
 	size_t nq;

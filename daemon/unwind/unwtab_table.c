@@ -384,6 +384,13 @@ struct table *unwtab_table_for(struct unwtab *u, struct proc_view *pv,
 	uid = (uint32_t)pv->uid;
 	if (over_share(u, uid, 0))
 		goto out;
+	/* A recording waits behind this request: it goes first, this table
+	 * after it. Before, it waited for every build of the process being
+	 * served (a host-view request of a new program and its libraries). */
+	if (!pv->urgent && atomic_load(&u->urgent_waiting)) {
+		pv->retry_ns = 1;
+		goto out;
+	}
 	/* Its owner's builds took their time: later, and the process's other
 	 * mappings meanwhile. */
 	wait = build_wait(u, (uint32_t)sb.st_uid);
