@@ -260,6 +260,7 @@ START_TEST(test_owner)
 	struct unwcache_key k;
 	struct cfi_table *t, *got = NULL;
 	struct unwcache_src nobody = { .uid = 65534 }, other = { .uid = 1000 };
+	char from[256], to[256];
 
 	ck_assert_int_eq(unwcache_open(dir, 0, &c), 0);
 	t = build(BIN, c, &k);
@@ -269,6 +270,17 @@ START_TEST(test_owner)
 	ck_assert_int_eq(unwcache_get(c, &k, &nobody, 1u << 24, &got), 0);
 	cfi_table_free(got);
 	got = NULL;
+	/* Its header says whose it is: renamed as a root file's entry, or as
+	 * another user's, it is refused all the same. */
+	entry_path(&k, "-65534.uwt", from, sizeof(from));
+	entry_path(&k, ".uwt", to, sizeof(to));
+	ck_assert_int_eq(rename(from, to), 0);
+	ck_assert_int_eq(unwcache_get(c, &k, &root_src, 1u << 24, &got), -EBADMSG);
+	ck_assert_int_eq(unwcache_put(c, &k, &nobody, t), 0);
+	entry_path(&k, "-1000.uwt", to, sizeof(to));
+	ck_assert_int_eq(rename(from, to), 0);
+	ck_assert_int_eq(unwcache_get(c, &k, &other, 1u << 24, &got), -EBADMSG);
+	ck_assert_ptr_null(got);
 	ck_assert_int_eq(unwcache_put(c, &k, &root_src, t), 0);
 	ck_assert_int_eq(unwcache_get(c, &k, &other, 1u << 24, &got), 0);
 	assert_same(t, got);
