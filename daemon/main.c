@@ -74,6 +74,8 @@ static void usage(FILE *f)
 		"                         frame-pointers\n"
 		"      --unwind-max-memory BYTES  memory for CFI tables, K/M/G suffix, or auto\n"
 		"                         (default: RAM/512 within 12M..128M)\n"
+		"      --unwind-cache-dir DIR|off  built CFI tables kept on disk (default\n"
+		"                         /var/cache/jprofd/unwind)\n"
 		"      --lines on|off     source file:line of user frames in pprof, from DWARF\n"
 		"                         (default on)\n"
 		"      --debug-root DIR   separate debug files (.build-id/xx/yyy.debug) (default\n"
@@ -105,7 +107,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 {
 	enum { OPT_MAX_SESSIONS = 256, OPT_MAX_CLIENTS, OPT_HOST_BUCKET, OPT_HOST_RETENTION,
 	       OPT_HOST_MAX_MEMORY, OPT_HTTP, OPT_HTTP_TOKEN_FILE, OPT_HTTP_SOCKET, OPT_UNWIND,
-	       OPT_UNWIND_MAX_MEMORY, OPT_LINES, OPT_DEBUG_ROOT, OPT_REPORT_DIR,
+	       OPT_UNWIND_MAX_MEMORY, OPT_LINES, OPT_DEBUG_ROOT, OPT_REPORT_DIR, OPT_UNWIND_CACHE_DIR,
 	       /* a per-uid quota flag is OPT_QUOTA + its config key */
 	       OPT_QUOTA = 512 };
 	static const struct option longopts[] = {
@@ -123,6 +125,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "http", required_argument, NULL, OPT_HTTP },
 		{ "unwind", required_argument, NULL, OPT_UNWIND },
 		{ "unwind-max-memory", required_argument, NULL, OPT_UNWIND_MAX_MEMORY },
+		{ "unwind-cache-dir", required_argument, NULL, OPT_UNWIND_CACHE_DIR },
 		{ "lines", required_argument, NULL, OPT_LINES },
 		{ "debug-root", required_argument, NULL, OPT_DEBUG_ROOT },
 		{ "report-dir", required_argument, NULL, OPT_REPORT_DIR },
@@ -163,6 +166,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case OPT_HTTP: k = CONFIG_HTTP; break;
 		case OPT_UNWIND: k = CONFIG_UNWIND; break;
 		case OPT_UNWIND_MAX_MEMORY: k = CONFIG_UNWIND_MAX_MEMORY; break;
+		case OPT_UNWIND_CACHE_DIR: k = CONFIG_UNWIND_CACHE_DIR; break;
 		case OPT_LINES: k = CONFIG_LINES; break;
 		case OPT_DEBUG_ROOT: k = CONFIG_DEBUG_ROOT; break;
 		case OPT_REPORT_DIR: k = CONFIG_REPORT_DIR; break;
@@ -386,6 +390,8 @@ int main(int argc, char **argv)
 	scfg.no_unwind = cfg.unwind_fp_only;
 	scfg.unwind_rows = (unsigned)(config_unwind_memory(&cfg) / sizeof(struct jp_unwind_row));
 	scfg.unwind_cold_s = cfg.unwind_cold_s;
+	scfg.unwind_cache_dir = cfg.unwind_cache_dir;
+	scfg.unwind_cache_max_bytes = cfg.unwind_cache_max_bytes;
 
 	r = loop_new(&loop);
 	if (r < 0)

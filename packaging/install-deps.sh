@@ -19,6 +19,7 @@ packages=(
 	libclang-rt-dev                        # libFuzzer + sanitizer runtimes for clang (tests/fuzz)
 	libbpf-dev libelf-dev zlib1g-dev       # sampler, symbols
 	libdw-dev                              # unwind tables from .eh_frame (elfutils CFI)
+	libssl-dev                             # SHA-256 (libcrypto) keys of the unwind table cache
 	libdebuginfod-dev debuginfod           # debug files from debuginfod servers; a server for its test
 	libjson-c-dev libsystemd-dev libiberty-dev
 	check                                  # unit tests

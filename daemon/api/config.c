@@ -40,6 +40,8 @@ static const char *const key_names[CONFIG_NKEYS] = {
 	[CONFIG_START_GATE_MS] = "start_gate_ms",
 	[CONFIG_REPORT_DIR] = "report_dir",
 	[CONFIG_UNWIND_COLD_S] = "unwind_cold_s",
+	[CONFIG_UNWIND_CACHE_DIR] = "unwind_cache_dir",
+	[CONFIG_UNWIND_CACHE_MAX_BYTES] = "unwind_cache_max_bytes",
 };
 
 /* The unwind tables' default: RAM/512, 12M..128M. The binaries one busy
@@ -85,6 +87,8 @@ void config_defaults(struct config *c)
 	snprintf(c->debug_root, sizeof(c->debug_root), "/usr/lib/debug");
 	c->start_gate_ms = 2000;
 	c->unwind_cold_s = 30;
+	snprintf(c->unwind_cache_dir, sizeof(c->unwind_cache_dir), "/var/cache/jprofd/unwind");
+	c->unwind_cache_max_bytes = 256ull << 20;
 }
 
 const char *config_key_name(enum config_key k)
@@ -309,6 +313,24 @@ int config_set(struct config *c, enum config_key k, const char *v, char *err, si
 			return -EINVAL;
 		}
 		break;
+	case CONFIG_UNWIND_CACHE_DIR:
+		/* "off" (or nothing): no cache. */
+		if (strcmp(v, "off") == 0)
+			v = "";
+		if ((v[0] && v[0] != '/') || strlen(v) >= sizeof(c->unwind_cache_dir) || has_space(v)) {
+			snprintf(err, errlen, "unwind_cache_dir wants an absolute path or off, not \"%s\"",
+				 v);
+			return -EINVAL;
+		}
+		snprintf(c->unwind_cache_dir, sizeof(c->unwind_cache_dir), "%s", v);
+		break;
+	case CONFIG_UNWIND_CACHE_MAX_BYTES:
+		if (parse_bytes(v, 1ull << 20, 64ull << 30, &c->unwind_cache_max_bytes) < 0) {
+			snprintf(err, errlen, "unwind_cache_max_bytes wants 1M..64G (bytes, or K/M/G), "
+				 "not \"%s\"", v);
+			return -EINVAL;
+		}
+		break;
 	case CONFIG_START_GATE_MS:
 		if (config_parse_uint(v, 1, 60000, &c->start_gate_ms) < 0) {
 			snprintf(err, errlen, "start_gate_ms wants 1..60000, not \"%s\"", v);
@@ -515,6 +537,10 @@ void config_format(const struct config *c, enum config_key k, char *buf, size_t 
 	case CONFIG_REPORT_DIR: snprintf(buf, len, "%s", c->report_dir); break;
 	case CONFIG_START_GATE_MS: snprintf(buf, len, "%u", c->start_gate_ms); break;
 	case CONFIG_UNWIND_COLD_S: snprintf(buf, len, "%u", c->unwind_cold_s); break;
+	case CONFIG_UNWIND_CACHE_DIR:
+		snprintf(buf, len, "%s", c->unwind_cache_dir[0] ? c->unwind_cache_dir : "off");
+		break;
+	case CONFIG_UNWIND_CACHE_MAX_BYTES: format_bytes(c->unwind_cache_max_bytes, buf, len); break;
 	default: snprintf(buf, len, "?"); break;
 	}
 }
@@ -575,6 +601,10 @@ void config_override(struct config *dst, const struct config *src)
 		memcpy(dst->report_dir, src->report_dir, sizeof(dst->report_dir));
 	if (src->set & (1u << CONFIG_UNWIND_COLD_S))
 		dst->unwind_cold_s = src->unwind_cold_s;
+	if (src->set & (1u << CONFIG_UNWIND_CACHE_DIR))
+		memcpy(dst->unwind_cache_dir, src->unwind_cache_dir, sizeof(dst->unwind_cache_dir));
+	if (src->set & (1u << CONFIG_UNWIND_CACHE_MAX_BYTES))
+		dst->unwind_cache_max_bytes = src->unwind_cache_max_bytes;
 	for (int k = 0; k < CONFIG_NKEYS; k++)
 		if (src->set & (1u << k))
 			dst->line[k] = src->line[k];

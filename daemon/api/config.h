@@ -40,6 +40,8 @@ enum config_key {
 	CONFIG_START_GATE_MS,
 	CONFIG_REPORT_DIR,
 	CONFIG_UNWIND_COLD_S,
+	CONFIG_UNWIND_CACHE_DIR,
+	CONFIG_UNWIND_CACHE_MAX_BYTES,
 	CONFIG_NKEYS,
 };
 
@@ -72,6 +74,8 @@ struct config {
 	unsigned start_gate_ms;      /* longest wait of a `record --pid` for its process to be ready */
 	char report_dir[256];        /* each host window as pprof here (absolute path), "" = off */
 	unsigned unwind_cold_s;      /* a table in use gives its rows up after so long unsampled */
+	char unwind_cache_dir[256];  /* built unwind tables kept here (absolute path), "" = off */
+	unsigned long long unwind_cache_max_bytes;  /* its size, least recently used removed */
 	unsigned set;                /* bit (1 << key) for every key given */
 	unsigned line[CONFIG_NKEYS]; /* file line a key came from; 0 = default or flag */
 };

@@ -127,6 +127,14 @@ static void unwind_metrics(struct out *o, const struct sampler_stats *s)
 		"Unwind table builds put off because the file's owner spent its build time.",
 		t->builds_deferred);
 	counter(o, "jprofd_unwind_tables_evicted_total", "Unwind tables evicted to make room.", t->evicted);
+	counter(o, "jprofd_unwind_cache_hits_total",
+		"Unwind tables loaded from the disk cache rather than built.", t->cache_hits);
+	counter(o, "jprofd_unwind_cache_writes_total", "Unwind tables written to the disk cache.",
+		t->cache_writes);
+	counter(o, "jprofd_unwind_cache_rejected_total",
+		"Disk cache entries refused (corrupt, truncated): built again.", t->cache_rejected);
+	gauge(o, "jprofd_unwind_cache_bytes", "Size of the disk cache of unwind tables.",
+	      t->cache_bytes);
 	counter(o, "jprofd_unwind_table_room_retries_total",
 		"Unwind tables refused for want of room, built again later.", t->room_retries);
 	counter(o, "jprofd_unwind_table_evicted_cold_total",

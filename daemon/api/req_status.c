@@ -210,6 +210,12 @@ static void add_unwind_status(const struct sampler_stats *ss, struct json_object
 	jprof_json_add_u64(u, "processes_full", t->procs_full);
 	jprof_json_add_u64(u, "uid_share", t->uid_share);
 	jprof_json_add_u64(u, "builds_deferred", t->builds_deferred);
+	jprof_json_add_u64(u, "cache_hits", t->cache_hits);
+	jprof_json_add_u64(u, "cache_writes", t->cache_writes);
+	jprof_json_add_u64(u, "cache_rejected", t->cache_rejected);
+	jprof_json_add_u64(u, "cache_evicted", t->cache_evicted);
+	jprof_json_add_u64(u, "cache_bytes", t->cache_bytes);
+	jprof_json_add_u64(u, "recording_wait_ms_max", t->urgent_wait_ns_max / 1000000ull);
 	for (int i = CFI_OK + 1; i < CFI_NERRORS; i++)
 		jprof_json_add_u64(rej, cfi_error_name((enum cfi_error)i), t->rejected[i]);
 	json_object_object_add(u, "rejected", rej);

@@ -257,6 +257,7 @@ int sampler_new(const struct sampler_config *cfg, const struct sampler_callbacks
 			goto fail;
 		}
 		unwtab_set_cold(s->unwind, cfg->unwind_cold_s * 1000000000ull);
+		unwtab_set_cache(s->unwind, cfg->unwind_cache_dir, cfg->unwind_cache_max_bytes);
 		r = hs_procs_new(bpf_map__fd(s->skel->maps.hs_procs), NULL, &s->hotspot);
 		if (r < 0)
 			goto fail;

@@ -33,6 +33,8 @@ struct sampler_config {
 	bool no_unwind;            /* frame pointers only: no CFI tables */
 	unsigned unwind_rows;      /* rows of all CFI tables together; 0 = default */
 	unsigned unwind_cold_s;    /* unwtab_set_cold; 0 = default */
+	const char *unwind_cache_dir;  /* unwtab_set_cache; NULL, "": none */
+	unsigned long long unwind_cache_max_bytes;
 };
 
 

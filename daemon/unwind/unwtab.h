@@ -7,7 +7,9 @@
  * table's rows are kept in the daemon, encoded (about 4 bytes a row, at
  * most half the array's size in all), so a binary that runs again (a
  * compiler per file) is loaded again in milliseconds rather than rebuilt
- * from its CFI (half a second for cc1).
+ * from its CFI (half a second for cc1). Built tables are also kept on disk
+ * (unwcache.h), so that a restart of the daemon loads them rather than
+ * builds them again.
  *
  * The event loop only queues requests (unwtab_request never blocks on a
  * build); reading ELF files, building, and writing the BPF maps
@@ -21,7 +23,8 @@
  * are loaded without those builds, and asked for again once the charge
  * has drained (at half the rate of the worker's time: its CPU time, and
  * its time idle), so another user's new process waits behind one build of
- * theirs at most. */
+ * theirs at most. The worker runs at nice 5 (builds yield to the event
+ * loop), and at the loop's priority while a recording waits for it. */
 #ifndef JPROF_UNWTAB_H
 #define JPROF_UNWTAB_H
 
@@ -78,6 +81,13 @@ struct unwtab_stats {
 	uint64_t uid_share;       /* tables not built: their user's processes hold their share */
 	uint64_t builds_deferred; /* builds put off: their file's owner spent its build time */
 	uint64_t build_cpu_ns_total;  /* CPU time of the builds (the worker thread's) */
+	/* The disk cache of built tables (unwcache.h); all 0 when it is off. */
+	uint64_t cache_hits;      /* tables loaded from it rather than built */
+	uint64_t cache_writes;    /* tables written to it */
+	uint64_t cache_rejected;  /* entries refused (corrupt, truncated...): built again */
+	uint64_t cache_evicted;   /* entries removed to stay within its size */
+	uint64_t cache_bytes;     /* its size, as of the last write */
+	uint64_t urgent_wait_ns_max;  /* longest wait of a recording's request for the worker */
 	/* Binaries that live processes sampled within the last minute map and
 	 * that have no rows, by cause: a gauge, counted at each sweep (5 s). */
 	uint64_t sampled_missing[UNWTAB_NWHY];
@@ -99,6 +109,10 @@ struct unwtab_stats {
 /* rows_fd, procs_fd: the BPF maps unwind_rows (capacity rows_capacity) and
  * unwind_procs, borrowed. Starts the worker. */
 int unwtab_new(int rows_fd, int procs_fd, uint32_t rows_capacity, struct unwtab **out);
+/* Keeps built tables in dir (unwcache.h; NULL, "" or "off": not), at most
+ * max_bytes (0: the default). Called once, before the first request;
+ * opening the directory logs why the cache is off if it cannot be. */
+void unwtab_set_cache(struct unwtab *u, const char *dir, uint64_t max_bytes);
 /* Stops the worker; NULL-safe. The BPF maps are left as they are. */
 void unwtab_free(struct unwtab *u);
 

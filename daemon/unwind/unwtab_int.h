@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "procmaps.h"
+#include "unwcache.h"
 #include "unwtab.h"
 #include "uwalk.h"
 
@@ -73,7 +74,7 @@ struct table {
 	bool shared;              /* from a file no user could write: found by build-id */
 	uint32_t refs;
 	uint64_t last_used;
-	uint8_t *spill;           /* evicted rows, encoded (spill_encode); NULL: none */
+	uint8_t *spill;           /* evicted rows, encoded (rowcode.h); NULL: none */
 	size_t spill_len;
 	uint32_t spill_rows;
 	uint64_t room_at;         /* count 0 for want of rows: built again then (0: not so) */
@@ -111,6 +112,7 @@ struct request {
 	bool retry;                /* a build put off (not pending for a recording) */
 	bool urgent;               /* a recording of it starts: tables refused for room are
 				    * tried again now (room is made from unsampled tables) */
+	uint64_t asked_ns;         /* urgent: CLOCK_MONOTONIC of the request (its wait, logged) */
 };
 
 /* Build CPU time charged to one file owner, drained up to worker_clock()
@@ -175,6 +177,15 @@ struct unwtab {
 	bool stop, busy;
 	atomic_bool cancel;         /* unwtab_free: a build in progress stops */
 	uint32_t building;          /* the tgid the worker is loading, 0: none */
+	pid_t worker_tid;
+	/* under mu: the worker runs at the loop's priority, not nice 5, while a
+	 * recording waits for it (unwtab_request urgent) */
+	bool boosted;
+	int boost_nice;
+	/* A recording's request is queued: a host-view request being served
+	 * builds no more tables (they are asked for again after it). */
+	atomic_bool urgent_waiting;
+	struct unwcache *cache_next;  /* under mu: unwtab_set_cache's, taken by the worker */
 	struct request *queue;     /* under mu */
 	size_t nq;
 	struct request *later;     /* under mu: young processes' requests (DEFER_NS), retries */
@@ -185,6 +196,7 @@ struct unwtab {
 
 	/* Worker only. */
 	struct unwtab_stats st;
+	struct unwcache *cache;    /* built tables on disk; NULL: none */
 	struct table **tables;
 	size_t ntables;
 	struct proc *procs;

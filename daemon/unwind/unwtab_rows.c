@@ -24,6 +24,7 @@
 #include "log.h"
 #include "proc.h"
 #include "procmaps.h"
+#include "rowcode.h"
 #include "unwtab_int.h"
 
 /* ---- row allocator ---- */
@@ -76,88 +77,6 @@ static int rows_take(struct unwtab *u, uint32_t count, uint32_t *first)
 	}
 	return -ENOSPC;
 }
-
-/* ---- evicted rows kept encoded ---- */
-
-/* Rows are sorted by pc and neighbours look alike: each is the pc's
- * distance from the previous one, then the CFA and rbp offsets as zigzag
- * varints (most fit one byte), then the kind. */
-static size_t spill_put(uint8_t *o, uint64_t v)
-{
-	size_t n = 0;
-
-	do {
-		o[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-		v >>= 7;
-	} while (v);
-	return n;
-}
-
-static bool spill_get(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-	uint64_t r = 0;
-
-	for (unsigned sh = 0; *p < end && sh < 64; sh += 7) {
-		uint8_t b = *(*p)++;
-
-		r |= (uint64_t)(b & 0x7f) << sh;
-		if (!(b & 0x80)) {
-			*v = r;
-			return true;
-		}
-	}
-	return false;
-}
-
-static uint64_t zz(int64_t v)
-{
-	return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-}
-
-static int64_t unzz(uint64_t v)
-{
-	return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
-}
-
-/* Encodes n rows; NULL on ENOMEM. */
-static uint8_t *spill_encode(const struct jp_unwind_row *rows, size_t n, size_t *len)
-{
-	uint8_t *o = malloc(n * 21 + 1), *fit;  /* 5 + 10 + 5 + 1 bytes at worst */
-	uint32_t pc = 0;
-	size_t k = 0;
-
-	if (!o)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		k += spill_put(o + k, rows[i].pc - pc);
-		k += spill_put(o + k, zz(rows[i].cfa_off));
-		k += spill_put(o + k, zz(rows[i].rbp_off));
-		o[k++] = rows[i].kind;
-		pc = rows[i].pc;
-	}
-	fit = realloc(o, k ? k : 1);
-	*len = k;
-	return fit ? fit : o;
-}
-
-/* Decodes n rows into out; -EINVAL if the encoding does not hold n. */
-static int spill_decode(const uint8_t *p, size_t len, struct jp_unwind_row *out, size_t n)
-{
-	const uint8_t *end = p + len;
-	uint64_t d, c, b;
-	uint32_t pc = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		if (!spill_get(&p, end, &d) || !spill_get(&p, end, &c) || !spill_get(&p, end, &b) ||
-		    p >= end)
-			return -EINVAL;
-		pc += (uint32_t)d;
-		out[i] = (struct jp_unwind_row){ .pc = pc, .cfa_off = (int32_t)unzz(c),
-						 .rbp_off = (int16_t)unzz(b), .kind = *p++ };
-	}
-	return p == end ? 0 : -EINVAL;
-}
-
 
 /* Reads rows [first, first + n) back from the BPF array. */
 static int rows_read(struct unwtab *u, uint32_t first, struct jp_unwind_row *rows, size_t n)
@@ -229,7 +148,7 @@ static bool table_spill(struct unwtab *u, struct table *t)
 	uint8_t *enc = NULL;
 
 	if (rows && rows_read(u, t->first, rows, t->count) == 0)
-		enc = spill_encode(rows, t->count, &len);
+		enc = rowcode_encode(rows, t->count, &len);
 	free(rows);
 	if (!enc || len > u->spill_max) {
 		free(enc);
@@ -369,7 +288,7 @@ void unwtab_table_unspill(struct unwtab *u, struct table *t)
 	struct cfi_table ct = { .n = t->spill_rows };
 
 	ct.rows = malloc((size_t)t->spill_rows * sizeof(*ct.rows));
-	if (ct.rows && spill_decode(t->spill, t->spill_len, ct.rows, ct.n) == 0) {
+	if (ct.rows && rowcode_decode(t->spill, t->spill_len, ct.rows, ct.n) == 0) {
 		/* Referenced meanwhile, so making room never drops t itself. */
 		t->refs++;
 		unwtab_table_load(u, t, &ct);

@@ -194,6 +194,56 @@ static int open_debug_file(const uint8_t *bid, size_t len)
 	return fd;
 }
 
+/* The table of the file open on fd (sb; its debug file on dfd, -1: none):
+ * from the disk cache when it holds the file's key, else built, and then
+ * written there. */
+static int table_make(struct unwtab *u, int fd, int dfd, const struct stat *sb,
+		      struct cfi_table **ct, enum cfi_error *why, bool *cached)
+{
+	struct unwcache_src src = { .uid = sb->st_uid, .root_only = proc_file_root_only(sb) };
+	size_t max_rows = u->cap < MAX_TABLE_ROWS ? u->cap : MAX_TABLE_ROWS;
+	struct unwcache_stats cs;
+	struct unwcache_key key;
+	bool keyed = u->cache && unwcache_key(u->cache, fd, dfd, &key) == 0;
+	int r = -ENOENT;
+
+	*cached = false;
+	if (keyed)
+		r = unwcache_get(u->cache, &key, &src, max_rows, ct);
+	if (r == 0) {
+		*cached = true;
+		*why = CFI_OK;
+	} else {
+		r = cfi_build_fd(fd, dfd, &(struct cfi_limits){ .max_rows = max_rows,
+							       .cancel = &u->cancel }, ct, why);
+		if (r == 0 && keyed)
+			unwcache_put(u->cache, &key, &src, *ct);
+	}
+	if (u->cache) {
+		unwcache_get_stats(u->cache, &cs);
+		u->st.cache_hits = cs.hits;
+		u->st.cache_writes = cs.writes;
+		u->st.cache_rejected = cs.rejected;
+		u->st.cache_evicted = cs.evicted;
+		u->st.cache_bytes = cs.bytes;
+	}
+	return r;
+}
+
+void unwtab_set_cache(struct unwtab *u, const char *dir, uint64_t max_bytes)
+{
+	struct unwcache *c = NULL;
+
+	if (unwcache_open(dir, max_bytes, &c) < 0 || !c)
+		return;
+	log_info("unwind: built tables kept in %s (at most %llu MiB)", dir,
+		 (unsigned long long)((max_bytes ? max_bytes : UNWCACHE_DEFAULT_BYTES) >> 20));
+	pthread_mutex_lock(&u->mu);
+	unwcache_free(u->cache_next);
+	u->cache_next = c;
+	pthread_mutex_unlock(&u->mu);
+}
+
 /* The table of the binary behind one mapping of tgid, built if new; NULL
  * when the file cannot be read. */
 static bool proc_uid(struct proc_view *pv)
@@ -282,6 +332,7 @@ struct table *unwtab_table_for(struct unwtab *u, struct proc_view *pv,
 	uint64_t t0, c0, wait;
 	uint32_t tgid = pv->tgid, uid;
 	int fd, dfd, len, r;
+	bool cached;
 
 	fd = -1;
 	t = table_by_path(u, pv, e);
@@ -333,6 +384,13 @@ struct table *unwtab_table_for(struct unwtab *u, struct proc_view *pv,
 	uid = (uint32_t)pv->uid;
 	if (over_share(u, uid, 0))
 		goto out;
+	/* A recording waits behind this request: it goes first, this table
+	 * after it. Before, it waited for every build of the process being
+	 * served (a host-view request of a new program and its libraries). */
+	if (!pv->urgent && atomic_load(&u->urgent_waiting)) {
+		pv->retry_ns = 1;
+		goto out;
+	}
 	/* Its owner's builds took their time: later, and the process's other
 	 * mappings meanwhile. */
 	wait = build_wait(u, (uint32_t)sb.st_uid);
@@ -368,10 +426,7 @@ struct table *unwtab_table_for(struct unwtab *u, struct proc_view *pv,
 	t->owner = uid;
 	t->share_rows = 0;
 	dfd = open_debug_file(bid, (size_t)len);
-	r = cfi_build_fd(fd, dfd,
-			 &(struct cfi_limits){ .max_rows = u->cap < MAX_TABLE_ROWS ? u->cap : MAX_TABLE_ROWS,
-					       .cancel = &u->cancel },
-			 &ct, &why);
+	r = table_make(u, fd, dfd, &sb, &ct, &why, &cached);
 	if (dfd >= 0)
 		close(dfd);
 	c0 = thread_cpu_ns() - c0;
@@ -393,14 +448,20 @@ struct table *unwtab_table_for(struct unwtab *u, struct proc_view *pv,
 	t0 = clock_mono_ns() - t0;
 	/* Which binaries a host keeps building (debug level): the worker's
 	 * largest cost on a host that starts new programs all the time. */
-	log_debug("unwind: built %s for pid %u: %zu rows, %llu ms (%llu ms CPU)%s%s", e->path, tgid,
-		  r == 0 ? ct->n : 0, (unsigned long long)(t0 / 1000000ull),
-		  (unsigned long long)(c0 / 1000000ull), r < 0 ? ", rejected: " : "",
-		  r < 0 ? cfi_error_name(why) : "");
-	u->st.builds++;
-	u->st.build_ns_total += t0;
-	if (t0 > u->st.build_ns_max)
-		u->st.build_ns_max = t0;
+	if (cached) {
+		log_debug("unwind: loaded %s for pid %u from the cache: %zu rows, %llu ms (%llu ms CPU)",
+			  e->path, tgid, ct->n, (unsigned long long)(t0 / 1000000ull),
+			  (unsigned long long)(c0 / 1000000ull));
+	} else {
+		log_debug("unwind: built %s for pid %u: %zu rows, %llu ms (%llu ms CPU)%s%s", e->path,
+			  tgid, r == 0 ? ct->n : 0, (unsigned long long)(t0 / 1000000ull),
+			  (unsigned long long)(c0 / 1000000ull), r < 0 ? ", rejected: " : "",
+			  r < 0 ? cfi_error_name(why) : "");
+		u->st.builds++;
+		u->st.build_ns_total += t0;
+		if (t0 > u->st.build_ns_max)
+			u->st.build_ns_max = t0;
+	}
 	cfi_table_free(ct);
 	if (!old)
 		u->tables[u->ntables++] = t;

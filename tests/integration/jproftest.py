@@ -875,7 +875,13 @@ class Daemon:
         self.exit_code = None
         self.bpf_ids = set()
         extra = os.environ.get("JPROF_TEST_DAEMON_ARGS", "").split()
-        self.argv = [t.jprofd, "--socket", self.socket] + list(extra_args) + extra
+        extra_args = list(extra_args)
+        # No disk cache of built unwind tables unless a test asks for one
+        # (test_unwind_cache.py): every test sees a fresh daemon's builds,
+        # whatever ran before it, and /var/cache is left alone.
+        if not any(a.startswith("--unwind-cache-dir") for a in extra_args + extra):
+            extra_args += ["--unwind-cache-dir", "off"]
+        self.argv = [t.jprofd, "--socket", self.socket] + extra_args + extra
         log("starting %s" % " ".join(self.argv))
         self._err = open(self.stderr_path, "wb")
         self.proc = Proc(as_user_argv(None, self.argv), name, stdout=self._err,

@@ -122,8 +122,12 @@ START_TEST(test_every_key)
 				   "debug_root = /srv/debug\n"
 				   "start_gate_ms = 500\n"
 				   "report_dir = /var/lib/jprofd/reports\n"
-				   "unwind_cold_s = 7\n",
+				   "unwind_cold_s = 7\n"
+				   "unwind_cache_dir = off\n"
+				   "unwind_cache_max_bytes = 32M\n",
 				   &c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.unwind_cache_dir, "");
+	ck_assert_uint_eq(c.unwind_cache_max_bytes, 32ull << 20);
 	ck_assert_uint_eq(c.start_gate_ms, 500);
 	ck_assert_str_eq(c.report_dir, "/var/lib/jprofd/reports");
 	ck_assert_uint_eq(c.unwind_cold_s, 7);
