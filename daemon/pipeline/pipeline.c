@@ -1,7 +1,6 @@
 #include "pipeline.h"
 
 #include <errno.h>
-#include <malloc.h>
 #include <sys/epoll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,13 +21,6 @@
 #define PIPELINE_MAX_TICKS 8
 #define SYMBOLS_EXPIRE_EVERY 2         /* drains */
 #define SYMBOLS_IDLE_S 60
-/* Free memory goes back to the kernel this often (drains). The host view
- * frees ten 1 s windows every 10 s when it compacts them, the caches free
- * what idle processes held, the unwinder frees its build scratch in its own
- * arena: malloc keeps the pages of all of it resident otherwise (only the
- * top of the main heap is given back by free), so RSS would stay near the
- * highest use since start instead of following what is held. */
-#define PIPELINE_TRIM_EVERY 10
 
 struct pipeline_source {
 	struct pipeline *p;
@@ -268,29 +260,24 @@ static void on_drain(struct loop_source *ls, void *arg)
 		drain_failed();
 }
 
-void pipeline_after_drain(struct pipeline *p, uint64_t now_ns)
-{
-	/* Processes come and go: drop their cached maps and unused ELF tables
-	 * once idle for a while, so memory follows the live set, not history. */
-	if (++p->drains % SYMBOLS_EXPIRE_EVERY == 0)
-		symbols_expire(p->sym, SYMBOLS_IDLE_S);
-	procinfo_expire(p->pi, now_ns);
-	for (unsigned i = 0; i < p->nticks; i++)
-		p->ticks[i].fn(p->ticks[i].arg, now_ns);
-	if (p->drains % PIPELINE_TRIM_EVERY == 0)
-		malloc_trim(0);
-}
-
 static void on_drained(struct loop_source *ls, int fd, uint32_t events, void *arg)
 {
 	struct pipeline *p = arg;
+	uint64_t now;
 	int r = sampler_drain_end(p->sampler);
 
 	if (r == 0)
 		return;  /* sampler_drain completed it already */
 	if (r < 0)
 		drain_failed();
-	pipeline_after_drain(p, clock_mono_ns());
+	now = clock_mono_ns();
+	/* Processes come and go: drop their cached maps and unused ELF tables
+	 * once idle for a while, so memory follows the live set, not history. */
+	if (++p->drains % SYMBOLS_EXPIRE_EVERY == 0)
+		symbols_expire(p->sym, SYMBOLS_IDLE_S);
+	procinfo_expire(p->pi, now);
+	for (unsigned i = 0; i < p->nticks; i++)
+		p->ticks[i].fn(p->ticks[i].arg, now);
 }
 
 int pipeline_set_sampler(struct pipeline *p, struct sampler *s)

@@ -54,10 +54,6 @@ void pipeline_on_sample(const struct raw_sample *rs, void *arg);
 /* Host-view samples (source 0, and host_feed samples of any source). */
 void pipeline_set_host(struct pipeline *p, const struct pipeline_consumer *c);
 
-/* What follows every drain of the timer: cache expiry, the tick hooks, and
- * every 10th time free memory given back to the kernel (malloc_trim). */
-void pipeline_after_drain(struct pipeline *p, uint64_t now_ns);
-
 /* Runs fn(arg, now_ns) after every drain, in the order added; at most 8. */
 int pipeline_add_tick(struct pipeline *p, void (*fn)(void *arg, uint64_t now_ns), void *arg);
 

@@ -324,54 +324,6 @@ START_TEST(test_plain_event_of_unarmed_thread)
 }
 END_TEST
 
-/* Resident anonymous KiB of this process (RssAnon: malloc's memory). */
-static long anon_rss_kib(void)
-{
-	FILE *f = fopen("/proc/self/status", "re");
-	char line[256];
-	long kib = -1;
-
-	ck_assert_ptr_nonnull(f);
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "RssAnon: %ld kB", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
-}
-
-/* Memory the daemon frees (host-view windows compacted, idle caches) goes
- * back to the kernel within ten drains, though malloc would keep it: here
- * 32 MiB freed below a block still in use, which free() never gives back. */
-START_TEST(test_freed_memory_returned)
-{
-	enum { PIECES = 4096, PIECE = 8192 };
-	struct fixture f;
-	char **p = calloc(PIECES, sizeof(*p));
-	long before, after;
-
-	setup(&f, false);
-	ck_assert_ptr_nonnull(p);
-	for (size_t i = 0; i < PIECES; i++) {
-		p[i] = malloc(PIECE);
-		ck_assert_ptr_nonnull(p[i]);
-		memset(p[i], 1, PIECE);
-	}
-	/* The last piece, the heap's highest, stays: the rest is not at the top. */
-	for (size_t i = 0; i + 1 < PIECES; i++)
-		free(p[i]);
-	before = anon_rss_kib();
-	ck_assert_int_ge(before, PIECES / 1024 * PIECE * 3 / 4);
-	for (unsigned i = 0; i < 10; i++)
-		pipeline_after_drain(f.p, (i + 1) * 1000 * MS);
-	after = anon_rss_kib();
-	ck_assert_msg(after < before - PIECES / 1024 * PIECE / 2,
-		      "anonymous RSS %ld KiB before, %ld KiB after ten drains", before, after);
-	free(p[PIECES - 1]);
-	free(p);
-	teardown(&f);
-}
-END_TEST
-
 int main(void)
 {
 	Suite *s = suite_create("pipeline");
@@ -383,7 +335,6 @@ int main(void)
 	tcase_add_test(tc, test_jvm_join_through_the_builder);
 	tcase_add_test(tc, test_per_sample_records);
 	tcase_add_test(tc, test_plain_event_of_unarmed_thread);
-	tcase_add_test(tc, test_freed_memory_returned);
 	suite_add_tcase(s, tc);
 	return jprof_check_run(s);
 }
