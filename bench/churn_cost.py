@@ -184,7 +184,9 @@ class Daemon:
         row = {"t": t, "cpu": thread_cpu(self.pid), "us": user_sys(self.pid),
                "bpf": bpf_ns(self.pid), "mem": memory(self.pid),
                "hv": st.get("hostview", {}).get("bytes", 0),
-               "unwind": st.get("sampler", {}).get("unwind", {})}
+               "unwind": st.get("sampler", {}).get("unwind", {}),
+               "bpf_us": st.get("sampler", {}).get("bpf_sample_us", {}),
+               "samples": st.get("sampler", {}).get("samples", 0)}
         self.rows.append(row)
         return row
 
@@ -264,6 +266,11 @@ def jprofd_phase(work):
             % (d.name, whole, last["t"], steady, parts["bpf"], first["mem"][0],
                nearest(d.rows, 300)["mem"][0], nearest(d.rows, 300)["t"], last["mem"][0],
                last["t"]))
+        b = last["bpf_us"]
+        log("  %s: %d samples, %.0f a second; BPF per sample p50 %s us, p90 %s, p99 %s"
+            % (d.name, last["samples"] - first["samples"],
+               (last["samples"] - first["samples"]) / last["t"], b.get("p50"), b.get("p90"),
+               b.get("p99")))
         log("  %s unwind: builds %s, process_reads %s, requests %s, rows %s of %s"
             % (d.name, u.get("builds"), u.get("process_reads"), u.get("requests"), u.get("rows"),
                u.get("rows_capacity")))
@@ -332,6 +339,10 @@ def main():
     for path in [JPROFD, JPROFCTL] + ([BASE] if BASE else []):
         if not os.access(path, os.X_OK):
             sys.exit("churn_cost.py: %s not found; build first" % path)
+    # Stopped early (a background run ignores SIGINT): the daemons, the
+    # load and the sysctl are still put back.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("churn_cost.py: terminated"))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     work = tempfile.mkdtemp(prefix="jprof-cost-")
     old_stats = read("/proc/sys/kernel/bpf_stats_enabled").strip() or "0"
     load = []
