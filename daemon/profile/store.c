@@ -11,9 +11,12 @@
 #define STORE_DEFAULT_MAX_BYTES ((size_t)256 << 20)
 
 /* Arena blocks hold frame names, stack frame-id arrays and stack values:
- * one malloc per 64 KiB instead of one per stack keeps 100k+ stacks cheap
- * to add and free. */
-#define STORE_ARENA_BLOCK ((size_t)64 << 10)
+ * one malloc per 16 KiB instead of one per stack keeps 100k+ stacks cheap
+ * to add and free. Not more: the host view keeps a store per 1 s window
+ * (about a hundred of them), and what a window counts against the host
+ * view's cap includes its blocks' unused ends: half a 64 KiB block on
+ * average was a quarter of a window. */
+#define STORE_ARENA_BLOCK ((size_t)16 << 10)
 
 /* Truncated marker stacks are exempt from max_stacks (one per process), but
  * pid_max can be millions; past this many, samples go to the pid 0 marker so
