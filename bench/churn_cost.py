@@ -48,6 +48,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchutil import forks, log, wait_for  # noqa: E402
+
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JPROFD = os.environ.get("JPROFD", os.path.join(SRC, "build", "jprofd"))
 JPROFCTL = os.environ.get("JPROFCTL", os.path.join(SRC, "build", "jprofctl"))
@@ -60,27 +63,6 @@ SPAWN = float(os.environ.get("BENCH_SPAWN_RATE", "25"))
 PERF_SECONDS = int(os.environ.get("BENCH_PERF_SECONDS", "120"))
 PERF = [m for m in os.environ.get("BENCH_PERF", "fp").split(",") if m]
 TICK = os.sysconf("SC_CLK_TCK")
-
-
-def log(msg):
-    sys.stdout.write(msg + "\n")
-    sys.stdout.flush()
-
-
-def wait_for(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise RuntimeError("no %s within %d s" % (what, timeout))
-        time.sleep(0.1)
-
-
-def forks():
-    with open("/proc/stat") as f:
-        for line in f:
-            if line.startswith("processes "):
-                return int(line.split()[1])
-    return 0
 
 
 def read(path):

@@ -55,6 +55,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchutil import forks, log, wait_for  # noqa: E402
+
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JPROFD = os.environ.get("JPROFD", os.path.join(SRC, "build", "jprofd"))
 JPROFCTL = os.environ.get("JPROFCTL", os.path.join(SRC, "build", "jprofctl"))
@@ -67,27 +70,6 @@ START_WAIT_S = 60
 
 ITERATION = ("sh -c 'echo x | sed s/x/y/ >/dev/null'; gcc -c -o {w}/o$L.o {w}/small.c; "
              "/bin/true; xz -1 -T1 -c {w}/random >/dev/null")
-
-
-def log(msg):
-    sys.stdout.write(msg + "\n")
-    sys.stdout.flush()
-
-
-def wait_for(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise RuntimeError("no %s within %d s" % (what, timeout))
-        time.sleep(0.1)
-
-
-def forks():
-    with open("/proc/stat") as f:
-        for line in f:
-            if line.startswith("processes "):
-                return int(line.split()[1])
-    return 0
 
 
 def threads_cpu_ns(pid):

@@ -378,8 +378,9 @@ static void on_connect_timeout(struct loop_source *src, void *arg)
 			  "the agent was loaded but did not connect back to jprofd");
 }
 
-/* A recording that waits for another's attach of its JVM (one attach per
- * JVM): the same result, bounded by the same deadline. May free s. */
+/* An attach's result for s: its own, or that of another recording's
+ * attach of its JVM that s waited for (one attach per JVM, bounded by the
+ * same deadline). May free s. */
 static void attach_followed(struct session *s, const struct attach_result *res)
 {
 	struct agent *a;
@@ -418,7 +419,6 @@ static bool follows(const struct session *o, const struct session *s)
 static void on_attach_done(const struct attach_result *res, void *arg)
 {
 	struct session *s = arg;
-	struct agent *a;
 
 	s->attach = NULL;
 	/* The recordings that waited for this attach first (s may go below);
@@ -431,21 +431,11 @@ static void on_attach_done(const struct attach_result *res, void *arg)
 		attach_followed(o, res);
 		o = s->mgr->sessions;
 	}
-	s->attach_ms = since_request_ms(s);
-	if (s->java != JAVA_ATTACHING)
+	if (s->java != JAVA_ATTACHING) {
+		s->attach_ms = since_request_ms(s);
 		return;  /* the agent connected first */
-	if (res->status < 0) {
-		java_fail(s, JAVA_FAILED, res->code[0] ? res->code : "attach_failed",
-			  res->message[0] ? res->message : "cannot load the agent");
-		return;
 	}
-	s->java = JAVA_WAIT_AGENT;
-	a = agentlink_find(s->mgr->agents, s->p.pid, s->p.pidfd);
-	if (a) {
-		bind_agent(s, a);
-		return;
-	}
-	loop_add_timer(s->mgr->loop, JVM_CONNECT_WAIT_MS, 0, on_connect_timeout, s, &s->java_timer);
+	attach_followed(s, res);
 }
 
 /* A JVM in its start-up that the attach keeps trying (attach_on_slow). */
