@@ -49,7 +49,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchutil import forks, log, wait_for  # noqa: E402
+from benchutil import bpf_ns, forks, log, wait_for  # noqa: E402
 
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JPROFD = os.environ.get("JPROFD", os.path.join(SRC, "build", "jprofd"))
@@ -95,26 +95,6 @@ def user_sys(pid):
     """utime, stime of the whole process in s (/proc/PID/stat)."""
     f = read("/proc/%d/stat" % pid).rsplit(")", 1)[-1].split()
     return (int(f[11]) / TICK, int(f[12]) / TICK) if len(f) > 12 else (0.0, 0.0)
-
-
-def bpf_ns(pid):
-    """Run time of the BPF programs pid holds (kernel.bpf_stats_enabled)."""
-    ids = set()
-    try:
-        fds = os.listdir("/proc/%d/fdinfo" % pid)
-    except OSError:
-        return 0
-    for fd in fds:
-        for line in read("/proc/%d/fdinfo/%s" % (pid, fd)).splitlines():
-            if line.startswith("prog_id:"):
-                ids.add(int(line.split()[1]))
-    total = 0
-    for i in ids:
-        r = subprocess.run(["bpftool", "prog", "show", "id", str(i), "-j"], capture_output=True,
-                           text=True)
-        if r.returncode == 0:
-            total += json.loads(r.stdout).get("run_time_ns", 0)
-    return total
 
 
 def memory(pid):

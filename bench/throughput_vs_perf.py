@@ -56,7 +56,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchutil import forks, log, wait_for  # noqa: E402
+from benchutil import bpf_ns, forks, log, wait_for  # noqa: E402
 
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JPROFD = os.environ.get("JPROFD", os.path.join(SRC, "build", "jprofd"))
@@ -85,31 +85,6 @@ def threads_cpu_ns(pid):
                 total += int(f.read().split()[0])
         except (OSError, ValueError, IndexError):
             pass
-    return total
-
-
-def bpf_ns(pid):
-    """Run time of the BPF programs pid holds (kernel.bpf_stats_enabled)."""
-    ids = set()
-    fdinfo = "/proc/%d/fdinfo" % pid
-    try:
-        fds = os.listdir(fdinfo)
-    except OSError:
-        return 0
-    for fd in fds:
-        try:
-            with open(os.path.join(fdinfo, fd)) as f:
-                for line in f:
-                    if line.startswith("prog_id:"):
-                        ids.add(int(line.split()[1]))
-        except (OSError, ValueError):
-            pass
-    total = 0
-    for i in ids:
-        r = subprocess.run(["bpftool", "prog", "show", "id", str(i), "-j"], capture_output=True,
-                           text=True)
-        if r.returncode == 0:
-            total += json.loads(r.stdout).get("run_time_ns", 0)
     return total
 
 
